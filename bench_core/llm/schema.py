@@ -1,0 +1,5 @@
+"""Tables owned by `bench_core.llm` (documented in docs/STORE.md)."""
+
+from failatlas.store import Migration
+
+MIGRATIONS: list[Migration] = []

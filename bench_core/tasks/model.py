@@ -1,0 +1,241 @@
+"""One typed task model for EXP-Bench, AutoExperiment, RExBench and FailAtlas's own suites.
+
+A `TaskSpec` holds everything about a task, ground truth included. What an agent may see is only
+`TaskSpec.agent_view()`; the rest never enters a sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TASK_SPEC_VERSION = 1
+
+
+class Benchmark(StrEnum):
+    EXPBENCH = "expbench"
+    AUTOEXPERIMENT = "autoexperiment"
+    REXBENCH = "rexbench"
+    MINI = "failatlas-mini"
+
+
+class TaskKind(StrEnum):
+    """What the agent must produce and what can be judged."""
+
+    T1 = "T1"  # EXP-Bench: paper-derived, implementing files known and removed
+    T2 = "T2"  # EXP-Bench: repo-derived ("How can you ..."), source files removed
+    T3 = "T3"  # EXP-Bench: no implementation found; design and conclusion only
+    MASKED_FUNCTIONS = "masked_functions"  # AutoExperiment: n functions stubbed
+    EXTENSION = "extension"  # RExBench: implement an extension of a base repository
+    DESIGN_ONLY = "design_only"  # design and conclusion only, nothing to run
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class PaperMeta(_Model):
+    id: str | None = None
+    title: str | None = None
+    venue: str | None = None
+    year: int | None = None
+    url: str | None = None
+    arxiv_id: str | None = None
+
+
+class RepoRef(_Model):
+    """Where the task's code comes from: a remote repository at a pinned commit, or a bundled folder."""
+
+    url: str | None = None
+    commit: str | None = None
+    local_path: str | None = Field(default=None, description="bundled repository, relative to the task file")
+
+
+class DesignSpec(_Model):
+    """Ground-truth experiment design (EXP-Bench's `design_complexity`)."""
+
+    constant: dict[str, Any] = Field(default_factory=dict)
+    independent: dict[str, Any] = Field(default_factory=dict)
+    dependent: dict[str, Any] = Field(default_factory=dict)
+
+    def variable_names(self) -> list[tuple[str, str]]:
+        """(role, name) for every ground-truth variable."""
+        return [(role, name) for role in ("constant", "independent", "dependent")
+                for name in getattr(self, role)]
+
+
+class FunctionRef(_Model):
+    """A function or method to mask: `qualname` is `name` or `Class.name`."""
+
+    path: str
+    qualname: str
+
+
+class Masking(_Model):
+    """What is removed from the repository before an agent sees it (paths relative to the repo root)."""
+
+    files: list[str] = Field(default_factory=list)
+    functions: list[FunctionRef] = Field(default_factory=list)
+    remove_also: list[str] = Field(default_factory=list, description="e.g. the README, paper files")
+
+    @field_validator("files", "remove_also")
+    @classmethod
+    def _relative(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"path {path!r} must be relative to the repository root, without '..'")
+        return paths
+
+
+class ImplementationTruth(_Model):
+    """Implementation ground truth: requirement steps and reference files (relative to the repo root)."""
+
+    requirements: list[str] = Field(default_factory=list)
+    reference_files: list[str] = Field(default_factory=list)
+    method_notes: str | None = None
+    hidden_tests: list[str] = Field(
+        default_factory=list, description="test files kept with the reference tree, never shown to the agent"
+    )
+
+
+class RunSpec(_Model):
+    """How the experiment is run: the exact command, from the repo root, and where its results appear."""
+
+    command: str | None = None
+    results_file: str | None = Field(default=None, description="JSON file of metric -> value the command writes")
+    timeout_s: int = 3600
+
+
+class ExpectedMetric(_Model):
+    """One expected numeric result; passes when numpy.isclose(observed, value, rtol, atol)."""
+
+    name: str
+    value: float
+    rtol: float = 0.0
+    atol: float = 0.0
+    experiment: str | None = None
+
+    @field_validator("rtol", "atol")
+    @classmethod
+    def _non_negative(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError("tolerances must be >= 0")
+        return v
+
+
+class SuccessCriterion(_Model):
+    """How an extension task's output decides success (RExBench)."""
+
+    kind: Literal["exact", "tolerance", "oracle_band"]
+    metric: str
+    value: float | str | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+    oracle_values: list[float] = Field(default_factory=list)
+    band: float = Field(default=0.0, description="oracle_band: allowed margin beyond [min, max] of oracle runs")
+
+    @model_validator(mode="after")
+    def _complete(self) -> SuccessCriterion:
+        if self.kind in ("exact", "tolerance") and self.value is None:
+            raise ValueError(f"a '{self.kind}' criterion needs a value")
+        if self.kind == "oracle_band" and not self.oracle_values:
+            raise ValueError("an 'oracle_band' criterion needs oracle_values")
+        return self
+
+
+class Resources(_Model):
+    gpus: int = 0
+    time_limit_s: int = 3600
+    memory_gb: float = 4.0
+    cpus: float = 1.0
+    image: str | None = None
+    network: bool = False
+
+
+class AgentView(_Model):
+    """Exactly what an agent is told about a task. No ground truth."""
+
+    task_id: str
+    question: str
+    method: str | None
+    instructions: str | None
+    hints: list[str]
+    run_command: str | None
+    results_file: str | None
+    expected_metrics: list[str]
+    needs_implementation: bool
+    gpus: int
+
+
+class TaskSpec(_Model):
+    """A benchmark task, ground truth included."""
+
+    spec_version: int = TASK_SPEC_VERSION
+    id: str
+    benchmark: str
+    kind: TaskKind
+    title: str | None = None
+    paper: PaperMeta = Field(default_factory=PaperMeta)
+    repository: RepoRef = Field(default_factory=RepoRef)
+    question: str
+    method: str | None = None
+    instructions: str | None = None
+    hints: list[str] = Field(default_factory=list, description="hint levels, least to most revealing")
+    design: DesignSpec | None = None
+    expected_conclusion: str | None = None
+    implementation: ImplementationTruth = Field(default_factory=ImplementationTruth)
+    masking: Masking = Field(default_factory=Masking)
+    run: RunSpec = Field(default_factory=RunSpec)
+    expected_results: list[ExpectedMetric] = Field(default_factory=list)
+    success: SuccessCriterion | None = None
+    resources: Resources = Field(default_factory=Resources)
+    source: str | None = Field(default=None, description="file the task was imported from")
+    warnings: list[str] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict, description="source fields kept as they came")
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/,+-]*", v):
+            raise ValueError(f"task id {v!r} may hold only letters, digits and . _ : / , + -")
+        return v
+
+    @property
+    def judgeable_phases(self) -> list[str]:
+        """Phases that can be scored for this task."""
+        phases = []
+        if self.design is not None:
+            phases.append("design")
+        if self.kind not in (TaskKind.T3, TaskKind.DESIGN_ONLY):
+            phases.append("implementation")
+        if self.run.command and (self.expected_results or self.success):
+            phases.append("execution")
+        if self.expected_conclusion:
+            phases.append("conclusion")
+        return phases
+
+    def agent_view(self) -> AgentView:
+        """What the agent is allowed to know."""
+        return AgentView(
+            task_id=self.id,
+            question=self.question,
+            method=self.method,
+            instructions=self.instructions,
+            hints=list(self.hints),
+            run_command=self.run.command,
+            results_file=self.run.results_file,
+            expected_metrics=[m.name for m in self.expected_results]
+            + ([self.success.metric] if self.success else []),
+            needs_implementation=self.kind not in (TaskKind.T3, TaskKind.DESIGN_ONLY),
+            gpus=self.resources.gpus,
+        )
+
+
+def stable_id(*parts: str, prefix: str, length: int = 10) -> str:
+    """A task id derived from content, not list order: `prefix` plus a short hash of `parts`."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:length]
+    return f"{prefix}-{digest}"

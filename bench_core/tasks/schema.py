@@ -1,0 +1,26 @@
+"""Tables owned by `bench_core.tasks`: the task catalog (documented in docs/STORE.md)."""
+
+from failatlas.store import Migration
+
+MIGRATIONS = [
+    Migration(
+        package="bench_core.tasks",
+        version=1,
+        name="tasks",
+        sql="""
+        CREATE TABLE tasks (
+            id VARCHAR PRIMARY KEY,
+            benchmark VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            paper_id VARCHAR,
+            title VARCHAR,
+            question VARCHAR NOT NULL,
+            gpus INTEGER NOT NULL DEFAULT 0,
+            n_warnings INTEGER NOT NULL DEFAULT 0,
+            spec JSON NOT NULL,
+            source VARCHAR,
+            imported_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
+]

@@ -1,0 +1,3 @@
+from failatlas.cli import main
+
+main()

@@ -1,0 +1,79 @@
+"""What every stage's CLI shares: the store chosen by --db, progress bars and console output.
+
+Stage CLIs stay thin: parse flags, call `store()`, call the stage's function, print the result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from failatlas.errors import StoreError
+from failatlas.store import Store, open_store, resolve_db_path
+
+console = Console()
+err_console = Console(stderr=True)
+
+T = TypeVar("T")
+
+
+class _State:
+    db: str | None = None
+    lock_timeout: float = 120.0
+
+
+state = _State()
+
+
+def db_path() -> str:
+    return str(resolve_db_path(state.db))
+
+
+def store(*, create: bool = True) -> Store:
+    """The store named by --db / $FAILATLAS_DB, migrated to the newest schema (created when `create`)."""
+    if create:
+        return open_store(state.db, lock_timeout=state.lock_timeout)
+    s = Store(state.db, lock_timeout=state.lock_timeout)
+    if not s.path.exists():
+        raise StoreError(
+            f"no store at {s.path}",
+            hint="create one with `failatlas db migrate` or a command that imports data, or pass --db PATH",
+        )
+    return s
+
+
+def progress_enabled() -> bool:
+    return os.environ.get("FAILATLAS_NO_PROGRESS") is None
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None) -> Iterator[callable]:
+    """A progress bar on stderr; yields `advance(n=1)`. Silent when $FAILATLAS_NO_PROGRESS is set."""
+    if not progress_enabled():
+        yield lambda n=1: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    ) as prog:
+        task = prog.add_task(description, total=total)
+        yield lambda n=1: prog.advance(task, n)
+
+
+def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    """Iterate with a progress bar."""
+    items = list(items) if total is None and not hasattr(items, "__len__") else items
+    n = total if total is not None else len(items)  # type: ignore[arg-type]
+    with progress_bar(description, n) as advance:
+        for item in items:
+            yield item
+            advance()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up a fresh machine for FailAtlas: system packages, the Python package with its extras, the sandbox image.
+# Idempotent: re-running skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== installing system packages: ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+echo "== installing failatlas and its extras (PyTorch comes with sentence-transformers: the first time takes minutes)"
+python3 -m pip install -q -e '.[all]'
+
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
+   && python3 -m failatlas sandbox --help >/dev/null 2>&1; then
+  echo "== building the sandbox image offline (skipped when it exists)"
+  python3 -m failatlas sandbox build-image
+fi
+echo "== ready: run 'failatlas demo'"

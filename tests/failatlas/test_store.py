@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import duckdb
+import pytest
+
+from failatlas.errors import StoreError, StoreLockedError
+from failatlas.store import Migration, Store, all_migrations, open_store
+
+
+def test_migrate_creates_every_declared_migration_once(db_path):
+    store = Store(db_path)
+    first = store.migrate()
+    assert first == [m.id for m in all_migrations()]
+    assert store.migrate() == []
+    assert store.applied_migrations() == first
+    assert {"schema_migrations", "stage_runs", "tasks", "insights"} <= set(store.tables())
+
+
+def test_edited_migration_is_refused(db_path, monkeypatch):
+    store = open_store(db_path)
+    import failatlas.schema as core_schema
+
+    edited = Migration("failatlas", 1, "stage_runs", core_schema.MIGRATIONS[0].sql + " -- changed")
+    monkeypatch.setattr(core_schema, "MIGRATIONS", [edited])
+    with pytest.raises(StoreError, match="changed after it was applied"):
+        store.migrate()
+
+
+def test_write_is_all_or_nothing(store):
+    with pytest.raises(RuntimeError, match="boom"), store.write() as conn:
+        conn.execute("INSERT INTO stage_runs VALUES ('a', 's', '{}', 'v', now(), NULL, 'ok', NULL)")
+        raise RuntimeError("boom")
+    assert store.query("SELECT count(*) FROM stage_runs") == [(0,)]
+
+
+def test_read_of_missing_store_names_the_file(tmp_path):
+    with pytest.raises(StoreError, match="no store at .*missing.duckdb"), Store(tmp_path / "missing.duckdb").read():
+        pass
+
+
+def _hold_write_lock(path: str, seconds: float, ready) -> None:
+    conn = duckdb.connect(path)
+    ready.set()
+    time.sleep(seconds)
+    conn.close()
+
+
+def test_reader_waits_for_a_writer_and_gives_up_with_a_clear_error(db_path):
+    open_store(db_path)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_write_lock, args=(str(db_path), 1.5, ready))
+    holder.start()
+    ready.wait(30)
+    with pytest.raises(StoreLockedError, match="stayed locked"):
+        Store(db_path, lock_timeout=0.2).query("SELECT 1")
+    assert Store(db_path, lock_timeout=30).query("SELECT 42") == [(42,)]  # waits until the holder leaves
+    holder.join()
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    store = Store(path, lock_timeout=60)
+    for i in range(n):
+        with store.write() as conn:
+            conn.execute(
+                "INSERT INTO stage_runs VALUES (?, 'w', '{}', 'v', now(), NULL, 'ok', NULL)", [f"{worker}-{i}"]
+            )
+
+
+def _reader(path: str, n: int, out) -> None:
+    store = Store(path, lock_timeout=60)
+    seen = []
+    for _ in range(n):
+        seen.append(store.query("SELECT count(*) FROM stage_runs")[0][0])
+    out.put(seen)
+
+
+def test_writers_and_readers_in_parallel_lose_nothing(db_path):
+    open_store(db_path)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(db_path), w, 25)) for w in range(3)]
+    procs.append(ctx.Process(target=_reader, args=(str(db_path), 40, out)))
+    for p in procs:
+        p.start()
+    seen = out.get(timeout=120)
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert seen == sorted(seen)  # a reader only ever sees committed, growing state
+    assert Store(db_path).query("SELECT count(*), count(DISTINCT id) FROM stage_runs") == [(75, 75)]
