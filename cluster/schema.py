@@ -1,5 +1,42 @@
-"""Tables owned by `cluster` (documented in docs/STORE.md)."""
+"""Tables owned by `cluster`: clusterings, assignments, the 2-D map, evaluations (documented in docs/STORE.md)."""
 
 from failatlas.store import Migration
 
-MIGRATIONS: list[Migration] = []
+MIGRATIONS = [
+    Migration(
+        package="cluster",
+        version=1,
+        name="clusterings",
+        sql="""
+        CREATE TABLE clusterings (
+            id VARCHAR PRIMARY KEY,
+            phase VARCHAR,                     -- NULL when clustered across phases
+            embed_model VARCHAR NOT NULL,
+            params JSON NOT NULL,              -- every parameter, seed included
+            n_insights INTEGER NOT NULL,
+            n_clusters INTEGER NOT NULL,
+            outlier_rate DOUBLE NOT NULL,
+            stability_ari DOUBLE,              -- mean ARI between re-runs with other seeds / resamples
+            stability JSON,
+            code_version VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE cluster_assignments (
+            clustering_id VARCHAR NOT NULL,    -- clusterings.id
+            insight_id VARCHAR NOT NULL,       -- insights.id
+            cluster INTEGER NOT NULL,          -- -1 = outlier
+            reassigned BOOLEAN NOT NULL DEFAULT false,  -- outlier moved to its nearest cluster
+            probability DOUBLE,
+            x DOUBLE,                          -- 2-D projection for the app's map
+            y DOUBLE,
+            PRIMARY KEY (clustering_id, insight_id)
+        );
+        CREATE TABLE cluster_evaluations (
+            clustering_id VARCHAR NOT NULL,
+            label_column VARCHAR NOT NULL,
+            metrics JSON NOT NULL,             -- ari, nmi, homogeneity, completeness, purity, outlier_rate, per_label_recall
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
+]
