@@ -1,5 +1,58 @@
-"""Tables owned by `bench_core.runs` (documented in docs/STORE.md)."""
+"""Tables owned by `bench_core.runs`: runs, agent steps, sandbox commands (documented in docs/STORE.md)."""
 
 from failatlas.store import Migration
 
-MIGRATIONS: list[Migration] = []
+MIGRATIONS = [
+    Migration(
+        package="bench_core.runs",
+        version=1,
+        name="runs",
+        sql="""
+        CREATE TABLE runs (
+            id VARCHAR PRIMARY KEY,            -- stable key: hash of (task_id, agent, model, attempt, agent params)
+            task_id VARCHAR NOT NULL,
+            agent VARCHAR NOT NULL,
+            agent_params JSON NOT NULL,
+            model VARCHAR NOT NULL,            -- '' when the agent uses no model
+            attempt INTEGER NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,           -- completed | agent_error | infra_error
+            infra_error VARCHAR,               -- what failed outside the agent (image, daemon, endpoint)
+            fault_injected VARCHAR,            -- fault-injecting agents record which fault
+            sandbox VARCHAR NOT NULL,          -- docker | local
+            started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP NOT NULL,
+            duration_s DOUBLE NOT NULL,
+            outputs JSON NOT NULL,             -- design, conclusion, diff, run_script, logs, artifacts
+            cost_usd DOUBLE NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE run_steps (
+            run_id VARCHAR NOT NULL,
+            seq INTEGER NOT NULL,
+            kind VARCHAR NOT NULL,             -- message | tool_call | tool_result | note
+            role VARCHAR,
+            content VARCHAR,
+            tool VARCHAR,
+            arguments JSON,
+            ts TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        );
+        CREATE TABLE sandbox_commands (
+            run_id VARCHAR NOT NULL,
+            seq INTEGER NOT NULL,
+            purpose VARCHAR NOT NULL,          -- agent | harness | validator
+            command VARCHAR NOT NULL,
+            started_at TIMESTAMP NOT NULL,
+            duration_s DOUBLE NOT NULL,
+            exit_code INTEGER,
+            timed_out BOOLEAN NOT NULL,
+            killed_reason VARCHAR,             -- timeout | oom | pids | NULL
+            output_truncated BOOLEAN NOT NULL,
+            stdout_tail VARCHAR,
+            stderr_tail VARCHAR,
+            PRIMARY KEY (run_id, purpose, seq)
+        );
+        """,
+    ),
+]

@@ -1,5 +1,48 @@
-"""Tables owned by `bench_core.scoring` (documented in docs/STORE.md)."""
+"""Tables owned by `bench_core.scoring`: validator outcomes, monitor findings, judge verdicts, per-run scores."""
 
 from failatlas.store import Migration
 
-MIGRATIONS: list[Migration] = []
+MIGRATIONS = [
+    Migration(
+        package="bench_core.scoring",
+        version=1,
+        name="scores",
+        sql="""
+        CREATE TABLE validations (
+            run_id VARCHAR PRIMARY KEY,
+            outcome VARCHAR NOT NULL,          -- passed | wrong_value | runtime_error | timeout | oom | env_setup
+                                               -- | patch_failed | not_run | fabricated_result
+            command VARCHAR,
+            exit_code INTEGER,
+            duration_s DOUBLE,
+            stdout_tail VARCHAR,
+            stderr_tail VARCHAR,
+            metrics JSON,                      -- metric -> {observed, expected, rtol, atol, ok}
+            detail VARCHAR,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE monitor_findings (
+            run_id VARCHAR NOT NULL,
+            seq INTEGER NOT NULL,
+            rule VARCHAR NOT NULL,             -- ground_truth_access | git_history | network | fabricated_results | llm
+            severity VARCHAR NOT NULL,         -- fail | warn
+            evidence VARCHAR NOT NULL,
+            source VARCHAR NOT NULL,           -- rule | llm
+            PRIMARY KEY (run_id, seq)
+        );
+        CREATE TABLE judgements (
+            run_id VARCHAR NOT NULL,
+            phase VARCHAR NOT NULL,            -- design | implementation | conclusion | monitor
+            judge VARCHAR NOT NULL,            -- e.g. design-llm, implementation-hidden-tests
+            status VARCHAR NOT NULL,           -- ok | judge_failed | not_run
+            score DOUBLE,                      -- 0..1, NULL unless status = ok
+            passed BOOLEAN,
+            verdict JSON,
+            error_analysis VARCHAR,            -- what ingest mines
+            reason VARCHAR,                    -- why not run / why it failed
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (run_id, phase, judge)
+        );
+        """,
+    ),
+]

@@ -81,6 +81,9 @@ class Masking(_Model):
     files: list[str] = Field(default_factory=list)
     functions: list[FunctionRef] = Field(default_factory=list)
     remove_also: list[str] = Field(default_factory=list, description="e.g. the README, paper files")
+    maskable_functions: list[FunctionRef] = Field(
+        default_factory=list, description="AutoExperiment: the functions from which n-combinations are drawn"
+    )
 
     @field_validator("files", "remove_also")
     @classmethod
