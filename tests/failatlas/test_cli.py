@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer.main
+from typer.testing import CliRunner
+
+from failatlas.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _walk(command, path: tuple[str, ...] = ()):
+    yield path, command
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        yield from _walk(sub, (*path, name))
+
+
+def test_every_command_has_help_and_every_group_is_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    root = typer.main.get_command(app)
+    seen = 0
+    for path, command in _walk(root):
+        assert (command.help or "").strip(), f"`failatlas {' '.join(path)}` has no help text"
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, result.output
+        if len(path) == 1 and getattr(command, "commands", None):
+            assert f"failatlas {path[0]}" in readme, f"README does not mention `failatlas {path[0]}`"
+        seen += 1
+    assert seen >= 5
+
+
+def test_db_migrate_then_info(tmp_path):
+    db = tmp_path / "x.duckdb"
+    result = runner.invoke(app, ["--db", str(db), "db", "migrate"])
+    assert result.exit_code == 0, result.output
+    assert "applied" in result.output
+    result = runner.invoke(app, ["--db", str(db), "db", "info"])
+    assert result.exit_code == 0, result.output
+    assert "schema_migrations" in result.output
+
+
+def test_user_mistake_is_one_line_and_non_zero_without_traceback(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "failatlas", "--db", str(tmp_path / "none.duckdb"), "db", "info"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert proc.returncode == 5
+    assert "Traceback" not in proc.stderr
+    assert "no store at" in proc.stderr and "none.duckdb" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2
