@@ -1,0 +1,106 @@
+"""`failatlas bench`: run agents on tasks, list and show runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bench_core.agents.base import Budget, agent_names
+from bench_core.runs.api import get_run, list_runs, run_benchmark, select_tasks
+from failatlas.cli_support import console, db_path, progress_bar, store
+from failatlas.errors import ConfigError
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _params(pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--param '{pair}' is not KEY=VALUE")
+        key, value = pair.split("=", 1)
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+@app.command()
+def run(
+    agent: Annotated[str, typer.Option(help="Agent name: " + ", ".join(agent_names()))],
+    task: Annotated[list[str] | None, typer.Option("--task", help="Task id (repeatable); default: all")] = None,
+    benchmark: Annotated[str | None, typer.Option(help="Only tasks of this benchmark.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only tasks of this kind (T1, masked_functions, ...).")] = None,
+    model: Annotated[str, typer.Option(help="Model name for LLM agents (part of the run key).")] = "",
+    attempts: Annotated[int, typer.Option(help="Attempts per task (for pass@k).")] = 1,
+    workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
+    sandbox: Annotated[str, typer.Option(help="Sandbox backend: docker or local.")] = "docker",
+    executor: Annotated[str, typer.Option(help="local (process pool) or ray (a Ray cluster).")] = "local",
+    param: Annotated[list[str] | None, typer.Option(help="Agent parameter KEY=VALUE (repeatable).")] = None,
+    gpu_tasks: Annotated[bool, typer.Option(help="Include tasks that need GPUs.")] = False,
+    retry_infra: Annotated[bool, typer.Option(help="Redo runs that failed for infrastructure reasons.")] = False,
+    runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder [default: runs/ beside the store].")] = None,
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the task's, else the built one).")] = None,
+    repo: Annotated[Path | None, typer.Option(help="Checkout of the task's repository (external tasks).")] = None,
+    max_steps: Annotated[int, typer.Option(help="Agent budget: steps.")] = 50,
+    max_seconds: Annotated[float, typer.Option(help="Agent budget: wall-clock seconds.")] = 1800.0,
+) -> None:
+    """Run an agent on tasks in sandboxes; re-running the same command does only what is missing."""
+    s = store()
+    tasks = select_tasks(s, task_ids=task, benchmark=benchmark, kind=kind, include_gpu=gpu_tasks or bool(task))
+    runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
+    total = len(tasks) * attempts
+    with progress_bar(f"{agent} runs", total) as advance:
+        report = run_benchmark(
+            s, tasks, agent, runs_dir=runs_dir, model=model, attempts=attempts, workers=workers, sandbox=sandbox,
+            executor=executor, agent_params=_params(param or []), retry_infra=retry_infra,
+            budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image, repo=repo,
+            on_done=lambda _record: advance(),
+        )
+        advance(report.skipped)
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_status.items())) or "nothing new"
+    console.print(f"{report.planned} run(s) executed ({statuses}); {report.skipped} already stored")
+
+
+@app.command("list")
+def list_(
+    agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
+    task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
+) -> None:
+    """List stored runs."""
+    rows = list_runs(store(create=False), agent=agent, task_id=task)
+    table = Table("run", "task", "agent", "model", "att.", "status", "fault", "s")
+    for r in rows:
+        table.add_row(r["id"], r["task_id"], r["agent"], r["model"] or "-", str(r["attempt"]), r["status"],
+                      r["fault_injected"] or "", str(r["seconds"]))
+    console.print(table)
+    console.print(f"{len(rows)} run(s)")
+
+
+@app.command()
+def show(
+    run_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show one run: outputs, agent steps and sandbox commands."""
+    run = get_run(store(create=False), run_id)
+    if as_json:
+        console.print_json(json.dumps(run, default=str))
+        return
+    outputs = json.loads(run["outputs"]) if isinstance(run["outputs"], str) else run["outputs"]
+    console.print(f"[bold]{run['id']}[/] task={run['task_id']} agent={run['agent']} status={run['status']}"
+                  f" fault={run['fault_injected'] or '-'}")
+    if run["infra_error"]:
+        console.print(f"infra error: {run['infra_error']}")
+    console.print(f"changed files: {', '.join(outputs.get('changed_files') or []) or '-'}")
+    console.print(f"conclusion: {(outputs.get('conclusion') or '-')[:500]}")
+    table = Table("seq", "purpose", "command", "exit", "s", "killed")
+    for c in run["commands"]:
+        table.add_row(str(c["seq"]), c["purpose"], c["command"][:80], str(c["exit_code"]),
+                      f"{c['duration_s']:.2f}", c["killed_reason"] or "")
+    console.print(table)

@@ -1,0 +1,128 @@
+"""Execute one run in a worker: prepare the masked repository, start a sandbox, let the agent work, collect.
+
+Nothing here touches the store: a worker returns a `RunRecord` and the one writing process stores it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
+from bench_core.runs.collect import collect_outputs
+from bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
+from bench_core.tasks.model import TaskSpec
+from failatlas.errors import InfrastructureError
+
+TAIL = 4000
+
+
+class RunConfig(BaseModel):
+    """How runs are executed on this host."""
+
+    runs_dir: Path
+    sandbox: str = "docker"
+    image: str | None = None
+    repo: Path | None = None
+    budget: Budget = Budget()
+    memory_mb: int = 2048
+    cpus: float = 1.0
+    pids_limit: int = 256
+    gpu_ids: list[str] = []
+    keep_workspace: bool = True
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _command_row(event) -> CommandRow:
+    return CommandRow(
+        seq=event.seq, purpose=event.purpose, command=event.command, started_at=event.started_at,
+        duration_s=event.duration_s, exit_code=event.exit_code, timed_out=event.timed_out,
+        killed_reason=event.killed_reason, output_truncated=event.output_truncated,
+        stdout_tail=(event.stdout_tail or "")[-TAIL:], stderr_tail=(event.stderr_tail or "")[-TAIL:],
+    )
+
+
+def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
+    from bench_core.sandbox import SandboxSpec
+
+    fields = dict(
+        cpus=config.cpus, memory_mb=max(config.memory_mb, int(task.resources.memory_gb * 1024)),
+        pids_limit=config.pids_limit, network=task.resources.network, gpu_ids=list(config.gpu_ids),
+        run_id=request.run_id, labels={"failatlas.task_id": task.id[:200], "failatlas.agent": request.agent},
+    )
+    image = config.image or task.resources.image
+    if image:
+        fields["image"] = image
+    return SandboxSpec(**fields)
+
+
+def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
+    """Run `request` to completion and return everything it produced. Never raises for agent or infra failures."""
+    from bench_core.prepare import prepare_workspace, reference_workspace
+    from bench_core.sandbox import TracedSandbox, create_sandbox
+
+    started = _now()
+    scratch = config.runs_dir / request.run_id
+    steps: list[StepRow] = []
+    commands: list[CommandRow] = []
+    outcome = None
+    status, infra_error, agent_error = "completed", None, None
+    outputs = RunOutputs()
+
+    def record(step: StepEvent) -> None:
+        steps.append(StepRow(seq=len(steps), **step.model_dump()))
+
+    sandbox = None
+    try:
+        if scratch.exists():
+            shutil.rmtree(scratch)  # a run killed midway is redone from scratch
+        scratch.mkdir(parents=True)
+        masked = prepare_workspace(task, scratch / "masked", repo=config.repo).path
+        workspace = scratch / "workspace"
+        shutil.copytree(masked, workspace, symlinks=True)
+        agent = create_agent(request.agent, **request.agent_params)
+        reference = None
+        if getattr(agent, "needs_reference", False):
+            reference = Reference(task=task, tree=reference_workspace(task, scratch / "reference"))
+        inner = create_sandbox(config.sandbox, _spec(task, request, config), workspace=workspace)
+        sandbox = TracedSandbox(inner, lambda e: commands.append(_command_row(e)), purpose="agent")
+        workdir = getattr(inner, "workdir", None) or "/workspace"
+        ctx = AgentContext(view=task.agent_view(), sandbox=sandbox, workdir=workdir,
+                           budget=config.budget, record=record, reference=reference)
+        try:
+            outcome = agent.run(ctx)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # an agent's own crash is its failure, recorded, not ours
+            status, agent_error = "agent_error", f"{type(exc).__name__}: {exc}"
+            record(StepEvent(kind="note", content="agent raised:\n" + traceback.format_exc()[-TAIL:]))
+        outputs = collect_outputs(inner, workdir, masked, scratch)
+    except InfrastructureError as exc:
+        status, infra_error = "infra_error", exc.one_line()
+    except Exception as exc:  # preparing or collecting failed: the harness's problem, retryable
+        status, infra_error = "infra_error", f"{type(exc).__name__}: {exc}"
+        record(StepEvent(kind="note", content="harness error:\n" + traceback.format_exc()[-TAIL:]))
+    finally:
+        if sandbox is not None:
+            try:
+                sandbox.close()
+            except Exception as exc:  # noqa: BLE001 - a failed cleanup must not lose the run's record
+                record(StepEvent(kind="note", content=f"sandbox cleanup failed: {exc}"))
+        if not config.keep_workspace and scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+    if agent_error:
+        outputs.log = agent_error
+    return RunRecord(
+        request=request, benchmark=task.benchmark, status=status, infra_error=infra_error,
+        agent_error=agent_error, fault_injected=getattr(outcome, "fault_injected", None),
+        sandbox=config.sandbox, started_at=started, finished_at=_now(), outputs=outputs,
+        steps=steps, commands=commands, tokens=getattr(outcome, "tokens", 0) or 0,
+        cost_usd=getattr(outcome, "cost_usd", 0.0) or 0.0,
+    )

@@ -1,0 +1,108 @@
+"""Executors run `execute_run` somewhere and yield records back to the one process that writes the store.
+
+- `local`: a pool of worker processes on this host; GPUs are leased per run from a `GpuAllocator`.
+- `ray`: Ray tasks on a cluster (`pip install 'failatlas[ray]'`), scheduled by the task's GPU count; the GPU ids
+  Ray grants are passed into the sandbox.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+from collections.abc import Iterator
+from typing import Protocol
+
+from bench_core.runs.execute import RunConfig, execute_run
+from bench_core.runs.model import RunRecord, RunRequest
+from bench_core.tasks.model import TaskSpec
+from failatlas.errors import ConfigError, MissingDependencyError
+
+Work = list[tuple[RunRequest, TaskSpec]]
+
+
+class Executor(Protocol):
+    def map_unordered(self, work: Work, config: RunConfig) -> Iterator[RunRecord]: ...
+    def __enter__(self) -> Executor: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def _run_with_gpus(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
+    if task.resources.gpus <= 0:
+        return execute_run(request, task, config)
+    from bench_core.sandbox import GpuAllocator
+
+    allocator = GpuAllocator()
+    with allocator.lease(task.resources.gpus, owner=request.run_id) as ids:
+        return execute_run(request, task, config.model_copy(update={"gpu_ids": list(ids)}))
+
+
+class LocalExecutor:
+    """Worker processes on this host (in-process when workers == 1, so a debugger and profiler see everything)."""
+
+    def __init__(self, workers: int = 1) -> None:
+        if workers < 1:
+            raise ConfigError("--workers must be at least 1")
+        self.workers = workers
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> LocalExecutor:
+        if self.workers > 1:
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def map_unordered(self, work: Work, config: RunConfig) -> Iterator[RunRecord]:
+        if self._pool is None:
+            for request, task in work:
+                yield _run_with_gpus(request, task, config)
+            return
+        futures = [self._pool.submit(_run_with_gpus, request, task, config) for request, task in work]
+        for future in cf.as_completed(futures):
+            yield future.result()
+
+
+class RayExecutor:
+    """Ray tasks: each run asks Ray for its task's GPUs and receives the ids Ray grants."""
+
+    def __init__(self, workers: int = 0, address: str | None = None) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError("ray", "ray") from exc
+        self.address = address
+        self.workers = workers
+
+    def __enter__(self) -> RayExecutor:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map_unordered(self, work: Work, config: RunConfig) -> Iterator[RunRecord]:
+        import ray
+
+        @ray.remote
+        def _remote(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
+            gpu_ids = [str(int(g)) for g in ray.get_gpu_ids()]
+            return execute_run(request, task, config.model_copy(update={"gpu_ids": gpu_ids}))
+
+        pending = [_remote.options(num_gpus=task.resources.gpus, num_cpus=1).remote(request, task, config)
+                   for request, task in work]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+
+
+def create_executor(name: str, *, workers: int = 1) -> Executor:
+    if name == "local":
+        return LocalExecutor(workers)
+    if name == "ray":
+        return RayExecutor(workers)
+    raise ConfigError(f"unknown executor '{name}'", hint="use 'local' or 'ray'")

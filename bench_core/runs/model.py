@@ -1,0 +1,84 @@
+"""Typed values of the runner: what to run (`RunRequest`), what a run produced (`RunRecord`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+RunStatus = Literal["completed", "agent_error", "infra_error"]
+
+
+class RunRequest(BaseModel):
+    """One (task, agent, model, attempt): the unit of work, with a stable key."""
+
+    task_id: str
+    agent: str
+    agent_params: dict[str, Any] = Field(default_factory=dict)
+    model: str = ""
+    attempt: int = 1
+
+    @property
+    def run_id(self) -> str:
+        key = json.dumps([self.task_id, self.agent, self.agent_params, self.model, self.attempt], sort_keys=True)
+        return "run-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+class RunOutputs(BaseModel):
+    """What the agent left behind, collected by the harness (never the agent's own claims)."""
+
+    design: Any = None
+    design_raw: str | None = None
+    design_error: str | None = None
+    conclusion: str | None = None
+    run_script: str | None = None
+    diff: str = ""
+    diff_truncated: bool = False
+    changed_files: list[str] = Field(default_factory=list)
+    log: str = ""
+
+
+class StepRow(BaseModel):
+    seq: int
+    kind: str
+    role: str | None = None
+    content: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    ts: datetime
+
+
+class CommandRow(BaseModel):
+    seq: int
+    purpose: str
+    command: str
+    started_at: datetime
+    duration_s: float
+    exit_code: int | None
+    timed_out: bool
+    killed_reason: str | None
+    output_truncated: bool
+    stdout_tail: str | None
+    stderr_tail: str | None
+
+
+class RunRecord(BaseModel):
+    """Everything one run writes to the store, in one transaction."""
+
+    request: RunRequest
+    benchmark: str
+    status: RunStatus
+    infra_error: str | None = None
+    agent_error: str | None = None
+    fault_injected: str | None = None
+    sandbox: str
+    started_at: datetime
+    finished_at: datetime
+    outputs: RunOutputs
+    steps: list[StepRow] = Field(default_factory=list)
+    commands: list[CommandRow] = Field(default_factory=list)
+    tokens: int = 0
+    cost_usd: float = 0.0
