@@ -104,3 +104,48 @@ def show(
         table.add_row(str(c["seq"]), c["purpose"], c["command"][:80], str(c["exit_code"]),
                       f"{c['duration_s']:.2f}", c["killed_reason"] or "")
     console.print(table)
+
+
+@app.command()
+def score(
+    run: Annotated[list[str] | None, typer.Option("--run", help="Run id (repeatable); default: unscored runs")] = None,
+    rescore: Annotated[bool, typer.Option(help="Score again runs that already have scores.")] = False,
+    sandbox: Annotated[str, typer.Option(help="Sandbox backend for the validator's clean re-run.")] = "docker",
+    image: Annotated[str | None, typer.Option(help="Sandbox image for the re-run.")] = None,
+    repo: Annotated[Path | None, typer.Option(help="Checkout of the task's repository (external tasks).")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Scratch folder [default: runs/ beside the store].")] = None,
+) -> None:
+    """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured)."""
+    from bench_core.scoring.api import score_runs
+
+    s = store()
+    pending = len(run) if run else None
+    runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
+    with progress_bar("scoring", pending) as advance:
+        report = score_runs(s, runs_dir=runs_dir, run_ids=run, rescore=rescore, sandbox=sandbox, image=image,
+                            repo=repo, on_done=lambda _rid: advance())
+    outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(report.outcomes.items())) or "nothing to score"
+    console.print(f"{report.scored} run(s) scored ({outcomes})")
+    for line in report.infra_errors:
+        console.print(f"[yellow]infrastructure error, not scored:[/] {line}")
+
+
+@app.command()
+def report(
+    by: Annotated[str, typer.Option(help="Group by agent, task, benchmark or fault.")] = "agent",
+    k: Annotated[int | None, typer.Option(help="Also compute pass@k and pass^k over attempts.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write Markdown, CSV and LaTeX tables to this folder.")] = None,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals.")] = 1000,
+) -> None:
+    """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md."""
+    from bench_core.scoring.report import render_terminal, report_table, write_report
+
+    table = report_table(store(create=False), by=by, k=k, n_boot=n_boot)
+    headers, rows = render_terminal(table, by)
+    t = Table(*headers)
+    for row in rows:
+        t.add_row(*[f"{v:.2f}" if isinstance(v, float) else str(v) for v in row])
+    console.print(t)
+    if out:
+        for path in write_report(table, by, out):
+            console.print(f"wrote {path}")

@@ -1,0 +1,114 @@
+"""`score_runs`: monitor, execution validator and judges over stored runs; results into the scoring tables.
+
+Scoring reads only what the runner stored (task spec, outputs, trace), so it can run again at any time without
+re-running agents; re-scoring a run replaces its rows in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_core.tasks.catalog import get_task
+
+from bench_core.scoring.monitor import monitor_run
+from bench_core.scoring.offline_judges import Verdict, judge_conclusion, judge_design, judge_hidden_tests
+from bench_core.scoring.validator import Validation, validate
+from bench_core.tasks.model import TaskSpec
+from failatlas.errors import InfrastructureError
+from failatlas.store import Store
+
+
+@dataclass
+class ScoreReport:
+    scored: int = 0
+    skipped: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    infra_errors: list[str] = field(default_factory=list)
+
+
+def _store_scores(store: Store, run_id: str, validation: Validation | None, verdicts: list[Verdict]) -> None:
+    with store.write() as conn:
+        conn.execute("DELETE FROM validations WHERE run_id = ?", [run_id])
+        conn.execute("DELETE FROM judgements WHERE run_id = ?", [run_id])
+        if validation is not None:
+            conn.execute(
+                "INSERT INTO validations (run_id, outcome, command, exit_code, duration_s, stdout_tail, stderr_tail,"
+                " metrics, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, validation.outcome, validation.command, validation.exit_code, validation.duration_s,
+                 validation.stdout_tail, validation.stderr_tail, json.dumps(validation.metrics), validation.detail],
+            )
+        for v in verdicts:
+            conn.execute(
+                "INSERT INTO judgements (run_id, phase, judge, status, score, passed, verdict, error_analysis,"
+                " reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, v.phase, v.judge, v.status, v.score, v.passed, json.dumps(v.verdict),
+                 v.error_analysis or None, v.reason or None],
+            )
+
+
+def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandbox: str = "docker",
+              image: str | None = None, repo: Path | None = None, llm_judges: list | None = None) -> Validation | None:
+    """Score one stored run: monitor, validator with hidden tests, design and conclusion judges."""
+    row = store.query_dicts("SELECT outputs, status FROM runs WHERE id = ?", [run_id])[0]
+    outputs = json.loads(row["outputs"])
+    monitor_run(store, run_id, task)
+    verdicts: list[Verdict] = []
+    validation = None
+    clean = None
+    if "execution" in task.judgeable_phases or task.implementation.hidden_tests:
+        spec = {"run_id": f"{run_id}-validate", "labels": {"failatlas.purpose": "validator"},
+                "network": False, "memory_mb": max(2048, int(task.resources.memory_gb * 1024))}
+        if image or task.resources.image:
+            spec["image"] = image or task.resources.image
+        try:
+            validation, clean = validate(task, outputs, scratch=scratch, sandbox_backend=sandbox,
+                                         spec_fields=spec, repo=repo)
+            if "execution" not in task.judgeable_phases:
+                validation = None
+            verdicts.append(judge_hidden_tests(task, clean, getattr(clean, "workdir", None) or "/workspace"))
+        finally:
+            if clean is not None:
+                clean.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+    if "design" in task.judgeable_phases:
+        verdicts.append(judge_design(task, outputs.get("design")))
+    if "conclusion" in task.judgeable_phases:
+        verdicts.append(judge_conclusion(task, outputs.get("conclusion")))
+    for judge in llm_judges or []:
+        verdicts.extend(judge(task, outputs))
+    _store_scores(store, run_id, validation, verdicts)
+    return validation
+
+
+def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None, rescore: bool = False,
+               sandbox: str = "docker", image: str | None = None, repo: Path | None = None,
+               llm_judges: list | None = None, on_done: Callable[[str], None] | None = None) -> ScoreReport:
+    """Score stored runs (by default those not scored yet). Infrastructure failures are reported, not scored."""
+    where = "WHERE r.status != 'infra_error'"
+    if not rescore:
+        where += " AND NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
+                 " AND NOT EXISTS (SELECT 1 FROM validations v WHERE v.run_id = r.id)"
+    rows = store.query(f"SELECT r.id, r.task_id FROM runs r {where} ORDER BY r.id")
+    if run_ids is not None:
+        wanted = set(run_ids)
+        rows = [r for r in rows if r[0] in wanted]
+    report = ScoreReport()
+    tasks: dict[str, TaskSpec] = {}
+    for run_id, task_id in rows:
+        task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
+        try:
+            validation = score_run(store, run_id, task, scratch=runs_dir / run_id / "validate", sandbox=sandbox,
+                                   image=image, repo=repo, llm_judges=llm_judges)
+        except InfrastructureError as exc:
+            report.infra_errors.append(f"{run_id}: {exc.one_line()}")
+            continue
+        report.scored += 1
+        key = validation.outcome if validation else "no_execution_phase"
+        report.outcomes[key] = report.outcomes.get(key, 0) + 1
+        if on_done:
+            on_done(run_id)
+    return report

@@ -1,0 +1,130 @@
+"""Phase scores, conjunctive scores, pass@k and pass^k, with bootstrap confidence intervals.
+
+Definitions (also in docs/metrics.md):
+- Per run, each phase is 1 (passed), 0 (failed) or missing (not applicable to the task, judge not run, judge failed).
+  M = no monitor finding of severity `fail`. D = design judge passed (score >= threshold). I = implementation judge
+  passed (all hidden tests, or the LLM judge's verdict). E = validator outcome `passed`. C = conclusion judge passed.
+  When several judges score one phase, an LLM judge's verdict takes precedence over a deterministic one.
+- A conjunctive score is 1 when all its phases are 1; it is computed over the runs where all its phases are scored
+  (its denominator), and the number of runs left out is reported beside it.
+- A failed monitor (M = 0) zeroes every score that includes M, as in EXP-Bench.
+- pass@k (unbiased, Chen et al. 2021): per task with n attempts and c successes, 1 - C(n-c, k) / C(n, k); pass^k:
+  C(c, k) / C(n, k), the chance that k attempts all succeed; both averaged over tasks with n >= k.
+- Confidence intervals: percentile bootstrap over tasks (runs of one task are resampled together), 1000 draws.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+import polars as pl
+
+from failatlas.store import Store
+
+PHASES = ("M", "D", "I", "E", "C")
+CONJUNCTIVE = {
+    "I·E": ("I", "E"),
+    "C·D": ("C", "D"),
+    "All✓": ("D", "I", "C"),
+    "All·E✓": ("D", "I", "C", "E"),
+    "M·C·D·I·E": ("M", "C", "D", "I", "E"),
+}
+PHASE_OF = {"design": "D", "implementation": "I", "conclusion": "C"}
+
+
+def run_scores(store: Store) -> pl.DataFrame:
+    """One row per scored run: identifiers and the 0/1/null value of every phase and conjunctive score."""
+    runs = store.query_polars(
+        "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.benchmark, r.fault_injected,"
+        " v.outcome FROM runs r LEFT JOIN validations v ON v.run_id = r.id WHERE r.status != 'infra_error'"
+    )
+    judgements = store.query_polars(
+        "SELECT run_id, phase, judge, status, passed FROM judgements WHERE status = 'ok'")
+    monitor = store.query_polars(
+        "SELECT run_id, bool_or(severity = 'fail') AS failed FROM monitor_findings GROUP BY run_id")
+    scored_ids = set(judgements["run_id"].to_list()) | set(
+        store.query_polars("SELECT run_id FROM validations")["run_id"].to_list())
+    rows = []
+    verdicts: dict[tuple[str, str], tuple[bool, bool]] = {}
+    for r in judgements.iter_rows(named=True):
+        phase = PHASE_OF.get(r["phase"])
+        if phase is None:
+            continue
+        is_llm = "llm" in r["judge"]
+        key = (r["run_id"], phase)
+        if key not in verdicts or (is_llm and not verdicts[key][1]):
+            verdicts[key] = (bool(r["passed"]), is_llm)
+    monitor_failed = dict(zip(monitor["run_id"].to_list(), monitor["failed"].to_list(), strict=True))
+    for r in runs.iter_rows(named=True):
+        if r["run_id"] not in scored_ids:
+            continue
+        row = {k: r[k] for k in ("run_id", "task_id", "agent", "model", "attempt", "benchmark", "fault_injected",
+                                 "outcome")}
+        row["M"] = 0 if monitor_failed.get(r["run_id"]) else 1
+        row["E"] = None if r["outcome"] is None else int(r["outcome"] == "passed")
+        for phase in ("D", "I", "C"):
+            v = verdicts.get((r["run_id"], phase))
+            row[phase] = None if v is None else int(v[0])
+        for name, parts in CONJUNCTIVE.items():
+            values = [row[p] for p in parts]
+            row[name] = None if any(v is None for v in values) else int(all(values))
+        rows.append(row)
+    schema = {"run_id": pl.Utf8, "task_id": pl.Utf8, "agent": pl.Utf8, "model": pl.Utf8, "attempt": pl.Int64,
+              "benchmark": pl.Utf8, "fault_injected": pl.Utf8, "outcome": pl.Utf8,
+              **{k: pl.Int64 for k in (*PHASES, *CONJUNCTIVE)}}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task."""
+    if n < k:
+        raise ValueError(f"pass@{k} needs at least {k} attempts, got {n}")
+    return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k for one task: the chance that k attempts drawn without replacement all succeed."""
+    if n < k:
+        raise ValueError(f"pass^{k} needs at least {k} attempts, got {n}")
+    return comb(c, k) / comb(n, k)
+
+
+def _bootstrap(task_values: list[np.ndarray], n_boot: int, seed: int) -> tuple[float, float]:
+    """Percentile CI of the mean of run values, resampling tasks."""
+    if not task_values:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    sums = np.array([v.sum() for v in task_values])
+    counts = np.array([len(v) for v in task_values])
+    idx = rng.integers(0, len(task_values), size=(n_boot, len(task_values)))
+    means = sums[idx].sum(axis=1) / np.maximum(counts[idx].sum(axis=1), 1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def summarise(scores: pl.DataFrame, by: list[str], *, n_boot: int = 1000, seed: int = 0,
+              k: int | None = None) -> pl.DataFrame:
+    """Mean, CI, scored and unscored counts of every phase and conjunctive score per group."""
+    out = []
+    groups = scores.group_by(by, maintain_order=True) if by else [((), scores)]
+    for key, group in groups:
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=False))
+        row["runs"] = group.height
+        row["tasks"] = group["task_id"].n_unique()
+        for metric in (*PHASES, *CONJUNCTIVE):
+            scored = group.filter(pl.col(metric).is_not_null())
+            values = [np.asarray(t[metric].to_list(), dtype=float)
+                      for _, t in scored.group_by("task_id", maintain_order=True)]
+            mean = float(scored[metric].mean()) if scored.height else float("nan")
+            lo, hi = _bootstrap(values, n_boot, seed)
+            row[metric] = mean
+            row[f"{metric}_lo"], row[f"{metric}_hi"] = lo, hi
+            row[f"{metric}_n"] = scored.height
+        if k:
+            per_task = group.filter(pl.col("M·C·D·I·E").is_not_null()).group_by("task_id").agg(
+                pl.len().alias("n"), pl.col("M·C·D·I·E").sum().alias("c"))
+            eligible = [(r["n"], r["c"]) for r in per_task.iter_rows(named=True) if r["n"] >= k]
+            row[f"pass@{k}"] = float(np.mean([pass_at_k(n, c, k) for n, c in eligible])) if eligible else None
+            row[f"pass^{k}"] = float(np.mean([pass_hat_k(n, c, k) for n, c in eligible])) if eligible else None
+        out.append(row)
+    return pl.DataFrame(out)

@@ -1,0 +1,171 @@
+"""Deterministic judges: they need no LLM, so the offline default can score every phase the task allows.
+
+- `design-match`: the agent's design variables against the ground truth by normalised name and role.
+- `conclusion-reference`: strict reference match (every number of the expected conclusion present, and most of its
+  content words). Semantic judging of free text is the LLM judge's job; this one exists so harness-validation
+  agents and offline runs get a verdict, and it says so in its error analysis.
+- `hidden-tests`: the task's hidden tests of the masked code, run in the validator's clean sandbox.
+Each returns a `Verdict` with an error analysis in words: what `ingest/` mines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_core.tasks.model import DesignSpec, TaskSpec
+
+DESIGN_PASS = 0.8
+CONCLUSION_PASS = 0.6
+ROLES = ("constant", "independent", "dependent")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_WORD = re.compile(r"[a-z][a-z0-9]{2,}")
+_STOP = set(["the", "and", "for", "with", "that", "this", "than", "are", "was", "were", "has", "have", "from", "into", "not", "but", "its", "can", "all", "any", "per"])
+
+
+@dataclass
+class Verdict:
+    phase: str
+    judge: str
+    status: str = "ok"
+    score: float | None = None
+    passed: bool | None = None
+    verdict: dict = field(default_factory=dict)
+    error_analysis: str = ""
+    reason: str = ""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", str(name).lower())
+
+
+def judge_design(task: TaskSpec, design: object) -> Verdict:
+    if task.design is None:
+        return Verdict("design", "design-match", status="not_run", reason="the task has no ground-truth design")
+    truth: DesignSpec = task.design
+    agent: dict[str, str] = {}
+    if isinstance(design, dict):
+        for role in ROLES:
+            block = design.get(role) or {}
+            names = block.keys() if isinstance(block, dict) else block if isinstance(block, list) else []
+            for name in names:
+                agent[_norm(name)] = role
+    rows, matched = [], 0
+    problems = []
+    seen = set()
+    for role, name in truth.variable_names():
+        key = _norm(name)
+        seen.add(key)
+        if key not in agent:
+            rows.append({"variable": name, "role": role, "status": "missing"})
+            problems.append(f"the {role} variable '{name}' is missing from the design")
+        elif agent[key] != role:
+            rows.append({"variable": name, "role": role, "status": "misclassified", "agent_role": agent[key]})
+            problems.append(f"'{name}' is treated as a {agent[key]} variable but it is {role}")
+        else:
+            rows.append({"variable": name, "role": role, "status": "matched"})
+            matched += 1
+    extraneous = [k for k in agent if k not in seen]
+    rows += [{"variable": k, "role": agent[k], "status": "extraneous"} for k in extraneous]
+    total = len(truth.variable_names())
+    score = matched / total if total else 0.0
+    if not isinstance(design, dict):
+        problems.insert(0, "The agent wrote no experiment design")
+    analysis = "; ".join(problems)
+    if extraneous:
+        analysis += ("; " if analysis else "") + f"{len(extraneous)} extraneous variable(s) not in the ground truth"
+    return Verdict("design", "design-match", score=score, passed=score >= DESIGN_PASS,
+                   verdict={"variables": rows, "threshold": DESIGN_PASS}, error_analysis=analysis)
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in _NUMBER.findall(text)]
+
+
+def judge_conclusion(task: TaskSpec, conclusion: str | None) -> Verdict:
+    if not task.expected_conclusion:
+        return Verdict("conclusion", "conclusion-reference", status="not_run",
+                       reason="the task has no ground-truth conclusion")
+    if not conclusion or not conclusion.strip():
+        return Verdict("conclusion", "conclusion-reference", score=0.0, passed=False,
+                       error_analysis="The agent wrote no conclusion, so the research question is left unanswered.")
+    expected = task.expected_conclusion
+    want_numbers = _numbers(expected)
+    got_numbers = _numbers(conclusion)
+    missing_numbers = [n for n in want_numbers
+                       if not any(abs(n - g) <= 0.005 * max(1.0, abs(n)) for g in got_numbers)]
+    want_words = {w for w in _WORD.findall(expected.lower()) if w not in _STOP}
+    got_words = set(_WORD.findall(conclusion.lower()))
+    recall = len(want_words & got_words) / len(want_words) if want_words else 1.0
+    number_share = 1 - len(missing_numbers) / len(want_numbers) if want_numbers else 1.0
+    score = 0.5 * recall + 0.5 * number_share
+    passed = not missing_numbers and recall >= CONCLUSION_PASS
+    problems = []
+    if missing_numbers:
+        problems.append("the conclusion does not report the expected result(s) "
+                        + ", ".join(f"{n:g}" for n in missing_numbers))
+    if recall < CONCLUSION_PASS:
+        problems.append(f"the conclusion does not state the expected finding (content overlap {recall:.0%})")
+    return Verdict("conclusion", "conclusion-reference", score=score, passed=passed,
+                   verdict={"missing_numbers": missing_numbers, "word_recall": recall},
+                   error_analysis="; ".join(problems))
+
+
+def hidden_test_paths(task: TaskSpec) -> list[Path]:
+    """Absolute paths of the task's hidden tests (relative ones are relative to the task file's folder)."""
+    base = Path(task.source).parent if task.source else Path(task.repository.local_path or ".").parent
+    paths: list[Path] = []
+    for entry in task.implementation.hidden_tests:
+        path = Path(entry) if Path(entry).is_absolute() else base / entry
+        paths.extend(sorted(path.glob("test*.py")) if path.is_dir() else [path])
+    return paths
+
+
+# Runs a hidden test file without pytest (the sandbox image need not have it): importing the file runs
+# script-style checks; then every top-level `test_*` function is called. Exit code 1 when any check fails.
+HIDDEN_RUNNER = """
+import os, runpy, sys, traceback
+sys.path.insert(0, os.getcwd())
+failed = 0
+try:
+    ns = runpy.run_path(sys.argv[1], run_name="hidden_test")
+except BaseException:
+    traceback.print_exc()
+    sys.exit(1)
+for name, fn in sorted(ns.items()):
+    if name.startswith("test_") and callable(fn):
+        try:
+            fn()
+        except BaseException as exc:
+            failed += 1
+            print(f"FAILED {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+sys.exit(1 if failed else 0)
+"""
+
+
+def judge_hidden_tests(task: TaskSpec, sandbox, workdir: str) -> Verdict:
+    """Run the hidden tests inside the validator's clean sandbox (never the agent's)."""
+    paths = hidden_test_paths(task)
+    if not paths:
+        return Verdict("implementation", "hidden-tests", status="not_run", reason="the task has no hidden tests")
+    if sandbox is None:
+        return Verdict("implementation", "hidden-tests", score=0.0, passed=False,
+                       error_analysis="The agent's changes could not be applied, so no hidden test could run.")
+    failures, passed = [], 0
+    sandbox.exec("mkdir -p /tmp/failatlas_hidden", timeout=30)
+    sandbox.write_file("/tmp/failatlas_hidden/_run.py", HIDDEN_RUNNER.encode())
+    for path in paths:
+        target = f"/tmp/failatlas_hidden/{path.name}"
+        sandbox.write_file(target, path.read_bytes())
+        result = sandbox.exec(f"python3 /tmp/failatlas_hidden/_run.py {target}", timeout=task.run.timeout_s,
+                              cwd=workdir)
+        if result.success:
+            passed += 1
+        else:
+            last = [ln for ln in ((result.stderr or "") + (result.stdout or "")).splitlines() if ln.strip()]
+            failures.append(f"hidden test {path.name} failed: {last[-1][:300] if last else 'no output'}")
+    score = passed / len(paths)
+    return Verdict("implementation", "hidden-tests", score=score, passed=passed == len(paths),
+                   verdict={"passed": passed, "total": len(paths)},
+                   error_analysis="; ".join(failures))

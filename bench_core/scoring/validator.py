@@ -1,0 +1,149 @@
+"""The execution validator: re-execute a run in a clean sandbox and accept only results that re-run produced.
+
+Never the agent's own sandbox: start from a freshly prepared masked repository, apply the agent's diff, delete any
+results file the diff carried, run the task's command (or the agent's run script) under a deadline, then compare
+each expected metric with numpy.isclose semantics (per-metric rtol and atol), or the task's success criterion.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_core.agents.base import RUN_SCRIPT
+from bench_core.tasks.model import TaskSpec
+
+OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
+            "fabricated_result")
+ENV_SETUP = re.compile(r"ModuleNotFoundError|No module named|ImportError|command not found|"
+                       r"cannot open shared object file|DistributionNotFound|not installed")
+TAIL = 4000
+
+
+@dataclass
+class Validation:
+    outcome: str
+    command: str | None = None
+    exit_code: int | None = None
+    duration_s: float | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    metrics: dict = field(default_factory=dict)
+    detail: str = ""
+    results_in_diff: bool = False
+
+
+def isclose(observed: float, expected: float, rtol: float, atol: float) -> bool:
+    """numpy.isclose semantics: |observed - expected| <= atol + rtol * |expected|."""
+    if not (isinstance(observed, int | float) and math.isfinite(observed)):
+        return False
+    return abs(observed - expected) <= atol + rtol * abs(expected)
+
+
+def compare_metrics(task: TaskSpec, results: dict) -> tuple[bool, dict]:
+    """Compare observed results with the task's expectations; returns (all ok, per-metric detail)."""
+    detail: dict = {}
+    for m in task.expected_results:
+        observed = results.get(m.name)
+        ok = isinstance(observed, int | float) and isclose(float(observed), m.value, m.rtol, m.atol)
+        detail[m.name] = {"observed": observed, "expected": m.value, "rtol": m.rtol, "atol": m.atol, "ok": ok}
+    crit = task.success
+    if crit is not None:
+        observed = results.get(crit.metric)
+        if crit.kind == "exact":
+            ok = observed == crit.value
+            expected = crit.value
+        elif crit.kind == "tolerance":
+            ok = isinstance(observed, int | float) and isclose(float(observed), float(crit.value), crit.rtol, crit.atol)
+            expected = crit.value
+        else:
+            low, high = min(crit.oracle_values) - crit.band, max(crit.oracle_values) + crit.band
+            ok = isinstance(observed, int | float) and low <= float(observed) <= high
+            expected = [low, high]
+        detail[crit.metric] = {"observed": observed, "expected": expected, "criterion": crit.kind, "ok": ok}
+    return bool(detail) and all(d["ok"] for d in detail.values()), detail
+
+
+def apply_diff(workspace: Path, diff: str) -> str | None:
+    """Apply a git diff to `workspace`; returns an error message, or None on success."""
+    if not diff.strip():
+        return None
+    proc = subprocess.run(["git", "apply", "--binary", "--whitespace=nowarn", "-"], cwd=workspace,
+                          input=diff.encode(), capture_output=True)
+    return proc.stderr.decode(errors="replace")[-TAIL:] if proc.returncode else None
+
+
+def classify_failure(result, results_in_diff: bool) -> str:
+    if result.timed_out or result.killed_reason == "timeout":
+        return "timeout"
+    if result.killed_reason == "oom" or result.returncode == 137:
+        return "oom"
+    if results_in_diff:
+        return "fabricated_result"
+    if ENV_SETUP.search(result.stderr or "") or ENV_SETUP.search(result.stdout or ""):
+        return "env_setup"
+    return "runtime_error"
+
+
+def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: str, spec_fields: dict,
+             repo: Path | None = None) -> tuple[Validation, object]:
+    """Re-execute the run described by `outputs`; returns the validation and the still-open clean sandbox.
+
+    The caller closes the sandbox (the hidden-test judge reuses it).
+    """
+    from bench_core.prepare import prepare_workspace
+    from bench_core.sandbox import SandboxSpec, create_sandbox
+
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    workspace = prepare_workspace(task, scratch / "workspace", repo=repo).path
+    error = apply_diff(workspace, outputs.get("diff") or "")
+    if error is not None:
+        return Validation("patch_failed", detail=f"git apply failed: {error}"), None
+    results_in_diff = False
+    if task.run.results_file:
+        results_in_diff = task.run.results_file in (outputs.get("changed_files") or [])
+        stale = workspace / task.run.results_file
+        if stale.exists():
+            stale.unlink()
+    if task.run.command:
+        command = task.run.command
+    elif outputs.get("run_script"):
+        command = f"bash {RUN_SCRIPT}"
+    else:
+        return Validation("not_run", detail="the task has no run command and the agent left no run script"), None
+    sandbox = create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace)
+    workdir = getattr(sandbox, "workdir", None) or "/workspace"
+    result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir)
+    v = Validation("passed", command=command, exit_code=result.returncode, duration_s=result.duration_s,
+                   stdout_tail=(result.stdout or "")[-TAIL:], stderr_tail=(result.stderr or "")[-TAIL:],
+                   results_in_diff=results_in_diff)
+    if not result.success:
+        v.outcome = classify_failure(result, results_in_diff)
+        v.detail = f"the re-run exited with {result.returncode}"
+        return v, sandbox
+    if not task.run.results_file:
+        v.detail = "the re-run succeeded; the task declares no results to compare"
+        return v, sandbox
+    try:
+        raw = sandbox.read_file(f"{workdir}/{task.run.results_file}")
+        results = json.loads(raw)
+    except (FileNotFoundError, LookupError):
+        v.outcome = "fabricated_result" if results_in_diff else "runtime_error"
+        v.detail = f"the re-run exited 0 but did not write {task.run.results_file}"
+        return v, sandbox
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        v.outcome, v.detail = "runtime_error", f"{task.run.results_file} is not valid JSON: {exc}"
+        return v, sandbox
+    ok, v.metrics = compare_metrics(task, results if isinstance(results, dict) else {})
+    if not ok:
+        v.outcome = "wrong_value"
+        wrong = [k for k, d in v.metrics.items() if not d["ok"]]
+        v.detail = "metrics off their expected values: " + ", ".join(wrong)
+    return v, sandbox
