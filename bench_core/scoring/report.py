@@ -22,7 +22,8 @@ def report_table(store: Store, *, by: str = "agent", k: int | None = None, n_boo
         raise NotFoundError(f"unknown grouping '{by}'", hint="use one of: " + ", ".join(GROUPINGS))
     scores = run_scores(store)
     if scores.height == 0:
-        raise NotFoundError("no scored runs in the store", hint="run `failatlas bench run` then `failatlas bench score`")
+        raise NotFoundError("no scored runs in the store",
+                            hint="run `failatlas bench run` then `failatlas bench score`")
     return summarise(scores, GROUPINGS[by], n_boot=n_boot, seed=seed, k=k)
 
 
