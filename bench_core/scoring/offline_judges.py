@@ -21,9 +21,8 @@ CONCLUSION_PASS = 0.6
 ROLES = ("constant", "independent", "dependent")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z][a-z0-9]{2,}")
-_STOP = frozenset(
-    "the and for with that this than are was were has have from into not but its can all any per".split()
-)
+_STOP = frozenset(("the", "and", "for", "with", "that", "this", "than", "are", "was", "were", "has", "have", "from",
+                   "into", "not", "but", "its", "can", "all", "any", "per"))
 
 
 @dataclass
