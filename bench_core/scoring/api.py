@@ -79,7 +79,7 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
     if "conclusion" in task.judgeable_phases:
         verdicts.append(judge_conclusion(task, outputs.get("conclusion")))
     for judge in llm_judges or []:
-        verdicts.extend(judge(task, outputs))
+        verdicts.extend(judge(task, outputs, run_id))
     _store_scores(store, run_id, validation, verdicts)
     return validation
 
