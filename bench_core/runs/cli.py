@@ -114,16 +114,19 @@ def score(
     image: Annotated[str | None, typer.Option(help="Sandbox image for the re-run.")] = None,
     repo: Annotated[Path | None, typer.Option(help="Checkout of the task's repository (external tasks).")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="Scratch folder [default: runs/ beside the store].")] = None,
+    samples: Annotated[int, typer.Option(help="LLM judge samples per verdict (majority vote).")] = 1,
 ) -> None:
     """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured)."""
     from bench_core.scoring.api import score_runs
+    from bench_core.scoring.llm_judges import llm_judges_for
 
     s = store()
+    judges = [llm_judges_for(s, samples=samples)]
     pending = len(run) if run else None
     runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
     with progress_bar("scoring", pending) as advance:
         report = score_runs(s, runs_dir=runs_dir, run_ids=run, rescore=rescore, sandbox=sandbox, image=image,
-                            repo=repo, on_done=lambda _rid: advance())
+                            repo=repo, llm_judges=judges, on_done=lambda _rid: advance())
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(report.outcomes.items())) or "nothing to score"
     console.print(f"{report.scored} run(s) scored ({outcomes})")
     for line in report.infra_errors:
