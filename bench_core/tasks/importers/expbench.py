@@ -1,0 +1,518 @@
+"""EXP-Bench importer: one task file per paper -> one `TaskSpec` per entry of its `questions` list.
+
+Documented format (EXP-Bench, arXiv 2505.24785; files `outputs/logs/<venue>/<id>/<id>_complete_final*.json`):
+`{"questions": [task, ...], "main_takeaways": [...], "follow_up_work_ideas": [...]}`. A task carries
+`question`, `method`, `expected_outcome` (ground-truth conclusion), `design_complexity` (ground-truth design:
+`constant_variables` / `independent_variables` / `dependent_variables`), `requirements` (implementation steps citing
+`/workspace/file.py:10-22`), `agent_instructions`, `usage_instructions`, `source` (reference scripts) and
+`masked_source` (files removed before hand-off), plus LLM-written notes (`design_ambiguity`, ...).
+The kind: T1 has `masked_source`; T2 has `source` and `mode` ("How can you ..."; its `source` is masked);
+T3 has `no_answer` (no implementation found: design and conclusion only, `method` is the implementation truth).
+
+The paper id comes from the file name (`18277.json`, `18277_complete_final_sonnet37.json`); venue and year from a
+parent folder named like `iclr2024`. A task's id is `expbench-<paper>-<hash of the question>`: reordering
+`questions` changes no id. Nothing is dropped: every field the model has no place for goes to `extra`, and so do
+the file's other top-level keys (under `extra["file"]`).
+
+Defects of the real files are repaired where the intent is clear and always reported as a warning on the task,
+`code: message`:
+- `missing-design`: no `design_complexity` (18277); `alt-design`: design taken from `experiment_design_complexity`;
+- `wrapped-field`: a dict field wrapped in itself (`{"design_complexity": {...}}`), with any sibling keys
+  (a `design_ambiguity` object) moved out; `design-extra-keys`: keys other than the three roles in a design;
+- `fenced-json`: a dict or list field sent as a (markdown-fenced) JSON string; `unparsed-field`: text that is not;
+- `method-dict`: a structured `method`, rendered as text for the agent and kept whole in `extra["method_structured"]`;
+- `relative-path`: `workspace/x` or `x` instead of `/workspace/x`; `unmaskable-path`: a path outside `/workspace`
+  (`/tmp/repos/...`): not masked, listed in `extra["unmaskable_paths"]`;
+- `unknown-keys`: stray keys (`reproduction_steps`, `related_tables`, ...), kept in `extra`;
+- `kind-*`, `missing-*`, `bad-field-type`, `duplicate-question`: the rarer variants named by their code.
+A file that is not JSON, has no `questions` list, or has a task without a `question` raises `InputError`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bench_core.tasks.importers._common import (
+    Warnings,
+    is_fenced,
+    jsonable,
+    load_json,
+    read_text,
+    unfence_json,
+    validation_error,
+)
+from bench_core.tasks.model import (
+    Benchmark,
+    DesignSpec,
+    ImplementationTruth,
+    Masking,
+    PaperMeta,
+    TaskKind,
+    TaskSpec,
+    stable_id,
+)
+from failatlas.errors import InputError
+
+FORMAT = "expbench"
+
+NOTE_KEYS = (
+    "design_ambiguity",
+    "experiment_setup_complexity",
+    "experiment_setup_ambiguity",
+    "experiment_constraints",
+    "random_uncertainty",
+    "systematic_uncertainty",
+)
+TEXT_KEYS = ("mode", "no_answer", "usage_instructions", "subsection_source")
+MAPPED_KEYS = (
+    "question", "method", "expected_outcome", "agent_instructions", "requirements",
+    "design_complexity", "source", "masked_source",
+)
+KNOWN_KEYS = frozenset(MAPPED_KEYS + NOTE_KEYS + TEXT_KEYS)
+ALT_DESIGN_KEYS = ("experiment_design_complexity",)
+
+ROLE_ALIASES = {
+    "constant_variables": "constant", "constant_variable": "constant", "constants": "constant",
+    "constant": "constant", "controlled_variables": "constant",
+    "independent_variables": "independent", "independent_variable": "independent", "independent": "independent",
+    "dependent_variables": "dependent", "dependent_variable": "dependent", "dependent": "dependent",
+}
+VENUES = {"iclr": "ICLR", "neurips": "NeurIPS", "icml": "ICML", "acl": "ACL", "cvpr": "CVPR"}
+_LINE_SUFFIX = re.compile(r":\d+(-\d+)?$")
+
+
+def sniff(path: Path) -> bool:
+    """True when `path` is a JSON file holding an object with a `questions` list (cheap textual check first)."""
+    if path.suffix.lower() != ".json":
+        return False
+    try:
+        head = read_text(path)[:200_000]
+    except InputError:
+        return False
+    return '"questions"' in head and head.lstrip().startswith("{")
+
+
+def paper_id_from_name(path: Path) -> str:
+    """`18277.json` -> `18277`; `18277_complete_final_sonnet37.json` -> `18277`."""
+    stem = path.name[: -len(path.suffix)] if path.suffix else path.name
+    stem = re.split(r"_complete_final", stem, maxsplit=1)[0] or stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._") or "paper"
+
+
+def venue_from_path(path: Path) -> tuple[str | None, int | None]:
+    """(`ICLR`, 2024) from a parent folder named `iclr2024` (or `neurips_2024`); (None, None) otherwise."""
+    for folder in path.resolve().parents:
+        match = re.fullmatch(r"([A-Za-z]+)[_-]?(\d{4})", folder.name)
+        if match:
+            name = match.group(1).lower()
+            return VENUES.get(name, name.upper()), int(match.group(2))
+    return None, None
+
+
+def load_expbench(path: str | Path) -> list[TaskSpec]:
+    """Every task of one EXP-Bench file, validated; raises InputError naming the file and field if malformed."""
+    path = Path(path)
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise InputError("the top level must be an object with a 'questions' list", path=str(path))
+    if "questions" not in data:
+        raise InputError("missing: an EXP-Bench file lists its tasks under 'questions'", path=str(path),
+                         field="questions")
+    questions = data["questions"]
+    if isinstance(questions, str):
+        try:
+            questions = unfence_json(questions)
+        except ValueError as exc:
+            raise InputError("must be a list of tasks", path=str(path), field="questions") from exc
+    if not isinstance(questions, list):
+        raise InputError(f"must be a list of tasks, not {type(questions).__name__}", path=str(path),
+                         field="questions")
+
+    paper_id = paper_id_from_name(path)
+    venue, year = venue_from_path(path)
+    paper = PaperMeta(id=paper_id, venue=venue, year=year)
+    file_extra = jsonable({k: v for k, v in data.items() if k != "questions"})
+
+    drafts = [_draft(raw, i, path) for i, raw in enumerate(questions)]
+    _assign_ids(drafts, paper_id)
+    tasks = []
+    for i, draft in enumerate(drafts):
+        warnings: Warnings = draft.pop("_warnings")
+        if file_extra:
+            draft["extra"]["file"] = file_extra
+        try:
+            tasks.append(TaskSpec(
+                benchmark=Benchmark.EXPBENCH.value, paper=paper.model_copy(), source=str(path),
+                warnings=warnings.items, **draft,
+            ))
+        except ValidationError as exc:
+            raise validation_error(exc, path=path, prefix=f"questions[{i}]") from exc
+    return tasks
+
+
+# -- one task ---------------------------------------------------------------------------------------------------
+def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
+    where = f"questions[{index}]"
+    w = Warnings()
+    if isinstance(raw, str):
+        try:
+            raw = unfence_json(raw)
+        except ValueError as exc:
+            raise InputError("must be an object", path=str(path), field=where) from exc
+        w.add("fenced-json", "the task itself arrived as a JSON string; parsed")
+    if not isinstance(raw, dict):
+        raise InputError(f"must be an object, not {type(raw).__name__}", path=str(path), field=where)
+    q = dict(raw)
+    extra: dict[str, Any] = {"question_index": index}
+
+    question = q.pop("question", None)
+    if question is None:
+        raise InputError("missing: every task needs its research question", path=str(path),
+                         field=f"{where}.question")
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("must be non-empty text", path=str(path), field=f"{where}.question")
+
+    method = _method(q.pop("method", None), w, extra)
+    conclusion = _text("expected_outcome", q.pop("expected_outcome", None), w, extra)
+    if conclusion is None:
+        w.add("missing-conclusion", "no expected_outcome: the conclusion cannot be judged")
+    instructions = _text("agent_instructions", q.pop("agent_instructions", None), w, extra)
+    requirements = _requirements(q.pop("requirements", None), w, extra)
+
+    for key in NOTE_KEYS:
+        if key in q:
+            value = _coerce_dict(key, q.pop(key), w, extra)
+            extra[key] = value if value is not None else extra.get(key)
+
+    design_raw = q.pop("design_complexity", None)
+    design_key = "design_complexity"
+    if design_raw is None:
+        alt = next((k for k in ALT_DESIGN_KEYS if k in q), None)
+        if alt is not None:
+            design_raw, design_key = q.pop(alt), alt
+            w.add("alt-design", f"no design_complexity; the design was taken from {alt}")
+        else:
+            w.add("missing-design", "no design_complexity: the design cannot be judged")
+    design = _design(design_key, design_raw, w, extra, q) if design_raw is not None else None
+
+    has_masked_key = "masked_source" in q
+    unmaskable: dict[str, list[str]] = {}
+    as_given: dict[str, Any] = {}
+    source = _paths("source", q.pop("source", None), w, unmaskable, as_given) if "source" in q else None
+    masked = (_paths("masked_source", q.pop("masked_source", None), w, unmaskable, as_given)
+              if has_masked_key else None)
+    if unmaskable:
+        extra["unmaskable_paths"] = unmaskable
+    if as_given:
+        extra["paths_as_given"] = as_given
+
+    kind = _kind(q, source, masked, has_masked_key, w)
+    for key in TEXT_KEYS:
+        if key in q:
+            extra[key] = jsonable(q.pop(key))
+    if q:
+        w.add("unknown-keys", "kept in extra: " + ", ".join(sorted(q)))
+        extra.update(jsonable(q))
+
+    masked_files = {TaskKind.T1: masked or [], TaskKind.T2: source or []}.get(kind, [])
+    reference = [] if kind == TaskKind.T3 else _unique((source or []) + (masked or []))
+    return {
+        "_warnings": w,
+        "kind": kind,
+        "question": question.strip(),
+        "method": method,
+        "instructions": instructions,
+        "design": design,
+        "expected_conclusion": conclusion,
+        "implementation": ImplementationTruth(
+            requirements=requirements,
+            reference_files=reference,
+            method_notes=method if kind == TaskKind.T3 else None,
+        ),
+        "masking": Masking(files=_unique(masked_files), remove_also=["README.md"]),
+        "extra": extra,
+    }
+
+
+def _kind(q: dict[str, Any], source: list[str] | None, masked: list[str] | None, has_masked_key: bool,
+          w: Warnings) -> TaskKind:
+    has_no_answer = "no_answer" in q
+    if has_masked_key and not masked:
+        w.add("kind-empty-masked", "masked_source is empty: nothing to mask as T1")
+    if masked:
+        if has_no_answer:
+            w.add("kind-conflict", "has both masked_source and no_answer: treated as T1")
+        return TaskKind.T1
+    if has_no_answer:
+        if source:
+            w.add("kind-conflict", "has both source and no_answer: treated as T3")
+        return TaskKind.T3
+    if source:
+        if "mode" not in q:
+            w.add("kind-guess", "has source but no mode and no masked_source: treated as T2")
+        return TaskKind.T2
+    w.add("kind-guess", "no masked_source, source or no_answer: treated as T3 (design and conclusion only)")
+    return TaskKind.T3
+
+
+# -- fields -----------------------------------------------------------------------------------------------------
+def _render(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100).strip()
+
+
+def _method(value: Any, w: Warnings, extra: dict[str, Any]) -> str | None:
+    if value is None:
+        w.add("missing-method", "no method: the agent gets the question alone")
+        return None
+    if isinstance(value, str) and is_fenced(value):
+        try:
+            value = unfence_json(value)
+            w.add_to("fenced-json", "method", "arrived as a markdown-fenced JSON string; parsed")
+        except ValueError:
+            return value.strip()
+    if isinstance(value, str):
+        return value.strip()
+    w.add("method-dict", f"method is a {type(value).__name__}, rendered as text; kept whole in "
+                         "extra['method_structured']")
+    extra["method_structured"] = jsonable(value)
+    return _render(value)
+
+
+def _text(name: str, value: Any, w: Warnings, extra: dict[str, Any]) -> str | None:
+    if value is None or isinstance(value, str):
+        return value.strip() if isinstance(value, str) and value.strip() else None
+    w.add("bad-field-type", f"{name} is a {type(value).__name__}, rendered as text; kept in extra['{name}']")
+    extra[name] = jsonable(value)
+    return _render(value)
+
+
+def _requirements(value: Any, w: Warnings, extra: dict[str, Any]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            parsed = unfence_json(value)
+            w.add_to("fenced-json", "requirements", "arrived as a JSON string; parsed")
+            value = parsed
+        except ValueError:
+            w.add("bad-field-type", "requirements is text, not a list; split into lines")
+            return [line.strip() for line in value.splitlines() if line.strip()]
+    if isinstance(value, dict):
+        w.add("bad-field-type", "requirements is an object, not a list; its values taken in order")
+        extra["requirements"] = jsonable(value)
+        value = list(value.values())
+    if not isinstance(value, list):
+        w.add("bad-field-type", f"requirements is a {type(value).__name__}; kept in extra['requirements']")
+        extra["requirements"] = jsonable(value)
+        return []
+    steps = []
+    for item in value:
+        if isinstance(item, str):
+            steps.append(item)
+        else:
+            w.add("bad-field-type", "a requirement step is not text; rendered as text")
+            steps.append(_render(item))
+    return steps
+
+
+def _coerce_dict(name: str, value: Any, w: Warnings, extra: dict[str, Any],
+                 siblings_to: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A dict field repaired: parsed from (fenced) JSON text, unwrapped from `{name: {...}}`.
+
+    Keys found beside the wrapped value go to `extra` under their own name (or `<name>.<key>` if taken).
+    Returns None (keeping the raw value in `extra[name]`) when no dict can be recovered.
+    """
+    value = _parse_if_text(name, value, w)
+    depth = 0
+    while isinstance(value, dict) and name in value and isinstance(_peek(value[name]), dict):
+        inner = value[name]
+        siblings = {k: v for k, v in value.items() if k != name}
+        for key, sib in siblings.items():
+            target = siblings_to if siblings_to is not None else extra
+            slot = key if key not in target else f"{name}.{key}"
+            target[slot] = jsonable(sib)
+            w.add("wrapped-field", f"{name} held a '{key}' object beside its own value; moved to extra['{slot}']")
+        value = _parse_if_text(name, inner, w)
+        depth += 1
+    if depth:
+        w.add_to("wrapped-field", name, "wrapped in itself as {'<field>': {...}}; unwrapped")
+    if isinstance(value, dict):
+        return jsonable(value)
+    if value is not None:
+        w.add("bad-field-type", f"{name} is a {type(value).__name__}, not an object; kept as is in extra['{name}']")
+        extra[name] = jsonable(value)
+    return None
+
+
+def _peek(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return unfence_json(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _parse_if_text(name: str, value: Any, w: Warnings) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = unfence_json(value)
+    except ValueError:
+        w.add("unparsed-field", f"{name} is text that is not JSON; kept as text in extra['{name}']")
+        return value
+    fenced = "markdown-fenced " if is_fenced(value) else ""
+    w.add_to("fenced-json", name, f"arrived as a {fenced}JSON string; parsed")
+    return parsed
+
+
+def _design(name: str, raw: Any, w: Warnings, extra: dict[str, Any], q: dict[str, Any]) -> DesignSpec | None:
+    value = _coerce_dict(name, raw, w, extra, siblings_to=extra)
+    if value is None:
+        w.add("missing-design", f"{name} holds no usable design: the design cannot be judged")
+        return None
+    roles: dict[str, dict[str, Any]] = {}
+    others: dict[str, Any] = {}
+    for key, val in value.items():
+        role = ROLE_ALIASES.get(key.strip().lower())
+        if role is None:
+            others[key] = val
+            continue
+        if key != f"{role}_variables":
+            w.add("design-extra-keys", f"design key '{key}' read as {role}_variables")
+        roles.setdefault(role, {}).update(_role_dict(key, val, w))
+    for key, val in others.items():
+        slot = key if key in NOTE_KEYS and key not in q and key not in extra else f"{name}.{key}"
+        extra[slot] = jsonable(val)
+        w.add("design-extra-keys", f"{name} holds '{key}', which is not a design role; moved to extra['{slot}']")
+    if not roles:
+        w.add("missing-design", f"{name} has none of the constant/independent/dependent roles")
+        return None
+    return DesignSpec(**roles)
+
+
+def _role_dict(key: str, value: Any, w: Warnings) -> dict[str, Any]:
+    value = _parse_if_text(key, value, w) if isinstance(value, str) and is_fenced(value) else value
+    if isinstance(value, dict):
+        return jsonable(value)
+    if value is None:
+        return {}
+    w.add("bad-field-type", f"design role '{key}' is a {type(value).__name__}, not an object of variables")
+    if isinstance(value, str):
+        return {value.strip(): None}
+    if isinstance(value, list):
+        out: dict[str, Any] = {}
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                out[item.strip()] = None
+            elif isinstance(item, dict) and isinstance(item.get("name"), str):
+                out[item["name"]] = jsonable({k: v for k, v in item.items() if k != "name"})
+            else:
+                out[str(i)] = jsonable(item)
+        return out
+    return {"value": jsonable(value)}
+
+
+def _paths(name: str, value: Any, w: Warnings, unmaskable: dict[str, list[str]],
+           as_given: dict[str, Any]) -> list[str]:
+    """Paths relative to the repository root; those that cannot be masked as given are set aside."""
+    if value is None:
+        return []
+    original = value
+    if isinstance(value, str):
+        try:
+            value = unfence_json(value)
+            w.add_to("fenced-json", name, "arrived as a JSON string; parsed")
+        except ValueError:
+            w.add("bad-field-type", f"{name} is a single path, not a list")
+            value = [value]
+    if not isinstance(value, list):
+        w.add("bad-field-type", f"{name} is a {type(value).__name__}, not a list of paths")
+        as_given[name] = jsonable(original)
+        return []
+    out: list[str] = []
+    odd = False
+    for item in value:
+        rel = _repo_path(name, item, w)
+        if rel is None:
+            unmaskable.setdefault(name, []).append(item if isinstance(item, str) else repr(item))
+            odd = True
+            continue
+        if not (isinstance(item, str) and item.strip() == f"/workspace/{rel}"):
+            odd = True
+        out.append(rel)
+    if odd or original is not value:
+        as_given[name] = jsonable(original)
+    return out
+
+
+def _repo_path(name: str, item: Any, w: Warnings) -> str | None:
+    if not isinstance(item, str) or not item.strip():
+        w.add("bad-field-type", f"{name} holds {item!r}, which is not a path")
+        return None
+    text = item.strip()
+    if _LINE_SUFFIX.search(text):
+        w.add("relative-path", f"{name} path {item!r} carries a line range; the range was dropped")
+        text = _LINE_SUFFIX.sub("", text)
+    if text.startswith("/workspace/"):
+        rel = text[len("/workspace/"):]
+    elif text.startswith("workspace/"):
+        rel = text[len("workspace/"):]
+        w.add("relative-path", f"{name} path {item!r} lacks its leading '/'; read as '/{text}'")
+    elif text.startswith("/"):
+        w.add("unmaskable-path", f"{name} path {item!r} is outside /workspace: it cannot be masked as given; "
+                                 "kept in extra['unmaskable_paths']")
+        return None
+    else:
+        rel = text
+        w.add("relative-path", f"{name} path {item!r} is relative; taken from the repository root")
+    while rel.startswith("./"):
+        rel = rel[2:]
+    rel = posixpath.normpath(rel) if rel else rel
+    if rel in ("", ".") or rel.startswith("..") or rel.startswith("/"):
+        w.add("unmaskable-path", f"{name} path {item!r} does not name a file inside the repository: "
+                                 "it cannot be masked as given; kept in extra['unmaskable_paths']")
+        return None
+    return rel
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# -- ids ---------------------------------------------------------------------------------------------------------
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _assign_ids(drafts: list[dict[str, Any]], paper_id: str) -> None:
+    """Ids from content: the question; where two questions of a file coincide, their outcome and method too."""
+    prefix = f"expbench-{paper_id}"
+    ids = [stable_id(paper_id, _norm(d["question"]), prefix=prefix) for d in drafts]
+    seen: dict[str, list[int]] = {}
+    for i, task_id in enumerate(ids):
+        seen.setdefault(task_id, []).append(i)
+    for task_id, members in seen.items():
+        if len(members) == 1:
+            continue
+        for i in members:
+            d = drafts[i]
+            ids[i] = stable_id(paper_id, _norm(d["question"]), _norm(d["expected_conclusion"] or ""),
+                               _norm(d["method"] or ""), prefix=prefix)
+            d["_warnings"].add("duplicate-question", f"{len(members)} tasks of this file ask the same question; "
+                                                     "the id also hashes the outcome and method")
+    counts: dict[str, int] = {}
+    for i, task_id in enumerate(ids):
+        counts[task_id] = counts.get(task_id, 0) + 1
+        if counts[task_id] > 1:
+            ids[i] = f"{task_id}-{counts[task_id]}"
+            drafts[i]["_warnings"].add("duplicate-question", "an identical task appears earlier in this file; "
+                                                             "its id carries its occurrence number")
+    for d, task_id in zip(drafts, ids, strict=True):
+        d["id"] = task_id
