@@ -101,6 +101,10 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
         w.add("unpinned-repo", "the base repository has no pinned commit")
 
     extra: dict[str, Any] = {k: jsonable(v) for k, v in meta.items() if k not in MAPPED_KEYS}
+    try:
+        resources = Resources(**_section(meta, "resources", meta_path))
+    except ValidationError as exc:
+        raise validation_error(exc, path=meta_path, prefix="resources") from exc
     if oracle is not None:
         extra["oracle"] = jsonable(oracle)
     extra["instructions_md"] = text
@@ -116,10 +120,10 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
             instructions=instructions.strip(),
             hints=hints,
             run=RunSpec(command=command.strip(), results_file=ev.get("results_file"),
-                        **({"timeout_s": ev["timeout_s"]} if "timeout_s" in ev else {})),
+                        timeout_s=ev.get("timeout_s", resources.time_limit_s)),
             expected_results=[ExpectedMetric(**e) for e in _list(meta, "expected", meta_path)],
             success=success,
-            resources=Resources(**_section(meta, "resources", meta_path)),
+            resources=resources,
             source=str(folder),
             warnings=w.items,
             extra=extra,
