@@ -21,9 +21,17 @@ from bench_core.tasks.model import TaskKind, TaskSpec
 from failatlas.errors import ConfigError, InputError, NotFoundError
 from failatlas.store import Store
 
-GROUND_TRUTH_FIELDS = frozenset({
-    "design", "expected_conclusion", "implementation", "masking", "expected_results", "success", "extra",
-})
+GROUND_TRUTH_FIELDS = frozenset(
+    {
+        "design",
+        "expected_conclusion",
+        "implementation",
+        "masking",
+        "expected_results",
+        "success",
+        "extra",
+    }
+)
 LIST_COLUMNS = ("id", "benchmark", "kind", "paper_id", "title", "question", "gpus", "n_warnings", "source")
 
 
@@ -54,7 +62,9 @@ class ImportReport(BaseModel):
     """What one import did, file by file."""
 
     files: list[FileReport] = Field(default_factory=list)
-    skipped: list[str] = Field(default_factory=list, description="files met in folders that no importer reads")
+    skipped: list[str] = Field(
+        default_factory=list, description="files met in folders that no importer reads"
+    )
 
     def _total(self, attr: str) -> int:
         return sum(len(getattr(f, attr)) for f in self.files)
@@ -90,15 +100,18 @@ class ImportReport(BaseModel):
     def summary(self) -> str:
         """One line: files, tasks (new / updated / unchanged), by kind, warnings."""
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items())) or "none"
-        line = (f"{len(self.files)} file(s), {self.n_tasks} task(s) ({self.inserted} new, {self.updated} updated, "
-                f"{self.unchanged} unchanged); by kind: {kinds}; {self.n_warnings} warning(s)")
+        counts = f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
+        line = (
+            f"{len(self.files)} file(s), {self.n_tasks} task(s) ({counts}); by kind: {kinds}; "
+            f"{self.n_warnings} warning(s)"
+        )
         if self.skipped:
             line += f"; {len(self.skipped)} file(s) skipped"
         return line
 
 
 def spec_hash(task: TaskSpec) -> str:
-    """Content hash of a spec, `source` left out, so re-importing a moved but unchanged file changes nothing."""
+    """Content hash of a spec without `source`: re-importing a moved but unchanged file changes nothing."""
     return hashlib.sha256(task.model_dump_json(exclude={"source"}).encode()).hexdigest()[:16]
 
 
@@ -115,19 +128,33 @@ def save_tasks(store: Store, tasks: list[TaskSpec], *, source: str | None = None
     dupes = sorted(i for i, n in Counter(ids).items() if n > 1)
     if dupes:
         raise InputError(f"the batch holds task id(s) twice: {', '.join(dupes[:5])}", path=source)
-    report = SaveReport(source=source, by_kind=dict(Counter(t.kind.value for t in tasks)),
-                        warnings=_warning_counts(tasks))
+    report = SaveReport(
+        source=source, by_kind=dict(Counter(t.kind.value for t in tasks)), warnings=_warning_counts(tasks)
+    )
     if not tasks:
         return report
     rows = {t.id: t for t in tasks}
     with store.write() as conn:
-        existing = dict(conn.execute(
-            "SELECT id, spec_hash FROM tasks WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall())
+        existing = dict(
+            conn.execute(
+                "SELECT id, spec_hash FROM tasks WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]
+            ).fetchall()
+        )
         new_rows, changed_rows = [], []
         for task_id, task in rows.items():
             digest = spec_hash(task)
-            values = [task.benchmark, task.kind.value, task.paper.id, task.title, task.question,
-                      task.resources.gpus, len(task.warnings), task.model_dump_json(), task.source, digest]
+            values = [
+                task.benchmark,
+                task.kind.value,
+                task.paper.id,
+                task.title,
+                task.question,
+                task.resources.gpus,
+                len(task.warnings),
+                task.model_dump_json(),
+                task.source,
+                digest,
+            ]
             if task_id not in existing:
                 new_rows.append([task_id, *values])
                 report.inserted.append(task_id)
@@ -138,13 +165,17 @@ def save_tasks(store: Store, tasks: list[TaskSpec], *, source: str | None = None
                 report.unchanged.append(task_id)
         if new_rows:
             conn.executemany(
-                "INSERT INTO tasks (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, spec, source,"
-                " spec_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", new_rows)
+                "INSERT INTO tasks (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, spec,"
+                " source, spec_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                new_rows,
+            )
         if changed_rows:
             conn.executemany(
                 "UPDATE tasks SET benchmark = ?, kind = ?, paper_id = ?, title = ?, question = ?, gpus = ?,"
                 " n_warnings = ?, spec = ?, source = ?, spec_hash = ?, updated_at = current_timestamp"
-                " WHERE id = ?", changed_rows)
+                " WHERE id = ?",
+                changed_rows,
+            )
     return report
 
 
@@ -157,9 +188,15 @@ def get_task(store: Store, task_id: str) -> TaskSpec:
     if row is not None:
         return TaskSpec.model_validate_json(row[0])
     close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.6)
-    hint = ("did you mean " + ", ".join(close) + "?") if close else (
-        "list the catalog with `failatlas tasks list`" if known else
-        "the catalog is empty: import tasks with `failatlas tasks import PATH` or `failatlas tasks import-mini`")
+    if close:
+        hint = "did you mean " + ", ".join(close) + "?"
+    elif known:
+        hint = "list the catalog with `failatlas tasks list`"
+    else:
+        hint = (
+            "the catalog is empty: import tasks with `failatlas tasks import PATH` "
+            "or `failatlas tasks import-mini`"
+        )
     raise NotFoundError(f"no task '{task_id}' in the catalog", hint=hint)
 
 
@@ -169,11 +206,18 @@ def _kind_value(kind: str | TaskKind) -> str:
     for k in TaskKind:
         if kind.lower() in (k.value.lower(), k.name.lower()):
             return k.value
-    raise ConfigError(f"unknown task kind '{kind}'", hint="use one of: " + ", ".join(k.value for k in TaskKind))
+    raise ConfigError(
+        f"unknown task kind '{kind}'", hint="use one of: " + ", ".join(k.value for k in TaskKind)
+    )
 
 
-def list_tasks(store: Store, *, benchmark: str | None = None, kind: str | TaskKind | None = None,
-               paper: str | None = None) -> list[dict[str, Any]]:
+def list_tasks(
+    store: Store,
+    *,
+    benchmark: str | None = None,
+    kind: str | TaskKind | None = None,
+    paper: str | None = None,
+) -> list[dict[str, Any]]:
     """Catalog rows (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, source), filtered."""
     clauses, params = [], []
     if benchmark is not None:
@@ -187,7 +231,8 @@ def list_tasks(store: Store, *, benchmark: str | None = None, kind: str | TaskKi
         params.append(paper)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     return store.query_dicts(
-        f"SELECT {', '.join(LIST_COLUMNS)} FROM tasks{where} ORDER BY benchmark, paper_id, kind, id", params)
+        f"SELECT {', '.join(LIST_COLUMNS)} FROM tasks{where} ORDER BY benchmark, paper_id, kind, id", params
+    )
 
 
 def public_view(task: TaskSpec, *, ground_truth: bool = False) -> dict[str, Any]:
@@ -202,8 +247,13 @@ def load_found(found: Found) -> list[TaskSpec]:
     return IMPORTERS[found.format].load(found.path)
 
 
-def import_found(store: Store, found: list[Found], *, skipped: Iterable[Path] = (),
-                 on_step: Callable[[Found], None] | None = None) -> ImportReport:
+def import_found(
+    store: Store,
+    found: list[Found],
+    *,
+    skipped: Iterable[Path] = (),
+    on_step: Callable[[Found], None] | None = None,
+) -> ImportReport:
     """Import discovered items: every item is parsed and validated before anything is written, then all are
     written in one transaction. A malformed item raises InputError and leaves the store unchanged."""
     loaded: list[tuple[Found, list[TaskSpec]]] = []
@@ -219,8 +269,13 @@ def import_found(store: Store, found: list[Found], *, skipped: Iterable[Path] = 
     return report
 
 
-def import_path(store: Store, path: str | Path | Iterable[str | Path], *, fmt: str = "auto",
-                on_step: Callable[[Found], None] | None = None) -> ImportReport:
+def import_path(
+    store: Store,
+    path: str | Path | Iterable[str | Path],
+    *,
+    fmt: str = "auto",
+    on_step: Callable[[Found], None] | None = None,
+) -> ImportReport:
     """Import the tasks of a file, a folder (walked) or several of them, in format `fmt` or auto-detected.
 
     Raises InputError (naming file, line, field) for a missing or malformed input, ConfigError for an unknown
@@ -229,6 +284,9 @@ def import_path(store: Store, path: str | Path | Iterable[str | Path], *, fmt: s
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     found = discover(paths, fmt)
     if not found.found:
-        raise InputError("nothing to import: no task file or task folder found", path=", ".join(map(str, paths)),
-                         hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md")
+        raise InputError(
+            "nothing to import: no task file or task folder found",
+            path=", ".join(map(str, paths)),
+            hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md",
+        )
     return import_found(store, found.found, skipped=found.skipped, on_step=on_step)

@@ -27,7 +27,9 @@ class _ErrorsAsOneLine(TyperGroup):
         try:
             return super().invoke(ctx)
         except FailAtlasError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(exc.one_line())}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[bold red]error:[/] {escape(exc.one_line())}", highlight=False, soft_wrap=True
+            )
             raise typer.Exit(exc.exit_code) from None
 
 
@@ -40,15 +42,19 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON for machines inst
 def import_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Task files and folders (folders are walked).")],
     fmt: Annotated[str, typer.Option("--format", help="Task format: " + "|".join(FORMATS) + ".")] = "auto",
-    show_warnings: Annotated[bool, typer.Option("--warnings", help="Print every warning, task by task.")] = False,
+    show_warnings: Annotated[
+        bool, typer.Option("--warnings", help="Print every warning, task by task.")
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Import EXP-Bench, AutoExperiment or RExBench tasks into the catalog (re-importing updates, never
     duplicates). Every file is validated before anything is written."""
     found = discover(paths, fmt)
     if not found.found:
-        raise ConfigError("nothing to import under " + ", ".join(map(str, paths)),
-                          hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md")
+        raise ConfigError(
+            "nothing to import under " + ", ".join(map(str, paths)),
+            hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md",
+        )
     s = store()
     with progress_bar("reading task files", len(found.found)) as advance:
         report = import_found(s, found.found, skipped=found.skipped, on_step=lambda _item: advance())
@@ -61,8 +67,11 @@ def import_cmd(
                 for warning in get_task(s, task_id).warnings:
                     console.print(f"{escape(task_id)}: {escape(warning)}", highlight=False, soft_wrap=True)
     if report.warnings:
-        console.print("warnings: " + ", ".join(f"{code} {n}" for code, n in report.warnings.items()),
-                      highlight=False, soft_wrap=True)
+        console.print(
+            "warnings: " + ", ".join(f"{code} {n}" for code, n in report.warnings.items()),
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(f"imported {report.summary()}", highlight=False, soft_wrap=True)
 
 
@@ -72,19 +81,28 @@ def import_mini() -> None:
     try:
         from bench_core.suites import load_suite
     except ImportError as exc:
-        raise ConfigError("the bundled suites are not part of this build (bench_core.suites is missing)") from exc
+        raise ConfigError(
+            "the bundled suites are not part of this build (bench_core.suites is missing)"
+        ) from exc
     tasks = load_suite("failatlas-mini")
     report = save_tasks(store(), tasks, source="failatlas-mini")
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.by_kind.items()))
-    console.print(f"failatlas-mini: {report.n_tasks} task(s) ({len(report.inserted)} new, {len(report.updated)} "
-                  f"updated, {len(report.unchanged)} unchanged); by kind: {kinds}; {report.n_warnings} warning(s)",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"failatlas-mini: {report.n_tasks} task(s) ({len(report.inserted)} new, {len(report.updated)} "
+        f"updated, {len(report.unchanged)} unchanged); by kind: {kinds}; {report.n_warnings} warning(s)",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("list")
 def list_cmd(
-    benchmark: Annotated[str | None, typer.Option(help="Only this benchmark (expbench, autoexperiment, ...).")] = None,
-    kind: Annotated[str | None, typer.Option(help="Only this kind (T1, T2, T3, masked_functions, ...).")] = None,
+    benchmark: Annotated[
+        str | None, typer.Option(help="Only this benchmark (expbench, autoexperiment, ...).")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option(help="Only this kind (T1, T2, T3, masked_functions, ...).")
+    ] = None,
     paper: Annotated[str | None, typer.Option(help="Only tasks of this paper id.")] = None,
     as_json: Json = False,
 ) -> None:
@@ -95,27 +113,41 @@ def list_cmd(
         return
     table = Table(title=f"{len(rows)} task(s)")
     widths = []
-    for name, key in (("id", "id"), ("benchmark", "benchmark"), ("kind", "kind"), ("paper", "paper_id"),
-                      ("warnings", "n_warnings")):
+    for name, key in (
+        ("id", "id"),
+        ("benchmark", "benchmark"),
+        ("kind", "kind"),
+        ("paper", "paper_id"),
+        ("warnings", "n_warnings"),
+    ):
         widths.append(max([len(name)] + [len(str(r[key] or "")) for r in rows]))
-        table.add_column(name, no_wrap=True, min_width=widths[-1],
-                         justify="right" if key == "n_warnings" else "left")
+        table.add_column(
+            name, no_wrap=True, min_width=widths[-1], justify="right" if key == "n_warnings" else "left"
+        )
     # rich squeezes no_wrap columns to nothing unless the flexible one is capped
     room = max(10, console.width - sum(widths) - 3 * len(widths) - 4)
     table.add_column("question", no_wrap=True, overflow="ellipsis", max_width=room)
     for r in rows:
-        table.add_row(escape(r["id"]), r["benchmark"], r["kind"], escape(r["paper_id"] or ""),
-                      str(r["n_warnings"]), escape(" ".join(r["question"].split())))
+        table.add_row(
+            escape(r["id"]),
+            r["benchmark"],
+            r["kind"],
+            escape(r["paper_id"] or ""),
+            str(r["n_warnings"]),
+            escape(" ".join(r["question"].split())),
+        )
     console.print(table)
 
 
 @app.command("show")
 def show_cmd(
     task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id (see `failatlas tasks list`).")],
-    ground_truth: Annotated[bool, typer.Option("--ground-truth", help="Also print the ground truth.")] = False,
+    ground_truth: Annotated[
+        bool, typer.Option("--ground-truth", help="Also print the ground truth.")
+    ] = False,
     as_json: Json = False,
 ) -> None:
-    """Show one task: what the agent is told, its resources and warnings; ground truth only with --ground-truth."""
+    """Show one task: what the agent is told, resources, warnings; ground truth only with --ground-truth."""
     task = get_task(store(create=False), task_id)
     if as_json:
         console.print_json(json.dumps(public_view(task, ground_truth=ground_truth)))
@@ -161,10 +193,11 @@ def _print_task(task: TaskSpec, ground_truth: bool) -> None:
     console.print(f"[bold]{escape(task.id)}[/]  {task.benchmark} {task.kind.value}", highlight=False)
     facts = {
         "paper": " ".join(str(x) for x in (paper.id, paper.venue, paper.year, paper.title) if x),
-        "repository": " @ ".join(x for x in (task.repository.url or task.repository.local_path,
-                                              task.repository.commit) if x),
+        "repository": " @ ".join(
+            x for x in (task.repository.url or task.repository.local_path, task.repository.commit) if x
+        ),
         "resources": f"{task.resources.gpus} GPU(s), {task.resources.time_limit_s} s"
-                     + (f", image {task.resources.image}" if task.resources.image else ""),
+        + (f", image {task.resources.image}" if task.resources.image else ""),
         "phases": ", ".join(task.judgeable_phases),
         "source": task.source,
     }
@@ -183,8 +216,10 @@ def _print_task(task: TaskSpec, ground_truth: bool) -> None:
         console.print("\n(ground truth hidden; pass --ground-truth to show it)", style="dim")
         return
     if task.design is not None:
-        lines = [f"- {role}: {name} = {json.dumps(getattr(task.design, role)[name], ensure_ascii=False)}"
-                 for role, name in task.design.variable_names()]
+        lines = [
+            f"- {role}: {name} = {json.dumps(getattr(task.design, role)[name], ensure_ascii=False)}"
+            for role, name in task.design.variable_names()
+        ]
         section("ground truth: design", "\n".join(lines))
     section("ground truth: conclusion", task.expected_conclusion)
     impl = task.implementation
@@ -193,9 +228,13 @@ def _print_task(task: TaskSpec, ground_truth: bool) -> None:
     section("ground truth: method notes", impl.method_notes)
     masking = [*task.masking.files, *(f"{f.path}::{f.qualname}" for f in task.masking.functions)]
     section("masked", "\n".join(masking))
-    section("expected results", "\n".join(f"- {m.name} = {m.value} (rtol {m.rtol}, atol {m.atol})"
-                                           for m in task.expected_results))
+    section(
+        "expected results",
+        "\n".join(f"- {m.name} = {m.value} (rtol {m.rtol}, atol {m.atol})" for m in task.expected_results),
+    )
     if task.success is not None:
         section("success criterion", task.success.model_dump_json(exclude_defaults=True))
     if task.extra:
-        section("extra fields", ", ".join(sorted(task.extra)) + "\n(see --json --ground-truth for their values)")
+        section(
+            "extra fields", ", ".join(sorted(task.extra)) + "\n(see --json --ground-truth for their values)"
+        )

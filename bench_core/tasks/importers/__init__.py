@@ -1,7 +1,9 @@
 """Task importers by format name, and finding what to import under a path.
 
-Each importer is a `load_<format>(path) -> list[TaskSpec]` that reads files and never touches the store, plus a
-`sniff(path) -> bool` that recognises its format by content. `discover()` walks files and folders and pairs each
+Each importer is a `load_<format>(path) -> list[TaskSpec]` that reads files and never touches the store, plus
+a
+`sniff(path) -> bool` that recognises its format by content. `discover()` walks files and folders and pairs
+each
 importable item with its format.
 """
 
@@ -32,12 +34,24 @@ class Importer:
 
 
 IMPORTERS: dict[str, Importer] = {
-    expbench.FORMAT: Importer(expbench.FORMAT, load_expbench, expbench.sniff,
-                              "EXP-Bench *_complete_final*.json files (one per paper)"),
-    autoexperiment.FORMAT: Importer(autoexperiment.FORMAT, load_autoexperiment, autoexperiment.sniff,
-                                    "AutoExperiment rows (JSONL, or a JSON list)"),
-    rexbench.FORMAT: Importer(rexbench.FORMAT, load_rexbench, rexbench.sniff,
-                              "RExBench task folders (instructions.md + task.json/yaml + oracle.json)"),
+    expbench.FORMAT: Importer(
+        expbench.FORMAT,
+        load_expbench,
+        expbench.sniff,
+        "EXP-Bench *_complete_final*.json files (one per paper)",
+    ),
+    autoexperiment.FORMAT: Importer(
+        autoexperiment.FORMAT,
+        load_autoexperiment,
+        autoexperiment.sniff,
+        "AutoExperiment rows (JSONL, or a JSON list)",
+    ),
+    rexbench.FORMAT: Importer(
+        rexbench.FORMAT,
+        load_rexbench,
+        rexbench.sniff,
+        "RExBench task folders (instructions.md + task.json/yaml + oracle.json)",
+    ),
 }
 FORMATS = ("auto", *IMPORTERS)
 _CANDIDATE_SUFFIXES = (".json", ".jsonl")
@@ -83,8 +97,9 @@ def _raise_if_broken(path: Path) -> None:
                 try:
                     json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path),
-                                     line=number) from exc
+                    raise InputError(
+                        f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number
+                    ) from exc
 
 
 def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
@@ -140,8 +155,11 @@ def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
                 add(path, fmt)  # the loader names what is wrong with it
                 continue
             _raise_if_broken(path)
-            raise InputError("cannot tell the task format of this file", path=str(path),
-                             hint="pass --format " + "|".join(IMPORTERS))
+            raise InputError(
+                "cannot tell the task format of this file",
+                path=str(path),
+                hint="pass --format " + "|".join(IMPORTERS),
+            )
         add(rexbench.task_folder(path) or path if name == rexbench.FORMAT else path, name)
     return Discovery(found, skipped)
 

@@ -30,11 +30,13 @@ def load_json(path: Path, text: str | None = None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=exc.lineno) from exc
+        raise InputError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=exc.lineno
+        ) from exc
 
 
 def unfence_json(value: str) -> Any:
-    """Parse a markdown-fenced (```json ... ```) or bare JSON object/array string; raises ValueError if it is not."""
+    """Parse a markdown-fenced (```json ... ```) or bare JSON object/array string; ValueError otherwise."""
     match = _FENCE.match(value)
     body = match.group("body") if match else value
     body = body.strip()
@@ -75,8 +77,10 @@ class Warnings:
 
     @property
     def items(self) -> list[str]:
-        return [f"{code}: {', '.join(subjects) + ': ' if subjects else ''}{message}"
-                for (code, message), subjects in self._entries.items()]
+        return [
+            f"{code}: {', '.join(subjects) + ': ' if subjects else ''}{message}"
+            for (code, message), subjects in self._entries.items()
+        ]
 
     def __len__(self) -> int:
         return len(self._entries)

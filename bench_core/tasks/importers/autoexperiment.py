@@ -1,22 +1,30 @@
-"""AutoExperiment importer: JSONL rows, each a paper's repository with n functions masked -> one `TaskSpec` per row.
+"""AutoExperiment importer: JSONL rows, each a paper's repository with n functions masked -> one `TaskSpec`
+per row.
 
 Documented format (AutoExperiment, github.com/j1mk1m/AutoExperiment, `dataset/MLRC/mlrc_n_<n>.jsonl` as its
 `process_dataset.py` writes them; a `.json` file holding a list of such rows is read too). One row:
-- `paper_id`: the arXiv id (`2205.00048`); `func_ids`: the masked functions' ids, `"0,1"` (a list is accepted).
-  Either may be replaced by `combined_id` = `<paper_id>_<func_ids>` (`2205.00048_0,1`), the benchmark's task id;
-- `func_details`: one object per masked function: `func_id`, `name` (or `Class.name`; `class_name` is read too),
-  `file` (relative to the paper's `code/`), `header_line`, `line_start`, `line_end`, `description` (the docstring
+- `paper_id`: the arXiv id (`2205.00048`); `func_ids`: the masked functions' ids, `"0,1"` (a list is
+  accepted).
+  Either may be replaced by `combined_id` = `<paper_id>_<func_ids>` (`2205.00048_0,1`), the benchmark's task
+  id;
+- `func_details`: one object per masked function: `func_id`, `name` (or `Class.name`; `class_name` is read
+  too),
+  `file` (relative to the paper's `code/`), `header_line`, `line_start`, `line_end`, `description` (the
+  docstring
   the stub keeps; the body raises NotImplementedError), `relevant_paper`, `exp_dependencies`;
 - `experiments`: the task text, "Experiment 1: ... Return final answer as a json: {...}";
 - `solution`: the exact bash run command(s) (`echo Experiment 1\\npython ...`), AutoExperiment's "refsol";
 - `results`: gold results per experiment, a JSON object or a JSON string of one:
   `{"Experiment 1": 0.87, "Experiment 2": {"acc": 0.8, "f1": [0.7, 0.6]}}`.
 Extensions read when present (FailAtlas's own, not in the original rows): `tolerances`
-(`{"default": {"rtol": 0.05}, "Experiment 2.acc": {"atol": 0.01}, "Experiment 1": {...}}`, most specific wins),
+(`{"default": {"rtol": 0.05}, "Experiment 2.acc": {"atol": 0.01}, "Experiment 1": {...}}`, most specific
+wins),
 `repository` (`{"url", "commit"}`), `resources` (our `Resources` fields), `title`.
 
-Each gold number becomes an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with its
-own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to a mean.
+Each gold number becomes an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with
+its
+own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to a
+mean.
 The repository is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless `repository`
 names one. Line numbers and descriptions of masked functions, which `FunctionRef` cannot hold, stay in
 `extra["func_details"]`. A malformed row raises `InputError` naming the file, line and field.
@@ -49,10 +57,21 @@ from failatlas.errors import InputError
 
 FORMAT = "autoexperiment"
 DEFAULT_RTOL = 0.05
-MAPPED_KEYS = frozenset({
-    "paper_id", "func_ids", "combined_id", "func_details", "experiments", "solution", "results",
-    "tolerances", "repository", "resources", "title",
-})
+MAPPED_KEYS = frozenset(
+    {
+        "paper_id",
+        "func_ids",
+        "combined_id",
+        "func_details",
+        "experiments",
+        "solution",
+        "results",
+        "tolerances",
+        "repository",
+        "resources",
+        "title",
+    }
+)
 _ARXIV = re.compile(r"\d{4}\.\d{4,5}(v\d+)?")
 
 
@@ -61,7 +80,7 @@ def _is_row(obj: Any) -> bool:
 
 
 def sniff(path: Path) -> bool:
-    """True for a JSONL file whose first row, or a JSON file whose first list item, is an AutoExperiment row."""
+    """True for a JSONL file whose first row (or a JSON list whose first item) is an AutoExperiment row."""
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".json"):
         return False
@@ -97,12 +116,14 @@ def _rows(path: Path) -> list[tuple[int | None, Any]]:
         try:
             rows.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number) from exc
+            raise InputError(
+                f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number
+            ) from exc
     return rows
 
 
 def load_autoexperiment(path: str | Path) -> list[TaskSpec]:
-    """Every row of one AutoExperiment JSONL (or JSON list) file; raises InputError naming file, line and field."""
+    """Every row of one AutoExperiment JSONL (or JSON list) file; InputError naming file, line and field."""
     path = Path(path)
     tasks: list[TaskSpec] = []
     seen: dict[str, int | None] = {}
@@ -114,8 +135,12 @@ def load_autoexperiment(path: str | Path) -> list[TaskSpec]:
         task = _task(row, path, where, prefix)
         if task.id in seen:
             other = seen[task.id]
-            raise InputError(f"duplicate task {task.extra['combined_id']}"
-                             + (f" (first on line {other})" if other else ""), field=f"{prefix}combined_id", **where)
+            raise InputError(
+                f"duplicate task {task.extra['combined_id']}"
+                + (f" (first on line {other})" if other else ""),
+                field=f"{prefix}combined_id",
+                **where,
+            )
         seen[task.id] = line
         tasks.append(task)
     return tasks
@@ -129,22 +154,30 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
     results = _results(row, where, prefix)
     expected, non_numeric = _expected(results, row.get("tolerances") or {}, where, prefix)
     if non_numeric:
-        w.add("non-numeric-result", "gold values that are not numbers cannot be checked by tolerance: "
-              + ", ".join(sorted(non_numeric)) + "; kept in extra['non_numeric_results']")
+        w.add(
+            "non-numeric-result",
+            "gold values that are not numbers cannot be checked by tolerance: "
+            + ", ".join(sorted(non_numeric))
+            + "; kept in extra['non_numeric_results']",
+        )
     if not func_ids:
         w.add("no-masked-functions", "func_ids is empty: the full-code setting, nothing is masked")
     experiments = row.get("experiments")
     if not isinstance(experiments, str) or not experiments.strip():
-        raise InputError("missing: the experiment description the agent is given", field=f"{prefix}experiments",
-                         **where)
+        raise InputError(
+            "missing: the experiment description the agent is given", field=f"{prefix}experiments", **where
+        )
     command = row.get("solution")
     if not isinstance(command, str) or not command.strip():
         w.add("missing-command", "no solution: the exact run command is unknown")
         command = None
 
     missing = "\n".join(f"- {f.qualname} in file {f.path}" for f in funcs)
-    extra: dict[str, Any] = {"combined_id": combined_id, "func_ids": func_ids,
-                             "func_details": jsonable(row.get("func_details") or [])}
+    extra: dict[str, Any] = {
+        "combined_id": combined_id,
+        "func_ids": func_ids,
+        "func_details": jsonable(row.get("func_details") or []),
+    }
     if non_numeric:
         extra["non_numeric_results"] = non_numeric
     extra.update({k: jsonable(v) for k, v in row.items() if k not in MAPPED_KEYS})
@@ -161,17 +194,25 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
             ),
             repository=_repository(row, paper_id),
             question=experiments.strip(),
-            instructions=(f"Missing function(s):\n{missing}\nImplement them (their docstrings say what they do), "
-                          "then run the experiments and report the results as JSON.") if funcs else None,
+            instructions=(
+                f"Missing function(s):\n{missing}\nImplement them (their docstrings say what they do), "
+                "then run the experiments and report the results as JSON."
+            )
+            if funcs
+            else None,
             implementation=ImplementationTruth(
-                requirements=[f"{f.qualname} in {f.path}: {d.get('description', '').strip()}".rstrip(": ")
-                              for f, d in zip(funcs, row.get("func_details") or [], strict=False)],
+                requirements=[
+                    f"{f.qualname} in {f.path}: {d.get('description', '').strip()}".rstrip(": ")
+                    for f, d in zip(funcs, row.get("func_details") or [], strict=False)
+                ],
                 reference_files=list(dict.fromkeys(f.path for f in funcs)),
             ),
             masking=Masking(functions=funcs),
             run=RunSpec(command=command),
             expected_results=expected,
-            resources=Resources(**row["resources"]) if isinstance(row.get("resources"), dict) else Resources(),
+            resources=Resources(**row["resources"])
+            if isinstance(row.get("resources"), dict)
+            else Resources(),
             source=str(path),
             warnings=w.items,
             extra=extra,
@@ -186,25 +227,32 @@ def _ids(row: dict[str, Any], where: dict[str, Any], prefix: str) -> tuple[str, 
     combined = row.get("combined_id")
     if combined is not None:
         if not isinstance(combined, str) or "_" not in combined:
-            raise InputError("must look like <paper_id>_<func_ids>, e.g. 2205.00048_0,1",
-                             field=f"{prefix}combined_id", **where)
+            raise InputError(
+                "must look like <paper_id>_<func_ids>, e.g. 2205.00048_0,1",
+                field=f"{prefix}combined_id",
+                **where,
+            )
         c_paper, c_funcs = combined.rsplit("_", 1)
         if paper_id is not None and str(paper_id) != c_paper:
-            raise InputError(f"names paper {c_paper} but paper_id is {paper_id}", field=f"{prefix}combined_id",
-                             **where)
+            raise InputError(
+                f"names paper {c_paper} but paper_id is {paper_id}", field=f"{prefix}combined_id", **where
+            )
         paper_id = c_paper if paper_id is None else paper_id
         if func_ids is None:
             func_ids = c_funcs
         elif _split_ids(func_ids) != _split_ids(c_funcs):
-            raise InputError(f"names functions {c_funcs} but func_ids is {func_ids}", field=f"{prefix}combined_id",
-                             **where)
+            raise InputError(
+                f"names functions {c_funcs} but func_ids is {func_ids}", field=f"{prefix}combined_id", **where
+            )
     if paper_id is None or (isinstance(paper_id, str) and not paper_id.strip()):
         raise InputError("missing", field=f"{prefix}paper_id", **where)
     if func_ids is None:
         raise InputError("missing (or give combined_id)", field=f"{prefix}func_ids", **where)
     ids = _split_ids(func_ids)
     if ids is None:
-        raise InputError("must be a comma-separated string or a list of ids", field=f"{prefix}func_ids", **where)
+        raise InputError(
+            "must be a comma-separated string or a list of ids", field=f"{prefix}func_ids", **where
+        )
     return str(paper_id).strip(), ids
 
 
@@ -218,8 +266,9 @@ def _split_ids(value: Any) -> list[str] | None:
     return None
 
 
-def _functions(row: dict[str, Any], func_ids: list[str], w: Warnings, where: dict[str, Any],
-               prefix: str) -> list[FunctionRef]:
+def _functions(
+    row: dict[str, Any], func_ids: list[str], w: Warnings, where: dict[str, Any], prefix: str
+) -> list[FunctionRef]:
     details = row.get("func_details")
     if details is None:
         if func_ids:
@@ -230,7 +279,10 @@ def _functions(row: dict[str, Any], func_ids: list[str], w: Warnings, where: dic
     if not isinstance(details, list):
         raise InputError("must be a list of function objects", field=f"{prefix}func_details", **where)
     if len(details) != len(func_ids):
-        w.add("func-count", f"func_ids names {len(func_ids)} function(s) but func_details describes {len(details)}")
+        w.add(
+            "func-count",
+            f"func_ids names {len(func_ids)} function(s) but func_details describes {len(details)}",
+        )
     funcs = []
     for i, d in enumerate(details):
         field = f"{prefix}func_details[{i}]"
@@ -262,12 +314,15 @@ def _results(row: dict[str, Any], where: dict[str, Any], prefix: str) -> dict[st
             except json.JSONDecodeError as exc:
                 raise InputError(f"not valid JSON: {exc.msg}", field=f"{prefix}results", **where) from exc
     if not isinstance(results, dict) or not results:
-        raise InputError("must be a non-empty object of experiment -> result", field=f"{prefix}results", **where)
+        raise InputError(
+            "must be a non-empty object of experiment -> result", field=f"{prefix}results", **where
+        )
     return results
 
 
-def _expected(results: dict[str, Any], tolerances: Any, where: dict[str, Any],
-              prefix: str) -> tuple[list[ExpectedMetric], dict[str, Any]]:
+def _expected(
+    results: dict[str, Any], tolerances: Any, where: dict[str, Any], prefix: str
+) -> tuple[list[ExpectedMetric], dict[str, Any]]:
     if not isinstance(tolerances, dict):
         raise InputError("must be an object of metric -> {rtol, atol}", field=f"{prefix}tolerances", **where)
     expected: list[ExpectedMetric] = []
@@ -278,8 +333,9 @@ def _expected(results: dict[str, Any], tolerances: Any, where: dict[str, Any],
             if key in tolerances:
                 tol = tolerances[key]
                 if not isinstance(tol, dict) or set(tol) - {"rtol", "atol"}:
-                    raise InputError("must be an object with rtol and/or atol", field=f"{prefix}tolerances.{key}",
-                                     **where)
+                    raise InputError(
+                        "must be an object with rtol and/or atol", field=f"{prefix}tolerances.{key}", **where
+                    )
                 return {"rtol": float(tol.get("rtol", 0.0)), "atol": float(tol.get("atol", 0.0))}
         return {"rtol": DEFAULT_RTOL, "atol": 0.0}
 
@@ -292,8 +348,11 @@ def _expected(results: dict[str, Any], tolerances: Any, where: dict[str, Any],
                 walk(sub, f"{name}[{i}]", experiment)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
-                expected.append(ExpectedMetric(name=name, value=float(value), experiment=experiment,
-                                               **tolerance(name, experiment)))
+                expected.append(
+                    ExpectedMetric(
+                        name=name, value=float(value), experiment=experiment, **tolerance(name, experiment)
+                    )
+                )
             except ValidationError as exc:
                 raise InputError(exc.errors()[0]["msg"], field=f"{prefix}tolerances", **where) from exc
         else:

@@ -3,25 +3,33 @@
 Documented format (EXP-Bench, arXiv 2505.24785; files `outputs/logs/<venue>/<id>/<id>_complete_final*.json`):
 `{"questions": [task, ...], "main_takeaways": [...], "follow_up_work_ideas": [...]}`. A task carries
 `question`, `method`, `expected_outcome` (ground-truth conclusion), `design_complexity` (ground-truth design:
-`constant_variables` / `independent_variables` / `dependent_variables`), `requirements` (implementation steps citing
+`constant_variables` / `independent_variables` / `dependent_variables`), `requirements` (implementation steps
+citing
 `/workspace/file.py:10-22`), `agent_instructions`, `usage_instructions`, `source` (reference scripts) and
 `masked_source` (files removed before hand-off), plus LLM-written notes (`design_ambiguity`, ...).
 The kind: T1 has `masked_source`; T2 has `source` and `mode` ("How can you ..."; its `source` is masked);
-T3 has `no_answer` (no implementation found: design and conclusion only, `method` is the implementation truth).
+T3 has `no_answer` (no implementation found: design and conclusion only, `method` is the implementation
+truth).
 
-The paper id comes from the file name (`18277.json`, `18277_complete_final_sonnet37.json`); venue and year from a
+The paper id comes from the file name (`18277.json`, `18277_complete_final_sonnet37.json`); venue and year
+from a
 parent folder named like `iclr2024`. A task's id is `expbench-<paper>-<hash of the question>`: reordering
-`questions` changes no id. Nothing is dropped: every field the model has no place for goes to `extra`, and so do
+`questions` changes no id. Nothing is dropped: every field the model has no place for goes to `extra`, and so
+do
 the file's other top-level keys (under `extra["file"]`).
 
 Defects of the real files are repaired where the intent is clear and always reported as a warning on the task,
 `code: message`:
-- `missing-design`: no `design_complexity` (18277); `alt-design`: design taken from `experiment_design_complexity`;
+- `missing-design`: no `design_complexity` (18277); `alt-design`: design taken from
+  `experiment_design_complexity`;
 - `wrapped-field`: a dict field wrapped in itself (`{"design_complexity": {...}}`), with any sibling keys
   (a `design_ambiguity` object) moved out; `design-extra-keys`: keys other than the three roles in a design;
-- `fenced-json`: a dict or list field sent as a (markdown-fenced) JSON string; `unparsed-field`: text that is not;
-- `method-dict`: a structured `method`, rendered as text for the agent and kept whole in `extra["method_structured"]`;
-- `relative-path`: `workspace/x` or `x` instead of `/workspace/x`; `unmaskable-path`: a path outside `/workspace`
+- `fenced-json`: a dict or list field sent as a (markdown-fenced) JSON string; `unparsed-field`: text that is
+  not;
+- `method-dict`: a structured `method`, rendered as text for the agent and kept whole in
+  `extra["method_structured"]`;
+- `relative-path`: `workspace/x` or `x` instead of `/workspace/x`; `unmaskable-path`: a path outside
+  `/workspace`
   (`/tmp/repos/...`): not masked, listed in `extra["unmaskable_paths"]`;
 - `unknown-keys`: stray keys (`reproduction_steps`, `related_tables`, ...), kept in `extra`;
 - `kind-*`, `missing-*`, `bad-field-type`, `duplicate-question`: the rarer variants named by their code.
@@ -71,24 +79,37 @@ NOTE_KEYS = (
 )
 TEXT_KEYS = ("mode", "no_answer", "usage_instructions", "subsection_source")
 MAPPED_KEYS = (
-    "question", "method", "expected_outcome", "agent_instructions", "requirements",
-    "design_complexity", "source", "masked_source",
+    "question",
+    "method",
+    "expected_outcome",
+    "agent_instructions",
+    "requirements",
+    "design_complexity",
+    "source",
+    "masked_source",
 )
 KNOWN_KEYS = frozenset(MAPPED_KEYS + NOTE_KEYS + TEXT_KEYS)
 ALT_DESIGN_KEYS = ("experiment_design_complexity",)
 
 ROLE_ALIASES = {
-    "constant_variables": "constant", "constant_variable": "constant", "constants": "constant",
-    "constant": "constant", "controlled_variables": "constant",
-    "independent_variables": "independent", "independent_variable": "independent", "independent": "independent",
-    "dependent_variables": "dependent", "dependent_variable": "dependent", "dependent": "dependent",
+    "constant_variables": "constant",
+    "constant_variable": "constant",
+    "constants": "constant",
+    "constant": "constant",
+    "controlled_variables": "constant",
+    "independent_variables": "independent",
+    "independent_variable": "independent",
+    "independent": "independent",
+    "dependent_variables": "dependent",
+    "dependent_variable": "dependent",
+    "dependent": "dependent",
 }
 VENUES = {"iclr": "ICLR", "neurips": "NeurIPS", "icml": "ICML", "acl": "ACL", "cvpr": "CVPR"}
 _LINE_SUFFIX = re.compile(r":\d+(-\d+)?$")
 
 
 def sniff(path: Path) -> bool:
-    """True when `path` is a JSON file holding an object with a `questions` list (cheap textual check first)."""
+    """True when `path` is a JSON file holding an object with a `questions` list (a cheap textual check)."""
     if path.suffix.lower() != ".json":
         return False
     try:
@@ -116,14 +137,15 @@ def venue_from_path(path: Path) -> tuple[str | None, int | None]:
 
 
 def load_expbench(path: str | Path) -> list[TaskSpec]:
-    """Every task of one EXP-Bench file, validated; raises InputError naming the file and field if malformed."""
+    """Every task of one EXP-Bench file, validated; InputError naming the file and field if malformed."""
     path = Path(path)
     data = load_json(path)
     if not isinstance(data, dict):
         raise InputError("the top level must be an object with a 'questions' list", path=str(path))
     if "questions" not in data:
-        raise InputError("missing: an EXP-Bench file lists its tasks under 'questions'", path=str(path),
-                         field="questions")
+        raise InputError(
+            "missing: an EXP-Bench file lists its tasks under 'questions'", path=str(path), field="questions"
+        )
     questions = data["questions"]
     if isinstance(questions, str):
         try:
@@ -131,8 +153,9 @@ def load_expbench(path: str | Path) -> list[TaskSpec]:
         except ValueError as exc:
             raise InputError("must be a list of tasks", path=str(path), field="questions") from exc
     if not isinstance(questions, list):
-        raise InputError(f"must be a list of tasks, not {type(questions).__name__}", path=str(path),
-                         field="questions")
+        raise InputError(
+            f"must be a list of tasks, not {type(questions).__name__}", path=str(path), field="questions"
+        )
 
     paper_id = paper_id_from_name(path)
     venue, year = venue_from_path(path)
@@ -147,16 +170,21 @@ def load_expbench(path: str | Path) -> list[TaskSpec]:
         if file_extra:
             draft["extra"]["file"] = file_extra
         try:
-            tasks.append(TaskSpec(
-                benchmark=Benchmark.EXPBENCH.value, paper=paper.model_copy(), source=str(path),
-                warnings=warnings.items, **draft,
-            ))
+            tasks.append(
+                TaskSpec(
+                    benchmark=Benchmark.EXPBENCH.value,
+                    paper=paper.model_copy(),
+                    source=str(path),
+                    warnings=warnings.items,
+                    **draft,
+                )
+            )
         except ValidationError as exc:
             raise validation_error(exc, path=path, prefix=f"questions[{i}]") from exc
     return tasks
 
 
-# -- one task ---------------------------------------------------------------------------------------------------
+# -- one task ----------------------------------------------------------------------------------------------
 def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     where = f"questions[{index}]"
     w = Warnings()
@@ -173,8 +201,9 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
 
     question = q.pop("question", None)
     if question is None:
-        raise InputError("missing: every task needs its research question", path=str(path),
-                         field=f"{where}.question")
+        raise InputError(
+            "missing: every task needs its research question", path=str(path), field=f"{where}.question"
+        )
     if not isinstance(question, str) or not question.strip():
         raise InputError("must be non-empty text", path=str(path), field=f"{where}.question")
 
@@ -205,8 +234,11 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     unmaskable: dict[str, list[str]] = {}
     as_given: dict[str, Any] = {}
     source = _paths("source", q.pop("source", None), w, unmaskable, as_given) if "source" in q else None
-    masked = (_paths("masked_source", q.pop("masked_source", None), w, unmaskable, as_given)
-              if has_masked_key else None)
+    masked = (
+        _paths("masked_source", q.pop("masked_source", None), w, unmaskable, as_given)
+        if has_masked_key
+        else None
+    )
     if unmaskable:
         extra["unmaskable_paths"] = unmaskable
     if as_given:
@@ -240,8 +272,9 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     }
 
 
-def _kind(q: dict[str, Any], source: list[str] | None, masked: list[str] | None, has_masked_key: bool,
-          w: Warnings) -> TaskKind:
+def _kind(
+    q: dict[str, Any], source: list[str] | None, masked: list[str] | None, has_masked_key: bool, w: Warnings
+) -> TaskKind:
     has_no_answer = "no_answer" in q
     if has_masked_key and not masked:
         w.add("kind-empty-masked", "masked_source is empty: nothing to mask as T1")
@@ -261,7 +294,7 @@ def _kind(q: dict[str, Any], source: list[str] | None, masked: list[str] | None,
     return TaskKind.T3
 
 
-# -- fields -----------------------------------------------------------------------------------------------------
+# -- fields ------------------------------------------------------------------------------------------------
 def _render(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100).strip()
 
@@ -278,8 +311,10 @@ def _method(value: Any, w: Warnings, extra: dict[str, Any]) -> str | None:
             return value.strip()
     if isinstance(value, str):
         return value.strip()
-    w.add("method-dict", f"method is a {type(value).__name__}, rendered as text; kept whole in "
-                         "extra['method_structured']")
+    w.add(
+        "method-dict",
+        f"method is a {type(value).__name__}, rendered as text; kept whole in extra['method_structured']",
+    )
     extra["method_structured"] = jsonable(value)
     return _render(value)
 
@@ -321,8 +356,9 @@ def _requirements(value: Any, w: Warnings, extra: dict[str, Any]) -> list[str]:
     return steps
 
 
-def _coerce_dict(name: str, value: Any, w: Warnings, extra: dict[str, Any],
-                 siblings_to: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def _coerce_dict(
+    name: str, value: Any, w: Warnings, extra: dict[str, Any], siblings_to: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """A dict field repaired: parsed from (fenced) JSON text, unwrapped from `{name: {...}}`.
 
     Keys found beside the wrapped value go to `extra` under their own name (or `<name>.<key>` if taken).
@@ -337,7 +373,10 @@ def _coerce_dict(name: str, value: Any, w: Warnings, extra: dict[str, Any],
             target = siblings_to if siblings_to is not None else extra
             slot = key if key not in target else f"{name}.{key}"
             target[slot] = jsonable(sib)
-            w.add("wrapped-field", f"{name} held a '{key}' object beside its own value; moved to extra['{slot}']")
+            w.add(
+                "wrapped-field",
+                f"{name} held a '{key}' object beside its own value; moved to extra['{slot}']",
+            )
         value = _parse_if_text(name, inner, w)
         depth += 1
     if depth:
@@ -345,7 +384,10 @@ def _coerce_dict(name: str, value: Any, w: Warnings, extra: dict[str, Any],
     if isinstance(value, dict):
         return jsonable(value)
     if value is not None:
-        w.add("bad-field-type", f"{name} is a {type(value).__name__}, not an object; kept as is in extra['{name}']")
+        w.add(
+            "bad-field-type",
+            f"{name} is a {type(value).__name__}, not an object; kept as is in extra['{name}']",
+        )
         extra[name] = jsonable(value)
     return None
 
@@ -390,7 +432,9 @@ def _design(name: str, raw: Any, w: Warnings, extra: dict[str, Any], q: dict[str
     for key, val in others.items():
         slot = key if key in NOTE_KEYS and key not in q and key not in extra else f"{name}.{key}"
         extra[slot] = jsonable(val)
-        w.add("design-extra-keys", f"{name} holds '{key}', which is not a design role; moved to extra['{slot}']")
+        w.add(
+            "design-extra-keys", f"{name} holds '{key}', which is not a design role; moved to extra['{slot}']"
+        )
     if not roles:
         w.add("missing-design", f"{name} has none of the constant/independent/dependent roles")
         return None
@@ -419,8 +463,9 @@ def _role_dict(key: str, value: Any, w: Warnings) -> dict[str, Any]:
     return {"value": jsonable(value)}
 
 
-def _paths(name: str, value: Any, w: Warnings, unmaskable: dict[str, list[str]],
-           as_given: dict[str, Any]) -> list[str]:
+def _paths(
+    name: str, value: Any, w: Warnings, unmaskable: dict[str, list[str]], as_given: dict[str, Any]
+) -> list[str]:
     """Paths relative to the repository root; those that cannot be masked as given are set aside."""
     if value is None:
         return []
@@ -461,13 +506,16 @@ def _repo_path(name: str, item: Any, w: Warnings) -> str | None:
         w.add("relative-path", f"{name} path {item!r} carries a line range; the range was dropped")
         text = _LINE_SUFFIX.sub("", text)
     if text.startswith("/workspace/"):
-        rel = text[len("/workspace/"):]
+        rel = text[len("/workspace/") :]
     elif text.startswith("workspace/"):
-        rel = text[len("workspace/"):]
+        rel = text[len("workspace/") :]
         w.add("relative-path", f"{name} path {item!r} lacks its leading '/'; read as '/{text}'")
     elif text.startswith("/"):
-        w.add("unmaskable-path", f"{name} path {item!r} is outside /workspace: it cannot be masked as given; "
-                                 "kept in extra['unmaskable_paths']")
+        w.add(
+            "unmaskable-path",
+            f"{name} path {item!r} is outside /workspace: it cannot be masked as given; "
+            "kept in extra['unmaskable_paths']",
+        )
         return None
     else:
         rel = text
@@ -476,8 +524,11 @@ def _repo_path(name: str, item: Any, w: Warnings) -> str | None:
         rel = rel[2:]
     rel = posixpath.normpath(rel) if rel else rel
     if rel in ("", ".") or rel.startswith("..") or rel.startswith("/"):
-        w.add("unmaskable-path", f"{name} path {item!r} does not name a file inside the repository: "
-                                 "it cannot be masked as given; kept in extra['unmaskable_paths']")
+        w.add(
+            "unmaskable-path",
+            f"{name} path {item!r} does not name a file inside the repository: "
+            "it cannot be masked as given; kept in extra['unmaskable_paths']",
+        )
         return None
     return rel
 
@@ -486,33 +537,43 @@ def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-# -- ids ---------------------------------------------------------------------------------------------------------
+# -- ids ---------------------------------------------------------------------------------------------------
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
 def _assign_ids(drafts: list[dict[str, Any]], paper_id: str) -> None:
-    """Ids from content: the question; where two questions of a file coincide, their outcome and method too."""
+    """Ids from content: the question, and where two questions of a file coincide, outcome and method."""
     prefix = f"expbench-{paper_id}"
     ids = [stable_id(paper_id, _norm(d["question"]), prefix=prefix) for d in drafts]
     seen: dict[str, list[int]] = {}
     for i, task_id in enumerate(ids):
         seen.setdefault(task_id, []).append(i)
-    for task_id, members in seen.items():
+    for members in seen.values():
         if len(members) == 1:
             continue
         for i in members:
             d = drafts[i]
-            ids[i] = stable_id(paper_id, _norm(d["question"]), _norm(d["expected_conclusion"] or ""),
-                               _norm(d["method"] or ""), prefix=prefix)
-            d["_warnings"].add("duplicate-question", f"{len(members)} tasks of this file ask the same question; "
-                                                     "the id also hashes the outcome and method")
+            ids[i] = stable_id(
+                paper_id,
+                _norm(d["question"]),
+                _norm(d["expected_conclusion"] or ""),
+                _norm(d["method"] or ""),
+                prefix=prefix,
+            )
+            d["_warnings"].add(
+                "duplicate-question",
+                f"{len(members)} tasks of this file ask the same question; "
+                "the id also hashes the outcome and method",
+            )
     counts: dict[str, int] = {}
     for i, task_id in enumerate(ids):
         counts[task_id] = counts.get(task_id, 0) + 1
         if counts[task_id] > 1:
             ids[i] = f"{task_id}-{counts[task_id]}"
-            drafts[i]["_warnings"].add("duplicate-question", "an identical task appears earlier in this file; "
-                                                             "its id carries its occurrence number")
+            drafts[i]["_warnings"].add(
+                "duplicate-question",
+                "an identical task appears earlier in this file; its id carries its occurrence number",
+            )
     for d, task_id in zip(drafts, ids, strict=True):
         d["id"] = task_id

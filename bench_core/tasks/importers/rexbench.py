@@ -1,11 +1,14 @@
 """RExBench importer: one task folder -> one `TaskSpec` of kind `extension`.
 
 Documented format. RExBench (arXiv 2506.22598, github.com/tinlaboratory/RExBench) publishes
-`instructions/<task>/instructions.md`: "## Background", "## Extension to be implemented", "### Evaluation" (which
-command is run and which output decides), then optional "### Hints" and "### More detailed hints" sections, the
+`instructions/<task>/instructions.md`: "## Background", "## Extension to be implemented", "### Evaluation"
+(which
+command is run and which output decides), then optional "### Hints" and "### More detailed hints" sections,
+the
 cumulative hint levels its `process_instructions.py` cuts into `-default`, `-hints`, `-more_detailed_hints`.
 Its oracle outcomes and success checks are not in that repository (its evaluation scripts compare the output
-with the oracle value exactly, e.g. COGS, or within a band around it, e.g. Othello's +-0.002 per layer), so a task
+with the oracle value exactly, e.g. COGS, or within a band around it, e.g. Othello's +-0.002 per layer), so a
+task
 folder carries them in files of its own:
 
     <task>/                        the folder name is the task name (`othello`)
@@ -74,8 +77,10 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
     path = Path(path)
     folder = task_folder(path)
     if folder is None:
-        raise InputError(f"a RExBench task is a folder holding {INSTRUCTIONS}; none found",
-                         path=str(path / INSTRUCTIONS if path.is_dir() else path))
+        raise InputError(
+            f"a RExBench task is a folder holding {INSTRUCTIONS}; none found",
+            path=str(path / INSTRUCTIONS if path.is_dir() else path),
+        )
     w = Warnings()
     text = read_text(folder / INSTRUCTIONS)
     instructions, hints = split_hints(text)
@@ -89,8 +94,9 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
     ev = _section(meta, "eval", meta_path)
     command = ev.get("command")
     if not isinstance(command, str) or not command.strip():
-        raise InputError("missing: the command whose output decides success", path=str(meta_path),
-                         field="eval.command")
+        raise InputError(
+            "missing: the command whose output decides success", path=str(meta_path), field="eval.command"
+        )
     success = _success(meta, ev, oracle, meta_path, w)
     if success is None and not meta.get("expected"):
         w.add("missing-criterion", "no success criterion and no expected values: success cannot be decided")
@@ -109,25 +115,32 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
         extra["oracle"] = jsonable(oracle)
     extra["instructions_md"] = text
     try:
-        return [TaskSpec(
-            id=task_id,
-            benchmark=Benchmark.REXBENCH.value,
-            kind=TaskKind.EXTENSION,
-            title=meta.get("title") or name,
-            paper=PaperMeta(**_section(meta, "paper", meta_path)),
-            repository=RepoRef(url=repo.get("url"), commit=repo.get("commit"), local_path=repo.get("local_path")),
-            question=_extension(instructions),
-            instructions=instructions.strip(),
-            hints=hints,
-            run=RunSpec(command=command.strip(), results_file=ev.get("results_file"),
-                        timeout_s=ev.get("timeout_s", resources.time_limit_s)),
-            expected_results=[ExpectedMetric(**e) for e in _list(meta, "expected", meta_path)],
-            success=success,
-            resources=resources,
-            source=str(folder),
-            warnings=w.items,
-            extra=extra,
-        )]
+        return [
+            TaskSpec(
+                id=task_id,
+                benchmark=Benchmark.REXBENCH.value,
+                kind=TaskKind.EXTENSION,
+                title=meta.get("title") or name,
+                paper=PaperMeta(**_section(meta, "paper", meta_path)),
+                repository=RepoRef(
+                    url=repo.get("url"), commit=repo.get("commit"), local_path=repo.get("local_path")
+                ),
+                question=_extension(instructions),
+                instructions=instructions.strip(),
+                hints=hints,
+                run=RunSpec(
+                    command=command.strip(),
+                    results_file=ev.get("results_file"),
+                    timeout_s=ev.get("timeout_s", resources.time_limit_s),
+                ),
+                expected_results=[ExpectedMetric(**e) for e in _list(meta, "expected", meta_path)],
+                success=success,
+                resources=resources,
+                source=str(folder),
+                warnings=w.items,
+                extra=extra,
+            )
+        ]
     except ValidationError as exc:
         raise validation_error(exc, path=meta_path or folder, prefix="") from exc
     except TypeError as exc:
@@ -151,9 +164,12 @@ def split_hints(text: str) -> tuple[str, list[str]]:
 
 
 def _extension(instructions: str) -> str:
-    """The text under '## Extension to be implemented' (up to the next heading), else the whole instructions."""
-    match = re.search(r"^##\s+Extension to be implemented\s*$(?P<body>.*?)(?=^#{1,3}\s|\Z)", instructions,
-                      flags=re.MULTILINE | re.DOTALL | re.IGNORECASE)
+    """The text under '## Extension to be implemented' (to the next heading), else the whole instructions."""
+    match = re.search(
+        r"^##\s+Extension to be implemented\s*$(?P<body>.*?)(?=^#{1,3}\s|\Z)",
+        instructions,
+        flags=re.MULTILINE | re.DOTALL | re.IGNORECASE,
+    )
     body = match.group("body").strip() if match else ""
     return body or instructions.strip()
 
@@ -170,13 +186,18 @@ def _metadata(folder: Path) -> tuple[Path | None, dict[str, Any]]:
                 data = yaml.safe_load(read_text(path))
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
-                raise InputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=str(path),
-                                 line=mark.line + 1 if mark else None) from exc
+                raise InputError(
+                    f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                    path=str(path),
+                    line=mark.line + 1 if mark else None,
+                ) from exc
         if not isinstance(data, dict):
             raise InputError("must hold an object of task metadata", path=str(path))
         return path, data
-    raise InputError(f"missing: a RExBench task folder needs {' or '.join(META_FILES)} naming at least "
-                     "eval.command", path=str(folder / META_FILES[0]))
+    raise InputError(
+        f"missing: a RExBench task folder needs {' or '.join(META_FILES)} naming at least eval.command",
+        path=str(folder / META_FILES[0]),
+    )
 
 
 def _section(meta: dict[str, Any], key: str, path: Path | None) -> dict[str, Any]:
@@ -213,16 +234,24 @@ def _oracle_values(oracle: dict[str, Any] | None, metric: str, folder_file: Path
     else:
         runs = oracle["runs"]
         if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-            raise InputError("must be a list of objects of metric -> value", path=str(folder_file), field="runs")
+            raise InputError(
+                "must be a list of objects of metric -> value", path=str(folder_file), field="runs"
+            )
         values = [r[metric] for r in runs if metric in r]
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in values):
+    if not isinstance(values, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    ):
         raise InputError("oracle values must be numbers", path=str(folder_file), field="values")
     return [float(v) for v in values]
 
 
-def _success(meta: dict[str, Any], ev: dict[str, Any], oracle: dict[str, Any] | None, meta_path: Path | None,
-             w: Warnings) -> SuccessCriterion | None:
+def _success(
+    meta: dict[str, Any],
+    ev: dict[str, Any],
+    oracle: dict[str, Any] | None,
+    meta_path: Path | None,
+    w: Warnings,
+) -> SuccessCriterion | None:
     spec = meta.get("success")
     if spec is None:
         return None
@@ -234,9 +263,12 @@ def _success(meta: dict[str, Any], ev: dict[str, Any], oracle: dict[str, Any] | 
         oracle_file = (meta_path.parent if meta_path else Path(".")) / ORACLE
         spec["oracle_values"] = _oracle_values(oracle, spec["metric"], oracle_file)
         if not spec["oracle_values"]:
-            raise InputError(f"an oracle_band criterion needs oracle values for '{spec['metric']}' "
-                             f"(in success.oracle_values or {ORACLE})", path=str(meta_path),
-                             field="success.oracle_values")
+            raise InputError(
+                f"an oracle_band criterion needs oracle values for '{spec['metric']}' "
+                f"(in success.oracle_values or {ORACLE})",
+                path=str(meta_path),
+                field="success.oracle_values",
+            )
     try:
         return SuccessCriterion(**spec)
     except ValidationError as exc:

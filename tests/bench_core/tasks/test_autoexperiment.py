@@ -18,8 +18,11 @@ def rows_file(fixtures: Path) -> Path:
 
 def test_rows_become_masked_function_tasks_with_combined_ids(rows_file: Path):
     tasks = load_autoexperiment(rows_file)
-    assert [t.id for t in tasks] == ["autoexperiment-2205.00048_0,1", "autoexperiment-2205.00048_2",
-                                     "autoexperiment-2205.00048_1"]
+    assert [t.id for t in tasks] == [
+        "autoexperiment-2205.00048_0,1",
+        "autoexperiment-2205.00048_2",
+        "autoexperiment-2205.00048_1",
+    ]
     assert [t.extra["combined_id"] for t in tasks] == ["2205.00048_0,1", "2205.00048_2", "2205.00048_1"]
     first = tasks[0]
     assert first.kind == TaskKind.MASKED_FUNCTIONS and first.benchmark == "autoexperiment"
@@ -28,8 +31,10 @@ def test_rows_become_masked_function_tasks_with_combined_ids(rows_file: Path):
         ("src/utils/evaluation_functions/fairness_metrics.py", "ii_f"),
     ]
     assert first.run.command.splitlines() == [
-        "echo Experiment 1", "python src/run_metric.py --metric II-F --seed 0",
-        "echo Experiment 2", "python src/run_metric.py --metric GG-F --seed 0",
+        "echo Experiment 1",
+        "python src/run_metric.py --metric II-F --seed 0",
+        "echo Experiment 2",
+        "python src/run_metric.py --metric GG-F --seed 0",
     ]
     assert first.paper.arxiv_id == "2205.00048" and first.repository.local_path == "2205.00048/code"
     assert (rows_file.parent / first.repository.local_path / first.masking.functions[0].path).is_file()
@@ -47,14 +52,27 @@ def test_gold_results_get_per_metric_tolerances(rows_file: Path):
     }
     assert [(m.name, m.rtol) for m in python_quoted.expected_results] == [("Experiment 1.GG-F", 0.05)]
     assert [m.name for m in nested.expected_results] == [
-        "Experiment 1.II-F", "Experiment 1.per_seed[0]", "Experiment 1.per_seed[1]", "Experiment 1.per_seed[2]"]
+        "Experiment 1.II-F",
+        "Experiment 1.per_seed[0]",
+        "Experiment 1.per_seed[1]",
+        "Experiment 1.per_seed[2]",
+    ]
     assert "execution" in first.judgeable_phases
 
 
 def test_non_numeric_gold_is_kept_and_reported(tmp_path: Path):
     path = tmp_path / "rows.jsonl"
-    path.write_text(json.dumps({"combined_id": "2303.11932_", "experiments": "Experiment 1: which is best?",
-                                "solution": "python run.py", "results": {"Experiment 1": "B-cos"}}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "combined_id": "2303.11932_",
+                "experiments": "Experiment 1: which is best?",
+                "solution": "python run.py",
+                "results": {"Experiment 1": "B-cos"},
+            }
+        )
+        + "\n"
+    )
     (task,) = load_autoexperiment(path)
     assert task.id == "autoexperiment-2303.11932_" and task.masking.functions == []
     assert task.extra["non_numeric_results"] == {"Experiment 1": "B-cos"}
@@ -66,16 +84,44 @@ def test_non_numeric_gold_is_kept_and_reported(tmp_path: Path):
     ("row", "field", "line"),
     [
         ({"func_ids": "0", "experiments": "e", "results": {"Experiment 1": 1}}, "paper_id", 2),
-        ({"paper_id": "2205.00048", "func_ids": "0", "experiments": "e", "results": {"Experiment 1": 1}},
-         "func_details", 2),
+        (
+            {"paper_id": "2205.00048", "func_ids": "0", "experiments": "e", "results": {"Experiment 1": 1}},
+            "func_details",
+            2,
+        ),
         ({"paper_id": "2205.00048", "func_ids": "", "experiments": "e"}, "results", 2),
-        ({"paper_id": "2205.00048", "func_ids": "", "experiments": "e", "results": "{not json"}, "results", 2),
-        ({"combined_id": "2205.00048_1", "func_ids": "2", "experiments": "e", "results": {"E": 1}},
-         "combined_id", 2),
-        ({"paper_id": "p", "func_ids": "0", "func_details": [{"name": "f"}], "experiments": "e",
-          "results": {"E": 1}}, "func_details[0].file", 2),
-        ({"paper_id": "p", "func_ids": "", "experiments": "e", "results": {"E": 1},
-          "tolerances": {"E": {"rtol": -1}}}, "tolerances", 2),
+        (
+            {"paper_id": "2205.00048", "func_ids": "", "experiments": "e", "results": "{not json"},
+            "results",
+            2,
+        ),
+        (
+            {"combined_id": "2205.00048_1", "func_ids": "2", "experiments": "e", "results": {"E": 1}},
+            "combined_id",
+            2,
+        ),
+        (
+            {
+                "paper_id": "p",
+                "func_ids": "0",
+                "func_details": [{"name": "f"}],
+                "experiments": "e",
+                "results": {"E": 1},
+            },
+            "func_details[0].file",
+            2,
+        ),
+        (
+            {
+                "paper_id": "p",
+                "func_ids": "",
+                "experiments": "e",
+                "results": {"E": 1},
+                "tolerances": {"E": {"rtol": -1}},
+            },
+            "tolerances",
+            2,
+        ),
     ],
 )
 def test_malformed_rows_name_file_line_and_field(tmp_path: Path, rows_file: Path, row, field, line):

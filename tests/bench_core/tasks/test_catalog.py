@@ -1,4 +1,4 @@
-"""The task catalog over a real DuckDB file: upsert by stable id, all-or-nothing imports, lookups and filters."""
+"""The task catalog over a real DuckDB file: upsert by stable id, all-or-nothing imports, lookups, filters."""
 
 from __future__ import annotations
 

@@ -41,8 +41,10 @@ def imported(run, iclr2024: Path):
 
 
 def test_import_prints_a_summary_line(imported):
-    assert ("imported 28 file(s), 211 task(s) (211 new, 0 updated, 0 unchanged); by kind: T1 97, T2 55, T3 54, "
-            "extension 2, masked_functions 3; 33 warning(s)") in imported.stdout
+    assert (
+        "imported 28 file(s), 211 task(s) (211 new, 0 updated, 0 unchanged); by kind: T1 97, T2 55, T3 54, "
+        "extension 2, masked_functions 3; 33 warning(s)"
+    ) in imported.stdout
     assert "missing-design 5" in imported.stdout
 
 
@@ -57,8 +59,11 @@ def test_list_with_filters(run, imported):
     rows = json.loads(run("list", "--kind", "T3", "--paper", "18277", "--json").stdout)
     assert [(r["kind"], r["paper_id"]) for r in rows] == [("T3", "18277")]
     rows = json.loads(run("list", "--benchmark", "autoexperiment", "--json").stdout)
-    assert sorted(r["id"] for r in rows) == ["autoexperiment-2205.00048_0,1", "autoexperiment-2205.00048_1",
-                                            "autoexperiment-2205.00048_2"]
+    assert sorted(r["id"] for r in rows) == [
+        "autoexperiment-2205.00048_0,1",
+        "autoexperiment-2205.00048_1",
+        "autoexperiment-2205.00048_2",
+    ]
     table = run("list", "--benchmark", "rexbench")
     assert table.exit_code == 0
     assert "2 task(s)" in table.stdout and "rexbench-othello" in table.stdout and "warnings" in table.stdout
@@ -95,10 +100,17 @@ def test_errors_are_one_line_with_an_exit_code(run, imported, tmp_path: Path):
 def test_main_turns_errors_into_one_line_without_traceback(db_path: Path):
     open_store(db_path)
     env = {**os.environ, "PYTHONPATH": str(REPO), "FAILATLAS_NO_PROGRESS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "failatlas", "--db", str(db_path), "tasks", "show", "nope"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "failatlas", "--db", str(db_path), "tasks", "show", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        "error: no task 'nope' in the catalog (the catalog is empty: import tasks with `failatlas tasks import "
-        "PATH` or `failatlas tasks import-mini`)"]
+        "error: no task 'nope' in the catalog (the catalog is empty: import tasks with "
+        "`failatlas tasks import PATH` or `failatlas tasks import-mini`)"
+    ]

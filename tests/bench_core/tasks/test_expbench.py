@@ -15,9 +15,23 @@ from bench_core.tasks.importers.expbench import paper_id_from_name
 from failatlas.errors import InputError
 
 KNOWN_CODES = {
-    "missing-design", "alt-design", "wrapped-field", "design-extra-keys", "fenced-json", "unparsed-field",
-    "method-dict", "relative-path", "unmaskable-path", "unknown-keys", "kind-empty-masked", "kind-conflict",
-    "kind-guess", "missing-method", "missing-conclusion", "bad-field-type", "duplicate-question",
+    "missing-design",
+    "alt-design",
+    "wrapped-field",
+    "design-extra-keys",
+    "fenced-json",
+    "unparsed-field",
+    "method-dict",
+    "relative-path",
+    "unmaskable-path",
+    "unknown-keys",
+    "kind-empty-masked",
+    "kind-conflict",
+    "kind-guess",
+    "missing-method",
+    "missing-conclusion",
+    "bad-field-type",
+    "duplicate-question",
 }
 
 
@@ -29,8 +43,11 @@ def real_tasks(iclr2024: Path):
 
 
 def _where(tasks, code: str) -> set[tuple[str, int]]:
-    return {(t.paper.id, t.extra["question_index"]) for t in tasks
-            if any(warning_code(w) == code for w in t.warnings)}
+    return {
+        (t.paper.id, t.extra["question_index"])
+        for t in tasks
+        if any(warning_code(w) == code for w in t.warnings)
+    }
 
 
 def test_all_206_tasks_import_with_a_kind_each(real_tasks):
@@ -65,7 +82,8 @@ def test_every_warning_has_a_known_code_and_lands_on_the_right_tasks(real_tasks)
     assert set(codes) <= KNOWN_CODES
     assert _where(real_tasks, "missing-design") == {("18277", i) for i in range(2, 7)}
     assert _where(real_tasks, "wrapped-field") == (
-        {("18013", i) for i in range(6)} | {("18277", 0), ("18277", 1)}
+        {("18013", i) for i in range(6)}
+        | {("18277", 0), ("18277", 1)}
         | {("19128", i) for i in (0, 1, 2, 3, 4, 6, 7)}
     )
     assert _where(real_tasks, "method-dict") == {("19044", 0), ("19044", 4)}
@@ -73,8 +91,13 @@ def test_every_warning_has_a_known_code_and_lands_on_the_right_tasks(real_tasks)
     assert _where(real_tasks, "unknown-keys") == (
         {("17595", 8), ("19292", 3)} | {("19044", i) for i in range(5)}
     )
-    assert codes == {"wrapped-field": 15, "unknown-keys": 7, "missing-design": 5, "method-dict": 2,
-                     "relative-path": 2}
+    assert codes == {
+        "wrapped-field": 15,
+        "unknown-keys": 7,
+        "missing-design": 5,
+        "method-dict": 2,
+        "relative-path": 2,
+    }
 
 
 def test_defects_are_repaired_and_nothing_is_lost(real_tasks):
@@ -87,8 +110,11 @@ def test_defects_are_repaired_and_nothing_is_lost(real_tasks):
     assert set(wrapped.extra["design_ambiguity"]) == {"ambiguous_variables", "possible_modifications"}
     structured = by_key[("19044", 0)]
     assert isinstance(structured.method, str) and "task_setup" in structured.method
-    assert set(structured.extra["method_structured"]) == {"task_setup", "controlled_conditions",
-                                                          "evaluation_strategy"}
+    assert set(structured.extra["method_structured"]) == {
+        "task_setup",
+        "controlled_conditions",
+        "evaluation_strategy",
+    }
     assert "experiment_design_complexity" in structured.extra
     relative = by_key[("19269", 0)]
     assert "examples/musc.py" in relative.masking.files
@@ -133,8 +159,12 @@ def test_unseen_variants_of_the_defects_are_handled(iclr2024: Path, write_json):
     method_json.pop("design_ambiguity", None)
     singular = _one_task(iclr2024, "19044", 0)
     singular.pop("design_complexity")
-    tasks = load_expbench(write_json("neurips2024/31337_complete_final.json",
-                                     {"questions": [fenced, method_json, singular], "new_top_key": 1}))
+    tasks = load_expbench(
+        write_json(
+            "neurips2024/31337_complete_final.json",
+            {"questions": [fenced, method_json, singular], "new_top_key": 1},
+        )
+    )
     a, b, c = tasks
     assert {t.paper.id for t in tasks} == {"31337"} and a.paper.venue == "NeurIPS"
 
@@ -143,7 +173,9 @@ def test_unseen_variants_of_the_defects_are_handled(iclr2024: Path, write_json):
     assert a.design is not None and a.design.constant
     assert isinstance(a.extra["experiment_constraints"], dict)
     assert "/tmp/repos/Other/train.py" in a.extra["unmaskable_paths"]["masked_source"]
-    assert all(not f.startswith("/") for f in a.masking.files) and len(a.masking.files) == len(t1["masked_source"])
+    assert all(not f.startswith("/") for f in a.masking.files) and len(a.masking.files) == len(
+        t1["masked_source"]
+    )
     assert a.extra["reproduction_steps"] == ["run it"] and a.extra["file"] == {"new_top_key": 1}
 
     codes_b = {warning_code(w) for w in b.warnings}
@@ -154,15 +186,23 @@ def test_unseen_variants_of_the_defects_are_handled(iclr2024: Path, write_json):
 
     assert "alt-design" in {warning_code(w) for w in c.warnings}
     assert c.design is not None and c.design.independent == {
-        "method": ["Text2Video-Zero", "Tune-A-Video", "AnimateDiff (with MotionLoRA)"]}
+        "method": ["Text2Video-Zero", "Tune-A-Video", "AnimateDiff (with MotionLoRA)"]
+    }
 
 
 def test_kinds_of_odd_tasks_are_guessed_with_a_warning(write_json):
-    tasks = load_expbench(write_json("x.json", {"questions": [
-        {"question": "How can you train it?", "method": "m", "source": ["/workspace/train.py"]},
-        {"question": "Does it work?", "method": "m", "expected_outcome": "yes"},
-        {"question": "Q", "masked_source": [], "source": ["/workspace/a.py"], "mode": "A"},
-    ]}))
+    tasks = load_expbench(
+        write_json(
+            "x.json",
+            {
+                "questions": [
+                    {"question": "How can you train it?", "method": "m", "source": ["/workspace/train.py"]},
+                    {"question": "Does it work?", "method": "m", "expected_outcome": "yes"},
+                    {"question": "Q", "masked_source": [], "source": ["/workspace/a.py"], "mode": "A"},
+                ]
+            },
+        )
+    )
     assert [t.kind for t in tasks] == [TaskKind.T2, TaskKind.T3, TaskKind.T2]
     assert "kind-guess" in {warning_code(w) for w in tasks[0].warnings}
     assert "kind-empty-masked" in {warning_code(w) for w in tasks[2].warnings}
@@ -175,7 +215,12 @@ def test_kinds_of_odd_tasks_are_guessed_with_a_warning(write_json):
         ('{"questions": [\n{"question": "a",}\n]}', None, None, 2),
         (None, {"main_takeaways": []}, "questions", None),
         (None, {"questions": {"0": {}}}, "questions", None),
-        (None, {"questions": [{"question": "fine"}, {"method": "no question"}]}, "questions[1].question", None),
+        (
+            None,
+            {"questions": [{"question": "fine"}, {"method": "no question"}]},
+            "questions[1].question",
+            None,
+        ),
         (None, {"questions": [{"question": "   "}]}, "questions[0].question", None),
     ],
 )

@@ -30,7 +30,9 @@ def test_extension_task_with_hint_levels_and_an_oracle_band(fixtures: Path):
     assert task.extra["extension_paper"]["arxiv_id"] == "2309.00941"
     assert task.extra["oracle"]["runs"][0]["layer_1_test_acc"] == 0.88205
     assert task.warnings == []
-    assert task.agent_view().hints == task.hints and task.agent_view().expected_metrics[-1] == "layer_6_test_acc"
+    assert (
+        task.agent_view().hints == task.hints and task.agent_view().expected_metrics[-1] == "layer_6_test_acc"
+    )
 
 
 def test_yaml_metadata_and_an_exact_criterion(fixtures: Path):
