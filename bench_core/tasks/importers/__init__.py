@@ -1,10 +1,8 @@
 """Task importers by format name, and finding what to import under a path.
 
 Each importer is a `load_<format>(path) -> list[TaskSpec]` that reads files and never touches the store, plus
-a
-`sniff(path) -> bool` that recognises its format by content. `discover()` walks files and folders and pairs
-each
-importable item with its format.
+a `sniff(path) -> bool` that recognises its format by content. `discover()` walks files and folders and pairs
+each importable item with its format.
 """
 
 from __future__ import annotations

@@ -1,33 +1,26 @@
-"""AutoExperiment importer: JSONL rows, each a paper's repository with n functions masked -> one `TaskSpec`
-per row.
+"""AutoExperiment importer: one JSONL row (a repository with n functions masked) -> one `TaskSpec`.
 
 Documented format (AutoExperiment, github.com/j1mk1m/AutoExperiment, `dataset/MLRC/mlrc_n_<n>.jsonl` as its
 `process_dataset.py` writes them; a `.json` file holding a list of such rows is read too). One row:
 - `paper_id`: the arXiv id (`2205.00048`); `func_ids`: the masked functions' ids, `"0,1"` (a list is
-  accepted).
-  Either may be replaced by `combined_id` = `<paper_id>_<func_ids>` (`2205.00048_0,1`), the benchmark's task
-  id;
+  accepted). Either may be replaced by `combined_id` = `<paper_id>_<func_ids>` (`2205.00048_0,1`), the
+  benchmark's task id;
 - `func_details`: one object per masked function: `func_id`, `name` (or `Class.name`; `class_name` is read
-  too),
-  `file` (relative to the paper's `code/`), `header_line`, `line_start`, `line_end`, `description` (the
-  docstring
-  the stub keeps; the body raises NotImplementedError), `relevant_paper`, `exp_dependencies`;
+  too), `file` (relative to the paper's `code/`), `header_line`, `line_start`, `line_end`, `description` (the
+  docstring the stub keeps; the body raises NotImplementedError), `relevant_paper`, `exp_dependencies`;
 - `experiments`: the task text, "Experiment 1: ... Return final answer as a json: {...}";
 - `solution`: the exact bash run command(s) (`echo Experiment 1\\npython ...`), AutoExperiment's "refsol";
-- `results`: gold results per experiment, a JSON object or a JSON string of one:
-  `{"Experiment 1": 0.87, "Experiment 2": {"acc": 0.8, "f1": [0.7, 0.6]}}`.
-Extensions read when present (FailAtlas's own, not in the original rows): `tolerances`
-(`{"default": {"rtol": 0.05}, "Experiment 2.acc": {"atol": 0.01}, "Experiment 1": {...}}`, most specific
-wins),
-`repository` (`{"url", "commit"}`), `resources` (our `Resources` fields), `title`.
+- `results`: gold results per experiment, a JSON object or a JSON string of one: `{"Experiment 1": 0.87,
+  "Experiment 2": {"acc": 0.8, "f1": [0.7, 0.6]}}`.
+Extensions read when present (FailAtlas's own, not in the original rows): `tolerances` (`{"default": {"rtol":
+0.05}, "Experiment 2.acc": {"atol": 0.01}, "Experiment 1": {...}}`, most specific wins), `repository`
+(`{"url", "commit"}`), `resources` (our `Resources` fields), `title`.
 
 Each gold number becomes an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with
-its
-own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to a
-mean.
-The repository is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless `repository`
-names one. Line numbers and descriptions of masked functions, which `FunctionRef` cannot hold, stay in
-`extra["func_details"]`. A malformed row raises `InputError` naming the file, line and field.
+its own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to
+a mean. The repository is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless
+`repository` names one. Line numbers and descriptions of masked functions, which `FunctionRef` cannot hold,
+stay in `extra["func_details"]`. A malformed row raises `InputError` naming the file, line and field.
 """
 
 from __future__ import annotations

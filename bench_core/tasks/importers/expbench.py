@@ -4,33 +4,28 @@ Documented format (EXP-Bench, arXiv 2505.24785; files `outputs/logs/<venue>/<id>
 `{"questions": [task, ...], "main_takeaways": [...], "follow_up_work_ideas": [...]}`. A task carries
 `question`, `method`, `expected_outcome` (ground-truth conclusion), `design_complexity` (ground-truth design:
 `constant_variables` / `independent_variables` / `dependent_variables`), `requirements` (implementation steps
-citing
-`/workspace/file.py:10-22`), `agent_instructions`, `usage_instructions`, `source` (reference scripts) and
-`masked_source` (files removed before hand-off), plus LLM-written notes (`design_ambiguity`, ...).
-The kind: T1 has `masked_source`; T2 has `source` and `mode` ("How can you ..."; its `source` is masked);
-T3 has `no_answer` (no implementation found: design and conclusion only, `method` is the implementation
-truth).
+citing `/workspace/file.py:10-22`), `agent_instructions`, `usage_instructions`, `source` (reference scripts)
+and `masked_source` (files removed before hand-off), plus LLM-written notes (`design_ambiguity`, ...). The
+kind: T1 has `masked_source`; T2 has `source` and `mode` ("How can you ..."; its `source` is masked); T3 has
+`no_answer` (no implementation found: design and conclusion only, `method` is the implementation truth).
 
 The paper id comes from the file name (`18277.json`, `18277_complete_final_sonnet37.json`); venue and year
-from a
-parent folder named like `iclr2024`. A task's id is `expbench-<paper>-<hash of the question>`: reordering
-`questions` changes no id. Nothing is dropped: every field the model has no place for goes to `extra`, and so
-do
-the file's other top-level keys (under `extra["file"]`).
+from a parent folder named like `iclr2024`. A task's id is `expbench-<paper>-<hash of the question>`:
+reordering `questions` changes no id. Nothing is dropped: every field the model has no place for goes to
+`extra`, and so do the file's other top-level keys (under `extra["file"]`).
 
 Defects of the real files are repaired where the intent is clear and always reported as a warning on the task,
 `code: message`:
 - `missing-design`: no `design_complexity` (18277); `alt-design`: design taken from
   `experiment_design_complexity`;
-- `wrapped-field`: a dict field wrapped in itself (`{"design_complexity": {...}}`), with any sibling keys
-  (a `design_ambiguity` object) moved out; `design-extra-keys`: keys other than the three roles in a design;
+- `wrapped-field`: a dict field wrapped in itself (`{"design_complexity": {...}}`), with any sibling keys (a
+  `design_ambiguity` object) moved out; `design-extra-keys`: keys other than the three roles in a design;
 - `fenced-json`: a dict or list field sent as a (markdown-fenced) JSON string; `unparsed-field`: text that is
   not;
 - `method-dict`: a structured `method`, rendered as text for the agent and kept whole in
   `extra["method_structured"]`;
 - `relative-path`: `workspace/x` or `x` instead of `/workspace/x`; `unmaskable-path`: a path outside
-  `/workspace`
-  (`/tmp/repos/...`): not masked, listed in `extra["unmaskable_paths"]`;
+  `/workspace` (`/tmp/repos/...`): not masked, listed in `extra["unmaskable_paths"]`;
 - `unknown-keys`: stray keys (`reproduction_steps`, `related_tables`, ...), kept in `extra`;
 - `kind-*`, `missing-*`, `bad-field-type`, `duplicate-question`: the rarer variants named by their code.
 A file that is not JSON, has no `questions` list, or has a task without a `question` raises `InputError`.

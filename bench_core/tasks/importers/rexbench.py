@@ -2,14 +2,11 @@
 
 Documented format. RExBench (arXiv 2506.22598, github.com/tinlaboratory/RExBench) publishes
 `instructions/<task>/instructions.md`: "## Background", "## Extension to be implemented", "### Evaluation"
-(which
-command is run and which output decides), then optional "### Hints" and "### More detailed hints" sections,
-the
-cumulative hint levels its `process_instructions.py` cuts into `-default`, `-hints`, `-more_detailed_hints`.
-Its oracle outcomes and success checks are not in that repository (its evaluation scripts compare the output
-with the oracle value exactly, e.g. COGS, or within a band around it, e.g. Othello's +-0.002 per layer), so a
-task
-folder carries them in files of its own:
+(which command is run and which output decides), then optional "### Hints" and "### More detailed hints"
+sections, the cumulative hint levels its `process_instructions.py` cuts into `-default`, `-hints`,
+`-more_detailed_hints`. Its oracle outcomes and success checks are not in that repository (its evaluation
+scripts compare the output with the oracle value exactly, e.g. COGS, or within a band around it, e.g.
+Othello's +-0.002 per layer), so a task folder carries them in files of its own:
 
     <task>/                        the folder name is the task name (`othello`)
       instructions.md              RExBench's file, as published
