@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -166,17 +165,13 @@ def prepare_cmd(
     from bench_core.prepare import prepare_workspace
 
     task = get_task(store(create=False), task_id)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not force:
-            raise ConfigError(f"{out} exists and is not empty", hint="pass --force to replace it")
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    ws = prepare_workspace(task, Path(out), repo=Path(repo) if repo else None)
+    ws = prepare_workspace(task, Path(out), repo=Path(repo) if repo else None, force=force)
     console.print(f"workspace: {ws.path}", highlight=False, soft_wrap=True)
     for path in ws.masked_files:
-        console.print(f"masked file: {escape(str(path))}", highlight=False)
+        console.print(f"masked file: {escape(str(path))}", highlight=False, soft_wrap=True)
     for func in ws.masked_functions:
         label = f"{func.path}::{func.qualname}" if hasattr(func, "qualname") else str(func)
-        console.print(f"masked function: {escape(label)}", highlight=False)
+        console.print(f"masked function: {escape(label)}", highlight=False, soft_wrap=True)
     for warning in ws.warnings:
         err_console.print(f"warning: {escape(str(warning))}", highlight=False, soft_wrap=True)
 

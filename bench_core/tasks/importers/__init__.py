@@ -127,6 +127,7 @@ def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
         if rexbench.task_folder(folder) is not None and fmt in ("auto", rexbench.FORMAT):
             add(folder, rexbench.FORMAT)
             return
+        here: list[Found] = []
         for child in sorted(folder.iterdir()):
             if child.name.startswith("."):
                 continue
@@ -138,7 +139,14 @@ def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
                     _raise_if_broken(child)
                     skipped.append(child)
                 else:
-                    add(child, name)
+                    here.append(Found(child, name))
+        # EXP-Bench log folders also hold intermediate task files; its final ones are named *_complete_final*
+        finals = any(f.format == expbench.FORMAT and expbench.FINAL_MARK in f.path.name for f in here)
+        for item in here:
+            if finals and item.format == expbench.FORMAT and expbench.FINAL_MARK not in item.path.name:
+                skipped.append(item.path)
+            else:
+                add(item.path, item.format)
 
     for raw in paths:
         path = Path(raw)

@@ -206,7 +206,7 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
             resources=Resources(**row["resources"])
             if isinstance(row.get("resources"), dict)
             else Resources(),
-            source=str(path),
+            source=str(path.resolve()),
             warnings=w.items,
             extra=extra,
         )

@@ -63,6 +63,7 @@ from bench_core.tasks.model import (
 from failatlas.errors import InputError
 
 FORMAT = "expbench"
+FINAL_MARK = "_complete_final"
 
 NOTE_KEYS = (
     "design_ambiguity",
@@ -117,7 +118,7 @@ def sniff(path: Path) -> bool:
 def paper_id_from_name(path: Path) -> str:
     """`18277.json` -> `18277`; `18277_complete_final_sonnet37.json` -> `18277`."""
     stem = path.name[: -len(path.suffix)] if path.suffix else path.name
-    stem = re.split(r"_complete_final", stem, maxsplit=1)[0] or stem
+    stem = stem.split(FINAL_MARK, 1)[0] or stem
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._") or "paper"
 
 
@@ -169,7 +170,7 @@ def load_expbench(path: str | Path) -> list[TaskSpec]:
                 TaskSpec(
                     benchmark=Benchmark.EXPBENCH.value,
                     paper=paper.model_copy(),
-                    source=str(path),
+                    source=str(path.resolve()),
                     warnings=warnings.items,
                     **draft,
                 )

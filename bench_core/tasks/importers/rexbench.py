@@ -133,7 +133,7 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
                 expected_results=[ExpectedMetric(**e) for e in _list(meta, "expected", meta_path)],
                 success=success,
                 resources=resources,
-                source=str(folder),
+                source=str((meta_path or folder).resolve()),
                 warnings=w.items,
                 extra=extra,
             )
