@@ -44,6 +44,7 @@ class SaveReport(BaseModel):
     unchanged: list[str] = Field(default_factory=list)
     by_kind: dict[str, int] = Field(default_factory=dict)
     warnings: dict[str, int] = Field(default_factory=dict, description="warning code -> count")
+    task_warnings: dict[str, list[str]] = Field(default_factory=dict, description="task id -> its warnings")
 
     @property
     def n_tasks(self) -> int:
@@ -129,7 +130,10 @@ def save_tasks(store: Store, tasks: list[TaskSpec], *, source: str | None = None
     if dupes:
         raise InputError(f"the batch holds task id(s) twice: {', '.join(dupes[:5])}", path=source)
     report = SaveReport(
-        source=source, by_kind=dict(Counter(t.kind.value for t in tasks)), warnings=_warning_counts(tasks)
+        source=source,
+        by_kind=dict(Counter(t.kind.value for t in tasks)),
+        warnings=_warning_counts(tasks),
+        task_warnings={t.id: list(t.warnings) for t in tasks if t.warnings},
     )
     if not tasks:
         return report

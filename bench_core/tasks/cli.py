@@ -62,8 +62,8 @@ def import_cmd(
         return
     if show_warnings:
         for file in report.files:
-            for task_id in file.inserted + file.updated + file.unchanged:
-                for warning in get_task(s, task_id).warnings:
+            for task_id, warnings in file.task_warnings.items():
+                for warning in warnings:
                     console.print(f"{escape(task_id)}: {escape(warning)}", highlight=False, soft_wrap=True)
     if report.warnings:
         console.print(

@@ -55,6 +55,14 @@ def test_reimport_with_explicit_format_updates_nothing(run, imported, iclr2024: 
     assert report["summary"].startswith("1 file(s), 7 task(s) (0 new, 0 updated, 7 unchanged)")
 
 
+def test_import_can_print_every_warning(run, imported, iclr2024: Path):
+    result = run("import", str(iclr2024 / "18277.json"), "--warnings")
+    assert result.exit_code == 0
+    lines = [line for line in result.stdout.splitlines() if line.startswith("expbench-18277-")]
+    assert len(lines) == 7
+    assert sum("missing-design: no design_complexity" in line for line in lines) == 5
+
+
 def test_list_with_filters(run, imported):
     rows = json.loads(run("list", "--kind", "T3", "--paper", "18277", "--json").stdout)
     assert [(r["kind"], r["paper_id"]) for r in rows] == [("T3", "18277")]
