@@ -227,6 +227,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     design = _design(design_key, design_raw, w, extra, q) if design_raw is not None else None
 
     has_masked_key = "masked_source" in q
+    given = {key: bool(q.get(key)) for key in ("source", "masked_source")}
     unmaskable: dict[str, list[str]] = {}
     as_given: dict[str, Any] = {}
     source = _paths("source", q.pop("source", None), w, unmaskable, as_given) if "source" in q else None
@@ -240,7 +241,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     if as_given:
         extra["paths_as_given"] = as_given
 
-    kind = _kind(q, source, masked, has_masked_key, w)
+    kind = _kind(q, given["source"], given["masked_source"], has_masked_key, w)
     for key in TEXT_KEYS:
         if key in q:
             extra[key] = jsonable(q.pop(key))
@@ -268,9 +269,8 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     }
 
 
-def _kind(
-    q: dict[str, Any], source: list[str] | None, masked: list[str] | None, has_masked_key: bool, w: Warnings
-) -> TaskKind:
+def _kind(q: dict[str, Any], source: bool, masked: bool, has_masked_key: bool, w: Warnings) -> TaskKind:
+    """T1/T2/T3 from which fields the task has (given, even if none of their paths can be masked)."""
     has_no_answer = "no_answer" in q
     if has_masked_key and not masked:
         w.add("kind-empty-masked", "masked_source is empty: nothing to mask as T1")

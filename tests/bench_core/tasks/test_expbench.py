@@ -199,11 +199,21 @@ def test_kinds_of_odd_tasks_are_guessed_with_a_warning(write_json):
                     {"question": "How can you train it?", "method": "m", "source": ["/workspace/train.py"]},
                     {"question": "Does it work?", "method": "m", "expected_outcome": "yes"},
                     {"question": "Q", "masked_source": [], "source": ["/workspace/a.py"], "mode": "A"},
+                    {
+                        "question": "R",
+                        "masked_source": ["/tmp/repos/X/a.py"],
+                        "source": ["/tmp/repos/X/a.py"],
+                    },
                 ]
             },
         )
     )
-    assert [t.kind for t in tasks] == [TaskKind.T2, TaskKind.T3, TaskKind.T2]
+    assert [t.kind for t in tasks] == [TaskKind.T2, TaskKind.T3, TaskKind.T2, TaskKind.T1]
+    assert tasks[3].masking.files == [] and "unmaskable-path" in {warning_code(w) for w in tasks[3].warnings}
+    assert tasks[3].extra["unmaskable_paths"] == {
+        "source": ["/tmp/repos/X/a.py"],
+        "masked_source": ["/tmp/repos/X/a.py"],
+    }
     assert "kind-guess" in {warning_code(w) for w in tasks[0].warnings}
     assert "kind-empty-masked" in {warning_code(w) for w in tasks[2].warnings}
     assert "missing-conclusion" in {warning_code(w) for w in tasks[0].warnings}
