@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
 
     for key in NOTE_KEYS:
         if key in q:
-            value = _coerce_dict(key, q.pop(key), w, extra)
+            value = _coerce_dict(key, q.pop(key), w, extra, reserved=q)
             extra[key] = value if value is not None else extra.get(key)
 
     design_raw = q.pop("design_complexity", None)
@@ -353,22 +354,23 @@ def _requirements(value: Any, w: Warnings, extra: dict[str, Any]) -> list[str]:
 
 
 def _coerce_dict(
-    name: str, value: Any, w: Warnings, extra: dict[str, Any], siblings_to: dict[str, Any] | None = None
+    name: str, value: Any, w: Warnings, extra: dict[str, Any], reserved: Iterable[str] = ()
 ) -> dict[str, Any] | None:
     """A dict field repaired: parsed from (fenced) JSON text, unwrapped from `{name: {...}}`.
 
-    Keys found beside the wrapped value go to `extra` under their own name (or `<name>.<key>` if taken).
-    Returns None (keeping the raw value in `extra[name]`) when no dict can be recovered.
+    Keys found beside the wrapped value go to `extra` under their own name, or `<name>.<key>` if that is
+    taken or `reserved` (a field of the task still to be read). Returns None (keeping the raw value in
+    `extra[name]`) when no dict can be recovered.
     """
+    reserved = set(reserved)
     value = _parse_if_text(name, value, w)
     depth = 0
     while isinstance(value, dict) and name in value and isinstance(_peek(value[name]), dict):
         inner = value[name]
         siblings = {k: v for k, v in value.items() if k != name}
         for key, sib in siblings.items():
-            target = siblings_to if siblings_to is not None else extra
-            slot = key if key not in target else f"{name}.{key}"
-            target[slot] = jsonable(sib)
+            slot = key if key not in extra and key not in reserved else f"{name}.{key}"
+            extra[slot] = jsonable(sib)
             w.add(
                 "wrapped-field",
                 f"{name} held a '{key}' object beside its own value; moved to extra['{slot}']",
@@ -380,10 +382,11 @@ def _coerce_dict(
     if isinstance(value, dict):
         return jsonable(value)
     if value is not None:
-        w.add(
-            "bad-field-type",
-            f"{name} is a {type(value).__name__}, not an object; kept as is in extra['{name}']",
-        )
+        if not isinstance(value, str):  # text was reported as unparsed-field already
+            w.add(
+                "bad-field-type",
+                f"{name} is a {type(value).__name__}, not an object; kept as is in extra['{name}']",
+            )
         extra[name] = jsonable(value)
     return None
 
@@ -411,7 +414,7 @@ def _parse_if_text(name: str, value: Any, w: Warnings) -> Any:
 
 
 def _design(name: str, raw: Any, w: Warnings, extra: dict[str, Any], q: dict[str, Any]) -> DesignSpec | None:
-    value = _coerce_dict(name, raw, w, extra, siblings_to=extra)
+    value = _coerce_dict(name, raw, w, extra, reserved=q)
     if value is None:
         w.add("missing-design", f"{name} holds no usable design: the design cannot be judged")
         return None

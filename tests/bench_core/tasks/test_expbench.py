@@ -242,3 +242,23 @@ def test_malformed_files_name_the_file_and_field(write_json, raw, data, field, l
     assert err.value.field == field
     assert err.value.line == line
     assert str(path) in str(err.value)
+
+
+def test_a_sibling_never_overwrites_a_field_of_the_task(write_json):
+    task = {
+        "question": "Does it help?",
+        "design_ambiguity": {"own": 1},
+        "design_complexity": {
+            "design_complexity": {"independent_variables": {"lr": [0.1, 0.01]}},
+            "design_ambiguity": {"sibling": 2},
+        },
+        "experiment_constraints": {"experiment_constraints": {"c": 1}, "random_uncertainty": {"sib": 3}},
+        "random_uncertainty": {"own": 4},
+    }
+    (t,) = load_expbench(write_json("x.json", {"questions": [task]}))
+    assert t.design.independent == {"lr": [0.1, 0.01]}
+    assert t.extra["design_ambiguity"] == {"own": 1}
+    assert t.extra["design_complexity.design_ambiguity"] == {"sibling": 2}
+    assert t.extra["experiment_constraints"] == {"c": 1}
+    assert t.extra["random_uncertainty"] == {"own": 4}
+    assert t.extra["experiment_constraints.random_uncertainty"] == {"sib": 3}
