@@ -46,8 +46,12 @@ def import_cmd(
     ] = False,
     as_json: Json = False,
 ) -> None:
-    """Import EXP-Bench, AutoExperiment or RExBench tasks into the catalog (re-importing updates, never
-    duplicates). Every file is validated before anything is written."""
+    """Import EXP-Bench, AutoExperiment or RExBench tasks into the catalog.
+
+    Re-importing updates tasks in place and never duplicates them.
+
+    Every file is validated before anything is written: a malformed file is named with its line and field.
+    """
     found = discover(paths, fmt)
     if not found.found:
         raise ConfigError(
