@@ -28,6 +28,8 @@ Defects of the real files are repaired where the intent is clear and always repo
   `/workspace` (`/tmp/repos/...`): not masked, listed in `extra["unmaskable_paths"]`;
 - `unknown-keys`: stray keys (`reproduction_steps`, `related_tables`, ...), kept in `extra`;
 - `kind-*`, `missing-*`, `bad-field-type`, `duplicate-question`: the rarer variants named by their code.
+The NeurIPS half (`<id>_complete_final_with_difficulty_level.json`) adds per-task `paper_id` (it wins over the
+file name, with a `paper-id-mismatch` warning if they differ) and `difficulty_level` (kept in `extra`).
 A file that is not JSON, has no `questions` list, or has a task without a `question` raises `InputError`.
 """
 
@@ -73,6 +75,7 @@ NOTE_KEYS = (
     "experiment_constraints",
     "random_uncertainty",
     "systematic_uncertainty",
+    "difficulty_level",  # NeurIPS half
 )
 TEXT_KEYS = ("mode", "no_answer", "usage_instructions", "subsection_source")
 MAPPED_KEYS = (
@@ -84,6 +87,7 @@ MAPPED_KEYS = (
     "design_complexity",
     "source",
     "masked_source",
+    "paper_id",
 )
 KNOWN_KEYS = frozenset(MAPPED_KEYS + NOTE_KEYS + TEXT_KEYS)
 ALT_DESIGN_KEYS = ("experiment_design_complexity",)
@@ -160,17 +164,26 @@ def load_expbench(path: str | Path) -> list[TaskSpec]:
     file_extra = jsonable({k: v for k, v in data.items() if k != "questions"})
 
     drafts = [_draft(raw, i, path) for i, raw in enumerate(questions)]
-    _assign_ids(drafts, paper_id)
+    for draft in drafts:
+        own = draft["_paper"]
+        if own is not None and own != paper_id:
+            draft["_warnings"].add(
+                "paper-id-mismatch",
+                f"the task names paper {own!r}, the file name {paper_id!r}; {own!r} is used",
+            )
+        draft["_paper"] = own or paper_id
+    _assign_ids(drafts)
     tasks = []
     for i, draft in enumerate(drafts):
         warnings: Warnings = draft.pop("_warnings")
+        task_paper = paper.model_copy(update={"id": draft.pop("_paper")})
         if file_extra:
             draft["extra"]["file"] = file_extra
         try:
             tasks.append(
                 TaskSpec(
                     benchmark=Benchmark.EXPBENCH.value,
-                    paper=paper.model_copy(),
+                    paper=task_paper,
                     source=str(path.resolve()),
                     warnings=warnings.items,
                     **draft,
@@ -204,6 +217,11 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     if not isinstance(question, str) or not question.strip():
         raise InputError("must be non-empty text", path=str(path), field=f"{where}.question")
 
+    own_paper = q.pop("paper_id", None)
+    if own_paper is not None and not (isinstance(own_paper, (str, int)) and str(own_paper).strip()):
+        w.add("bad-field-type", f"paper_id {own_paper!r} is not an id; the file name's id is used")
+        extra["paper_id"] = jsonable(own_paper)
+        own_paper = None
     method = _method(q.pop("method", None), w, extra)
     conclusion = _text("expected_outcome", q.pop("expected_outcome", None), w, extra)
     if conclusion is None:
@@ -254,6 +272,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
     reference = [] if kind == TaskKind.T3 else _unique((source or []) + (masked or []))
     return {
         "_warnings": w,
+        "_paper": re.sub(r"[^A-Za-z0-9._-]+", "-", str(own_paper).strip()) if own_paper is not None else None,
         "kind": kind,
         "question": question.strip(),
         "method": method,
@@ -541,10 +560,13 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _assign_ids(drafts: list[dict[str, Any]], paper_id: str) -> None:
+def _assign_ids(drafts: list[dict[str, Any]]) -> None:
     """Ids from content: the question, and where two questions of a file coincide, outcome and method."""
-    prefix = f"expbench-{paper_id}"
-    ids = [stable_id(paper_id, _norm(d["question"]), prefix=prefix) for d in drafts]
+
+    def make_id(d: dict[str, Any], *more: str) -> str:
+        return stable_id(d["_paper"], _norm(d["question"]), *more, prefix=f"expbench-{d['_paper']}")
+
+    ids = [make_id(d) for d in drafts]
     seen: dict[str, list[int]] = {}
     for i, task_id in enumerate(ids):
         seen.setdefault(task_id, []).append(i)
@@ -553,13 +575,7 @@ def _assign_ids(drafts: list[dict[str, Any]], paper_id: str) -> None:
             continue
         for i in members:
             d = drafts[i]
-            ids[i] = stable_id(
-                paper_id,
-                _norm(d["question"]),
-                _norm(d["expected_conclusion"] or ""),
-                _norm(d["method"] or ""),
-                prefix=prefix,
-            )
+            ids[i] = make_id(d, _norm(d["expected_conclusion"] or ""), _norm(d["method"] or ""))
             d["_warnings"].add(
                 "duplicate-question",
                 f"{len(members)} tasks of this file ask the same question; "

@@ -41,6 +41,21 @@ def test_walking_a_log_folder_prefers_final_files_and_lists_what_it_skips(iclr20
     assert sorted(p.name for p in found.skipped) == ["17595_complete.json", "config.json"]
 
 
+def test_a_neurips_log_folder_yields_only_its_final_file(iclr2024: Path, tmp_path: Path):
+    logs = tmp_path / "neurips2024" / "93431"
+    logs.mkdir(parents=True)
+    for name in (
+        "93431_complete_final_with_difficulty_level.json",
+        "93431_complete_type_1.json",
+        "93431_complete_type_1_task_3.json",
+    ):
+        shutil.copy(iclr2024 / "18439.json", logs / name)
+    (logs / "93431_generated_programs_type_1_task_0.json").write_text('{"programs": ["print(1)"]}')
+    found = discover([tmp_path])
+    assert [f.path.name for f in found.found] == ["93431_complete_final_with_difficulty_level.json"]
+    assert len(found.skipped) == 3
+
+
 def test_broken_or_unknown_inputs_are_errors(tmp_path: Path):
     (tmp_path / "good.json").write_text('{"other": 1}')
     (tmp_path / "broken.json").write_text('{"rows": [')  # recognised by nobody, yet not skipped silently

@@ -262,3 +262,22 @@ def test_a_sibling_never_overwrites_a_field_of_the_task(write_json):
     assert t.extra["experiment_constraints"] == {"c": 1}
     assert t.extra["random_uncertainty"] == {"own": 4}
     assert t.extra["experiment_constraints.random_uncertainty"] == {"sib": 3}
+
+
+def test_neurips_shaped_files_import_without_spurious_warnings(iclr2024: Path, write_json):
+    """The NeurIPS half names files `<id>_complete_final_with_difficulty_level.json` and adds, per task,
+    `paper_id` and a `difficulty_level` object: fields of the format, not stray keys."""
+    task = _one_task(iclr2024, "17666", 0)
+    task["paper_id"] = "93022"
+    task["difficulty_level"] = {"difficulty_analysis": {"core_count": 1}, "complexity_score": 33}
+    other = dict(_one_task(iclr2024, "17666", 1), paper_id="93023")
+    path = write_json(
+        "neurips2024/93022/93022_complete_final_with_difficulty_level.json", {"questions": [task, other]}
+    )
+    first, second = load_expbench(path)
+    assert (first.paper.id, first.paper.venue, first.paper.year) == ("93022", "NeurIPS", 2024)
+    assert first.id.startswith("expbench-93022-")
+    assert first.warnings == []
+    assert first.extra["difficulty_level"]["complexity_score"] == 33
+    assert second.paper.id == "93023" and second.id.startswith("expbench-93023-")
+    assert [warning_code(w) for w in second.warnings] == ["paper-id-mismatch"]
