@@ -35,27 +35,32 @@ A file that is not JSON, has no `questions` list, or has a task without a `quest
 
 from __future__ import annotations
 
-import posixpath
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from bench_core.tasks.importers._common import (
     Warnings,
-    is_fenced,
     jsonable,
     load_json,
     read_text,
     unfence_json,
     validation_error,
 )
+from bench_core.tasks.importers._expbench_fields import (
+    NOTE_KEYS,
+    coerce_dict,
+    design_spec,
+    method_text,
+    repo_paths,
+    requirement_steps,
+    text_field,
+    unique,
+)
 from bench_core.tasks.model import (
     Benchmark,
-    DesignSpec,
     ImplementationTruth,
     Masking,
     PaperMeta,
@@ -68,45 +73,10 @@ from failatlas.errors import InputError
 FORMAT = "expbench"
 FINAL_MARK = "_complete_final"
 
-NOTE_KEYS = (
-    "design_ambiguity",
-    "experiment_setup_complexity",
-    "experiment_setup_ambiguity",
-    "experiment_constraints",
-    "random_uncertainty",
-    "systematic_uncertainty",
-    "difficulty_level",  # NeurIPS half
-)
 TEXT_KEYS = ("mode", "no_answer", "usage_instructions", "subsection_source")
-MAPPED_KEYS = (
-    "question",
-    "method",
-    "expected_outcome",
-    "agent_instructions",
-    "requirements",
-    "design_complexity",
-    "source",
-    "masked_source",
-    "paper_id",
-)
-KNOWN_KEYS = frozenset(MAPPED_KEYS + NOTE_KEYS + TEXT_KEYS)
 ALT_DESIGN_KEYS = ("experiment_design_complexity",)
 
-ROLE_ALIASES = {
-    "constant_variables": "constant",
-    "constant_variable": "constant",
-    "constants": "constant",
-    "constant": "constant",
-    "controlled_variables": "constant",
-    "independent_variables": "independent",
-    "independent_variable": "independent",
-    "independent": "independent",
-    "dependent_variables": "dependent",
-    "dependent_variable": "dependent",
-    "dependent": "dependent",
-}
 VENUES = {"iclr": "ICLR", "neurips": "NeurIPS", "icml": "ICML", "acl": "ACL", "cvpr": "CVPR"}
-_LINE_SUFFIX = re.compile(r":\d+(-\d+)?$")
 
 
 def sniff(path: Path) -> bool:
@@ -222,16 +192,16 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
         w.add("bad-field-type", f"paper_id {own_paper!r} is not an id; the file name's id is used")
         extra["paper_id"] = jsonable(own_paper)
         own_paper = None
-    method = _method(q.pop("method", None), w, extra)
-    conclusion = _text("expected_outcome", q.pop("expected_outcome", None), w, extra)
+    method = method_text(q.pop("method", None), w, extra)
+    conclusion = text_field("expected_outcome", q.pop("expected_outcome", None), w, extra)
     if conclusion is None:
         w.add("missing-conclusion", "no expected_outcome: the conclusion cannot be judged")
-    instructions = _text("agent_instructions", q.pop("agent_instructions", None), w, extra)
-    requirements = _requirements(q.pop("requirements", None), w, extra)
+    instructions = text_field("agent_instructions", q.pop("agent_instructions", None), w, extra)
+    requirements = requirement_steps(q.pop("requirements", None), w, extra)
 
     for key in NOTE_KEYS:
         if key in q:
-            value = _coerce_dict(key, q.pop(key), w, extra, reserved=q)
+            value = coerce_dict(key, q.pop(key), w, extra, reserved=q)
             extra[key] = value if value is not None else extra.get(key)
 
     design_raw = q.pop("design_complexity", None)
@@ -243,15 +213,15 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
             w.add("alt-design", f"no design_complexity; the design was taken from {alt}")
         else:
             w.add("missing-design", "no design_complexity: the design cannot be judged")
-    design = _design(design_key, design_raw, w, extra, q) if design_raw is not None else None
+    design = design_spec(design_key, design_raw, w, extra, q) if design_raw is not None else None
 
     has_masked_key = "masked_source" in q
     given = {key: bool(q.get(key)) for key in ("source", "masked_source")}
     unmaskable: dict[str, list[str]] = {}
     as_given: dict[str, Any] = {}
-    source = _paths("source", q.pop("source", None), w, unmaskable, as_given) if "source" in q else None
+    source = repo_paths("source", q.pop("source", None), w, unmaskable, as_given) if "source" in q else None
     masked = (
-        _paths("masked_source", q.pop("masked_source", None), w, unmaskable, as_given)
+        repo_paths("masked_source", q.pop("masked_source", None), w, unmaskable, as_given)
         if has_masked_key
         else None
     )
@@ -269,7 +239,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
         extra.update(jsonable(q))
 
     masked_files = {TaskKind.T1: masked or [], TaskKind.T2: source or []}.get(kind, [])
-    reference = [] if kind == TaskKind.T3 else _unique((source or []) + (masked or []))
+    reference = [] if kind == TaskKind.T3 else unique((source or []) + (masked or []))
     return {
         "_warnings": w,
         "_paper": re.sub(r"[^A-Za-z0-9._-]+", "-", str(own_paper).strip()) if own_paper is not None else None,
@@ -284,7 +254,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
             reference_files=reference,
             method_notes=method if kind == TaskKind.T3 else None,
         ),
-        "masking": Masking(files=_unique(masked_files), remove_also=["README.md"]),
+        "masking": Masking(files=unique(masked_files), remove_also=["README.md"]),
         "extra": extra,
     }
 
@@ -308,251 +278,6 @@ def _kind(q: dict[str, Any], source: bool, masked: bool, has_masked_key: bool, w
         return TaskKind.T2
     w.add("kind-guess", "no masked_source, source or no_answer: treated as T3 (design and conclusion only)")
     return TaskKind.T3
-
-
-# -- fields ------------------------------------------------------------------------------------------------
-def _render(value: Any) -> str:
-    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100).strip()
-
-
-def _method(value: Any, w: Warnings, extra: dict[str, Any]) -> str | None:
-    if value is None:
-        w.add("missing-method", "no method: the agent gets the question alone")
-        return None
-    if isinstance(value, str) and is_fenced(value):
-        try:
-            value = unfence_json(value)
-            w.add_to("fenced-json", "method", "arrived as a markdown-fenced JSON string; parsed")
-        except ValueError:
-            return value.strip()
-    if isinstance(value, str):
-        return value.strip()
-    w.add(
-        "method-dict",
-        f"method is a {type(value).__name__}, rendered as text; kept whole in extra['method_structured']",
-    )
-    extra["method_structured"] = jsonable(value)
-    return _render(value)
-
-
-def _text(name: str, value: Any, w: Warnings, extra: dict[str, Any]) -> str | None:
-    if value is None or isinstance(value, str):
-        return value.strip() if isinstance(value, str) and value.strip() else None
-    w.add("bad-field-type", f"{name} is a {type(value).__name__}, rendered as text; kept in extra['{name}']")
-    extra[name] = jsonable(value)
-    return _render(value)
-
-
-def _requirements(value: Any, w: Warnings, extra: dict[str, Any]) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        try:
-            parsed = unfence_json(value)
-            w.add_to("fenced-json", "requirements", "arrived as a JSON string; parsed")
-            value = parsed
-        except ValueError:
-            w.add("bad-field-type", "requirements is text, not a list; split into lines")
-            return [line.strip() for line in value.splitlines() if line.strip()]
-    if isinstance(value, dict):
-        w.add("bad-field-type", "requirements is an object, not a list; its values taken in order")
-        extra["requirements"] = jsonable(value)
-        value = list(value.values())
-    if not isinstance(value, list):
-        w.add("bad-field-type", f"requirements is a {type(value).__name__}; kept in extra['requirements']")
-        extra["requirements"] = jsonable(value)
-        return []
-    steps = []
-    for item in value:
-        if isinstance(item, str):
-            steps.append(item)
-        else:
-            w.add("bad-field-type", "a requirement step is not text; rendered as text")
-            steps.append(_render(item))
-    return steps
-
-
-def _coerce_dict(
-    name: str, value: Any, w: Warnings, extra: dict[str, Any], reserved: Iterable[str] = ()
-) -> dict[str, Any] | None:
-    """A dict field repaired: parsed from (fenced) JSON text, unwrapped from `{name: {...}}`.
-
-    Keys found beside the wrapped value go to `extra` under their own name, or `<name>.<key>` if that is
-    taken or `reserved` (a field of the task still to be read). Returns None (keeping the raw value in
-    `extra[name]`) when no dict can be recovered.
-    """
-    reserved = set(reserved)
-    value = _parse_if_text(name, value, w)
-    depth = 0
-    while isinstance(value, dict) and name in value and isinstance(_peek(value[name]), dict):
-        inner = value[name]
-        siblings = {k: v for k, v in value.items() if k != name}
-        for key, sib in siblings.items():
-            slot = key if key not in extra and key not in reserved else f"{name}.{key}"
-            extra[slot] = jsonable(sib)
-            w.add(
-                "wrapped-field",
-                f"{name} held a '{key}' object beside its own value; moved to extra['{slot}']",
-            )
-        value = _parse_if_text(name, inner, w)
-        depth += 1
-    if depth:
-        w.add_to("wrapped-field", name, "wrapped in itself as {'<field>': {...}}; unwrapped")
-    if isinstance(value, dict):
-        return jsonable(value)
-    if value is not None:
-        if not isinstance(value, str):  # text was reported as unparsed-field already
-            w.add(
-                "bad-field-type",
-                f"{name} is a {type(value).__name__}, not an object; kept as is in extra['{name}']",
-            )
-        extra[name] = jsonable(value)
-    return None
-
-
-def _peek(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return unfence_json(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _parse_if_text(name: str, value: Any, w: Warnings) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        parsed = unfence_json(value)
-    except ValueError:
-        w.add("unparsed-field", f"{name} is text that is not JSON; kept as text in extra['{name}']")
-        return value
-    fenced = "markdown-fenced " if is_fenced(value) else ""
-    w.add_to("fenced-json", name, f"arrived as a {fenced}JSON string; parsed")
-    return parsed
-
-
-def _design(name: str, raw: Any, w: Warnings, extra: dict[str, Any], q: dict[str, Any]) -> DesignSpec | None:
-    value = _coerce_dict(name, raw, w, extra, reserved=q)
-    if value is None:
-        w.add("missing-design", f"{name} holds no usable design: the design cannot be judged")
-        return None
-    roles: dict[str, dict[str, Any]] = {}
-    others: dict[str, Any] = {}
-    for key, val in value.items():
-        role = ROLE_ALIASES.get(key.strip().lower())
-        if role is None:
-            others[key] = val
-            continue
-        if key != f"{role}_variables":
-            w.add("design-extra-keys", f"design key '{key}' read as {role}_variables")
-        roles.setdefault(role, {}).update(_role_dict(key, val, w))
-    for key, val in others.items():
-        slot = key if key in NOTE_KEYS and key not in q and key not in extra else f"{name}.{key}"
-        extra[slot] = jsonable(val)
-        w.add(
-            "design-extra-keys", f"{name} holds '{key}', which is not a design role; moved to extra['{slot}']"
-        )
-    if not roles:
-        w.add("missing-design", f"{name} has none of the constant/independent/dependent roles")
-        return None
-    return DesignSpec(**roles)
-
-
-def _role_dict(key: str, value: Any, w: Warnings) -> dict[str, Any]:
-    value = _parse_if_text(key, value, w) if isinstance(value, str) and is_fenced(value) else value
-    if isinstance(value, dict):
-        return jsonable(value)
-    if value is None:
-        return {}
-    w.add("bad-field-type", f"design role '{key}' is a {type(value).__name__}, not an object of variables")
-    if isinstance(value, str):
-        return {value.strip(): None}
-    if isinstance(value, list):
-        out: dict[str, Any] = {}
-        for i, item in enumerate(value):
-            if isinstance(item, str):
-                out[item.strip()] = None
-            elif isinstance(item, dict) and isinstance(item.get("name"), str):
-                out[item["name"]] = jsonable({k: v for k, v in item.items() if k != "name"})
-            else:
-                out[str(i)] = jsonable(item)
-        return out
-    return {"value": jsonable(value)}
-
-
-def _paths(
-    name: str, value: Any, w: Warnings, unmaskable: dict[str, list[str]], as_given: dict[str, Any]
-) -> list[str]:
-    """Paths relative to the repository root; those that cannot be masked as given are set aside."""
-    if value is None:
-        return []
-    original = value
-    if isinstance(value, str):
-        try:
-            value = unfence_json(value)
-            w.add_to("fenced-json", name, "arrived as a JSON string; parsed")
-        except ValueError:
-            w.add("bad-field-type", f"{name} is a single path, not a list")
-            value = [value]
-    if not isinstance(value, list):
-        w.add("bad-field-type", f"{name} is a {type(value).__name__}, not a list of paths")
-        as_given[name] = jsonable(original)
-        return []
-    out: list[str] = []
-    odd = False
-    for item in value:
-        rel = _repo_path(name, item, w)
-        if rel is None:
-            unmaskable.setdefault(name, []).append(item if isinstance(item, str) else repr(item))
-            odd = True
-            continue
-        if not (isinstance(item, str) and item.strip() == f"/workspace/{rel}"):
-            odd = True
-        out.append(rel)
-    if odd or original is not value:
-        as_given[name] = jsonable(original)
-    return out
-
-
-def _repo_path(name: str, item: Any, w: Warnings) -> str | None:
-    if not isinstance(item, str) or not item.strip():
-        w.add("bad-field-type", f"{name} holds {item!r}, which is not a path")
-        return None
-    text = item.strip()
-    if _LINE_SUFFIX.search(text):
-        w.add("relative-path", f"{name} path {item!r} carries a line range; the range was dropped")
-        text = _LINE_SUFFIX.sub("", text)
-    if text.startswith("/workspace/"):
-        rel = text[len("/workspace/") :]
-    elif text.startswith("workspace/"):
-        rel = text[len("workspace/") :]
-        w.add("relative-path", f"{name} path {item!r} lacks its leading '/'; read as '/{text}'")
-    elif text.startswith("/"):
-        w.add(
-            "unmaskable-path",
-            f"{name} path {item!r} is outside /workspace: it cannot be masked as given; "
-            "kept in extra['unmaskable_paths']",
-        )
-        return None
-    else:
-        rel = text
-        w.add("relative-path", f"{name} path {item!r} is relative; taken from the repository root")
-    while rel.startswith("./"):
-        rel = rel[2:]
-    rel = posixpath.normpath(rel) if rel else rel
-    if rel in ("", ".") or rel.startswith("..") or rel.startswith("/"):
-        w.add(
-            "unmaskable-path",
-            f"{name} path {item!r} does not name a file inside the repository: "
-            "it cannot be masked as given; kept in extra['unmaskable_paths']",
-        )
-        return None
-    return rel
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 # -- ids ---------------------------------------------------------------------------------------------------
