@@ -1,5 +1,26 @@
 """Task specs for every benchmark, their importers and the catalog in the store."""
 
+from bench_core.tasks.catalog import (
+    FileReport,
+    ImportReport,
+    SaveReport,
+    get_task,
+    import_found,
+    import_path,
+    list_tasks,
+    public_view,
+    save_tasks,
+)
+from bench_core.tasks.importers import (
+    FORMATS,
+    IMPORTERS,
+    detect_format,
+    discover,
+    get_importer,
+    load_autoexperiment,
+    load_expbench,
+    load_rexbench,
+)
 from bench_core.tasks.model import (
     AgentView,
     Benchmark,
@@ -19,19 +40,36 @@ from bench_core.tasks.model import (
 )
 
 __all__ = [
+    "FORMATS",
+    "IMPORTERS",
     "AgentView",
     "Benchmark",
     "DesignSpec",
     "ExpectedMetric",
+    "FileReport",
     "FunctionRef",
     "ImplementationTruth",
+    "ImportReport",
     "Masking",
     "PaperMeta",
     "RepoRef",
     "Resources",
     "RunSpec",
+    "SaveReport",
     "SuccessCriterion",
     "TaskKind",
     "TaskSpec",
+    "detect_format",
+    "discover",
+    "get_importer",
+    "get_task",
+    "import_found",
+    "import_path",
+    "list_tasks",
+    "load_autoexperiment",
+    "load_expbench",
+    "load_rexbench",
+    "public_view",
+    "save_tasks",
     "stable_id",
 ]

@@ -1,4 +1,4 @@
-"""Tables owned by `bench_core.tasks`: the task catalog (documented in docs/STORE.md)."""
+"""Tables owned by `bench_core.tasks`: the task catalog (documented in docs/store/tasks.md)."""
 
 from failatlas.store import Migration
 
@@ -19,8 +19,11 @@ MIGRATIONS = [
             n_warnings INTEGER NOT NULL DEFAULT 0,
             spec JSON NOT NULL,
             source VARCHAR,
-            imported_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+            spec_hash VARCHAR NOT NULL,
+            imported_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            updated_at TIMESTAMP NOT NULL DEFAULT current_timestamp
         );
+        CREATE INDEX tasks_benchmark_kind ON tasks (benchmark, kind);
         """,
     ),
 ]

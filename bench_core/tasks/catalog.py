@@ -1,0 +1,296 @@
+"""The task catalog in the store: save (upsert by stable id), get, list and import tasks.
+
+Each file is parsed and validated whole before anything is written, and written in one transaction: an import
+is all-or-nothing per file. Re-importing a file updates its tasks in place and never duplicates them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bench_core.tasks.importers import IMPORTERS, Found, discover
+from bench_core.tasks.importers._common import warning_code
+from bench_core.tasks.model import TaskKind, TaskSpec
+from failatlas.errors import ConfigError, InputError, NotFoundError
+from failatlas.store import Store
+
+GROUND_TRUTH_FIELDS = frozenset(
+    {
+        "design",
+        "expected_conclusion",
+        "implementation",
+        "masking",
+        "expected_results",
+        "success",
+        "extra",
+    }
+)
+LIST_COLUMNS = ("id", "benchmark", "kind", "paper_id", "title", "question", "gpus", "n_warnings", "source")
+
+
+class SaveReport(BaseModel):
+    """What one `save_tasks` call did."""
+
+    source: str | None = None
+    inserted: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+    by_kind: dict[str, int] = Field(default_factory=dict)
+    warnings: dict[str, int] = Field(default_factory=dict, description="warning code -> count")
+    task_warnings: dict[str, list[str]] = Field(default_factory=dict, description="task id -> its warnings")
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.inserted) + len(self.updated) + len(self.unchanged)
+
+    @property
+    def n_warnings(self) -> int:
+        return sum(self.warnings.values())
+
+
+class FileReport(SaveReport):
+    format: str
+
+
+class ImportReport(BaseModel):
+    """What one import did, file by file."""
+
+    files: list[FileReport] = Field(default_factory=list)
+    skipped: list[str] = Field(
+        default_factory=list, description="files met in folders that no importer reads"
+    )
+
+    def _total(self, attr: str) -> int:
+        return sum(len(getattr(f, attr)) for f in self.files)
+
+    @property
+    def n_tasks(self) -> int:
+        return sum(f.n_tasks for f in self.files)
+
+    @property
+    def inserted(self) -> int:
+        return self._total("inserted")
+
+    @property
+    def updated(self) -> int:
+        return self._total("updated")
+
+    @property
+    def unchanged(self) -> int:
+        return self._total("unchanged")
+
+    @property
+    def by_kind(self) -> dict[str, int]:
+        return dict(sum((Counter(f.by_kind) for f in self.files), Counter()))
+
+    @property
+    def warnings(self) -> dict[str, int]:
+        return dict(sum((Counter(f.warnings) for f in self.files), Counter()).most_common())
+
+    @property
+    def n_warnings(self) -> int:
+        return sum(self.warnings.values())
+
+    def summary(self) -> str:
+        """One line: files, tasks (new / updated / unchanged), by kind, warnings."""
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items())) or "none"
+        counts = f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
+        line = (
+            f"{len(self.files)} file(s), {self.n_tasks} task(s) ({counts}); by kind: {kinds}; "
+            f"{self.n_warnings} warning(s)"
+        )
+        if self.skipped:
+            line += f"; {len(self.skipped)} file(s) skipped"
+        return line
+
+
+def spec_hash(task: TaskSpec) -> str:
+    """Content hash of a spec without `source`: re-importing a moved but unchanged file changes nothing."""
+    return hashlib.sha256(task.model_dump_json(exclude={"source"}).encode()).hexdigest()[:16]
+
+
+def _warning_counts(tasks: Iterable[TaskSpec]) -> dict[str, int]:
+    return dict(Counter(warning_code(w) for t in tasks for w in t.warnings))
+
+
+def save_tasks(store: Store, tasks: list[TaskSpec], *, source: str | None = None) -> SaveReport:
+    """Upsert `tasks` by id in one transaction (all or nothing); returns which were new, changed or unchanged.
+
+    Raises InputError if two tasks in the batch share an id.
+    """
+    ids = [t.id for t in tasks]
+    dupes = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if dupes:
+        raise InputError(f"the batch holds task id(s) twice: {', '.join(dupes[:5])}", path=source)
+    report = SaveReport(
+        source=source,
+        by_kind=dict(Counter(t.kind.value for t in tasks)),
+        warnings=_warning_counts(tasks),
+        task_warnings={t.id: list(t.warnings) for t in tasks if t.warnings},
+    )
+    if not tasks:
+        return report
+    rows = {t.id: t for t in tasks}
+    with store.write() as conn:
+        existing = dict(
+            conn.execute(
+                "SELECT id, spec_hash FROM tasks WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]
+            ).fetchall()
+        )
+        new_rows, changed_rows = [], []
+        for task_id, task in rows.items():
+            digest = spec_hash(task)
+            values = [
+                task.benchmark,
+                task.kind.value,
+                task.paper.id,
+                task.title,
+                task.question,
+                task.resources.gpus,
+                len(task.warnings),
+                task.model_dump_json(),
+                task.source,
+                digest,
+            ]
+            if task_id not in existing:
+                new_rows.append([task_id, *values])
+                report.inserted.append(task_id)
+            elif existing[task_id] != digest:
+                changed_rows.append([*values, task_id])
+                report.updated.append(task_id)
+            else:
+                report.unchanged.append(task_id)
+        if new_rows:
+            conn.executemany(
+                "INSERT INTO tasks (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, spec,"
+                " source, spec_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                new_rows,
+            )
+        if changed_rows:
+            conn.executemany(
+                "UPDATE tasks SET benchmark = ?, kind = ?, paper_id = ?, title = ?, question = ?, gpus = ?,"
+                " n_warnings = ?, spec = ?, source = ?, spec_hash = ?, updated_at = current_timestamp"
+                " WHERE id = ?",
+                changed_rows,
+            )
+    return report
+
+
+def get_task(store: Store, task_id: str) -> TaskSpec:
+    """The task with this id; NotFoundError (with the nearest ids as a hint) if there is none."""
+    with store.read() as conn:
+        row = conn.execute("SELECT spec FROM tasks WHERE id = ?", [task_id]).fetchone()
+        if row is None:
+            known = [r[0] for r in conn.execute("SELECT id FROM tasks").fetchall()]
+    if row is not None:
+        return TaskSpec.model_validate_json(row[0])
+    close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.6)
+    if close:
+        hint = "did you mean " + ", ".join(close) + "?"
+    elif known:
+        hint = "list the catalog with `failatlas tasks list`"
+    else:
+        hint = (
+            "the catalog is empty: import tasks with `failatlas tasks import PATH` "
+            "or `failatlas tasks import-mini`"
+        )
+    raise NotFoundError(f"no task '{task_id}' in the catalog", hint=hint)
+
+
+def _kind_value(kind: str | TaskKind) -> str:
+    if isinstance(kind, TaskKind):
+        return kind.value
+    for k in TaskKind:
+        if kind.lower() in (k.value.lower(), k.name.lower()):
+            return k.value
+    raise ConfigError(
+        f"unknown task kind '{kind}'", hint="use one of: " + ", ".join(k.value for k in TaskKind)
+    )
+
+
+def list_tasks(
+    store: Store,
+    *,
+    benchmark: str | None = None,
+    kind: str | TaskKind | None = None,
+    paper: str | None = None,
+) -> list[dict[str, Any]]:
+    """Catalog rows (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, source), filtered."""
+    clauses, params = [], []
+    if benchmark is not None:
+        clauses.append("lower(benchmark) = lower(?)")
+        params.append(benchmark)
+    if kind is not None:
+        clauses.append("kind = ?")
+        params.append(_kind_value(kind))
+    if paper is not None:
+        clauses.append("paper_id = ?")
+        params.append(paper)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    return store.query_dicts(
+        f"SELECT {', '.join(LIST_COLUMNS)} FROM tasks{where} ORDER BY benchmark, paper_id, kind, id", params
+    )
+
+
+def public_view(task: TaskSpec, *, ground_truth: bool = False) -> dict[str, Any]:
+    """The spec as a JSON-ready dict; ground truth (design, conclusion, implementation, masking, expected
+    results, success criterion, source extras) only when `ground_truth`."""
+    exclude = None if ground_truth else set(GROUND_TRUTH_FIELDS)
+    return task.model_dump(mode="json", exclude=exclude)
+
+
+def load_found(found: Found) -> list[TaskSpec]:
+    """Parse and validate one discovered file or folder (no store access)."""
+    return IMPORTERS[found.format].load(found.path)
+
+
+def import_found(
+    store: Store,
+    found: list[Found],
+    *,
+    skipped: Iterable[Path] = (),
+    on_step: Callable[[Found], None] | None = None,
+) -> ImportReport:
+    """Import discovered items: every item is parsed and validated before anything is written, then all are
+    written in one transaction. A malformed item raises InputError and leaves the store unchanged."""
+    loaded: list[tuple[Found, list[TaskSpec]]] = []
+    for item in found:
+        loaded.append((item, load_found(item)))
+        if on_step:
+            on_step(item)
+    report = ImportReport(skipped=[str(p) for p in skipped])
+    with store.write():  # one connection for all files; each save_tasks joins this transaction
+        for item, tasks in loaded:
+            saved = save_tasks(store, tasks, source=str(item.path))
+            report.files.append(FileReport(format=item.format, **saved.model_dump()))
+    return report
+
+
+def import_path(
+    store: Store,
+    path: str | Path | Iterable[str | Path],
+    *,
+    fmt: str = "auto",
+    on_step: Callable[[Found], None] | None = None,
+) -> ImportReport:
+    """Import the tasks of a file, a folder (walked) or several of them, in format `fmt` or auto-detected.
+
+    Raises InputError (naming file, line, field) for a missing or malformed input, ConfigError for an unknown
+    format; in both cases nothing is written.
+    """
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    found = discover(paths, fmt)
+    if not found.found:
+        raise InputError(
+            "nothing to import: no task file or task folder found",
+            path=", ".join(map(str, paths)),
+            hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md",
+        )
+    return import_found(store, found.found, skipped=found.skipped, on_step=on_step)

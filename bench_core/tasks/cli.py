@@ -1,0 +1,239 @@
+"""`failatlas tasks`: import, list and show benchmark tasks; prepare masked repositories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.markup import escape
+from rich.table import Table
+from typer.core import TyperGroup
+
+from bench_core.tasks.catalog import get_task, import_found, list_tasks, public_view, save_tasks
+from bench_core.tasks.importers import FORMATS, discover
+from bench_core.tasks.model import TaskSpec
+from failatlas.cli_support import console, err_console, progress_bar, store
+from failatlas.errors import ConfigError, FailAtlasError
+
+
+class _ErrorsAsOneLine(TyperGroup):
+    """Our errors become one line on stderr and their exit code, also when the app is invoked directly."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FailAtlasError as exc:
+            err_console.print(
+                f"[bold red]error:[/] {escape(exc.one_line())}", highlight=False, soft_wrap=True
+            )
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(cls=_ErrorsAsOneLine, no_args_is_help=True)
+
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
+
+
+@app.command("import")
+def import_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Task files and folders (folders are walked).")],
+    fmt: Annotated[str, typer.Option("--format", help="Task format: " + "|".join(FORMATS) + ".")] = "auto",
+    show_warnings: Annotated[
+        bool, typer.Option("--warnings", help="Print every warning, task by task.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Import EXP-Bench, AutoExperiment or RExBench tasks into the catalog.
+
+    Re-importing updates tasks in place and never duplicates them.
+
+    Every file is validated before anything is written: a malformed file is named with its line and field.
+    """
+    found = discover(paths, fmt)
+    if not found.found:
+        raise ConfigError(
+            "nothing to import under " + ", ".join(map(str, paths)),
+            hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md",
+        )
+    s = store()
+    with progress_bar("reading task files", len(found.found)) as advance:
+        report = import_found(s, found.found, skipped=found.skipped, on_step=lambda _item: advance())
+    if as_json:
+        console.print_json(json.dumps({**report.model_dump(), "summary": report.summary()}))
+        return
+    if show_warnings:
+        for file in report.files:
+            for task_id, warnings in file.task_warnings.items():
+                for warning in warnings:
+                    console.print(f"{escape(task_id)}: {escape(warning)}", highlight=False, soft_wrap=True)
+    if report.warnings:
+        console.print(
+            "warnings: " + ", ".join(f"{code} {n}" for code, n in report.warnings.items()),
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"imported {report.summary()}", highlight=False, soft_wrap=True)
+
+
+@app.command("import-mini")
+def import_mini() -> None:
+    """Import FailAtlas's bundled mini-suite (`failatlas-mini`) into the catalog."""
+    try:
+        from bench_core.suites import load_suite
+    except ImportError as exc:
+        raise ConfigError(
+            "the bundled suites are not part of this build (bench_core.suites is missing)"
+        ) from exc
+    tasks = load_suite("failatlas-mini")
+    report = save_tasks(store(), tasks, source="failatlas-mini")
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.by_kind.items()))
+    console.print(
+        f"failatlas-mini: {report.n_tasks} task(s) ({len(report.inserted)} new, {len(report.updated)} "
+        f"updated, {len(report.unchanged)} unchanged); by kind: {kinds}; {report.n_warnings} warning(s)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("list")
+def list_cmd(
+    benchmark: Annotated[
+        str | None, typer.Option(help="Only this benchmark (expbench, autoexperiment, ...).")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option(help="Only this kind (T1, T2, T3, masked_functions, ...).")
+    ] = None,
+    paper: Annotated[str | None, typer.Option(help="Only tasks of this paper id.")] = None,
+    as_json: Json = False,
+) -> None:
+    """List catalog tasks with their kind, paper and number of import warnings."""
+    rows = list_tasks(store(create=False), benchmark=benchmark, kind=kind, paper=paper)
+    if as_json:
+        console.print_json(json.dumps(rows, default=str))
+        return
+    table = Table(title=f"{len(rows)} task(s)")
+    widths = []
+    for name, key in (
+        ("id", "id"),
+        ("benchmark", "benchmark"),
+        ("kind", "kind"),
+        ("paper", "paper_id"),
+        ("warnings", "n_warnings"),
+    ):
+        widths.append(max([len(name)] + [len(str(r[key] or "")) for r in rows]))
+        table.add_column(
+            name, no_wrap=True, min_width=widths[-1], justify="right" if key == "n_warnings" else "left"
+        )
+    # rich squeezes no_wrap columns to nothing unless the flexible one is capped
+    room = max(10, console.width - sum(widths) - 3 * len(widths) - 4)
+    table.add_column("question", no_wrap=True, overflow="ellipsis", max_width=room)
+    for r in rows:
+        table.add_row(
+            escape(r["id"]),
+            r["benchmark"],
+            r["kind"],
+            escape(r["paper_id"] or ""),
+            str(r["n_warnings"]),
+            escape(" ".join(r["question"].split())),
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show_cmd(
+    task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id (see `failatlas tasks list`).")],
+    ground_truth: Annotated[
+        bool, typer.Option("--ground-truth", help="Also print the ground truth.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Show one task: what the agent is told, resources, warnings; ground truth only with --ground-truth."""
+    task = get_task(store(create=False), task_id)
+    if as_json:
+        console.print_json(json.dumps(public_view(task, ground_truth=ground_truth)))
+        return
+    _print_task(task, ground_truth)
+
+
+@app.command("prepare")
+def prepare_cmd(
+    task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to create the agent's workspace in.")],
+    repo: Annotated[Path | None, typer.Option(help="Local checkout of the task's repository.")] = None,
+    force: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
+) -> None:
+    """Prepare a task's workspace: the repository with its ground-truth files or functions masked."""
+    from bench_core.prepare import prepare_workspace
+
+    task = get_task(store(create=False), task_id)
+    ws = prepare_workspace(task, Path(out), repo=Path(repo) if repo else None, force=force)
+    console.print(f"workspace: {ws.path}", highlight=False, soft_wrap=True)
+    for path in ws.masked_files:
+        console.print(f"masked file: {escape(str(path))}", highlight=False, soft_wrap=True)
+    for func in ws.masked_functions:
+        label = f"{func.path}::{func.qualname}" if hasattr(func, "qualname") else str(func)
+        console.print(f"masked function: {escape(label)}", highlight=False, soft_wrap=True)
+    for warning in ws.warnings:
+        err_console.print(f"warning: {escape(str(warning))}", highlight=False, soft_wrap=True)
+
+
+def _print_task(task: TaskSpec, ground_truth: bool) -> None:
+    view = task.agent_view()
+
+    def section(title: str, body: str | None) -> None:
+        if body:
+            console.print(f"\n[bold]{title}[/]")
+            console.print(escape(body), highlight=False, soft_wrap=True)
+
+    paper = task.paper
+    console.print(f"[bold]{escape(task.id)}[/]  {task.benchmark} {task.kind.value}", highlight=False)
+    facts = {
+        "paper": " ".join(str(x) for x in (paper.id, paper.venue, paper.year, paper.title) if x),
+        "repository": " @ ".join(
+            x for x in (task.repository.url or task.repository.local_path, task.repository.commit) if x
+        ),
+        "resources": f"{task.resources.gpus} GPU(s), {task.resources.time_limit_s} s"
+        + (f", image {task.resources.image}" if task.resources.image else ""),
+        "phases": ", ".join(task.judgeable_phases),
+        "source": task.source,
+    }
+    for key, value in facts.items():
+        if value:
+            console.print(f"{key}: {escape(value)}", highlight=False, soft_wrap=True)
+    section("question", view.question)
+    section("method", view.method)
+    section("instructions", view.instructions)
+    for level, hint in enumerate(view.hints, start=1):
+        section(f"hint level {level}", hint)
+    section("run", view.run_command)
+    if task.warnings:
+        section(f"warnings ({len(task.warnings)})", "\n".join(f"- {w}" for w in task.warnings))
+    if not ground_truth:
+        console.print("\n(ground truth hidden; pass --ground-truth to show it)", style="dim")
+        return
+    if task.design is not None:
+        lines = [
+            f"- {role}: {name} = {json.dumps(getattr(task.design, role)[name], ensure_ascii=False)}"
+            for role, name in task.design.variable_names()
+        ]
+        section("ground truth: design", "\n".join(lines))
+    section("ground truth: conclusion", task.expected_conclusion)
+    impl = task.implementation
+    section("ground truth: requirements", "\n".join(f"- {r}" for r in impl.requirements))
+    section("ground truth: reference files", "\n".join(impl.reference_files))
+    section("ground truth: method notes", impl.method_notes)
+    masking = [*task.masking.files, *(f"{f.path}::{f.qualname}" for f in task.masking.functions)]
+    section("masked", "\n".join(masking))
+    section(
+        "expected results",
+        "\n".join(f"- {m.name} = {m.value} (rtol {m.rtol}, atol {m.atol})" for m in task.expected_results),
+    )
+    if task.success is not None:
+        section("success criterion", task.success.model_dump_json(exclude_defaults=True))
+    if task.extra:
+        section(
+            "extra fields", ", ".join(sorted(task.extra)) + "\n(see --json --ground-truth for their values)"
+        )

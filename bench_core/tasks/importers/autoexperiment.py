@@ -1,0 +1,363 @@
+"""AutoExperiment importer: one JSONL row (a repository with n functions masked) -> one `TaskSpec`.
+
+Documented format (AutoExperiment, github.com/j1mk1m/AutoExperiment, `dataset/MLRC/mlrc_n_<n>.jsonl` as its
+`process_dataset.py` writes them; a `.json` file holding a list of such rows is read too). One row:
+- `paper_id`: the arXiv id (`2205.00048`); `func_ids`: the masked functions' ids, `"0,1"` (a list is
+  accepted). Either may be replaced by `combined_id` = `<paper_id>_<func_ids>` (`2205.00048_0,1`), the
+  benchmark's task id;
+- `func_details`: one object per masked function: `func_id`, `name` (or `Class.name`; `class_name` is read
+  too), `file` (relative to the paper's `code/`), `header_line`, `line_start`, `line_end`, `description` (the
+  docstring the stub keeps; the body raises NotImplementedError), `relevant_paper`, `exp_dependencies`;
+- `experiments`: the task text, "Experiment 1: ... Return final answer as a json: {...}";
+- `solution`: the exact bash run command(s) (`echo Experiment 1\\npython ...`), AutoExperiment's "refsol";
+- `results`: gold results per experiment, a JSON object or a JSON string of one: `{"Experiment 1": 0.87,
+  "Experiment 2": {"acc": 0.8, "f1": [0.7, 0.6]}}`.
+Extensions read when present (FailAtlas's own, not in the original rows): `tolerances` (`{"default": {"rtol":
+0.05}, "Experiment 2.acc": {"atol": 0.01}, "Experiment 1": {...}}`, most specific wins), `repository`
+(`{"url", "commit"}`), `resources` (our `Resources` fields), `title`.
+
+Each gold number becomes an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with
+its own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to
+a mean. The repository is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless
+`repository` names one. Line numbers and descriptions of masked functions, which `FunctionRef` cannot hold,
+stay in `extra["func_details"]`. A malformed row raises `InputError` naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
+from bench_core.tasks.model import (
+    Benchmark,
+    ExpectedMetric,
+    FunctionRef,
+    ImplementationTruth,
+    Masking,
+    PaperMeta,
+    RepoRef,
+    Resources,
+    RunSpec,
+    TaskKind,
+    TaskSpec,
+)
+from failatlas.errors import InputError
+
+FORMAT = "autoexperiment"
+DEFAULT_RTOL = 0.05
+MAPPED_KEYS = frozenset(
+    {
+        "paper_id",
+        "func_ids",
+        "combined_id",
+        "func_details",
+        "experiments",
+        "solution",
+        "results",
+        "tolerances",
+        "repository",
+        "resources",
+        "title",
+    }
+)
+_ARXIV = re.compile(r"\d{4}\.\d{4,5}(v\d+)?")
+
+
+def _is_row(obj: Any) -> bool:
+    return isinstance(obj, dict) and ("combined_id" in obj or ("paper_id" in obj and "func_ids" in obj))
+
+
+def sniff(path: Path) -> bool:
+    """True for a JSONL file whose first row (or a JSON list whose first item) is an AutoExperiment row."""
+    suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".json"):
+        return False
+    try:
+        text = read_text(path)
+    except InputError:
+        return False
+    if suffix == ".jsonl":
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        try:
+            return _is_row(json.loads(first))
+        except json.JSONDecodeError:
+            return False
+    if not text.lstrip().startswith("["):
+        return False
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(data, list) and bool(data) and _is_row(data[0])
+
+
+def _rows(path: Path) -> list[tuple[int | None, Any]]:
+    if path.suffix.lower() == ".json":
+        data = load_json(path)
+        if not isinstance(data, list):
+            raise InputError("an AutoExperiment .json file must hold a list of rows", path=str(path))
+        return [(None, row) for row in data]
+    rows = []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number
+            ) from exc
+    return rows
+
+
+def load_autoexperiment(path: str | Path) -> list[TaskSpec]:
+    """Every row of one AutoExperiment JSONL (or JSON list) file; InputError naming file, line and field."""
+    path = Path(path)
+    tasks: list[TaskSpec] = []
+    seen: dict[str, int | None] = {}
+    for index, (line, row) in enumerate(_rows(path)):
+        where = {"path": str(path), "line": line}
+        prefix = "" if line is not None else f"[{index}]."
+        if not isinstance(row, dict):
+            raise InputError(f"a row must be an object, not {type(row).__name__}", **where)
+        task = _task(row, path, where, prefix)
+        if task.id in seen:
+            other = seen[task.id]
+            raise InputError(
+                f"duplicate task {task.extra['combined_id']}"
+                + (f" (first on line {other})" if other else ""),
+                field=f"{prefix}combined_id",
+                **where,
+            )
+        seen[task.id] = line
+        tasks.append(task)
+    return tasks
+
+
+def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -> TaskSpec:
+    w = Warnings()
+    paper_id, func_ids = _ids(row, where, prefix)
+    combined_id = f"{paper_id}_{','.join(func_ids)}"
+    funcs = _functions(row, func_ids, w, where, prefix)
+    results = _results(row, where, prefix)
+    expected, non_numeric = _expected(results, row.get("tolerances") or {}, where, prefix)
+    if non_numeric:
+        w.add(
+            "non-numeric-result",
+            "gold values that are not numbers cannot be checked by tolerance: "
+            + ", ".join(sorted(non_numeric))
+            + "; kept in extra['non_numeric_results']",
+        )
+    if not func_ids:
+        w.add("no-masked-functions", "func_ids is empty: the full-code setting, nothing is masked")
+    experiments = row.get("experiments")
+    if not isinstance(experiments, str) or not experiments.strip():
+        raise InputError(
+            "missing: the experiment description the agent is given", field=f"{prefix}experiments", **where
+        )
+    command = row.get("solution")
+    if not isinstance(command, str) or not command.strip():
+        w.add("missing-command", "no solution: the exact run command is unknown")
+        command = None
+
+    missing = "\n".join(f"- {f.qualname} in file {f.path}" for f in funcs)
+    extra: dict[str, Any] = {
+        "combined_id": combined_id,
+        "func_ids": func_ids,
+        "func_details": jsonable(row.get("func_details") or []),
+    }
+    if non_numeric:
+        extra["non_numeric_results"] = non_numeric
+    extra.update({k: jsonable(v) for k, v in row.items() if k not in MAPPED_KEYS})
+    try:
+        return TaskSpec(
+            id=f"autoexperiment-{combined_id}",
+            benchmark=Benchmark.AUTOEXPERIMENT.value,
+            kind=TaskKind.MASKED_FUNCTIONS,
+            title=row.get("title") if isinstance(row.get("title"), str) else None,
+            paper=PaperMeta(
+                id=paper_id,
+                arxiv_id=paper_id if _ARXIV.fullmatch(paper_id) else None,
+                url=f"https://arxiv.org/abs/{paper_id}" if _ARXIV.fullmatch(paper_id) else None,
+            ),
+            repository=_repository(row, paper_id),
+            question=experiments.strip(),
+            instructions=(
+                f"Missing function(s):\n{missing}\nImplement them (their docstrings say what they do), "
+                "then run the experiments and report the results as JSON."
+            )
+            if funcs
+            else None,
+            implementation=ImplementationTruth(
+                requirements=[
+                    f"{f.qualname} in {f.path}: {d.get('description', '').strip()}".rstrip(": ")
+                    for f, d in zip(funcs, row.get("func_details") or [], strict=False)
+                ],
+                reference_files=list(dict.fromkeys(f.path for f in funcs)),
+            ),
+            masking=Masking(functions=funcs),
+            run=RunSpec(command=command),
+            expected_results=expected,
+            resources=Resources(**row["resources"])
+            if isinstance(row.get("resources"), dict)
+            else Resources(),
+            source=str(path.resolve()),
+            warnings=w.items,
+            extra=extra,
+        )
+    except ValidationError as exc:
+        raise validation_error(exc, path=path, line=where["line"], prefix=prefix.rstrip(".")) from exc
+
+
+def _ids(row: dict[str, Any], where: dict[str, Any], prefix: str) -> tuple[str, list[str]]:
+    paper_id = row.get("paper_id")
+    func_ids = row.get("func_ids")
+    combined = row.get("combined_id")
+    if combined is not None:
+        if not isinstance(combined, str) or "_" not in combined:
+            raise InputError(
+                "must look like <paper_id>_<func_ids>, e.g. 2205.00048_0,1",
+                field=f"{prefix}combined_id",
+                **where,
+            )
+        c_paper, c_funcs = combined.rsplit("_", 1)
+        if paper_id is not None and str(paper_id) != c_paper:
+            raise InputError(
+                f"names paper {c_paper} but paper_id is {paper_id}", field=f"{prefix}combined_id", **where
+            )
+        paper_id = c_paper if paper_id is None else paper_id
+        if func_ids is None:
+            func_ids = c_funcs
+        elif _split_ids(func_ids) != _split_ids(c_funcs):
+            raise InputError(
+                f"names functions {c_funcs} but func_ids is {func_ids}", field=f"{prefix}combined_id", **where
+            )
+    if paper_id is None or (isinstance(paper_id, str) and not paper_id.strip()):
+        raise InputError("missing", field=f"{prefix}paper_id", **where)
+    if func_ids is None:
+        raise InputError("missing (or give combined_id)", field=f"{prefix}func_ids", **where)
+    ids = _split_ids(func_ids)
+    if ids is None:
+        raise InputError(
+            "must be a comma-separated string or a list of ids", field=f"{prefix}func_ids", **where
+        )
+    return str(paper_id).strip(), ids
+
+
+def _split_ids(value: Any) -> list[str] | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [str(value)]
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        return [str(v).strip() for v in value]
+    return None
+
+
+def _functions(
+    row: dict[str, Any], func_ids: list[str], w: Warnings, where: dict[str, Any], prefix: str
+) -> list[FunctionRef]:
+    details = row.get("func_details")
+    if details is None:
+        if func_ids:
+            raise InputError("missing: which functions to mask", field=f"{prefix}func_details", **where)
+        return []
+    if isinstance(details, dict):
+        details = [details]
+    if not isinstance(details, list):
+        raise InputError("must be a list of function objects", field=f"{prefix}func_details", **where)
+    if len(details) != len(func_ids):
+        w.add(
+            "func-count",
+            f"func_ids names {len(func_ids)} function(s) but func_details describes {len(details)}",
+        )
+    funcs = []
+    for i, d in enumerate(details):
+        field = f"{prefix}func_details[{i}]"
+        if not isinstance(d, dict):
+            raise InputError("must be an object", field=field, **where)
+        file, name = d.get("file"), d.get("name")
+        if not isinstance(file, str) or not file.strip():
+            raise InputError("missing: the file that holds the function", field=f"{field}.file", **where)
+        if not isinstance(name, str) or not name.strip():
+            raise InputError("missing: the function's name", field=f"{field}.name", **where)
+        cls = d.get("class_name") or d.get("class")
+        qualname = f"{cls}.{name}" if isinstance(cls, str) and cls and "." not in name else name
+        funcs.append(FunctionRef(path=file.strip().removeprefix("./"), qualname=qualname.strip()))
+        if "line_start" not in d or "line_end" not in d:
+            w.add("missing-lines", f"{qualname} has no line_start/line_end: it is located by name only")
+    return funcs
+
+
+def _results(row: dict[str, Any], where: dict[str, Any], prefix: str) -> dict[str, Any]:
+    results = row.get("results")
+    if results is None:
+        raise InputError("missing: the gold results per experiment", field=f"{prefix}results", **where)
+    if isinstance(results, str):
+        try:
+            results = json.loads(results)
+        except json.JSONDecodeError:
+            try:
+                results = json.loads(results.replace("'", '"'))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON: {exc.msg}", field=f"{prefix}results", **where) from exc
+    if not isinstance(results, dict) or not results:
+        raise InputError(
+            "must be a non-empty object of experiment -> result", field=f"{prefix}results", **where
+        )
+    return results
+
+
+def _expected(
+    results: dict[str, Any], tolerances: Any, where: dict[str, Any], prefix: str
+) -> tuple[list[ExpectedMetric], dict[str, Any]]:
+    if not isinstance(tolerances, dict):
+        raise InputError("must be an object of metric -> {rtol, atol}", field=f"{prefix}tolerances", **where)
+    expected: list[ExpectedMetric] = []
+    non_numeric: dict[str, Any] = {}
+
+    def tolerance(name: str, experiment: str) -> dict[str, float]:
+        for key in (name, experiment, "default"):
+            if key in tolerances:
+                tol = tolerances[key]
+                if not isinstance(tol, dict) or set(tol) - {"rtol", "atol"}:
+                    raise InputError(
+                        "must be an object with rtol and/or atol", field=f"{prefix}tolerances.{key}", **where
+                    )
+                return {"rtol": float(tol.get("rtol", 0.0)), "atol": float(tol.get("atol", 0.0))}
+        return {"rtol": DEFAULT_RTOL, "atol": 0.0}
+
+    def walk(value: Any, name: str, experiment: str) -> None:
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                walk(sub, f"{name}.{key}", experiment)
+        elif isinstance(value, list):
+            for i, sub in enumerate(value):
+                walk(sub, f"{name}[{i}]", experiment)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                expected.append(
+                    ExpectedMetric(
+                        name=name, value=float(value), experiment=experiment, **tolerance(name, experiment)
+                    )
+                )
+            except ValidationError as exc:
+                raise InputError(exc.errors()[0]["msg"], field=f"{prefix}tolerances", **where) from exc
+        else:
+            non_numeric[name] = value
+
+    for experiment, value in results.items():
+        walk(value, str(experiment), str(experiment))
+    return expected, non_numeric
+
+
+def _repository(row: dict[str, Any], paper_id: str) -> RepoRef:
+    repo = row.get("repository")
+    if isinstance(repo, dict):
+        return RepoRef(url=repo.get("url"), commit=repo.get("commit"), local_path=repo.get("local_path"))
+    return RepoRef(local_path=f"{paper_id}/code")
