@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from failatlas.errors import InputError
 from failatlas.store import Store
 from ingest.importers.base import Importer, ImportOptions, ParsedFile
@@ -110,8 +112,9 @@ def import_insights(
             default_phase=default_phase,
             inspect_pass_threshold=inspect_pass_threshold,
         )
-    except ValueError as exc:
-        raise InputError(str(exc).splitlines()[-1] if str(exc) else "invalid option") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(first["msg"].removeprefix("Value error, "), field=str(first["loc"][0])) from exc
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     files = expand_paths(paths)
     parsed: list[ParsedFile] = []
