@@ -44,7 +44,7 @@ ValueError: invalid literal for int() with base 10: 'abc'
         "exception",
     ]
     by_key = {s.key: s for s in signatures}
-    assert by_key["file_not_found"].detail == {"path": "/tmp/<tmp>/data/cifar-10-batches-py/data_batch_1"}
+    assert by_key["file_not_found"].detail == {"path": "/tmp/<tmp>/data/cifar-10/data_batch_1"}
     assert by_key["not_implemented"].detail == {"message": "TODO: implement the contrastive loss"}
     assert by_key["exception"].text == "Execution failed with an uncaught ValueError"
     assert "abc" in by_key["exception"].detail["message"]
