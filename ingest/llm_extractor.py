@@ -96,6 +96,7 @@ def build_messages(record: RunRecord) -> list[dict[str, str]]:
 class ExtractionOutcome:
     insights: list[RawInsight] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    extracted_runs: list[str] = field(default_factory=list)
 
 
 class LLMExtractor:
@@ -125,6 +126,7 @@ class LLMExtractor:
                     f"run {record.run_id}: LLM answer does not fit the schema: {exc.errors()[0]['msg']}"
                 )
                 continue
+            outcome.extracted_runs.append(record.run_id)
             for item in value.insights:
                 outcome.insights.append(
                     RawInsight(
@@ -148,11 +150,13 @@ def default_extractor_llm() -> StructuredLLM:
     try:
         from bench_core import llm as llm_layer
     except ImportError as exc:
-        raise ConfigError("no LLM client layer is installed (bench_core.llm)", hint=hint) from exc
+        raise ConfigError(
+            "no LLM for the role 'extractor': bench_core.llm is not installed", hint=hint
+        ) from exc
     resolve = getattr(llm_layer, "resolve_config", None)
     make_client = getattr(llm_layer, "client_for", None) or getattr(llm_layer, "LLMClient", None)
     if resolve is None or make_client is None:
-        raise ConfigError("the LLM client layer (bench_core.llm) offers no configured client yet", hint=hint)
+        raise ConfigError("no LLM for the role 'extractor': bench_core.llm offers no client yet", hint=hint)
     config = resolve("extractor")
     if config is None:
         raise ConfigError("no LLM endpoint is configured for the role 'extractor'", hint=hint)

@@ -279,6 +279,7 @@ def extract_from_runs(
         else:
             usable.append(record)
     insights: list[RawInsight] = []
+    summary: dict[str, Any] = {}
     if extractor == "deterministic":
         for record in usable:
             insights.extend(deterministic_insights(record))
@@ -286,22 +287,38 @@ def extract_from_runs(
         from ingest.llm_extractor import LLMExtractor, default_extractor_llm
 
         client = llm if llm is not None else default_extractor_llm()
-        done = set() if redo else _runs_with_llm_insights(store)
-        todo = [r for r in usable if r.run_id not in done]
-        report.skipped.extend(
-            f"run {r.run_id}: already extracted by the LLM" for r in usable if r.run_id in done
-        )
+        done = set() if redo else _runs_extracted_by_llm(store)
+        todo = []
+        for record in usable:
+            if record.run_id in done:
+                report.skipped.append(f"run {record.run_id}: already extracted by the LLM")
+            elif not has_failure_material(record):
+                report.skipped.append(f"run {record.run_id}: nothing failed, no LLM call needed")
+            else:
+                todo.append(record)
         outcome = LLMExtractor(client).extract(todo)
         insights.extend(outcome.insights)
         report.failed.extend(outcome.failed)
+        summary["llm_extracted_runs"] = outcome.extracted_runs
     report.occurrences = len(insights)
     params = {"extractor": extractor, "run_ids": list(run_ids) if run_ids is not None else None, "redo": redo}
-    write_insights(store, insights, report, stage="ingest.runs", params=params)
+    write_insights(store, insights, report, stage="ingest.runs", params=params, summary=summary)
     return report
 
 
-def _runs_with_llm_insights(store: Store) -> set[str]:
-    rows = store.query(
-        "SELECT DISTINCT run_id FROM insight_sources WHERE origin = 'run' AND extractor = 'llm'"
-    )
-    return {r[0] for r in rows}
+def has_failure_material(record: RunRecord) -> bool:
+    """Whether a run has anything to mine: an error analysis, a monitor finding, a failed validation."""
+    return bool(record.findings) or bool(judgement_insights(record)) or bool(validation_insights(record))
+
+
+def _runs_extracted_by_llm(store: Store) -> set[str]:
+    """Runs the LLM extractor already answered for, whether or not it found insights in them."""
+    done = {
+        r[0]
+        for r in store.query(
+            "SELECT DISTINCT run_id FROM insight_sources WHERE origin = 'run' AND extractor = 'llm'"
+        )
+    }
+    for (summary,) in store.query("SELECT summary FROM stage_runs WHERE stage = 'ingest.runs'"):
+        done.update(json.loads(summary or "{}").get("llm_extracted_runs", []))
+    return done

@@ -27,13 +27,19 @@ def _insert_chunked(conn: Any, sql_prefix: str, rows: Sequence[tuple[Any, ...]],
 
 
 def write_insights(
-    store: Store, insights: Sequence[RawInsight], report: IngestReport, *, stage: str, params: dict[str, Any]
+    store: Store,
+    insights: Sequence[RawInsight],
+    report: IngestReport,
+    *,
+    stage: str,
+    params: dict[str, Any],
+    summary: dict[str, Any] | None = None,
 ) -> list[RawInsight]:
     """Store the occurrences not stored yet, create missing insights, refresh their counts, log the stage run.
 
     Everything happens in one transaction: on any error the store is left as it was. Sets
     `report.new_occurrences`, `report.new_insights` and `report.stage_run_id`; returns the occurrences that
-    were new.
+    were new. `summary` adds entries to the stage run's recorded summary.
     """
     unique: dict[str, RawInsight] = {}
     for insight in insights:
@@ -81,12 +87,17 @@ def write_insights(
                 )
         report.new_occurrences = len(new)
         report.new_insights = len(fresh)
-        report.stage_run_id = _record_stage_run(conn, stage, params, report, started)
+        report.stage_run_id = _record_stage_run(conn, stage, params, report, started, summary or {})
     return new
 
 
 def _record_stage_run(
-    conn: Any, stage: str, params: dict[str, Any], report: IngestReport, started: datetime
+    conn: Any,
+    stage: str,
+    params: dict[str, Any],
+    report: IngestReport,
+    started: datetime,
+    extra: dict[str, Any],
 ) -> str:
     params_json = json.dumps(params, sort_keys=True, default=str)
     run_id = hashlib.sha256(f"{stage}\n{params_json}\n{started.isoformat()}".encode()).hexdigest()[:16]
@@ -94,6 +105,7 @@ def _record_stage_run(
     summary["warnings"] = len(report.warnings)
     summary["skipped"] = len(report.skipped)
     summary["failed"] = len(report.failed)
+    summary.update(extra)
     conn.execute(
         "INSERT INTO stage_runs (id, stage, params, code_version, started_at, finished_at, status, summary)"
         " VALUES (?, ?, ?, ?, ?, ?, 'ok', ?)",
