@@ -4,26 +4,49 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from failatlas import __version__
 from failatlas.store import Store
 from ingest.model import SOURCE_COLUMNS, IngestReport, RawInsight
 
-_CHUNK = 500
+_BATCH_SCHEMA = {
+    "source_key": "str",
+    "insight_id": "str",
+    "origin": "str",
+    "extractor": "str",
+    "source_file": "str",
+    "source_line": "int",
+    "source_field": "str",
+    "label": "str",
+    "run_id": "str",
+    "task_id": "str",
+    "agent": "str",
+    "model": "str",
+    "benchmark": "str",
+    "paper_id": "str",
+    "detail": "str",
+    "phase": "str",
+    "text": "str",
+}
 
 
-def _values_sql(n_rows: int, n_cols: int) -> str:
-    row = "(" + ", ".join("?" * n_cols) + ")"
-    return ", ".join([row] * n_rows)
+def _batch_frame(insights: Sequence[RawInsight]) -> Any:
+    import polars as pl
 
-
-def _insert_chunked(conn: Any, sql_prefix: str, rows: Sequence[tuple[Any, ...]], n_cols: int) -> None:
-    for start in range(0, len(rows), _CHUNK):
-        chunk = rows[start : start + _CHUNK]
-        conn.execute(sql_prefix + _values_sql(len(chunk), n_cols), [v for row in chunk for v in row])
+    columns = (
+        list(zip(*[(*i.row(), i.phase, i.text) for i in insights], strict=True))
+        if insights
+        else [() for _ in _BATCH_SCHEMA]
+    )
+    schema = {name: pl.Int64 if kind == "int" else pl.Utf8 for name, kind in _BATCH_SCHEMA.items()}
+    return pl.DataFrame(
+        {name: list(values) for name, values in zip(schema, columns, strict=True)}, schema=schema
+    )
 
 
 def write_insights(
@@ -45,50 +68,35 @@ def write_insights(
     for insight in insights:
         unique.setdefault(insight.source_key, insight)
     started = datetime.now(UTC).replace(tzinfo=None)
-    with store.write() as conn:
-        existing: set[str] = set()
-        keys = list(unique)
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            rows = conn.execute(
-                f"SELECT source_key FROM insight_sources WHERE source_key IN ({', '.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-            existing.update(r[0] for r in rows)
-        new = [i for k, i in unique.items() if k not in existing]
-
-        by_id: dict[str, RawInsight] = {}
-        for insight in new:
-            by_id.setdefault(insight.insight_id, insight)
-        known: set[str] = set()
-        ids = list(by_id)
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            rows = conn.execute(f"SELECT id FROM insights WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
-            known.update(r[0] for r in rows.fetchall())
-        fresh = [(i, v.phase, v.text, 0) for i, v in by_id.items() if i not in known]
-        if fresh:
-            _insert_chunked(conn, "INSERT INTO insights (id, phase, text, n_occurrences) VALUES ", fresh, 4)
-        if new:
-            _insert_chunked(
-                conn,
-                f"INSERT INTO insight_sources ({', '.join(SOURCE_COLUMNS)}) VALUES ",
-                [i.row() for i in new],
-                len(SOURCE_COLUMNS),
+    # The batch travels to DuckDB as a Parquet file: binding tens of thousands of parameters is far slower.
+    with tempfile.TemporaryDirectory(prefix="failatlas-ingest-") as tmp:
+        batch_file = Path(tmp) / "batch.parquet"
+        _batch_frame(list(unique.values())).write_parquet(batch_file)
+        with store.write() as conn:
+            conn.execute(
+                "CREATE OR REPLACE TEMP TABLE ingest_batch AS SELECT b.* FROM read_parquet(?) b"
+                " ANTI JOIN insight_sources s ON s.source_key = b.source_key",
+                [str(batch_file)],
             )
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
-                conn.execute(
-                    "UPDATE insights SET n_occurrences = counts.n FROM ("
-                    " SELECT insight_id, count(*) AS n FROM insight_sources"
-                    f" WHERE insight_id IN ({', '.join('?' * len(chunk))}) GROUP BY insight_id) AS counts"
-                    " WHERE insights.id = counts.insight_id",
-                    chunk,
-                )
-        report.new_occurrences = len(new)
-        report.new_insights = len(fresh)
-        report.stage_run_id = _record_stage_run(conn, stage, params, report, started, summary or {})
-    return new
+            new_keys = {r[0] for r in conn.execute("SELECT source_key FROM ingest_batch").fetchall()}
+            n_fresh = conn.execute(
+                "INSERT INTO insights (id, phase, text, n_occurrences)"
+                " SELECT insight_id, any_value(phase), any_value(text), 0 FROM ingest_batch b"
+                " WHERE NOT EXISTS (SELECT 1 FROM insights i WHERE i.id = b.insight_id) GROUP BY insight_id"
+            ).fetchone()[0]
+            columns = ", ".join(SOURCE_COLUMNS)
+            conn.execute(f"INSERT INTO insight_sources ({columns}) SELECT {columns} FROM ingest_batch")
+            conn.execute(
+                "UPDATE insights SET n_occurrences = counts.n FROM ("
+                " SELECT insight_id, count(*) AS n FROM insight_sources"
+                " WHERE insight_id IN (SELECT insight_id FROM ingest_batch) GROUP BY insight_id) AS counts"
+                " WHERE insights.id = counts.insight_id"
+            )
+            conn.execute("DROP TABLE ingest_batch")
+            report.new_occurrences = len(new_keys)
+            report.new_insights = int(n_fresh)
+            report.stage_run_id = _record_stage_run(conn, stage, params, report, started, summary or {})
+    return [insight for key, insight in unique.items() if key in new_keys]
 
 
 def _record_stage_run(
