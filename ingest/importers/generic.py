@@ -145,9 +145,9 @@ class CsvImporter:
         problems = Problems(path)
         parsed = ParsedFile(path=path, format=self.name)
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
         try:
-            header = reader.fieldnames or []
+            header = [name.strip() for name in next(reader, [])]
         except csv.Error as exc:
             problems.add(f"unreadable CSV header: {exc}", line=1)
             problems.raise_if_any()
@@ -158,30 +158,33 @@ class CsvImporter:
                 field=options.text_column,
             )
             problems.raise_if_any()
-        start = reader.line_num + 1
         while True:
+            start = reader.line_num + 1
             try:
-                row = next(reader)
+                values = next(reader)
             except StopIteration:
                 break
             except csv.Error as exc:
                 problems.add(f"malformed CSV: {exc}", line=start)
-                start = reader.line_num + 1
                 continue
-            if None in row:
-                problems.add(f"{len(row[None])} more value(s) than header columns", line=start)
-            else:
-                insight = _row_insight(
-                    dict(row),
-                    path=path,
-                    origin="csv",
-                    key=f"{path}:{start}",
-                    line=start,
-                    options=options,
-                    problems=problems,
-                )
-                if insight is not None:
-                    parsed.insights.append(insight)
-            start = reader.line_num + 1
+            if not values:
+                continue  # a blank line
+            if len(values) > len(header):
+                problems.add(f"{len(values) - len(header)} more value(s) than header columns", line=start)
+                continue
+            row = {
+                name: (value if value != "" else None) for name, value in zip(header, values, strict=False)
+            }
+            insight = _row_insight(
+                row,
+                path=path,
+                origin="csv",
+                key=f"{path}:{start}",
+                line=start,
+                options=options,
+                problems=problems,
+            )
+            if insight is not None:
+                parsed.insights.append(insight)
         problems.raise_if_any()
         return parsed

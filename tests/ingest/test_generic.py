@@ -86,7 +86,7 @@ def test_csv_with_mapped_columns_keeps_record_start_lines_and_unknown_columns(st
         "SELECT s.source_line, s.label, s.task_id, s.paper_id, s.detail, i.phase, i.text, i.n_occurrences"
         " FROM insight_sources s JOIN insights i ON i.id = s.insight_id ORDER BY s.source_line"
     )
-    assert [r["source_line"] for r in rows] == [2, 3, 5]
+    assert [r["source_line"] for r in rows] == [2, 3, 6]
     assert rows[1]["text"] == "The baseline was run with a different tokenizer, so the comparison is unfair."
     assert rows[1]["phase"] == "implementation" and rows[1]["label"] == "baseline"
     assert json.loads(rows[0]["detail"]) == {"reviewer": "ann"}
