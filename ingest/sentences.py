@@ -59,6 +59,22 @@ _NO_ERROR = re.compile(
 )
 
 
+# A sentence that only praises ("The design correctly identifies the variables.") is not an error statement;
+# one with any of the negative cues is kept even when it also praises.
+_PRAISE = re.compile(
+    r"\b(?:correctly|properly|accurately|successfully|appropriately|matches|match the|aligns? with"
+    r"|consistent with"
+    r"|(?:is|are|was|were) (?:fully |entirely |mostly )?(?:correct|accurate|complete|sound))\b",
+    re.IGNORECASE,
+)
+_NEGATIVE = re.compile(
+    r"\b(?:not|no|never|none|fail\w*|miss\w*|incorrect\w*|wrong\w*|instead|lack\w*|omit\w*|without|error\w*"
+    r"|but|however|although|though|only|mismatch\w*|ignor\w*|unclear|incomplete|should|neither|nor|absent"
+    r"|insufficient\w*|partial\w*|inconsistent|invalid|unrelated|does ?n[o']t|did ?n[o']t|cannot|can't)\b",
+    re.IGNORECASE,
+)
+
+
 def _is_abbreviation(before: str) -> bool:
     match = _TOKEN_BEFORE.search(before)
     if not match:
@@ -113,11 +129,13 @@ def clean_sentence(sentence: str) -> str:
 
 
 def is_error_statement(sentence: str) -> bool:
-    """False for sentences that say there is no error ("N/A", "No errors found.") or hold no words."""
+    """False for sentences saying there is no error ("N/A", "No errors found."), praise only, or no words."""
     cleaned = clean_sentence(sentence)
     if not any(ch.isalpha() for ch in cleaned):
         return False
-    return not _NO_ERROR.match(cleaned)
+    if _NO_ERROR.match(cleaned):
+        return False
+    return not (_PRAISE.search(cleaned) and not _NEGATIVE.search(cleaned))
 
 
 def error_sentences(text: str | None) -> list[str]:

@@ -44,6 +44,18 @@ def test_error_sentences_drop_markers_and_no_error_statements():
     assert error_sentences(None) == []
 
 
+def test_praise_only_sentences_are_not_errors_but_mixed_ones_are():
+    text = (
+        "The design correctly identifies the independent variable. The metric matches the paper. "
+        "The design correctly varies depth but never varies width. The conclusion is correct, although "
+        "it ignores the error bars."
+    )
+    assert error_sentences(text) == [
+        "The design correctly varies depth but never varies width.",
+        "The conclusion is correct, although it ignores the error bars.",
+    ]
+
+
 def test_empty_and_whitespace_only_text_give_no_sentences():
     assert split_sentences("") == []
     assert split_sentences(" \n\t ") == []
