@@ -71,11 +71,12 @@ def _dicts(conn: Any, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
 
 def load_runs(store: Store, run_ids: Sequence[str] | None = None) -> list[RunRecord]:
     """The runs (all, or those named) with their judgements, monitor findings and validation."""
-    where, params = "", []
+    where, sub, params = "", "", []
     if run_ids is not None:
         if not run_ids:
             return []
-        where = f" WHERE r.id IN ({', '.join('?' * len(run_ids))})"
+        placeholders = ", ".join("?" * len(run_ids))
+        where, sub = f" WHERE r.id IN ({placeholders})", f" WHERE run_id IN ({placeholders})"
         params = list(run_ids)
     with store.read() as conn:
         runs = _dicts(
@@ -89,10 +90,9 @@ def load_runs(store: Store, run_ids: Sequence[str] | None = None) -> list[RunRec
             if missing:
                 raise NotFoundError(
                     f"no run(s) with id {', '.join(missing[:5])}",
-                    hint="list runs with `failatlas bench runs`",
+                    hint="run ids are the `id` column of the runs table",
                 )
         records = {r["id"]: RunRecord(run=r) for r in runs}
-        sub = where.replace("r.id", "run_id")
         for row in _dicts(conn, f"SELECT * FROM judgements{sub} ORDER BY run_id, phase, judge", params):
             if row["run_id"] in records:
                 records[row["run_id"]].judgements.append(row)
