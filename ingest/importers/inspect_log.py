@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import re
+import struct
+import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from failatlas.errors import InputError
 from ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
@@ -62,29 +64,54 @@ def _phase_of(scorer: str, default: str) -> str:
     return next((p for p in PHASES if p in tokens), default)
 
 
+_ZIP_ZSTANDARD = 93  # the compression Inspect writes .eval members with; Python's zipfile reads it from 3.14
+
+
+def _read_member(archive: zipfile.ZipFile, handle: BinaryIO, info: zipfile.ZipInfo) -> bytes:
+    if info.compress_type != _ZIP_ZSTANDARD or sys.version_info >= (3, 14):
+        return archive.read(info)
+    try:
+        import zstandard
+    except ImportError as exc:
+        raise InputError(
+            "the .eval archive is zstandard-compressed and the zstandard package is not installed",
+            hint="pip install zstandard, or convert the log with `inspect log convert --to json`",
+        ) from exc
+    handle.seek(info.header_offset)
+    local_header = handle.read(30)
+    name_length, extra_length = struct.unpack("<HH", local_header[26:30])
+    handle.seek(info.header_offset + 30 + name_length + extra_length)
+    raw = handle.read(info.compress_size)
+    return zstandard.ZstdDecompressor().decompress(raw, max_output_size=max(info.file_size, 1))
+
+
 def _read_eval_zip(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            header_name = "header.json" if "header.json" in names else "_journal/start.json"
-            if header_name not in names:
+        with open(path, "rb") as handle, zipfile.ZipFile(handle) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            header_name = "header.json" if "header.json" in members else "_journal/start.json"
+            if header_name not in members:
                 raise InputError("no header.json in the .eval archive", path=str(path))
-            header = json.loads(archive.read(header_name))
+            header = json.loads(_read_member(archive, handle, members[header_name]))
             samples = [
-                json.loads(archive.read(n))
-                for n in sorted(names)
-                if n.startswith("samples/") and n.endswith(".json")
+                json.loads(_read_member(archive, handle, members[name]))
+                for name in sorted(members)
+                if name.startswith("samples/") and name.endswith(".json")
             ]
     except zipfile.BadZipFile as exc:
         raise InputError(f"not a valid .eval archive: {exc}", path=str(path)) from exc
-    except NotImplementedError as exc:
+    except InputError as exc:
+        if exc.path is None:
+            raise InputError(str(exc), path=str(path), hint=exc.hint) from exc
+        raise
+    except (NotImplementedError, zipfile.LargeZipFile, OSError) as exc:
         raise InputError(
             f"cannot decompress the .eval archive: {exc}",
             path=str(path),
-            hint="re-save the log as JSON with `inspect log convert --to json`",
+            hint="convert the log with `inspect log convert --to json`",
         ) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON inside the .eval archive: {exc.msg}", path=str(path)) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"invalid JSON inside the .eval archive: {exc}", path=str(path)) from exc
     return header, samples
 
 

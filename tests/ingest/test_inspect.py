@@ -89,3 +89,25 @@ def test_score_values_read_like_inspect():
         0.5,
         None,
     ]
+
+
+def test_real_zstd_eval_log_written_by_inspect(store, fixtures):
+    """`research-repro-real.eval` was written by inspect-ai 0.3.285 itself (see make_real_eval_log.py)."""
+    path = fixtures / "inspect" / "research-repro-real.eval"
+    report = import_insights(store, path)
+    rows = _rows(store)
+    assert [(r["task_id"], r["phase"], r["text"]) for r in rows] == [
+        (
+            "bert-ablation",
+            "design",
+            "The submission reports scores on the validation split instead of the test split.",
+        ),
+        ("bert-ablation", "design", "It also omits the baseline."),
+        ("gnn-depth", "design", "The design only tries two depths, too few to show where accuracy peaks."),
+        ("vit-patch-size", "execution", "Execution failed: required Python module is not installed"),
+    ]
+    assert {(r["benchmark"], r["model"], r["agent"]) for r in rows} == {
+        ("research_repro", "mockllm/model", "maybe_crash+generate")
+    }
+    assert json.loads(rows[3]["detail"])["module"] == "timm"
+    assert report.skipped == []
