@@ -1,9 +1,9 @@
 """The LLM extractor: one call per run returning short, error-only, domain-specific insights per phase.
 
-Follows the EXP-Bench paper's insight extraction. Written against a two-line protocol, `StructuredLLM`, so any
-client with `structured(messages, schema) -> result` (with `.ok`, `.value`, `.error`) fits, FailAtlas's
-`bench_core.llm` client included. Inputs longer than a field's budget are cut with an explicit marker saying
-how much was left out, never silently.
+Follows the EXP-Bench paper's insight extraction. Written against a small protocol, `StructuredLLM`, so any
+client with `structured(messages, schema, *, run_id, purpose) -> result` (with `.ok`, `.value`, `.error`)
+fits, FailAtlas's `bench_core.llm` client included (it caches and logs each call in `llm_calls`). Inputs
+longer than a field's budget are cut with an explicit marker saying how much was left out, never silently.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from failatlas.errors import ConfigError
+from failatlas.errors import ConfigError, InfrastructureError
+from failatlas.store import Store
 from ingest.model import RawInsight
 from ingest.runs import RunRecord
 
+PURPOSE = "ingest:extract"
 FIELD_BUDGET = 4000
 LOG_BUDGET = 2000
 
@@ -54,7 +56,14 @@ class StructuredResult(Protocol):
 class StructuredLLM(Protocol):
     """Any client that answers chat messages with a value conforming to a pydantic schema."""
 
-    def structured(self, messages: list[dict[str, str]], schema: type[BaseModel]) -> StructuredResult: ...
+    def structured(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel],
+        *,
+        run_id: str | None = None,
+        purpose: str | None = None,
+    ) -> StructuredResult: ...
 
 
 def _cut(text: str | None, budget: int, *, keep: Literal["head", "tail"] = "head") -> str:
@@ -106,12 +115,25 @@ class LLMExtractor:
         self.llm = llm
 
     def extract(self, records: Sequence[RunRecord]) -> ExtractionOutcome:
-        """Insights of every run whose call succeeded; a failed call is listed in `failed`, never guessed."""
+        """Insights of every run whose call succeeded; a failed call is listed in `failed`, never guessed.
+
+        When the endpoint itself fails (an InfrastructureError), the remaining runs are not attempted.
+        """
         outcome = ExtractionOutcome()
-        for record in records:
+        for position, record in enumerate(records):
             messages = build_messages(record)
             prompt_sha = hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
-            result = self.llm.structured(messages, ExtractedInsights)
+            try:
+                result = self.llm.structured(
+                    messages, ExtractedInsights, run_id=record.run_id, purpose=PURPOSE
+                )
+            except InfrastructureError as exc:
+                outcome.failed.append(f"run {record.run_id}: LLM endpoint failed: {exc}")
+                outcome.failed.extend(
+                    f"run {r.run_id}: not attempted after the endpoint failed"
+                    for r in records[position + 1 :]
+                )
+                break
             if not result.ok:
                 outcome.failed.append(f"run {record.run_id}: LLM extraction failed: {result.error}")
                 continue
@@ -144,20 +166,16 @@ class LLMExtractor:
         return outcome
 
 
-def default_extractor_llm() -> StructuredLLM:
+def default_extractor_llm(store: Store | None = None) -> StructuredLLM:
     """The client configured for the role "extractor" in `bench_core.llm`; ConfigError when there is none."""
     hint = "configure an OpenAI-compatible endpoint for the role 'extractor' or use --extractor deterministic"
     try:
-        from bench_core import llm as llm_layer
+        from bench_core.llm import client_for_role, not_configured_reason
     except ImportError as exc:
         raise ConfigError(
-            "no LLM for the role 'extractor': bench_core.llm is not installed", hint=hint
+            "no LLM for the role 'extractor': bench_core.llm offers no client", hint=hint
         ) from exc
-    resolve = getattr(llm_layer, "resolve_config", None)
-    make_client = getattr(llm_layer, "client_for", None) or getattr(llm_layer, "LLMClient", None)
-    if resolve is None or make_client is None:
-        raise ConfigError("no LLM for the role 'extractor': bench_core.llm offers no client yet", hint=hint)
-    config = resolve("extractor")
-    if config is None:
-        raise ConfigError("no LLM endpoint is configured for the role 'extractor'", hint=hint)
-    return make_client(config)
+    client = client_for_role("extractor", store)
+    if client is None:
+        raise ConfigError(not_configured_reason("extractor"), hint=hint)
+    return client

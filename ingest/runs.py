@@ -286,7 +286,7 @@ def extract_from_runs(
     else:
         from ingest.llm_extractor import LLMExtractor, default_extractor_llm
 
-        client = llm if llm is not None else default_extractor_llm()
+        client = llm if llm is not None else default_extractor_llm(store)
         done = set() if redo else _runs_extracted_by_llm(store)
         todo = []
         for record in usable:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from failatlas.errors import ConfigError, NotFoundError
+from failatlas.errors import ConfigError, InfrastructureError, NotFoundError
 from ingest import extract_from_runs
 from ingest.llm_extractor import ExtractedInsights
 from tests.ingest.conftest import table_snapshot
@@ -218,9 +218,12 @@ class FakeStructuredLLM:
         self.answers = answers
         self.calls = []
 
-    def structured(self, messages, schema):
-        assert schema is ExtractedInsights
+    def structured(self, messages, schema, *, run_id=None, purpose=None):
+        assert schema is ExtractedInsights and purpose == "ingest:extract"
+        assert run_id in {"run-a", "run-b", "run-c"}
         self.calls.append(messages)
+        if isinstance(self.answers.get("*"), Exception):
+            raise self.answers["*"]
         prompt = messages[-1]["content"]
         for marker, answer in self.answers.items():
             if marker in prompt:
@@ -278,6 +281,17 @@ def test_llm_answers_outside_the_schema_are_failures_not_insights(scored):
     )
     report = extract_from_runs(scored, extractor="llm", llm=fake, run_ids=["run-a"])
     assert report.failed and "does not fit the schema" in report.failed[0]
+    assert report.new_occurrences == 0
+
+
+def test_an_endpoint_failure_stops_the_llm_extractor_and_is_reported(scored):
+    fake = FakeStructuredLLM({"*": InfrastructureError("endpoint unreachable after 3 attempts")})
+    report = extract_from_runs(scored, extractor="llm", llm=fake)
+    assert len(fake.calls) == 1
+    assert report.failed == [
+        "run run-a: LLM endpoint failed: endpoint unreachable after 3 attempts",
+        "run run-b: not attempted after the endpoint failed",
+    ]
     assert report.new_occurrences == 0
 
 
