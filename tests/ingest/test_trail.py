@@ -3,6 +3,7 @@ from collections import Counter
 
 import pytest
 
+from failatlas.errors import InputError
 from ingest import detect_format, import_insights
 from ingest.importers.trail import TAXONOMY, normalise_category
 
@@ -94,3 +95,25 @@ def test_category_spellings_are_normalised_to_the_taxonomy():
     assert normalise_category("Tool Selection") == "Tool Selection Errors"
     assert normalise_category("Task Orchestration Errors") == "Task Orchestration"
     assert set(README_LABELS) <= set(TAXONOMY)
+
+
+def test_broken_annotation_file_names_its_line_and_commas_inside_strings_are_kept(store, tmp_path):
+    folder = tmp_path / "annotations_gaia"
+    folder.mkdir()
+    good = folder / "t1.json"
+    good.write_text(
+        '{"trace_id": "t1", "errors": [\n  {"category": "Goal deviation", "location": "a",\n'
+        '   "evidence": "x, }", "description": "Stopped early, ]", "impact": "LOW"},\n]}\n'
+    )
+    report = import_insights(store, good)
+    assert report.warnings == [f"{good}:3: trailing comma before ']' accepted (the file is not strict JSON)"]
+    row = store.query_dicts(
+        "SELECT i.text, s.label, s.benchmark FROM insight_sources s JOIN insights i ON i.id = s.insight_id"
+    )[0]
+    assert row == {"text": "Stopped early, ]", "label": "Goal Deviation", "benchmark": "trail-gaia"}
+    broken = folder / "t2.json"
+    broken.write_text(
+        '{"trace_id": "t2", "errors": [\n  {"category": "Goal Deviation"\n  "evidence": "x"}]}\n'
+    )
+    with pytest.raises(InputError, match=r"t2.json:3: invalid JSON"):
+        import_insights(store, broken, fmt="trail")
