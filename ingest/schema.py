@@ -19,7 +19,7 @@ MIGRATIONS = [
             source_key VARCHAR PRIMARY KEY,    -- one per occurrence: re-importing adds nothing
             insight_id VARCHAR NOT NULL,       -- insights.id
             origin VARCHAR NOT NULL,           -- run | trail | jsonl | csv | expbench | inspect
-            extractor VARCHAR NOT NULL,        -- deterministic | llm | import
+            extractor VARCHAR NOT NULL DEFAULT 'import',  -- deterministic | llm | import
             source_file VARCHAR,               -- absolute path of the imported file; NULL for runs
             source_line INTEGER,               -- 1-based line in source_file where the row starts, if known
             source_field VARCHAR,              -- e.g. judgements.design.error_analysis, description
