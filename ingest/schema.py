@@ -1,4 +1,4 @@
-"""Tables owned by `ingest`: raw failure insights (documented in docs/STORE.md)."""
+"""Tables owned by `ingest`: raw failure insights and every place each was stated (docs/store/ingest.md)."""
 
 from failatlas.store import Migration
 
@@ -9,29 +9,29 @@ MIGRATIONS = [
         name="insights",
         sql="""
         CREATE TABLE insights (
-            id VARCHAR PRIMARY KEY,            -- sha256 of (phase, text), first 16 hex digits
-            phase VARCHAR NOT NULL,            -- design | implementation | execution | conclusion | monitor | other
-            text VARCHAR NOT NULL,
-            n_occurrences INTEGER NOT NULL,    -- how many sources stated exactly this insight
+            id VARCHAR PRIMARY KEY,            -- sha256 of phase and normalised text, 16 hex digits
+            phase VARCHAR NOT NULL,            -- design|implementation|execution|conclusion|monitor|other
+            text VARCHAR NOT NULL,             -- whitespace-normalised
+            n_occurrences INTEGER NOT NULL,    -- number of insight_sources rows with this insight_id
             first_seen TIMESTAMP NOT NULL DEFAULT current_timestamp
         );
         CREATE TABLE insight_sources (
+            source_key VARCHAR PRIMARY KEY,    -- one per occurrence: re-importing adds nothing
             insight_id VARCHAR NOT NULL,       -- insights.id
-            source_key VARCHAR NOT NULL,       -- unique per occurrence: re-importing the same file adds nothing
-            origin VARCHAR NOT NULL,           -- run | trail | jsonl | csv | expbench_judge | inspect
-            source_file VARCHAR,
-            source_line INTEGER,
-            source_field VARCHAR,              -- e.g. design_error_analysis, description
-            label VARCHAR,                     -- human label where the source has one
+            origin VARCHAR NOT NULL,           -- run | trail | jsonl | csv | expbench | inspect
+            extractor VARCHAR NOT NULL DEFAULT 'import',  -- deterministic | llm | import
+            source_file VARCHAR,               -- absolute path of the imported file; NULL for runs
+            source_line INTEGER,               -- 1-based line in source_file where the row starts, if known
+            source_field VARCHAR,              -- e.g. judgements.design.error_analysis, description
+            label VARCHAR,                     -- human label where the source has one (TRAIL category)
             run_id VARCHAR,
             task_id VARCHAR,
             agent VARCHAR,
             model VARCHAR,
             benchmark VARCHAR,
             paper_id VARCHAR,
-            detail JSON,                       -- extractor-specific extras (e.g. the missing module's name)
-            imported_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
-            PRIMARY KEY (source_key)
+            detail JSON,                       -- source-specific extras (missing module, TRAIL impact, score)
+            imported_at TIMESTAMP NOT NULL DEFAULT current_timestamp
         );
         """,
     ),

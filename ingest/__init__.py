@@ -1,0 +1,31 @@
+"""Raw failure insights: from our own runs (judges, monitor, validator) and from other tools' files."""
+
+from ingest.importers import FORMATS, IMPORTERS, detect_format, import_insights, parse_file
+from ingest.llm_extractor import LLMExtractor, StructuredLLM
+from ingest.model import PHASES, IngestReport, RawInsight, insight_id, normalise_text
+from ingest.runs import extract_from_runs
+from ingest.sentences import error_sentences, split_sentences
+from ingest.signatures import SIGNATURE_PATTERNS, Signature, error_signatures
+from ingest.stats import insight_stats
+
+__all__ = [
+    "FORMATS",
+    "IMPORTERS",
+    "PHASES",
+    "SIGNATURE_PATTERNS",
+    "IngestReport",
+    "LLMExtractor",
+    "RawInsight",
+    "Signature",
+    "StructuredLLM",
+    "detect_format",
+    "error_sentences",
+    "error_signatures",
+    "extract_from_runs",
+    "import_insights",
+    "insight_id",
+    "insight_stats",
+    "normalise_text",
+    "parse_file",
+    "split_sentences",
+]

@@ -1,0 +1,78 @@
+"""`failatlas ingest`: collect raw failure insights from files and from runs; show what is stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from failatlas.cli_support import console, err_console, store
+from ingest.importers import FORMATS, import_insights
+from ingest.model import PHASES, IngestReport
+from ingest.runs import EXTRACTORS, extract_from_runs
+from ingest.stats import insight_stats
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _print_report(report: IngestReport) -> None:
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    for item in report.skipped:
+        err_console.print(f"skipped: {item}", highlight=False, soft_wrap=True)
+    for item in report.failed:
+        err_console.print(f"[red]failed:[/] {item}", highlight=False, soft_wrap=True)
+    console.print(report.summary(), highlight=False)
+
+
+@app.command("file")
+def file_command(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to import.")],
+    fmt: Annotated[str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")] = "auto",
+    text: Annotated[
+        str, typer.Option("--text", help="TRAIL: insight text field, description|evidence.")
+    ] = "description",
+    text_column: Annotated[str, typer.Option(help="JSONL/CSV: column holding the insight text.")] = "text",
+    phase_column: Annotated[str, typer.Option(help="JSONL/CSV: column holding the phase.")] = "phase",
+    label_column: Annotated[str, typer.Option(help="JSONL/CSV: column holding a human label.")] = "label",
+    phase: Annotated[
+        str, typer.Option(help=f"Phase where a file gives none: {', '.join(PHASES)}.")
+    ] = "other",
+) -> None:
+    """Import insights from JSONL/CSV, TRAIL, EXP-Bench judge outputs or Inspect AI logs (all-or-nothing)."""
+    report = import_insights(
+        store(),
+        paths,
+        fmt=fmt,
+        text_field=text,
+        text_column=text_column,
+        phase_column=phase_column,
+        label_column=label_column,
+        default_phase=phase,
+    )
+    _print_report(report)
+
+
+@app.command("runs")
+def runs_command(
+    extractor: Annotated[str, typer.Option(help=f"One of: {', '.join(EXTRACTORS)}.")] = "deterministic",
+    run: Annotated[list[str] | None, typer.Option("--run", help="Only this run id (repeatable).")] = None,
+    redo: Annotated[bool, typer.Option(help="LLM: extract again from runs already extracted.")] = False,
+) -> None:
+    """Extract insights from runs' judge analyses, monitor findings and validator outcomes."""
+    report = extract_from_runs(store(), extractor=extractor, run_ids=run or None, redo=redo)
+    _print_report(report)
+
+
+@app.command("stats")
+def stats_command() -> None:
+    """Show stored insights and occurrences per phase and origin."""
+    rows = insight_stats(store(create=False))
+    table = Table("phase", "origin", "insights", "occurrences", "labelled")
+    for row in rows:
+        table.add_row(row.phase, row.origin, str(row.insights), str(row.occurrences), str(row.labelled))
+    console.print(table)
+    if not rows:
+        console.print("no insights yet: run `failatlas ingest file PATH` or `failatlas ingest runs`")

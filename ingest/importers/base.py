@@ -1,0 +1,167 @@
+"""What every importer shares: options, the parsed-file result, problem collection and lenient JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from failatlas.errors import InputError
+from ingest.model import PHASES, RawInsight
+
+MAX_LISTED_PROBLEMS = 20
+
+
+class ImportOptions(BaseModel):
+    """How files are read. Column options apply to generic JSONL/CSV, `text_field` to TRAIL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text_field: Literal["description", "evidence"] = "description"
+    text_column: str = "text"
+    phase_column: str = "phase"
+    label_column: str = "label"
+    default_phase: str = "other"
+    inspect_pass_threshold: float = 1.0
+
+    @field_validator("default_phase")
+    @classmethod
+    def _known_phase(cls, value: str) -> str:
+        if value not in PHASES:
+            raise ValueError(f"unknown phase {value!r}; expected one of {', '.join(PHASES)}")
+        return value
+
+
+@dataclass
+class ParsedFile:
+    """Every occurrence one file holds, validated, plus warnings and what was left out on purpose."""
+
+    path: Path
+    format: str
+    insights: list[RawInsight] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+class Importer(Protocol):
+    """Reads one file format. `sniff` looks at a file cheaply; `parse` validates all of it or raises."""
+
+    name: str
+
+    def sniff(self, path: Path, head: str) -> bool: ...
+
+    def parse(self, path: Path, options: ImportOptions) -> ParsedFile: ...
+
+
+class Problems:
+    """Collects every bad row of one file, then raises one InputError naming file, line and field of each."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.items: list[tuple[int | None, str | None, str]] = []
+
+    def add(self, message: str, *, line: int | None = None, field: str | None = None) -> None:
+        self.items.append((line, field, message))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def _where(self, line: int | None, field: str | None) -> str:
+        where = str(self.path) + (f":{line}" if line is not None else "")
+        return where + (f" field '{field}'" if field else "")
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        line, field_name, message = self.items[0]
+        rest = self.items[1:MAX_LISTED_PROBLEMS]
+        if rest:
+            message += "; also " + "; ".join(f"{self._where(ln, f)}: {m}" for ln, f, m in rest)
+        if len(self.items) > MAX_LISTED_PROBLEMS:
+            message += f"; and {len(self.items) - MAX_LISTED_PROBLEMS} more"
+        error = InputError(
+            message,
+            path=str(self.path),
+            line=line,
+            field=field_name,
+            hint=f"{len(self.items)} bad row(s); fix them and import the file again (nothing was imported)",
+        )
+        error.problems = [(ln, f, m) for ln, f, m in self.items]  # type: ignore[attr-defined]
+        raise error
+
+
+def _trailing_commas(text: str) -> list[int]:
+    """Offsets of commas outside strings that are followed only by whitespace and a closing bracket."""
+    found: list[int] = []
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == ",":
+            j = i + 1
+            while j < len(text) and text[j] in " \t\r\n":
+                j += 1
+            if j < len(text) and text[j] in "]}":
+                found.append(i)
+    return found
+
+
+def load_json_lenient(path: Path, text: str | None = None) -> tuple[Any, list[str]]:
+    """Parse a JSON document, accepting trailing commas (each reported as a warning with its line)."""
+    if text is None:
+        text = read_text(path)
+    try:
+        return json.loads(text), []
+    except json.JSONDecodeError as exc:
+        first_error = exc
+    commas = _trailing_commas(text)
+    if commas:
+        drop = set(commas)
+        cleaned = "".join(ch for i, ch in enumerate(text) if i not in drop)
+        try:
+            value = json.loads(cleaned)
+        except json.JSONDecodeError:
+            pass
+        else:
+            warnings = [
+                f"{path}:{text.count(chr(10), 0, at) + 1}: trailing comma before "
+                f"'{text[at + 1 :].lstrip()[0]}' accepted (the file is not strict JSON)"
+                for at in commas
+            ]
+            return value, warnings
+    raise InputError(
+        f"invalid JSON: {first_error.msg} (column {first_error.colno})",
+        path=str(path),
+        line=first_error.lineno,
+    )
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc}", path=str(path)) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+
+
+def as_text(value: Any) -> str | None:
+    """A provenance value as text: None and blank strings become None, numbers become their string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        return value or None
+    if isinstance(value, bool | int | float):
+        return str(value)
+    return json.dumps(value, sort_keys=True)
