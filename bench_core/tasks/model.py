@@ -86,7 +86,7 @@ class Masking(_Model):
     )
     overlay: str | None = Field(
         default=None,
-        description="folder (relative to the task file) whose files replace the reference files in the agent's "
+        description="folder (relative to the task file) whose files replace reference files in the agent's "
         "tree: the base version of an extension task",
     )
 
