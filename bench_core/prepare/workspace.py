@@ -154,17 +154,25 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
     task over it, stubs masked functions, compiles every .py file, then commits everything as the only
     commit of a new repository. Raises InputError for a masked path or function that does not exist, and
     GroundTruthLeakError if the answer, a hidden test, the task spec or masked code can still be found in
-    the tree or its git objects.
+    the tree or its git objects. On any error the half-built `dest` is deleted.
     """
     source = source_tree(task, repo)
-    dest = _fresh_dest(dest, source, force, task)
-    warnings: list[str] = []
-    removed: list[str] = []
     for rel in task.masking.files:
         _check_relative(task, rel, "masking.files")
         if not (source / rel).exists():
             raise InputError(f"task {task.id}: a masked file does not exist in the repository", path=rel,
                              field="masking.files")
+    dest = _fresh_dest(dest, source, force, task)
+    try:
+        return _build(task, source, dest)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def _build(task: TaskSpec, source: Path, dest: Path) -> PreparedWorkspace:
+    warnings: list[str] = []
+    removed: list[str] = []
     _copy_tree(source, dest, warnings)
     for rel in task.masking.files:
         _remove(dest, rel)
@@ -194,7 +202,7 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
 
 def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: list[str],
                   warnings: list[str]) -> None:
-    """Raise GroundTruthLeakError, deleting `dest`, if the tree or its git objects hold ground truth."""
+    """Raise GroundTruthLeakError if the prepared tree or its git objects hold ground truth."""
     problems = []
     if commit_count(dest) != 1:
         problems.append("the repository has more than one commit")
@@ -212,6 +220,5 @@ def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: li
     documents = ((f"git {kind} {oid}", content) for oid, kind, content in iter_objects(dest))
     problems.extend(f"{label} found in {where}" for where, label in find_leaks(documents, secrets.secrets))
     if problems:
-        shutil.rmtree(dest)
         raise GroundTruthLeakError(f"task {task.id}: the prepared workspace {dest} leaks ground truth: "
                                    + "; ".join(problems[:10]) + (" ..." if len(problems) > 10 else ""))

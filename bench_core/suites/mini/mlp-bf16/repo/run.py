@@ -32,7 +32,7 @@ def describe_device(device: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--device", default=os.environ.get("FAILATLAS_DEVICE", "cuda"))
+    parser.add_argument("--device", default=os.environ.get("FAILATLAS_DEVICE") or "cuda")
     device = parser.parse_args().device
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("this experiment needs a CUDA GPU and none is visible; "
