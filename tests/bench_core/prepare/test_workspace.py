@@ -208,3 +208,9 @@ def test_hidden_tests_fail_on_masked_tree_and_pass_on_reference(task_id: str, tm
     reference = run_hidden_tests(task, reference_workspace(task, tmp_path / "reference"))
     assert reference.passed, reference.output
     assert reference.tests >= 3
+
+
+def test_hidden_tests_need_a_task_that_has_them(tmp_path: Path) -> None:
+    task = _task("tree-depth")
+    with pytest.raises(InputError, match="no hidden tests"):
+        run_hidden_tests(task, reference_workspace(task, tmp_path / "reference"))
