@@ -62,13 +62,21 @@ def commit_count(path: Path) -> int:
 
 
 def iter_objects(path: Path) -> Iterator[tuple[str, str, bytes]]:
-    """(object id, type, content) for every object in the repository's database, reachable or not."""
-    out = git(path, "cat-file", "--batch-all-objects", "--batch")
-    pos = 0
-    while pos < len(out):
-        header_end = out.index(b"\n", pos)
-        oid, kind, size = out[pos:header_end].decode().split(" ")
-        start = header_end + 1
-        end = start + int(size)
-        yield oid, kind, out[start:end]
-        pos = end + 1
+    """(object id, type, content) for every object in the repository's database, reachable or not.
+
+    Streams from one `git cat-file --batch-all-objects --batch`, so large repositories are not held in memory.
+    """
+    executable = shutil.which("git")
+    if executable is None:
+        raise InfrastructureError("git is not installed", hint="install git to prepare task workspaces")
+    command = [executable, "cat-file", "--batch-all-objects", "--batch"]
+    with subprocess.Popen(command, cwd=path, env=_git_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as process:
+        assert process.stdout is not None
+        while header := process.stdout.readline():
+            oid, kind, size = header.decode().split()
+            content = process.stdout.read(int(size))
+            process.stdout.read(1)
+            yield oid, kind, content
+    if process.returncode != 0:
+        raise InfrastructureError(f"git cat-file failed in {path}")

@@ -26,8 +26,11 @@ class GroundTruthLeakError(FailAtlasError, RuntimeError):
 
 @dataclass(frozen=True)
 class Secret:
+    """`hard` secrets block the workspace; soft ones (code that may legitimately be duplicated) only warn."""
+
     label: str
     text: str
+    hard: bool = True
 
 
 def normalise(text: str) -> str:
@@ -51,16 +54,17 @@ class SecretSet:
         self.secrets: list[Secret] = []
         self.skipped: list[str] = []
 
-    def add(self, label: str, text: str | None) -> None:
+    def add(self, label: str, text: str | None, *, hard: bool = True) -> None:
         if not text:
             return
         norm = normalise(text)
         if len(norm) >= MIN_SECRET_CHARS:
-            self.secrets.append(Secret(label, norm))
+            self.secrets.append(Secret(label, norm, hard))
         elif norm:
             self.skipped.append(label)
 
-    def add_python(self, label: str, source: str, qualnames: Iterable[str] | None = None) -> None:
+    def add_python(self, label: str, source: str, qualnames: Iterable[str] | None = None, *,
+                   hard: bool = True) -> None:
         """Function bodies of `source` (all of them, or only `qualnames`)."""
         try:
             bodies = function_bodies(source)
@@ -68,7 +72,7 @@ class SecretSet:
             return
         wanted = set(bodies) if qualnames is None else set(qualnames)
         for qualname in sorted(wanted & set(bodies)):
-            self.add(f"{label}::{qualname}", bodies[qualname])
+            self.add(f"{label}::{qualname}", bodies[qualname], hard=hard)
 
 
 def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
@@ -82,7 +86,7 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
         if path.is_file():
             text = path.read_text(errors="replace")
             secrets.add(f"hidden test {hidden}", text)
-            secrets.add_python(f"hidden test {hidden}", text)
+            secrets.add_python(f"hidden test {hidden}", text, hard=False)
     for rel in task.masking.files:
         path = reference / rel
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -90,7 +94,8 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
             text = file.read_text(errors="replace")
             secrets.add(f"masked file {file.relative_to(reference)}", text)
             if file.suffix == ".py":
-                secrets.add_python(f"masked file {file.relative_to(reference)}", text)
+                # A masked file's helpers may be copied elsewhere in the repository on purpose: warn only.
+                secrets.add_python(f"masked file {file.relative_to(reference)}", text, hard=False)
     by_path: dict[str, list[str]] = {}
     for ref in task.masking.functions:
         by_path.setdefault(ref.path, []).append(ref.qualname)
@@ -119,10 +124,10 @@ def _overlay_secrets(secrets: SecretSet, reference: Path, overlay: Path) -> None
                 secrets.add(f"extension code {rel}::{qualname}", body)
 
 
-def find_leaks(documents: Iterable[tuple[str, bytes]], secrets: list[Secret]) -> list[tuple[str, str]]:
-    """(where, secret label) for every secret found in the named documents."""
+def find_leaks(documents: Iterable[tuple[str, bytes]], secrets: list[Secret]) -> list[tuple[str, Secret]]:
+    """(where, secret) for every secret found in the named documents."""
     found = []
     for where, content in documents:
         text = normalise(content.decode(errors="replace"))
-        found.extend((where, secret.label) for secret in secrets if secret.text in text)
+        found.extend((where, secret) for secret in secrets if secret.text in text)
     return found

@@ -157,6 +157,16 @@ def test_masked_body_copied_elsewhere_is_refused(tmp_path: Path) -> None:
         prepare_workspace(task, tmp_path / "agent", repo=repo)
 
 
+def test_helper_of_a_masked_file_copied_elsewhere_only_warns(tmp_path: Path) -> None:
+    task, repo = _toy_task(tmp_path, files=["core.py"])
+    (repo / "other.py").write_text("def spare(x):\n    return (x * 40 + 2) // (x if x else 1) + 1234567\n")
+    prepared = prepare_workspace(task, tmp_path / "agent", repo=repo)
+    assert any(w.startswith("possible leak: masked file core.py::secret_formula") for w in prepared.warnings)
+    (repo / "copy.py").write_text((repo / "core.py").read_text())
+    with pytest.raises(GroundTruthLeakError, match="masked file core.py found"):
+        prepare_workspace(task, tmp_path / "again", repo=repo)
+
+
 def test_symlink_out_of_the_repository_is_dropped(tmp_path: Path) -> None:
     task, repo = _toy_task(tmp_path, functions=[{"path": "core.py", "qualname": "secret_formula"}])
     outside = tmp_path / "answers.txt"
