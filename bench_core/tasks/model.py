@@ -84,6 +84,11 @@ class Masking(_Model):
     maskable_functions: list[FunctionRef] = Field(
         default_factory=list, description="AutoExperiment: the functions from which n-combinations are drawn"
     )
+    overlay: str | None = Field(
+        default=None,
+        description="folder (relative to the task file) whose files replace reference files in the agent's "
+        "tree: the base version of an extension task",
+    )
 
     @field_validator("files", "remove_also")
     @classmethod

@@ -1,0 +1,26 @@
+"""Preparing repositories for agents: masking files and functions, fresh history, no ground truth."""
+
+from bench_core.prepare.combinations import function_combinations
+from bench_core.prepare.hidden_tests import HiddenTestReport, run_hidden_tests
+from bench_core.prepare.leaks import GroundTruthLeakError
+from bench_core.prepare.stubs import function_bodies, stub_functions, stubbed_correctly
+from bench_core.prepare.workspace import (
+    PreparedWorkspace,
+    prepare_workspace,
+    reference_workspace,
+    source_tree,
+)
+
+__all__ = [
+    "GroundTruthLeakError",
+    "HiddenTestReport",
+    "PreparedWorkspace",
+    "function_bodies",
+    "function_combinations",
+    "prepare_workspace",
+    "reference_workspace",
+    "run_hidden_tests",
+    "source_tree",
+    "stub_functions",
+    "stubbed_correctly",
+]

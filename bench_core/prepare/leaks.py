@@ -1,0 +1,133 @@
+"""Ground truth that must never reach an agent, and a scan of a prepared tree for it.
+
+A secret is a piece of text (normalised: lower case, whitespace collapsed) whose presence anywhere in the
+agent's tree or its git objects means the agent could read the answer: the expected conclusion, the task spec
+file, hidden tests, masked files and the bodies of masked functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_core.prepare.stubs import function_bodies
+from bench_core.tasks.model import TaskSpec
+from failatlas.errors import FailAtlasError
+
+MIN_SECRET_CHARS = 30
+
+
+class GroundTruthLeakError(FailAtlasError, RuntimeError):
+    """A prepared workspace holds ground truth (answer, hidden test, masked code): never hand it out."""
+
+    exit_code = 7
+
+
+@dataclass(frozen=True)
+class Secret:
+    """`hard` secrets block the workspace; soft ones (code that may legitimately be duplicated) only warn."""
+
+    label: str
+    text: str
+    hard: bool = True
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def task_path(task: TaskSpec, path: str) -> Path:
+    """A path from the task spec: absolute as given, else relative to the task file's folder (or the cwd)."""
+    candidate = Path(path)
+    if candidate.is_absolute():
+        return candidate
+    if task.source:
+        return Path(task.source).parent / candidate
+    return candidate
+
+
+class SecretSet:
+    """Collects secrets; texts shorter than MIN_SECRET_CHARS are skipped with a note (they match too much)."""
+
+    def __init__(self) -> None:
+        self.secrets: list[Secret] = []
+        self.skipped: list[str] = []
+
+    def add(self, label: str, text: str | None, *, hard: bool = True) -> None:
+        if not text:
+            return
+        norm = normalise(text)
+        if len(norm) >= MIN_SECRET_CHARS:
+            self.secrets.append(Secret(label, norm, hard))
+        elif norm:
+            self.skipped.append(label)
+
+    def add_python(self, label: str, source: str, qualnames: Iterable[str] | None = None, *,
+                   hard: bool = True) -> None:
+        """Function bodies of `source` (all of them, or only `qualnames`)."""
+        try:
+            bodies = function_bodies(source)
+        except SyntaxError:
+            return
+        wanted = set(bodies) if qualnames is None else set(qualnames)
+        for qualname in sorted(wanted & set(bodies)):
+            self.add(f"{label}::{qualname}", bodies[qualname], hard=hard)
+
+
+def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
+    """Everything from `task` and its reference tree that the agent's tree must not contain."""
+    secrets = SecretSet()
+    secrets.add("expected conclusion", task.expected_conclusion)
+    if task.source and Path(task.source).is_file():
+        secrets.add(f"task spec {Path(task.source).name}", Path(task.source).read_text(errors="replace"))
+    for hidden in task.implementation.hidden_tests:
+        path = task_path(task, hidden)
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            secrets.add(f"hidden test {hidden}", text)
+            secrets.add_python(f"hidden test {hidden}", text, hard=False)
+    for rel in task.masking.files:
+        path = reference / rel
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            text = file.read_text(errors="replace")
+            secrets.add(f"masked file {file.relative_to(reference)}", text)
+            if file.suffix == ".py":
+                # A masked file's helpers may be copied elsewhere in the repository on purpose: warn only.
+                secrets.add_python(f"masked file {file.relative_to(reference)}", text, hard=False)
+    by_path: dict[str, list[str]] = {}
+    for ref in task.masking.functions:
+        by_path.setdefault(ref.path, []).append(ref.qualname)
+    for rel, qualnames in by_path.items():
+        source = (reference / rel).read_text(errors="replace")
+        secrets.add_python(f"masked function in {rel}", source, qualnames)
+    if task.masking.overlay:
+        _overlay_secrets(secrets, reference, task_path(task, task.masking.overlay))
+    return secrets
+
+
+def _overlay_secrets(secrets: SecretSet, reference: Path, overlay: Path) -> None:
+    """Bodies of reference functions that the overlay's base version lacks or writes differently."""
+    for base_file in sorted(p for p in overlay.rglob("*.py") if p.is_file()):
+        rel = base_file.relative_to(overlay)
+        ref_file = reference / rel
+        if not ref_file.is_file():
+            continue
+        try:
+            base_bodies = function_bodies(base_file.read_text(errors="replace"))
+            ref_bodies = function_bodies(ref_file.read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        for qualname, body in sorted(ref_bodies.items()):
+            if base_bodies.get(qualname) != body:
+                secrets.add(f"extension code {rel}::{qualname}", body)
+
+
+def find_leaks(documents: Iterable[tuple[str, bytes]], secrets: list[Secret]) -> list[tuple[str, Secret]]:
+    """(where, secret) for every secret found in the named documents."""
+    found = []
+    for where, content in documents:
+        text = normalise(content.decode(errors="replace"))
+        found.extend((where, secret) for secret in secrets if secret.text in text)
+    return found

@@ -1,0 +1,228 @@
+"""The agent's workspace (masked, no history, no ground truth) and the reference workspace (the full tree)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from bench_core.prepare.gitrepo import commit_count, git, init_single_commit, iter_objects
+from bench_core.prepare.leaks import GroundTruthLeakError, find_leaks, task_path, task_secrets
+from bench_core.prepare.stubs import StubError, stub_functions, stubbed_correctly
+from bench_core.tasks.model import TaskSpec
+from failatlas.errors import InputError
+
+SKIPPED_NAMES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints")
+SKIPPED_SUFFIXES = (".pyc", ".pyo")
+
+
+class PreparedWorkspace(BaseModel):
+    """What prepare_workspace built: where, from which task, what it masked and the single commit's id."""
+
+    path: str
+    task_id: str
+    masked_files: list[str] = Field(default_factory=list)
+    masked_functions: list[str] = Field(default_factory=list, description="'path::qualname'")
+    removed: list[str] = Field(default_factory=list, description="every path removed, masked files included")
+    commit: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+def source_tree(task: TaskSpec, repo: Path | None = None) -> Path:
+    """The reference tree: `repo` if given, else the task's bundled `repository.local_path`."""
+    if repo is None:
+        if not task.repository.local_path:
+            raise InputError(f"task {task.id} has no bundled repository; pass the checked-out repository",
+                             field="repository.local_path")
+        repo = task_path(task, task.repository.local_path)
+    repo = Path(repo).resolve()
+    if not repo.is_dir():
+        raise InputError(f"task {task.id}: the repository is not a folder", path=str(repo))
+    return repo
+
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in SKIPPED_NAMES or n.endswith(SKIPPED_SUFFIXES)}
+
+
+def _fresh_dest(dest: Path, source: Path, force: bool, task: TaskSpec) -> Path:
+    dest = Path(dest).resolve()
+    if dest == source or source in dest.parents or dest in source.parents:
+        raise InputError(f"task {task.id}: the workspace must lie outside the reference tree {source}",
+                         path=str(dest))
+    if dest.exists():
+        if not force and (not dest.is_dir() or any(dest.iterdir())):
+            raise InputError(f"task {task.id}: the workspace folder exists and is not empty",
+                             path=str(dest), hint="pass force=True to replace it")
+        if dest.is_dir():
+            shutil.rmtree(dest)
+        else:
+            dest.unlink()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def _copy_tree(source: Path, dest: Path, warnings: list[str]) -> None:
+    shutil.copytree(source, dest, symlinks=True, ignore=_ignore)
+    for link in [p for p in dest.rglob("*") if p.is_symlink()]:
+        target = (link.parent / link.readlink()).resolve()
+        if not target.is_relative_to(dest.resolve()):
+            link.unlink()
+            warnings.append(f"removed symlink {link.relative_to(dest)} pointing outside the repository")
+
+
+def reference_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None, force: bool = False) -> Path:
+    """Copy the full reference tree (unmasked, without git history) to `dest`, for validators and gold agents.
+
+    Raises InputError when the source tree is missing or `dest` is not empty (unless `force`).
+    """
+    source = source_tree(task, repo)
+    dest = _fresh_dest(dest, source, force, task)
+    _copy_tree(source, dest, [])
+    return dest
+
+
+def _remove(root: Path, rel: str) -> None:
+    target = root / rel
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+
+
+def _check_relative(task: TaskSpec, rel: str, field: str) -> None:
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise InputError(f"task {task.id}: path {rel!r} must be relative to the repository root", field=field)
+
+
+def _apply_overlay(task: TaskSpec, dest: Path) -> list[str]:
+    if not task.masking.overlay:
+        return []
+    overlay = task_path(task, task.masking.overlay)
+    if not overlay.is_dir():
+        raise InputError(f"task {task.id}: the overlay folder does not exist", path=str(overlay),
+                         field="masking.overlay")
+    replaced = []
+    for file in sorted(p for p in overlay.rglob("*") if p.is_file() and not _ignore("", [p.name])):
+        rel = file.relative_to(overlay)
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, dest / rel)
+        replaced.append(rel.as_posix())
+    return replaced
+
+
+def _stub_all(task: TaskSpec, dest: Path) -> list[str]:
+    by_path: dict[str, list[str]] = {}
+    for ref in task.masking.functions:
+        _check_relative(task, ref.path, "masking.functions")
+        by_path.setdefault(ref.path, []).append(ref.qualname)
+    masked = []
+    for rel, qualnames in by_path.items():
+        target = dest / rel
+        if not target.is_file():
+            raise InputError(f"task {task.id}: the file of a masked function does not exist", path=rel,
+                             field="masking.functions")
+        try:
+            stubbed = stub_functions(target.read_text(), qualnames, filename=rel)
+        except StubError as exc:
+            raise InputError(f"task {task.id}: {exc}", path=rel, field="masking.functions") from exc
+        target.write_text(stubbed)
+        masked.extend(f"{rel}::{q}" for q in dict.fromkeys(qualnames))
+    return masked
+
+
+def _compile_all(dest: Path, stubbed_paths: set[str], warnings: list[str]) -> None:
+    for file in sorted(dest.rglob("*.py")):
+        if not file.is_file() or ".git" in file.relative_to(dest).parts:
+            continue
+        rel = file.relative_to(dest).as_posix()
+        try:
+            compile(file.read_bytes(), rel, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            if rel in stubbed_paths:
+                raise InputError(f"stubbed file does not compile: {exc}", path=rel) from exc
+            warnings.append(f"{rel} does not compile as Python 3 (left as it was): {exc}")
+
+
+def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
+                      force: bool = False) -> PreparedWorkspace:
+    """Build the tree an agent works in: masked, compiled, one fresh commit, and free of ground truth.
+
+    Copies the reference tree (`repo`, else the task's bundled repository) without `.git`, removes masked
+    files, `masking.remove_also` and any stale results file, lays the base-version overlay of an extension
+    task over it, stubs masked functions, compiles every .py file, then commits everything as the only
+    commit of a new repository. Raises InputError for a masked path or function that does not exist, and
+    GroundTruthLeakError if the answer, a hidden test, the task spec or masked code can still be found in
+    the tree or its git objects. On any error the half-built `dest` is deleted.
+    """
+    source = source_tree(task, repo)
+    for rel in task.masking.files:
+        _check_relative(task, rel, "masking.files")
+        if not (source / rel).exists():
+            raise InputError(f"task {task.id}: a masked file does not exist in the repository", path=rel,
+                             field="masking.files")
+    dest = _fresh_dest(dest, source, force, task)
+    try:
+        return _build(task, source, dest)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def _build(task: TaskSpec, source: Path, dest: Path) -> PreparedWorkspace:
+    warnings: list[str] = []
+    removed: list[str] = []
+    _copy_tree(source, dest, warnings)
+    for rel in task.masking.files:
+        _remove(dest, rel)
+        removed.append(rel)
+    for rel in task.masking.remove_also:
+        if (dest / rel).exists() or (dest / rel).is_symlink():
+            _remove(dest, rel)
+            removed.append(rel)
+        else:
+            warnings.append(f"remove_also path {rel} does not exist in the repository")
+    results_file = task.run.results_file
+    if results_file and (dest / results_file).is_file():
+        _remove(dest, results_file)
+        removed.append(results_file)
+        warnings.append(f"removed {results_file} found in the reference tree: it holds expected outputs")
+    overlaid = _apply_overlay(task, dest)
+    if overlaid:
+        warnings.append(f"replaced with the base version: {', '.join(overlaid)}")
+    masked_functions = _stub_all(task, dest)
+    _compile_all(dest, {m.split("::")[0] for m in masked_functions}, warnings)
+    commit = init_single_commit(dest)
+    _assert_clean(task, source, dest, masked_functions, warnings)
+    return PreparedWorkspace(path=str(dest), task_id=task.id, masked_files=list(task.masking.files),
+                             masked_functions=masked_functions, removed=removed, commit=commit,
+                             warnings=warnings)
+
+
+def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: list[str],
+                  warnings: list[str]) -> None:
+    """Raise GroundTruthLeakError if the prepared tree or its git objects hold ground truth."""
+    problems = []
+    if commit_count(dest) != 1:
+        problems.append("the repository has more than one commit")
+    if git(dest, "status", "--porcelain", "--ignored").strip():
+        problems.append("files outside the single commit")
+    for rel in task.masking.files:
+        if (dest / rel).exists():
+            problems.append(f"masked file {rel} is present")
+    for entry in masked_functions:
+        rel, qualname = entry.split("::", 1)
+        if not stubbed_correctly((dest / rel).read_text(), qualname):
+            problems.append(f"{entry} is not stubbed")
+    secrets = task_secrets(task, source)
+    warnings.extend(f"too short to scan for leaks: {label}" for label in secrets.skipped)
+    documents = ((f"git {kind} {oid}", content) for oid, kind, content in iter_objects(dest))
+    for where, secret in find_leaks(documents, secrets.secrets):
+        if secret.hard:
+            problems.append(f"{secret.label} found in {where}")
+        else:
+            warnings.append(f"possible leak: {secret.label} found in {where}")
+    if problems:
+        raise GroundTruthLeakError(f"task {task.id}: the prepared workspace {dest} leaks ground truth: "
+                                   + "; ".join(problems[:10]) + (" ..." if len(problems) > 10 else ""))
