@@ -72,6 +72,6 @@ def test_broken_or_unknown_inputs_are_errors(tmp_path: Path):
 
 
 def test_an_explicit_format_reads_only_that_format(iclr2024: Path, fixtures: Path):
-    found = discover([iclr2024.parent, fixtures], fmt="autoexperiment")
+    found = discover([iclr2024.parent, fixtures / "autoexperiment", fixtures / "rexbench"], fmt="autoexperiment")
     assert [f.path.name for f in found.found] == ["mlrc_n_k.jsonl"]
     assert len([p for p in found.skipped if p.suffix == ".json"]) == 25 + 2  # EXP-Bench files, othello's JSON
