@@ -10,6 +10,7 @@ Each returns a `Verdict` with an error analysis in words: what `ingest/` mines.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,22 +127,24 @@ def hidden_test_paths(task: TaskSpec) -> list[Path]:
 # Runs a hidden test file without pytest (the sandbox image need not have it): importing the file runs
 # script-style checks; then every top-level `test_*` function is called. Exit code 1 when any check fails.
 HIDDEN_RUNNER = """
-import os, runpy, sys, traceback
+import json, os, runpy, sys, traceback
 sys.path.insert(0, os.getcwd())
-failed = 0
+passed, failed = 0, []
 try:
     ns = runpy.run_path(sys.argv[1], run_name="hidden_test")
-except BaseException:
+except BaseException as exc:
     traceback.print_exc()
-    sys.exit(1)
+    failed.append(f"import: {type(exc).__name__}: {exc}")
+    ns = {}
 for name, fn in sorted(ns.items()):
     if name.startswith("test_") and callable(fn):
         try:
             fn()
+            passed += 1
         except BaseException as exc:
-            failed += 1
-            print(f"FAILED {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-sys.exit(1 if failed else 0)
+            failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+print("FAILATLAS_HIDDEN " + json.dumps({"passed": passed, "failed": failed}))
+sys.exit(1 if failed or not passed else 0)
 """
 
 
@@ -153,7 +156,8 @@ def judge_hidden_tests(task: TaskSpec, sandbox, workdir: str) -> Verdict:
     if sandbox is None:
         return Verdict("implementation", "hidden-tests", score=0.0, passed=False,
                        error_analysis="The agent's changes could not be applied, so no hidden test could run.")
-    failures, passed = [], 0
+    failures: list[str] = []
+    passed = total = 0
     sandbox.exec("mkdir -p /tmp/failatlas_hidden", timeout=30)
     sandbox.write_file("/tmp/failatlas_hidden/_run.py", HIDDEN_RUNNER.encode())
     for path in paths:
@@ -161,12 +165,17 @@ def judge_hidden_tests(task: TaskSpec, sandbox, workdir: str) -> Verdict:
         sandbox.write_file(target, path.read_bytes())
         result = sandbox.exec(f"python3 /tmp/failatlas_hidden/_run.py {target}", timeout=task.run.timeout_s,
                               cwd=workdir)
-        if result.success:
-            passed += 1
-        else:
-            last = [ln for ln in ((result.stderr or "") + (result.stdout or "")).splitlines() if ln.strip()]
-            failures.append(f"hidden test {path.name} failed: {last[-1][:300] if last else 'no output'}")
-    score = passed / len(paths)
-    return Verdict("implementation", "hidden-tests", score=score, passed=passed == len(paths),
-                   verdict={"passed": passed, "total": len(paths)},
+        summary = next((json.loads(line.split(" ", 1)[1]) for line in (result.stdout or "").splitlines()
+                        if line.startswith("FAILATLAS_HIDDEN ")), None)
+        if summary is None:  # killed, timed out or crashed before reporting
+            total += 1
+            tail = [ln for ln in ((result.stderr or "") + (result.stdout or "")).splitlines() if ln.strip()]
+            failures.append(f"hidden tests in {path.name} did not run to the end: {tail[-1][:300] if tail else ''}")
+            continue
+        passed += summary["passed"]
+        total += summary["passed"] + len(summary["failed"])
+        failures += [f"hidden test {f}" for f in summary["failed"]]
+    score = passed / total if total else 0.0
+    return Verdict("implementation", "hidden-tests", score=score, passed=total > 0 and not failures,
+                   verdict={"passed": passed, "total": total, "failures": failures},
                    error_analysis="; ".join(failures))
