@@ -176,14 +176,14 @@ def build_base_image(
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "ENV HOME=/home/agent",
             f"LABEL {IMAGE_LABEL}={recipe}", 'CMD ["/bin/bash"]',
         ]
-        api = docker.APIClient(base_url=client.api.base_url, timeout=3600)
+        slow = docker.from_env(timeout=3600)
         try:
-            api.import_image(src=_tar_stream(root), repository=repository, tag=version, changes=changes,
+            slow.api.import_image(src=_tar_stream(root), repository=repository, tag=version, changes=changes,
                              stream_src=True)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"docker import of {tag} failed: {exc}") from exc
         finally:
-            api.close()
+            slow.close()
     image = client.images.get(tag)
     say(f"built {tag} ({image.short_id}) in {time.monotonic() - started:.0f} s")
     return ImageBuild(tag=tag, image_id=image.id, built=True, duration_s=time.monotonic() - started,
