@@ -273,7 +273,7 @@ class DockerSandbox:
         except docker.errors.NotFound:
             raise SandboxFileNotFoundError(f"no folder {dest_dir} in the sandbox") from None
         except docker.errors.APIError as exc:
-            if exc.is_client_error():
+            if exc.is_client_error() or "read-only" in str(exc.explanation):
                 raise SandboxPathError(f"cannot write into {dest_dir}: {exc.explanation}") from exc
             raise SandboxError(f"cannot copy into sandbox {self.container.name}: {exc}") from exc
         if not ok:
@@ -343,11 +343,12 @@ class DockerSandbox:
         self._closed = True
         import docker
 
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self.container.remove(force=True, v=True)
-            except docker.errors.APIError as exc:
-                raise SandboxError(f"cannot remove sandbox {self.container.name}: {exc}") from exc
+        try:
+            self.container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass  # already removed, e.g. by `failatlas sandbox cleanup --all`
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"cannot remove sandbox {self.container.name}: {exc}") from exc
 
     def _check_open(self) -> None:
         if self._closed:

@@ -185,6 +185,5 @@ def build_base_image(
         finally:
             slow.close()
     image = client.images.get(tag)
-    say(f"built {tag} ({image.short_id}) in {time.monotonic() - started:.0f} s")
     return ImageBuild(tag=tag, image_id=image.id, built=True, duration_s=time.monotonic() - started,
                       mirror=mirror, recipe=recipe)

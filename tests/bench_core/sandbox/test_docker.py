@@ -10,9 +10,11 @@ import pytest
 
 from bench_core.sandbox import (
     SandboxError,
+    SandboxEvent,
     SandboxFileNotFoundError,
     SandboxPathError,
     SandboxSpec,
+    TracedSandbox,
     create_sandbox,
 )
 from bench_core.sandbox.cleanup import LABEL, LABEL_PID, LABEL_RUN
@@ -98,13 +100,15 @@ def test_workspace_is_copied_and_inputs_are_read_only(sandbox_image, repo: Path,
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     (inputs / "data.csv").write_text("x\n1\n")
+    inputs.chmod(0o777)  # writable by anyone on the host: only the read-only mount may stop the agent
+    (inputs / "data.csv").chmod(0o666)
     spec = SandboxSpec(image=sandbox_image, run_id=run_id, read_only_inputs={str(inputs): "/data"})
     with create_sandbox("docker", spec, workspace=repo) as box:
         assert box.exec("python3 src/train.py", timeout=30).stdout == "training\n"
         assert box.exec("echo changed > README.md", timeout=20).returncode == 0
         assert box.exec("cat /data/data.csv", timeout=20).stdout == "x\n1\n"
-        w = box.exec("echo y >> /data/data.csv", timeout=20)
-        assert w.returncode != 0 and "Read-only" in w.stderr
+        w = box.exec("echo y >> /data/data.csv; touch /data/new", timeout=20)
+        assert w.returncode != 0 and w.stderr.count("Read-only file system") == 2
         with pytest.raises(SandboxPathError):
             box.write_file("/data/data.csv", "overwritten")
     assert (repo / "README.md").read_text() == "# toy\n"
@@ -145,5 +149,16 @@ def test_labels_and_close_is_idempotent(sandbox_image, run_id: str) -> None:
 
 
 def test_missing_image_is_an_infrastructure_error() -> None:
-    with pytest.raises(SandboxError, match="build-image"):
+    with pytest.raises(SandboxError, match="does not exist") as err:
         create_sandbox("docker", SandboxSpec(image="failatlas/no-such-image:0"))
+    assert "failatlas sandbox build-image" in err.value.hint and err.value.exit_code == 6
+
+
+def test_tracing_wraps_the_docker_backend(shared_box) -> None:
+    events: list[SandboxEvent] = []
+    traced = TracedSandbox(shared_box, events.append, purpose="validator")
+    traced.exec("echo traced; exit 5", timeout=20)
+    traced.exec("sleep 100", timeout=1)
+    assert [(e.seq, e.exit_code, e.purpose) for e in events][0] == (0, 5, "validator")
+    assert events[0].stdout_tail == "traced\n"
+    assert events[1].timed_out and events[1].killed_reason == "timeout"
