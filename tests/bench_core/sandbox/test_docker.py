@@ -162,3 +162,24 @@ def test_tracing_wraps_the_docker_backend(shared_box) -> None:
     assert [(e.seq, e.exit_code, e.purpose) for e in events][0] == (0, 5, "validator")
     assert events[0].stdout_tail == "traced\n"
     assert events[1].timed_out and events[1].killed_reason == "timeout"
+
+
+def test_escaped_children_are_killed_by_their_marker(shared_box) -> None:
+    start = time.monotonic()
+    r = shared_box.exec("setsid sleep 1000 & echo $! > /tmp/esc.pid; wait", timeout=1)
+    assert r.timed_out and r.killed_reason == "timeout"
+    assert time.monotonic() - start < 1 + 2 + 3
+    assert shared_box.exec('kill -0 "$(cat /tmp/esc.pid)"', timeout=20).returncode != 0
+
+
+def test_unkillable_command_restarts_the_container_keeping_files(sandbox_image, repo: Path,
+                                                                 run_id: str) -> None:
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id), workspace=repo) as box:
+        box.write_file("kept.txt", "still here")
+        box._has_timeout = False  # as in an image without coreutils' timeout: only the harness can stop it
+        start = time.monotonic()
+        r = box.exec(["env", "-i", "/bin/sleep", "1000"], timeout=1)  # env -i drops the marker too
+        assert r.timed_out and r.killed_reason == "timeout" and box.restarts == 1
+        assert time.monotonic() - start < 1 + 2 + 3 + 10
+        assert box.read_file("kept.txt") == b"still here"
+        assert box.exec("cat src/train.py", timeout=20).returncode == 0
