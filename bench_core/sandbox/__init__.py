@@ -38,7 +38,8 @@ Contract:
   `.cuda_visible_devices`, `.release()`); across threads and processes of a host, never two leases on one GPU.
   Docker gets the ids as a device request, local as CUDA_VISIBLE_DEVICES; no ids means no GPU, never all.
 - `build_base_image(tag, force=False, mirror=None)` builds `DEFAULT_IMAGE` offline;
-  `cleanup_orphans(run_id=None, include_live=False)` removes labelled containers whose owner process is dead.
+  `cleanup_orphans(run_id=None, include_live=False)` removes labelled containers whose owner process is dead,
+  `cleanup_local_orphans(...)` the same for local sandbox folders.
 
 What each backend enforces is in the docstrings of `docker_sandbox` and `local`, and in docs/sandbox.md.
 """
@@ -53,6 +54,7 @@ from bench_core.sandbox.errors import (
 )
 from bench_core.sandbox.gpus import GpuAllocator, GpuLease, detect_gpus
 from bench_core.sandbox.image import DEFAULT_PACKAGES, ImageBuild, build_base_image, detect_debian_mirror
+from bench_core.sandbox.local import cleanup_local_orphans
 from bench_core.sandbox.model import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
@@ -84,6 +86,7 @@ __all__ = [
     "TracedSandbox",
     "backend_names",
     "build_base_image",
+    "cleanup_local_orphans",
     "cleanup_orphans",
     "create_sandbox",
     "detect_debian_mirror",

@@ -56,11 +56,19 @@ def cleanup(
     ] = False,
     run_id: Annotated[str | None, typer.Option(help="Only the sandboxes of this run.")] = None,
 ) -> None:
-    """Remove orphaned sandbox containers (their owner process has died); --all removes every one."""
+    """Remove orphaned sandboxes (their owner process has died): containers and local folders."""
     from bench_core.sandbox.cleanup import cleanup_orphans
+    from bench_core.sandbox.errors import SandboxError
+    from bench_core.sandbox.local import cleanup_local_orphans
 
-    removed = cleanup_orphans(run_id=run_id, include_live=all_)
-    console.print(f"removed {len(removed)} sandbox(es)" + (": " + ", ".join(removed) if removed else ""))
+    try:
+        removed = cleanup_orphans(run_id=run_id, include_live=all_)
+    except SandboxError as exc:
+        err_console.print(f"skipping containers: {exc}", highlight=False)
+        removed = []
+    folders = cleanup_local_orphans(run_id=run_id, include_live=all_)
+    names = ": " + ", ".join(removed) if removed else ""
+    console.print(f"removed {len(removed)} sandbox container(s){names} and {len(folders)} local folder(s)")
 
 
 @app.command()

@@ -16,6 +16,7 @@ before it is stopped.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import selectors
@@ -34,6 +35,8 @@ from bench_core.sandbox.output import CappedBuffer, command_argv, command_text
 from failatlas.errors import InputError
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
+LOCAL_PREFIX = "failatlas-sbx-"
+OWNER_FILE = ".failatlas-owner.json"
 _SAMPLE_S = 0.2
 _OOM_MESSAGES = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
@@ -59,10 +62,12 @@ class LocalSandbox:
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> LocalSandbox:
         """Make the private root, copy `workspace` in and link the read-only inputs."""
-        base = os.environ.get("FAILATLAS_SANDBOX_TMP")
-        root = Path(tempfile.mkdtemp(prefix="failatlas-sbx-", dir=base))
+        root = Path(tempfile.mkdtemp(prefix=LOCAL_PREFIX, dir=local_base()))
         box = cls(spec, root)
         try:
+            pid = os.getpid()
+            (root / OWNER_FILE).write_text(json.dumps(
+                {"pid": pid, "start": procs.start_time(pid), "run_id": spec.run_id}))
             if workspace is not None:
                 shutil.copytree(workspace, box._workdir, symlinks=True)
             else:
@@ -259,3 +264,27 @@ class LocalSandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def local_base() -> str:
+    """Where local sandboxes live: $FAILATLAS_SANDBOX_TMP, else the system temp folder."""
+    return os.environ.get("FAILATLAS_SANDBOX_TMP") or tempfile.gettempdir()
+
+
+def cleanup_local_orphans(
+    *, run_id: str | None = None, include_live: bool = False, base: str | Path | None = None
+) -> list[str]:
+    """Remove local sandbox folders whose owner process is dead (all with `include_live`), optionally only
+    those of `run_id`; returns the folders removed."""
+    removed = []
+    for root in sorted(Path(base or local_base()).glob(LOCAL_PREFIX + "*")):
+        try:
+            owner = json.loads((root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being created
+        if run_id is not None and owner.get("run_id") != run_id:
+            continue
+        if include_live or not procs.is_alive(int(owner["pid"]), owner.get("start")):
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(str(root))
+    return removed

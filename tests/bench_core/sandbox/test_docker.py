@@ -183,3 +183,12 @@ def test_unkillable_command_restarts_the_container_keeping_files(sandbox_image, 
         assert time.monotonic() - start < 1 + 2 + 3 + 10
         assert box.read_file("kept.txt") == b"still here"
         assert box.exec("cat src/train.py", timeout=20).returncode == 0
+
+
+def test_read_only_root_keeps_workdir_and_tmp_writable(sandbox_image, repo: Path, run_id: str) -> None:
+    spec = SandboxSpec(image=sandbox_image, run_id=run_id, read_only_root=True)
+    with create_sandbox("docker", spec, workspace=repo) as box:
+        r = box.exec("touch /home/agent/x", timeout=20)
+        assert r.returncode != 0 and "Read-only file system" in r.stderr
+        assert box.exec("touch /tmp/x && echo ok > out.txt && cat src/train.py", timeout=20).returncode == 0
+        assert box.read_file("out.txt") == b"ok\n"

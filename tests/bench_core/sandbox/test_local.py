@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from bench_core.sandbox import SandboxError, SandboxFileNotFoundError, SandboxSpec, create_sandbox
+from bench_core.sandbox import (
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxSpec,
+    cleanup_local_orphans,
+    create_sandbox,
+)
 from bench_core.sandbox.procs import is_alive
 from failatlas.errors import InputError
 
@@ -90,3 +99,31 @@ def test_close_removes_the_folder_and_is_idempotent(repo: Path) -> None:
     assert not root.exists()
     with pytest.raises(SandboxError):
         box.exec("true", timeout=1)
+
+
+def test_process_count_sampler_stops_a_spawner(tmp_path: Path) -> None:
+    with create_sandbox("local", SandboxSpec(pids_limit=10)) as box:
+        r = box.exec("for i in $(seq 30); do sleep 60 & done; wait", timeout=30)
+    assert r.killed_reason == "pids" and not r.timed_out and r.duration_s < 10
+
+
+def test_rss_sampler_stops_a_hog_when_rlimit_is_off_for_gpus() -> None:
+    hog = "import time; a = bytearray(600 * 2**20); time.sleep(30)"
+    with create_sandbox("local", SandboxSpec(memory_mb=256, gpu_ids=["0"])) as box:
+        assert "CUDA_VISIBLE_DEVICES=0\n" in box.exec("env", timeout=10).stdout
+        r = box.exec(["python3", "-c", hog], timeout=30)
+    assert r.killed_reason == "oom" and r.returncode == 137 and r.duration_s < 10
+
+
+def test_orphaned_local_folders_are_removed(tmp_path: Path) -> None:
+    code = ("import os; from bench_core.sandbox import SandboxSpec, create_sandbox; "
+            "create_sandbox('local', SandboxSpec(run_id='orphan')); os._exit(0)")
+    env = {**os.environ, "FAILATLAS_SANDBOX_TMP": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+    (orphan,) = tmp_path.glob("failatlas-sbx-*")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FAILATLAS_SANDBOX_TMP", str(tmp_path))
+        with create_sandbox("local", SandboxSpec(run_id="orphan")) as mine:
+            assert cleanup_local_orphans(run_id="other") == []
+            assert cleanup_local_orphans(run_id="orphan") == [str(orphan)]
+            assert mine.root.exists() and not orphan.exists()

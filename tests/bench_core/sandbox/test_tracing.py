@@ -39,3 +39,16 @@ def test_tails_are_bounded(repo: Path) -> None:
     with box:
         box.exec("python3 -c \"print('z' * 5000)\"", timeout=10)
     assert len(events[0].stdout_tail) == 100
+
+
+def test_a_broken_sandbox_is_traced_then_raised() -> None:
+    import pytest
+
+    from bench_core.sandbox import SandboxError
+
+    events: list[SandboxEvent] = []
+    inner = create_sandbox("local", SandboxSpec())
+    inner.close()
+    with pytest.raises(SandboxError):
+        TracedSandbox(inner, events.append).exec("true", timeout=5)
+    assert len(events) == 1 and events[0].exit_code is None and events[0].stdout_tail is None
