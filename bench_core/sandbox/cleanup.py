@@ -1,0 +1,98 @@
+"""Labels that mark our containers, and removal of containers whose owner process has died."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from bench_core.sandbox import procs
+from bench_core.sandbox.errors import SandboxError
+from bench_core.sandbox.model import SandboxSpec
+
+LABEL = "failatlas.sandbox"
+LABEL_RUN = "failatlas.run_id"
+LABEL_PID = "failatlas.owner_pid"
+LABEL_START = "failatlas.owner_start"
+LABEL_HOST = "failatlas.owner_host"
+
+
+def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
+    """Labels for a new container: ours, its run, and the owner process (pid + start time, PID-reuse safe)."""
+    pid = os.getpid()
+    labels = dict(spec.labels)
+    labels.update({
+        LABEL: "1",
+        LABEL_PID: str(pid),
+        LABEL_START: procs.start_time(pid) or "",
+        LABEL_HOST: socket.gethostname(),
+    })
+    if spec.run_id:
+        labels[LABEL_RUN] = spec.run_id
+    return labels
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that made the container still runs. Owners on another host count as alive."""
+    if labels.get(LABEL_HOST) != socket.gethostname():
+        return True
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    return procs.is_alive(pid, labels.get(LABEL_START) or None)
+
+
+def docker_client(client: Any = None) -> Any:
+    """The given client, or one from the environment; SandboxError when the daemon is unreachable."""
+    if client is not None:
+        return client
+    try:
+        import docker
+    except ImportError as exc:
+        from failatlas.errors import MissingDependencyError
+
+        raise MissingDependencyError("docker", "all") from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"the Docker daemon is not reachable: {exc}",
+                           hint="start Docker or use --sandbox local") from exc
+    return client
+
+
+def list_sandboxes(*, client: Any = None) -> list[dict[str, str]]:
+    """Every container carrying our label: id, name, status, run_id, owner_pid, owner_alive."""
+    client = docker_client(client)
+    rows = []
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        labels = c.labels or {}
+        rows.append({
+            "id": c.short_id, "name": c.name, "status": c.status, "run_id": labels.get(LABEL_RUN, ""),
+            "owner_pid": labels.get(LABEL_PID, ""), "owner_alive": str(owner_alive(labels)).lower(),
+        })
+    return rows
+
+
+def cleanup_orphans(
+    *, run_id: str | None = None, include_live: bool = False, client: Any = None
+) -> list[str]:
+    """Remove our containers whose owner process is dead (all of ours with `include_live`), optionally only
+    those of `run_id`. Returns the names removed. A runner calls this at start to reap its own leftovers."""
+    client = docker_client(client)
+    filters = {"label": [f"{LABEL}=1"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
+    removed = []
+    import docker
+
+    for c in client.containers.list(all=True, filters=filters):
+        if not include_live and owner_alive(c.labels or {}):
+            continue
+        try:
+            c.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"cannot remove container {c.name}: {exc}") from exc
+        removed.append(c.name)
+    return removed

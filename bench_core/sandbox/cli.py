@@ -1,0 +1,87 @@
+"""`failatlas sandbox ...`: build the offline base image, list and clean up sandboxes, show GPU leases."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated
+
+import typer
+
+from failatlas.cli_support import console, err_console, progress_enabled
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command("build-image")
+def build_image(
+    tag: Annotated[str, typer.Option(help="Image tag to build.")] = "failatlas/sandbox:bookworm",
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the tag exists.")] = False,
+    mirror: Annotated[str | None, typer.Option(
+        help="Debian mirror [default: $FAILATLAS_DEBIAN_MIRROR or the one this host's apt uses].")] = None,
+    suite: Annotated[str, typer.Option(help="Debian suite.")] = "bookworm",
+) -> None:
+    """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag."""
+    from bench_core.sandbox.image import build_base_image
+
+    status = err_console.status("building the sandbox image", spinner="dots") if progress_enabled() else None
+
+    def show(line: str) -> None:
+        if not line.startswith(("I: ", "W: ")):
+            err_console.print(line, highlight=False, markup=False)
+        elif status is not None:
+            status.update(f"debootstrap: {line[3:][:100]}")
+
+    with status or contextlib.nullcontext():
+        result = build_base_image(tag, force=force, mirror=mirror, suite=suite, progress=show)
+    verb = "built" if result.built else "kept existing"
+    console.print(f"{verb} {result.tag} {result.image_id[:19]} ({result.duration_s:.0f} s)")
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List FailAtlas sandbox containers with their run and whether their owner process still runs."""
+    from bench_core.sandbox.cleanup import list_sandboxes
+
+    rows = list_sandboxes()
+    if not rows:
+        console.print("no sandboxes")
+    for row in rows:
+        console.print("\t".join(row[k] for k in ("name", "status", "run_id", "owner_pid", "owner_alive")))
+
+
+@app.command()
+def cleanup(
+    all_: Annotated[
+        bool, typer.Option("--all", help="Also remove sandboxes whose owner still runs.")
+    ] = False,
+    run_id: Annotated[str | None, typer.Option(help="Only the sandboxes of this run.")] = None,
+) -> None:
+    """Remove orphaned sandboxes (their owner process has died): containers and local folders."""
+    from bench_core.sandbox.cleanup import cleanup_orphans
+    from bench_core.sandbox.errors import SandboxError
+    from bench_core.sandbox.local import cleanup_local_orphans
+
+    try:
+        removed = cleanup_orphans(run_id=run_id, include_live=all_)
+    except SandboxError as exc:
+        err_console.print(f"skipping containers: {exc}", highlight=False)
+        removed = []
+    folders = cleanup_local_orphans(run_id=run_id, include_live=all_)
+    names = ": " + ", ".join(removed) if removed else ""
+    console.print(f"removed {len(removed)} sandbox container(s){names} and {len(folders)} local folder(s)")
+
+
+@app.command()
+def gpus() -> None:
+    """Show this host's GPUs and which run holds each."""
+    from bench_core.sandbox.gpus import GpuAllocator
+
+    alloc = GpuAllocator()
+    held = alloc.in_use()
+    if not alloc.gpu_ids:
+        console.print("no GPUs found (nvidia-smi -L / CUDA_VISIBLE_DEVICES)")
+    for gpu in alloc.gpu_ids:
+        h = held.get(gpu)
+        console.print(f"GPU {gpu}\t" + (f"held by pid {h['pid']} {h.get('owner', '')} since {h['since']}"
+                                         if h else "free"))
+

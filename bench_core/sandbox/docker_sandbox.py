@@ -1,0 +1,361 @@
+"""The Docker backend: one hardened, labelled container per sandbox, driven through the docker SDK.
+
+Hardening by default: no network unless `spec.network`, memory (swap included), CPU and process-count limits,
+all capabilities dropped, no new privileges, the non-root `spec.user`, read-only input mounts, a reaping init
+as PID 1.
+The working copy is copied in, never bind-mounted, so the host's prepared repository stays pristine.
+
+Deadlines: docker's exec has none, so each command runs under coreutils `timeout -s KILL` inside the container
+(which kills the command's whole process group), and the harness waits `timeout + 2 s`; past that it kills
+every process carrying the command's marker variable, and past 3 s more it restarts the container (the working
+copy survives; processes and /tmp do not). After a timeout the marker kill also removes escaped (setsid)
+children.
+Why a command died is read from the container's cgroup counters (memory `oom_kill`, pids `max`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_core.sandbox import tarballs
+from bench_core.sandbox.cleanup import docker_client, sandbox_labels
+from bench_core.sandbox.errors import (
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxPathError,
+    SandboxTimeoutError,
+)
+from bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
+from bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+
+MARKER_VAR = "FAILATLAS_EXEC_ID"
+GRACE_S = 2.0
+_COUNTER_FILES = (
+    "/sys/fs/cgroup/memory/memory.oom_control",
+    "/sys/fs/cgroup/memory.events",
+    "/sys/fs/cgroup/pids/pids.events",
+    "/sys/fs/cgroup/pids.events",
+)
+_COUNTERS_SH = (
+    "for f in " + " ".join(_COUNTER_FILES) + '; do [ -r "$f" ] && { echo "== $f"; cat "$f"; }; done; true'
+)
+_KILL_SH = (
+    'for d in /proc/[0-9]*; do '
+    'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "$1"; '
+    'then kill -9 "${d#/proc/}" 2>/dev/null; fi; '
+    "done; true"
+)
+
+
+def _parse_counters(text: str) -> tuple[int, int]:
+    """(oom kills, fork failures at the pids limit) from the cgroup files printed by _COUNTERS_SH."""
+    oom = pids = 0
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("== "):
+            current = line[3:]
+            continue
+        key, _, value = line.partition(" ")
+        if "memory" in current and key == "oom_kill":
+            oom += int(value or 0)
+        elif "pids" in current and key == "max":
+            pids += int(value or 0)
+    return oom, pids
+
+
+class DockerSandbox:
+    """A running container; start one with `create_sandbox('docker', spec, workspace=...)`."""
+
+    backend = "docker"
+
+    def __init__(self, spec: SandboxSpec, client: Any, container: Any) -> None:
+        self.spec = spec
+        self.workdir = spec.workdir
+        self.container = container
+        self._client = client
+        self._api = client.api
+        self._uid = self._gid = 0
+        self._has_timeout = True
+        self._counters = (0, 0)
+        self._closed = False
+        self.restarts = 0
+
+    @classmethod
+    def start(cls, spec: SandboxSpec, *, workspace: Path | None = None, client: Any = None) -> DockerSandbox:
+        """Start the container and copy `workspace` into `spec.workdir`; SandboxError when it cannot."""
+        import docker
+
+        client = docker_client(client)
+        try:
+            client.images.get(spec.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(f"the sandbox image {spec.image} does not exist",
+                               hint="build it with `failatlas sandbox build-image`") from None
+        for host in spec.read_only_inputs:
+            if not Path(host).exists():
+                raise SandboxError(f"read-only input {host} does not exist")
+        try:
+            container = client.containers.run(spec.image, **cls._run_options(spec))
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot start a sandbox from {spec.image}: {exc}") from exc
+        box = cls(spec, client, container)
+        try:
+            box._probe()
+            if workspace is not None:
+                box._put(tarballs.pack(workspace, ".", uid=box._uid, gid=box._gid), spec.workdir)
+        except BaseException:
+            box.close()
+            raise
+        return box
+
+    @staticmethod
+    def _run_options(spec: SandboxSpec) -> dict[str, Any]:
+        import docker
+
+        options: dict[str, Any] = dict(
+            command=["sleep", "infinity"], detach=True, init=True, user=spec.user, working_dir=spec.workdir,
+            name=f"failatlas-sbx-{uuid.uuid4().hex[:12]}", hostname="sandbox", labels=sandbox_labels(spec),
+            environment=dict(spec.env), network_mode="bridge" if spec.network else "none",
+            mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
+            nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids_limit, cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"}, shm_size=f"{spec.shm_mb}m",
+            volumes={host: {"bind": target, "mode": "ro"} for host, target in spec.read_only_inputs.items()},
+            read_only=spec.read_only_root,
+        )
+        if spec.read_only_root:
+            options["mounts"] = [docker.types.Mount(target=spec.workdir, source=None, type="volume")]
+        if spec.gpu_ids:
+            options["device_requests"] = [
+                docker.types.DeviceRequest(device_ids=list(spec.gpu_ids), capabilities=[["gpu"]])
+            ]
+        if spec.disk_mb is not None:
+            options["storage_opt"] = {"size": f"{spec.disk_mb}M"}
+        return options
+
+    def _probe(self) -> None:
+        """Learn the user's uid/gid, whether `timeout` exists, and the starting cgroup counters."""
+        script = 'id -u; id -g; command -v timeout >/dev/null && echo yes || echo no; ' + _COUNTERS_SH
+        res = self._raw_exec(["/bin/sh", "-c", script], user=self.spec.user, timeout=30)
+        lines = res.stdout.splitlines()
+        if res.returncode != 0 or len(lines) < 3:
+            raise SandboxError(
+                f"the sandbox image {self.spec.image} cannot run /bin/sh as {self.spec.user!r}: "
+                f"{res.stderr.strip() or res.stdout.strip()}"
+            )
+        self._uid, self._gid = int(lines[0]), int(lines[1])
+        self._has_timeout = lines[2] == "yes"
+        self._counters = _parse_counters("\n".join(lines[3:]))
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> ExecResult:
+        """Run `cmd` as the sandbox user with a deadline (the module docstring says how it is enforced)."""
+        self._check_open()
+        argv = command_argv(cmd, self.spec.shell)
+        marker = uuid.uuid4().hex
+        if self._has_timeout:
+            argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
+        res = self._raw_exec(
+            argv, user=self.spec.user, timeout=timeout, cwd=self._path(cwd) if cwd else None,
+            env={**(env or {}), MARKER_VAR: marker}, output_limit=output_limit, marker=marker,
+        )
+        reason: KilledReason | None = "timeout" if res.timed_out else None
+        if res.returncode != 0 or res.timed_out:
+            before, after = self._counters, self._read_counters()
+            if after[0] > before[0]:
+                reason = "oom"
+            elif after[1] > before[1]:
+                reason = "pids"
+        return res.model_copy(update={"command": command_text(cmd), "killed_reason": reason})
+
+    def _raw_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None = None,
+                  env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
+                  marker: str | None = None) -> ExecResult:
+        import docker
+
+        out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
+        started = time.monotonic()
+        try:
+            exec_id = self._api.exec_create(self.container.id, argv, user=user, environment=dict(env or {}),
+                                            workdir=cwd)["Id"]
+            stream = self._api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
+        done = threading.Event()
+
+        def pump() -> None:
+            try:
+                for o, e in stream:
+                    out.write(o or b"")
+                    err.write(e or b"")
+            except Exception:  # noqa: BLE001 - the stream dies when the container is killed; the exit code tells
+                pass
+            finally:
+                done.set()
+
+        threading.Thread(target=pump, daemon=True, name="failatlas-sandbox-exec").start()
+        harness_kill = not done.wait(timeout + GRACE_S)
+        if harness_kill and marker is not None:
+            self._kill_marked(marker)
+            if not done.wait(3.0):
+                self._restart()
+        if not done.wait(10.0):
+            raise SandboxTimeoutError(f"sandbox {self.container.name} did not end a command after killing it")
+        returncode = self._exit_code(exec_id)
+        duration = time.monotonic() - started
+        timed_out = harness_kill or (duration >= timeout and returncode in (124, 137, None))
+        if timed_out and marker is not None and not harness_kill:
+            self._kill_marked(marker)
+        return ExecResult(
+            command=command_text(argv), returncode=returncode, stdout=out.text(), stderr=err.text(),
+            truncated=out.truncated or err.truncated, duration_s=duration, timed_out=timed_out,
+        )
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        import docker
+
+        for _ in range(50):
+            try:
+                info = self._api.exec_inspect(exec_id)
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"cannot inspect a command in {self.container.name}: {exc}") from exc
+            if not info.get("Running"):
+                return info.get("ExitCode")
+            time.sleep(0.1)
+        return None
+
+    def _kill_marked(self, marker: str) -> None:
+        """Kill every process of the sandbox user that carries this command's marker (setsid escapees too)."""
+        with contextlib.suppress(SandboxError):
+            self._raw_exec(["/bin/sh", "-c", _KILL_SH, "kill", f"{MARKER_VAR}={marker}"],
+                           user=self.spec.user, timeout=10)
+
+    def _restart(self) -> None:
+        """Last resort when a command cannot be killed from inside: restart the container, files kept."""
+        import docker
+
+        try:
+            self.container.kill()
+            self.container.start()
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot restart sandbox {self.container.name}: {exc}") from exc
+        self.restarts += 1
+
+    def _read_counters(self) -> tuple[int, int]:
+        with contextlib.suppress(SandboxError):
+            res = self._raw_exec(["/bin/sh", "-c", _COUNTERS_SH], user=self.spec.user, timeout=10)
+            if res.returncode == 0:
+                self._counters = _parse_counters(res.stdout)
+        return self._counters
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.workdir, path))
+
+    def _put(self, archive: Any, dest_dir: str) -> None:
+        import docker
+
+        try:
+            ok = self._api.put_archive(self.container.id, dest_dir, archive)
+        except docker.errors.NotFound:
+            raise SandboxFileNotFoundError(f"no folder {dest_dir} in the sandbox") from None
+        except docker.errors.APIError as exc:
+            if exc.is_client_error() or "read-only" in str(exc.explanation):
+                raise SandboxPathError(f"cannot write into {dest_dir}: {exc.explanation}") from exc
+            raise SandboxError(f"cannot copy into sandbox {self.container.name}: {exc}") from exc
+        if not ok:
+            raise SandboxError(f"the daemon refused to copy into {dest_dir}")
+
+    def _get(self, path: str) -> Any:
+        import docker
+
+        try:
+            chunks, _ = self._api.get_archive(self.container.id, path)
+            return tarballs.collect(chunks)
+        except docker.errors.NotFound:
+            raise SandboxFileNotFoundError(f"no file or folder {path} in the sandbox") from None
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot copy out of sandbox {self.container.name}: {exc}") from exc
+
+    def _mkdir(self, path: str) -> None:
+        res = self._raw_exec(["mkdir", "-p", path], user=self.spec.user, timeout=30)
+        if res.returncode != 0:
+            raise SandboxPathError(f"cannot create folder {path} in the sandbox: {res.stderr.strip()}")
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of a file in the sandbox (symlinks followed); SandboxFileNotFoundError when missing."""
+        self._check_open()
+        target = self._path(path)
+        for _ in range(8):
+            got = tarballs.first_file(self._get(target))
+            if isinstance(got, bytes):
+                return got
+            if not got.issym():
+                raise SandboxPathError(f"{path} in the sandbox is not a file")
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(target), got.linkname))
+        raise SandboxPathError(f"{path} in the sandbox is a chain of too many symlinks")
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Write a file owned by the sandbox user, creating parent folders."""
+        self._check_open()
+        target = self._path(path)
+        raw = data.encode() if isinstance(data, str) else data
+        payload = tarballs.pack_bytes(posixpath.basename(target), raw, uid=self._uid, gid=self._gid)
+        try:
+            self._put(payload, posixpath.dirname(target))
+        except SandboxFileNotFoundError:
+            self._mkdir(posixpath.dirname(target))
+            self._put(payload, posixpath.dirname(target))
+
+    def copy_in(self, host_src: str | Path, dest: str) -> None:
+        """Copy a host file or folder to the sandbox path `dest` (the copy's own path), owned by the user."""
+        self._check_open()
+        src, target = Path(host_src), self._path(dest)
+        if not src.exists():
+            raise SandboxFileNotFoundError(f"no host path {src}")
+        self._mkdir(posixpath.dirname(target))
+        self._put(tarballs.pack(src, posixpath.basename(target), uid=self._uid, gid=self._gid),
+                  posixpath.dirname(target))
+
+    def copy_out(self, src: str, host_dest: str | Path) -> None:
+        """Copy a sandbox file or folder to the host path `host_dest` (the copy's own path)."""
+        self._check_open()
+        source = self._path(src)
+        tarballs.extract_to(self._get(source), posixpath.basename(source) or ".", Path(host_dest))
+
+    def close(self) -> None:
+        """Remove the container and its anonymous volumes. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        import docker
+
+        try:
+            self.container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass  # already removed, e.g. by `failatlas sandbox cleanup --all`
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"cannot remove sandbox {self.container.name}: {exc}") from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

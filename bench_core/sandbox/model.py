@@ -1,0 +1,87 @@
+"""Typed values at the sandbox boundary: what to start (`SandboxSpec`), what a command did (`ExecResult`)."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_IMAGE = "failatlas/sandbox:bookworm"
+DEFAULT_OUTPUT_LIMIT = 1024 * 1024
+
+KilledReason = Literal["timeout", "oom", "pids"]
+
+
+class SandboxSpec(BaseModel):
+    """Everything needed to start a sandbox. Limits apply to the whole sandbox, not to one command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: str = DEFAULT_IMAGE
+    workdir: str = "/workspace"
+    cpus: float = Field(default=1.0, gt=0)
+    memory_mb: int = Field(default=2048, ge=64)
+    pids_limit: int = Field(default=256, ge=8)
+    network: bool = False
+    gpu_ids: list[str] = Field(default_factory=list, description="leased from a GpuAllocator, never 'all'")
+    read_only_inputs: dict[str, str] = Field(
+        default_factory=dict, description="host path -> sandbox path, mounted read-only"
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    run_id: str | None = Field(default=None, description="recorded as the label failatlas.run_id")
+    user: str = "agent"
+    shell: list[str] = Field(default_factory=lambda: ["/bin/bash", "-c"], description="runs string commands")
+    tmp_mb: int = Field(default=512, ge=1, description="size of the /tmp tmpfs (counts against memory)")
+    shm_mb: int = Field(default=256, ge=1)
+    disk_mb: int | None = Field(
+        default=None, description="writable-layer quota; only storage drivers with quotas support it"
+    )
+    read_only_root: bool = Field(default=False, description="root filesystem read-only but workdir and /tmp")
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("workdir must be an absolute path")
+        return str(PurePosixPath(v))
+
+    @field_validator("read_only_inputs")
+    @classmethod
+    def _absolute_targets(cls, v: dict[str, str]) -> dict[str, str]:
+        for target in v.values():
+            if not target.startswith("/"):
+                raise ValueError(f"sandbox path {target!r} of a read-only input must be absolute")
+        return v
+
+    @field_validator("gpu_ids")
+    @classmethod
+    def _no_all(cls, v: list[str]) -> list[str]:
+        if any(g.strip().lower() in ("all", "") for g in v):
+            raise ValueError("gpu_ids must name devices (lease them from a GpuAllocator), never 'all'")
+        return v
+
+
+class ExecResult(BaseModel):
+    """What one command did. A non-zero exit, a timeout or a kill are all results, not exceptions.
+
+    `stdout`/`stderr` keep the head and the tail of each stream up to the output limit; `truncated` says bytes
+    were dropped from the middle of either. `killed_reason` says why the sandbox stopped the command:
+    'timeout' (deadline), 'oom' (memory limit) or 'pids' (process-count limit); None when it ended by itself.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+    duration_s: float
+    timed_out: bool = False
+    killed_reason: KilledReason | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and self.killed_reason is None

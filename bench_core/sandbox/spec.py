@@ -1,0 +1,34 @@
+"""The sandbox a task asks for, from the task's declared resources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench_core.sandbox.model import DEFAULT_IMAGE, SandboxSpec
+from bench_core.tasks.model import TaskSpec
+
+
+def spec_for_task(
+    task: TaskSpec,
+    *,
+    run_id: str | None = None,
+    gpu_ids: Sequence[str] = (),
+    read_only_inputs: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> SandboxSpec:
+    """A `SandboxSpec` sized by `task.resources` (image, CPUs, memory, network) with leased `gpu_ids`.
+
+    Only agent-visible inputs belong in `read_only_inputs`; ground truth must never be passed here.
+    Raises ValueError when the leased GPUs do not match the task's GPU count.
+    """
+    res = task.resources
+    if len(gpu_ids) != res.gpus:
+        raise ValueError(f"task {task.id} needs {res.gpus} GPU(s) but {len(gpu_ids)} were leased")
+    fields: dict[str, Any] = dict(
+        image=res.image or DEFAULT_IMAGE, cpus=res.cpus, memory_mb=int(res.memory_gb * 1024),
+        network=res.network, gpu_ids=list(gpu_ids), read_only_inputs=dict(read_only_inputs or {}),
+        run_id=run_id, labels={"failatlas.task_id": task.id},
+    )
+    fields.update(overrides)
+    return SandboxSpec(**fields)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench_core.sandbox import DEFAULT_IMAGE, SandboxSpec, build_base_image, create_sandbox
+from bench_core.sandbox.docker_sandbox import DockerSandbox
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The real sandbox image; built once (minutes) when the tag is missing, reused afterwards."""
+    build_base_image(DEFAULT_IMAGE)
+    return DEFAULT_IMAGE
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small prepared repository, as the runner would hand it over."""
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text("print('training')\n")
+    (root / "README.md").write_text("# toy\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def shared_box(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerSandbox]:
+    """One container for the tests that do not break it."""
+    repo = tmp_path_factory.mktemp("shared") / "repo"
+    repo.mkdir()
+    (repo / "hello.txt").write_text("hello\n")
+    box = create_sandbox("docker", SandboxSpec(image=sandbox_image, memory_mb=512, pids_limit=64,
+                                               run_id="test-shared"), workspace=repo)
+    yield box
+    box.close()

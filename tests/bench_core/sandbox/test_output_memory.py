@@ -1,0 +1,32 @@
+"""A 100 MB print costs the harness almost no memory: output is streamed and capped, never buffered whole."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from bench_core.sandbox import DEFAULT_IMAGE
+
+_MEASURE = """
+import resource, sys
+from bench_core.sandbox import SandboxSpec, create_sandbox
+with create_sandbox(sys.argv[1], SandboxSpec(image=sys.argv[2], memory_mb=1024)) as box:
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = box.exec(["python3", "-c", "import sys; sys.stdout.write('x' * 100_000_000)"], timeout=60,
+                 output_limit=10_000)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+assert r.returncode == 0 and r.truncated, r
+print((peak - base) // 1024)
+"""
+
+
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker), "local"])
+def test_huge_output_does_not_grow_the_harness(backend: str, request: pytest.FixtureRequest) -> None:
+    image = request.getfixturevalue("sandbox_image") if backend == "docker" else DEFAULT_IMAGE
+    out = subprocess.run([sys.executable, "-c", _MEASURE, backend, image], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    grown_mib = int(out.stdout.strip())
+    assert grown_mib < 20, f"the harness grew by {grown_mib} MiB for a 100 MB print"
