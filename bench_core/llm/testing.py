@@ -127,7 +127,7 @@ def _completion(
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """What the fake received: method, path, headers (as sent) and the JSON body."""
+    """What the fake received: method, path, headers (names lower-cased) and the JSON body."""
 
     method: str
     path: str
@@ -225,13 +225,15 @@ class ScriptedOpenAIServer:
                     self._send(ScriptedReply.error(404, f"no route {self.path}"))
                     return
                 recorded = RecordedRequest(
-                    "POST", self.path, dict(self.headers.items()), body, time.monotonic()
+                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
                 )
                 self._send(server._next(recorded))
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="scripted-openai", daemon=True
+        )
         self._thread.start()
         return self
 
