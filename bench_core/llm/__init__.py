@@ -22,10 +22,10 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
   config file ($FAILATLAS_LLM_CONFIG, TOML or YAML), FAILATLAS_LLM_* env vars, then its [default] section.
   Roles: agent, judge, monitor, extractor, labeller. The config names the env var holding the key
   (`api_key_env`); the key is read when the client is built and never stored or logged.
-- `LLMClient(config, store=None, *, use_cache=True)`:
+- `LLMClient(config, store=None, *, records=None, use_cache=True)`:
   - `chat(messages, *, tools=None, sample_index=0, run_id=None, purpose=None, **params) -> ChatResult`
     (content, tool_calls, finish_reason, prompt/completion tokens, cost_usd, cached, latency_s, raw, key,
-    call_id).
+    call_id). `result.as_message()` is the reply as an assistant message to append to the conversation.
   - `structured(messages, schema, *, sample_index=0, max_repairs=2, run_id=None, purpose=None, strict=False,
     **params) -> StructuredResult` (ok, value, error, attempts, raw_replies, calls; token/cost totals).
     `schema` is a pydantic model class or a JSON-schema dict. Sends `response_format=json_schema`, falling
@@ -36,6 +36,11 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
   - With a store: replies are cached in `llm_cache` by sha256(endpoint, model, messages, params, schema,
     sample_index) -- a hit sends no HTTP request and costs 0 -- and every call, hit or miss, ok or failed, is
     a row of `llm_calls` (docs/store/llm.md). Another `sample_index` draws a fresh sample.
+  - A parallel worker that must not open the store passes `records=MemoryRecords(seed=...)` instead; the
+    parent writes the rows with `records.flush(store)` (seed: `store.query_dicts("SELECT key, response
+    FROM llm_cache")` for cache hits in the worker). Without store or records: no cache, no log.
+  - Prompts and raw responses are stored; the API key, credentials in base_url and anything shaped like a
+    key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string and every error message.
 - `bench_core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
 
 Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
@@ -44,6 +49,7 @@ Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
 from .client import ChatResult, LLMClient, ToolCall
 from .config import ROLES, LLMConfig, load_config_file, not_configured_reason, resolve_config
 from .errors import LLMEndpointError
+from .records import LLMRecords, MemoryRecords, StoreRecords
 from .structured import StructuredResult, parse_json_reply
 
 
@@ -62,6 +68,9 @@ __all__ = [
     "LLMClient",
     "LLMConfig",
     "LLMEndpointError",
+    "LLMRecords",
+    "MemoryRecords",
+    "StoreRecords",
     "StructuredResult",
     "ToolCall",
     "client_for_role",

@@ -8,6 +8,7 @@ import logging
 import random
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -17,7 +18,7 @@ from failatlas.store import Store
 
 from .config import LLMConfig
 from .errors import LLMEndpointError
-from .records import CallRecords, request_key
+from .records import LLMRecords, StoreRecords, request_key
 from .redact import Redactor
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,16 @@ class ChatResult(BaseModel):
     key: str
     call_id: str
     raw: dict[str, Any]
+
+    def as_message(self) -> dict[str, Any]:
+        """This reply as an assistant message, ready to append to the conversation (tool calls included)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
 
 
 class _Failure(Exception):
@@ -135,19 +146,35 @@ def _parse_completion(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _plain_message(message: Any) -> dict[str, Any]:
+    if isinstance(message, BaseModel):
+        return message.model_dump(mode="json", exclude_none=True)
+    if not isinstance(message, dict):
+        raise TypeError(f"a chat message must be a dict in OpenAI format, got {type(message).__name__}")
+    return message
+
+
 class LLMClient:
     """Chat with one endpoint. With a store, replies are cached by request and every call is logged.
 
     Thread-safe for concurrent `chat` calls. See the package docstring for the contract.
     """
 
-    def __init__(self, config: LLMConfig, store: Store | None = None, *, use_cache: bool = True) -> None:
+    def __init__(
+        self,
+        config: LLMConfig,
+        store: Store | None = None,
+        *,
+        records: LLMRecords | None = None,
+        use_cache: bool = True,
+    ) -> None:
+        if store is not None and records is not None:
+            raise ValueError("pass either a store or records, not both")
         self.config = config
-        self.store = store
         self.use_cache = use_cache
         key = config.api_key()
-        self._redactor = Redactor([key])
-        self._records = CallRecords(store, self._redactor) if store is not None else None
+        self._redactor = Redactor([key, *config.url_secrets()])
+        self.records: LLMRecords | None = StoreRecords(store) if store is not None else records
         self._openai = openai.OpenAI(
             base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
         )
@@ -245,6 +272,7 @@ class LLMClient:
         params: dict[str, Any],
     ) -> ChatResult:
         cfg = self.config
+        messages = [_plain_message(m) for m in messages]
         request_params = self._request_params(tools, params)
         key = request_key(
             endpoint=cfg.endpoint,
@@ -267,8 +295,8 @@ class LLMClient:
         }
         started = time.monotonic()
 
-        if self._records is not None and self.use_cache:
-            cached = self._records.lookup(key)
+        if self.records is not None and self.use_cache:
+            cached = self.records.lookup(key)
             if cached is not None:
                 fields = _parse_completion(cached)
                 result = ChatResult(
@@ -329,8 +357,10 @@ class LLMClient:
         latency: float | None = None,
         cache_row: dict[str, Any] | None = None,
     ) -> None:
-        if self._records is None:
+        if self.records is None:
             return
+        redact = self._redactor
+        now = datetime.now(UTC).replace(tzinfo=None)
         row = dict(
             call,
             status=status,
@@ -338,14 +368,24 @@ class LLMClient:
             http_attempts=result.http_attempts if result else (error.attempts if error else 0),
             error_kind=error.kind if error else None,
             http_status=error.status_code if error else None,
-            error=str(error) if error else None,
-            request=request,
+            error=redact.text(str(error)) if error else None,
+            request=redact.json(request) if request is not None else None,
             prompt_tokens=result.prompt_tokens if result else None,
             completion_tokens=result.completion_tokens if result else None,
             cost_usd=result.cost_usd if result else None,
             latency_s=result.latency_s if result else (latency or 0.0),
+            created_at=now,
         )
-        self._records.record(row, cache_row)
+        if row["purpose"] is not None:
+            row["purpose"] = redact.text(row["purpose"])
+        if cache_row is not None:
+            cache_row = dict(
+                cache_row,
+                request=redact.json(cache_row["request"]),
+                response=redact.json(cache_row["response"]),
+                created_at=now,
+            )
+        self.records.record(row, cache_row)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         cfg = self.config

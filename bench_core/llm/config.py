@@ -16,7 +16,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -71,6 +71,12 @@ class LLMConfig(BaseModel):
         parts = urlsplit(self.base_url)
         host = parts.netloc.rsplit("@", 1)[-1]
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+    def url_secrets(self) -> list[str]:
+        """Credentials embedded in base_url (a password, query values): redacted wherever text is stored."""
+        parts = urlsplit(self.base_url)
+        values = [v for _, v in parse_qsl(parts.query)]
+        return [s for s in (parts.password, *values) if s]
 
     def api_key(self) -> str:
         """The key read from `api_key_env` now (a placeholder when none is named). Never store the result."""

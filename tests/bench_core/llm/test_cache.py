@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from bench_core.llm import LLMClient
+from bench_core.llm import LLMClient, MemoryRecords
 from bench_core.llm.testing import ScriptedReply
 from failatlas.store import Store
 
@@ -103,3 +103,32 @@ def test_cache_survives_a_new_process(server, make_config, db_path, store):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"content": "remembered", "cached": True}
     assert server.request_count == 1
     assert Store(db_path).query("SELECT count(*) FROM llm_calls WHERE cached") == [(1,)]
+
+
+def test_worker_rows_stay_in_memory_until_the_parent_flushes_them(server, make_config, store, db_path):
+    server.enqueue(ScriptedReply.text("from the worker"))
+    records = MemoryRecords()
+    worker = LLMClient(make_config(), records=records)
+    assert [worker.chat(ASK).cached for _ in range(2)] == [False, True]
+    assert server.request_count == 1
+    assert store.query("SELECT count(*) FROM llm_calls") == [(0,)]  # the worker never opened the store
+    assert records.flush(store) == 2 and records.calls == [] and records.cache == []
+    assert store.query("SELECT count(*), count(*) FILTER (WHERE cached) FROM llm_calls") == [(2, 1)]
+    # a later worker seeded by its parent from the store gets the hit without a request
+    seeded = MemoryRecords(seed=store.query_dicts("SELECT key, response FROM llm_cache"))
+    again = LLMClient(make_config(), records=seeded).chat(ASK)
+    assert again.cached and again.content == "from the worker" and server.request_count == 1
+
+
+def test_a_reply_appends_to_the_conversation_as_an_assistant_message(server, make_config, store):
+    server.enqueue(ScriptedReply.tool_call("read_file", {"path": "a.py"}), ScriptedReply.text("done"))
+    client = LLMClient(make_config(), store)
+    first = client.chat(ASK)
+    follow_up = [
+        *ASK,
+        first.as_message(),
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "print(1)"},
+    ]
+    assert client.chat(follow_up).content == "done"
+    sent = server.requests[1].body["messages"][1]
+    assert sent["tool_calls"][0]["function"] == {"name": "read_file", "arguments": '{"path": "a.py"}'}
