@@ -81,19 +81,35 @@ def write_records(store: Store, calls: list[dict[str, Any]], cache: list[dict[st
             )
 
 
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(store: Store) -> threading.Lock:
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(str(store.path.resolve()), threading.Lock())
+
+
 class StoreRecords:
-    """The store as cache and call log; each call is one short write transaction."""
+    """The store as cache and call log; each call is one short write transaction.
+
+    Lookups also use a read-write connection, and all access from this process is serialised: DuckDB refuses
+    a read-only connection to a file that another thread of the same process holds open for writing, which is
+    the normal case when judges run in threads while the runner writes.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._lock = _path_lock(store)
 
     def lookup(self, key: str) -> dict[str, Any] | None:
-        with self.store.read() as conn:
+        with self._lock, self.store.write() as conn:
             row = conn.execute("SELECT response FROM llm_cache WHERE key = ?", [key]).fetchone()
         return json.loads(row[0]) if row else None
 
     def record(self, call: dict[str, Any], cache: dict[str, Any] | None = None) -> None:
-        write_records(self.store, [call], [cache] if cache else [])
+        with self._lock:
+            write_records(self.store, [call], [cache] if cache else [])
 
 
 class MemoryRecords:

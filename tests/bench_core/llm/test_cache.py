@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,25 @@ def test_a_reply_appends_to_the_conversation_as_an_assistant_message(server, mak
     assert client.chat(follow_up).content == "done"
     sent = server.requests[1].body["messages"][1]
     assert sent["tool_calls"][0]["function"] == {"name": "read_file", "arguments": '{"path": "a.py"}'}
+
+
+def test_threads_share_one_client_and_store(server, make_config, store):
+    server.enqueue(*[ScriptedReply.text(f"reply {i}") for i in range(12)])
+    client = LLMClient(make_config(), store)
+    errors: list[BaseException] = []
+
+    def ask(worker: int) -> None:
+        try:
+            for i in range(3):
+                client.chat([{"role": "user", "content": f"worker {worker} question {i}"}])
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert store.query("SELECT count(*), count(DISTINCT key) FROM llm_calls") == [(12, 12)]
+    assert server.request_count == 12
