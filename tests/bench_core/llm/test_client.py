@@ -49,6 +49,18 @@ def test_rate_limit_honours_retry_after_then_succeeds(server, make_config, store
     assert (row["status"], row["http_attempts"], row["run_id"], row["purpose"]) == ("ok", 2, "run-1", "test")
 
 
+@pytest.mark.parametrize(
+    ("headers", "at_least", "below"),
+    [({"retry-after-ms": "400"}, 0.38, 2.0), ({"Retry-After": "soon"}, 0.0, 1.0)],
+)
+def test_retry_after_in_milliseconds_or_unreadable(server, make_config, headers, at_least, below):
+    limited = ScriptedReply(status=429, headers=headers, body={"error": {"message": "slow down"}})
+    server.enqueue(limited, ScriptedReply.text("ok"))
+    assert LLMClient(make_config()).chat(HELLO).content == "ok"
+    first, second = server.requests
+    assert at_least <= second.received_at - first.received_at < below
+
+
 def test_server_errors_are_retried(server, make_config):
     server.enqueue(ScriptedReply.error(500), ScriptedReply.error(503), ScriptedReply.text("third time"))
     result = LLMClient(make_config(max_retries=2)).chat(HELLO)
