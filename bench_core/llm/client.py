@@ -207,7 +207,8 @@ class LLMClient:
         purpose: str | None = None,
         **params: Any,
     ) -> ChatResult:
-        """One chat completion. `params` (temperature, max_tokens, response_format, ...) override the config.
+        """One chat completion. `params` (temperature, max_tokens, response_format, ...) override the config;
+        a param given as None is not sent (e.g. `temperature=None` for models that refuse one).
 
         Raises LLMEndpointError when the endpoint fails after retries or refuses the request (4xx).
         """
@@ -261,7 +262,7 @@ class LLMClient:
         merged.update(params)
         if tools:
             merged["tools"] = tools
-        return merged
+        return {name: value for name, value in merged.items() if value is not None}
 
     def _chat(
         self,

@@ -26,6 +26,12 @@ def test_chat_returns_content_tokens_and_sends_config_params(server, make_config
     assert (sent["temperature"], sent["max_tokens"], sent["top_p"], sent["seed"]) == (0.2, 64, 0.5, 7)
 
 
+def test_a_param_given_as_none_is_not_sent(server, make_config):
+    server.enqueue(ScriptedReply.text("ok"))
+    LLMClient(make_config(max_tokens=10)).chat(HELLO, temperature=None)
+    assert "temperature" not in server.requests[0].body and server.requests[0].body["max_tokens"] == 10
+
+
 def test_tool_calls_are_returned(server, make_config):
     server.enqueue(ScriptedReply.tool_call("run_shell", {"cmd": "ls"}, call_id="call_9"))
     tools = [{"type": "function", "function": {"name": "run_shell", "parameters": {"type": "object"}}}]
