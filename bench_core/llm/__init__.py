@@ -1,0 +1,81 @@
+"""The one LLM client layer: any OpenAI-compatible endpoint, per role, with retries, a cache and a call log.
+
+Used by agents, judges, the monitor, insight extraction and taxonomy labelling. The whole API:
+
+    from bench_core.llm import client_for_role, not_configured_reason, LLMEndpointError
+
+    client = client_for_role("judge", store)          # None when no endpoint is configured for the role
+    if client is None:
+        record_not_run(reason=not_configured_reason("judge"))       # never a verdict
+    else:
+        try:
+            result = client.structured(messages, Verdict, run_id=run.id, purpose="judge:design")
+        except LLMEndpointError as exc:                # infrastructure, not the agent's fault
+            record_infra_failure(str(exc))
+        else:
+            if result.ok:
+                use(result.value)                      # a Verdict instance (or a dict for a dict schema)
+            else:
+                record_judge_failure(result.error)     # never a score of zero, never a pass
+
+- `resolve_config(role) -> LLMConfig | None`: from FAILATLAS_LLM_<ROLE>_* env vars, the [role] section of the
+  config file ($FAILATLAS_LLM_CONFIG, TOML or YAML), FAILATLAS_LLM_* env vars, then its [default] section.
+  Roles: agent, judge, monitor, extractor, labeller. The config names the env var holding the key
+  (`api_key_env`); the key is read when the client is built and never stored or logged.
+- `LLMClient(config, store=None, *, records=None, use_cache=True)`:
+  - `chat(messages, *, tools=None, sample_index=0, run_id=None, purpose=None, **params) -> ChatResult`
+    (content, tool_calls, finish_reason, prompt/completion tokens, cost_usd, cached, latency_s, raw, key,
+    call_id). `result.as_message()` is the reply as an assistant message to append to the conversation.
+  - `structured(messages, schema, *, sample_index=0, max_repairs=2, run_id=None, purpose=None, strict=False,
+    **params) -> StructuredResult` (ok, value, error, attempts, raw_replies, calls; token/cost totals).
+    `schema` is a pydantic model class or a JSON-schema dict. Sends `response_format=json_schema`, falling
+    back to instructions in the prompt when the server refuses it (or when `structured_mode="prompt"`).
+  - Retries 429 (honouring Retry-After), 5xx, 408, timeouts and connection errors with exponential back-off
+    and jitter, `max_retries` times; other 4xx are not retried. Then raises `LLMEndpointError`
+    (a `failatlas.errors.InfrastructureError`) with `.kind`, `.status_code`, `.attempts`.
+  - With a store: replies are cached in `llm_cache` by sha256(endpoint, model, messages, params, schema,
+    sample_index) -- a hit sends no HTTP request and costs 0 -- and every call, hit or miss, ok or failed, is
+    a row of `llm_calls` (docs/store/llm.md). Another `sample_index` draws a fresh sample.
+  - A parallel worker that must not open the store passes `records=MemoryRecords(seed=...)` instead; the
+    parent writes the rows with `records.flush(store)` (seed: `store.query_dicts("SELECT key, response
+    FROM llm_cache")` for cache hits in the worker). Without store or records: no cache, no log.
+  - Prompts and raw responses are stored; the API key, credentials in base_url and anything shaped like a
+    key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string and every error message.
+- `bench_core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
+
+Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
+"""
+
+from .client import ChatResult, LLMClient, ToolCall
+from .config import ROLES, LLMConfig, load_config_file, not_configured_reason, resolve_config
+from .errors import LLMEndpointError
+from .records import LLMRecords, MemoryRecords, StoreRecords
+from .structured import StructuredResult, parse_json_reply
+
+
+def client_for_role(role: str, store=None, *, config_file=None, use_cache: bool = True) -> LLMClient | None:  # noqa: ANN001
+    """A client for `role`, or None when no endpoint is configured (record `not_configured_reason(role)`).
+
+    Raises ConfigError when the role is half configured or its api_key_env variable is unset.
+    """
+    config = resolve_config(role, config_file=config_file)
+    return None if config is None else LLMClient(config, store, use_cache=use_cache)
+
+
+__all__ = [
+    "ROLES",
+    "ChatResult",
+    "LLMClient",
+    "LLMConfig",
+    "LLMEndpointError",
+    "LLMRecords",
+    "MemoryRecords",
+    "StoreRecords",
+    "StructuredResult",
+    "ToolCall",
+    "client_for_role",
+    "load_config_file",
+    "not_configured_reason",
+    "parse_json_reply",
+    "resolve_config",
+]

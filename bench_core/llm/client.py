@@ -1,0 +1,443 @@
+"""`LLMClient`: chat completions from one OpenAI-compatible endpoint, with retries, a cache and a call log."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ConfigDict
+
+from failatlas.store import Store
+
+from .config import LLMConfig
+from .errors import LLMEndpointError
+from .records import LLMRecords, StoreRecords, request_key
+from .redact import Redactor
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_CAP_S = 600.0
+
+
+class ToolCall(BaseModel):
+    """A function call the model asked for; `arguments` is the JSON text exactly as the model wrote it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str
+
+
+class ChatResult(BaseModel):
+    """One chat completion. Tokens are the response's usage; `cost_usd` is what this call cost
+    (0 on a cache hit, None when the config has no price)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    cached: bool
+    latency_s: float
+    http_attempts: int
+    key: str
+    call_id: str
+    raw: dict[str, Any]
+
+    def as_message(self) -> dict[str, Any]:
+        """This reply as an assistant message, ready to append to the conversation (tool calls included)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+class _Failure(Exception):
+    """One failed HTTP attempt, classified."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool = True,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+        self.retryable = retryable
+
+
+def _retry_after(response: Any) -> float | None:
+    headers = getattr(response, "headers", None) or {}
+    if headers.get("retry-after-ms"):
+        try:
+            return float(headers["retry-after-ms"]) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def _classify(exc: Exception) -> _Failure:
+    if isinstance(exc, openai.APITimeoutError):
+        return _Failure("timeout", "the request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return _Failure("connection", f"cannot connect: {exc.__cause__ or exc}")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = f"HTTP {status}: {exc.message}"
+        if status == 429:
+            return _Failure("rate_limit", message, status=status, retry_after=_retry_after(exc.response))
+        if status >= 500:
+            return _Failure("server_error", message, status=status, retry_after=_retry_after(exc.response))
+        if status == 408:
+            return _Failure("timeout", message, status=status)
+        return _Failure("client_error", message, status=status, retryable=False)
+    return _Failure("server_error", f"unusable response: {exc}")
+
+
+def _parse_completion(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields we use from a chat.completion body; raises _Failure when the body is not one."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        raise _Failure("server_error", "the response is not a chat completion (no choices[0].message)")
+    message = choices[0]["message"]
+    calls = [
+        ToolCall(
+            id=str(c.get("id", "")),
+            name=str(c.get("function", {}).get("name", "")),
+            arguments=str(c.get("function", {}).get("arguments", "")),
+        )
+        for c in message.get("tool_calls") or []
+    ]
+    usage = body.get("usage") or {}
+    return {
+        "content": message.get("content"),
+        "tool_calls": calls,
+        "finish_reason": choices[0].get("finish_reason"),
+        "model": str(body.get("model", "")),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+    }
+
+
+def _plain_message(message: Any) -> dict[str, Any]:
+    if isinstance(message, BaseModel):
+        return message.model_dump(mode="json", exclude_none=True)
+    if not isinstance(message, dict):
+        raise TypeError(f"a chat message must be a dict in OpenAI format, got {type(message).__name__}")
+    return message
+
+
+class LLMClient:
+    """Chat with one endpoint. With a store, replies are cached by request and every call is logged.
+
+    Thread-safe for concurrent `chat` calls. See the package docstring for the contract.
+    """
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        store: Store | None = None,
+        *,
+        records: LLMRecords | None = None,
+        use_cache: bool = True,
+    ) -> None:
+        if store is not None and records is not None:
+            raise ValueError("pass either a store or records, not both")
+        self.config = config
+        self.use_cache = use_cache
+        key = config.api_key()
+        self._redactor = Redactor([key, *config.url_secrets()])
+        self.records: LLMRecords | None = StoreRecords(store) if store is not None else records
+        self._openai = openai.OpenAI(
+            base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
+        )
+        self.structured_mode = config.structured_mode
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        return f"LLMClient(role={cfg.role!r}, endpoint={cfg.endpoint!r}, model={cfg.model!r})"
+
+    def close(self) -> None:
+        self._openai.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- calls -----------------------------------------------------------------------------------------------
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        sample_index: int = 0,
+        run_id: str | None = None,
+        purpose: str | None = None,
+        **params: Any,
+    ) -> ChatResult:
+        """One chat completion. `params` (temperature, max_tokens, response_format, ...) override the config;
+        a param given as None is not sent (e.g. `temperature=None` for models that refuse one).
+
+        Raises LLMEndpointError when the endpoint fails after retries or refuses the request (4xx).
+        """
+        return self._chat(
+            messages,
+            tools=tools,
+            sample_index=sample_index,
+            run_id=run_id,
+            purpose=purpose,
+            schema=None,
+            params=params,
+        )
+
+    def structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any] | type[BaseModel],
+        *,
+        sample_index: int = 0,
+        max_repairs: int = 2,
+        run_id: str | None = None,
+        purpose: str | None = None,
+        strict: bool = False,
+        **params: Any,
+    ):  # noqa: ANN201
+        """A reply that parses and validates against `schema`, repairing up to `max_repairs` times.
+
+        Returns a StructuredResult; `ok=False` with `error` when the budget is spent (a judge failure, never a
+        score). Raises LLMEndpointError when the endpoint itself fails.
+        """
+        from .structured import run_structured
+
+        return run_structured(
+            self,
+            messages,
+            schema,
+            sample_index=sample_index,
+            max_repairs=max_repairs,
+            run_id=run_id,
+            purpose=purpose,
+            strict=strict,
+            params=params,
+        )
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _request_params(self, tools: list[dict[str, Any]] | None, params: dict[str, Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = {"temperature": self.config.temperature}
+        if self.config.max_tokens is not None:
+            merged["max_tokens"] = self.config.max_tokens
+        merged.update(self.config.extra_params)
+        merged.update(params)
+        if tools:
+            merged["tools"] = tools
+        return {name: value for name, value in merged.items() if value is not None}
+
+    def _chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None,
+        sample_index: int,
+        run_id: str | None,
+        purpose: str | None,
+        schema: dict[str, Any] | None,
+        params: dict[str, Any],
+    ) -> ChatResult:
+        cfg = self.config
+        messages = [_plain_message(m) for m in messages]
+        request_params = self._request_params(tools, params)
+        key = request_key(
+            endpoint=cfg.endpoint,
+            model=cfg.model,
+            messages=messages,
+            params=request_params,
+            schema=schema,
+            sample_index=sample_index,
+        )
+        request = {"messages": messages, "params": request_params, "schema": schema}
+        call = {
+            "id": uuid.uuid4().hex,
+            "key": key,
+            "role": cfg.role,
+            "run_id": run_id,
+            "purpose": purpose,
+            "endpoint": cfg.endpoint,
+            "model": cfg.model,
+            "sample_index": sample_index,
+        }
+        started = time.monotonic()
+
+        if self.records is not None and self.use_cache:
+            cached = self.records.lookup(key)
+            if cached is not None:
+                fields = _parse_completion(cached)
+                result = ChatResult(
+                    **fields,
+                    cost_usd=0.0 if cfg.cost_usd(0, 0) is not None else None,
+                    cached=True,
+                    latency_s=time.monotonic() - started,
+                    http_attempts=0,
+                    key=key,
+                    call_id=call["id"],
+                    raw=cached,
+                )
+                self._log(call, result, status="ok")
+                return result
+
+        try:
+            body, attempts = self._send_with_retries(messages, request_params)
+            fields = _parse_completion(body)
+        except LLMEndpointError as exc:
+            self._log(
+                call, None, status="error", error=exc, request=request, latency=time.monotonic() - started
+            )
+            raise
+        cost = cfg.cost_usd(fields["prompt_tokens"], fields["completion_tokens"])
+        result = ChatResult(
+            **fields,
+            cost_usd=cost,
+            cached=False,
+            latency_s=time.monotonic() - started,
+            http_attempts=attempts,
+            key=key,
+            call_id=call["id"],
+            raw=body,
+        )
+        cache_row = {
+            "key": key,
+            "role": cfg.role,
+            "endpoint": cfg.endpoint,
+            "model": cfg.model,
+            "sample_index": sample_index,
+            "request": request,
+            "response": body,
+            "prompt_tokens": fields["prompt_tokens"],
+            "completion_tokens": fields["completion_tokens"],
+            "cost_usd": cost,
+        }
+        self._log(call, result, status="ok", cache_row=cache_row if self.use_cache else None)
+        return result
+
+    def _log(
+        self,
+        call: dict[str, Any],
+        result: ChatResult | None,
+        *,
+        status: str,
+        error: LLMEndpointError | None = None,
+        request: dict[str, Any] | None = None,
+        latency: float | None = None,
+        cache_row: dict[str, Any] | None = None,
+    ) -> None:
+        if self.records is None:
+            return
+        redact = self._redactor
+        now = datetime.now(UTC).replace(tzinfo=None)
+        row = dict(
+            call,
+            status=status,
+            cached=bool(result and result.cached),
+            http_attempts=result.http_attempts if result else (error.attempts if error else 0),
+            error_kind=error.kind if error else None,
+            http_status=error.status_code if error else None,
+            error=redact.text(str(error)) if error else None,
+            request=redact.json(request) if request is not None else None,
+            prompt_tokens=result.prompt_tokens if result else None,
+            completion_tokens=result.completion_tokens if result else None,
+            cost_usd=result.cost_usd if result else None,
+            latency_s=result.latency_s if result else (latency or 0.0),
+            created_at=now,
+        )
+        if row["purpose"] is not None:
+            row["purpose"] = redact.text(row["purpose"])
+        if cache_row is not None:
+            cache_row = dict(
+                cache_row,
+                request=redact.json(cache_row["request"]),
+                response=redact.json(cache_row["response"]),
+                created_at=now,
+            )
+        self.records.record(row, cache_row)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        cfg = self.config
+        delay = min(cfg.backoff_max_s, cfg.backoff_base_s * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, RETRY_AFTER_CAP_S))
+        return delay
+
+    def _send_with_retries(
+        self, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> tuple[dict[str, Any], int]:
+        cfg = self.config
+        budget = cfg.max_retries + 1
+        for attempt in range(1, budget + 1):
+            try:
+                raw = self._openai.chat.completions.with_raw_response.create(
+                    model=cfg.model, messages=messages, **params
+                )
+                try:
+                    body = json.loads(raw.http_response.text)
+                except ValueError as exc:
+                    raise _Failure("server_error", f"the response body is not JSON: {exc}") from exc
+                _parse_completion(body)
+                return body, attempt
+            except (openai.APIError, _Failure) as exc:
+                failure = exc if isinstance(exc, _Failure) else _classify(exc)
+            message = self._redactor.text(str(failure))
+            if not failure.retryable or attempt == budget:
+                hint = (
+                    None if failure.retryable else "the endpoint refused the request; retrying cannot fix it"
+                )
+                raise LLMEndpointError(
+                    f"LLM endpoint {cfg.endpoint} (model {cfg.model}, role {cfg.role}) failed after "
+                    f"{attempt} attempt(s): {failure.kind}: {message}",
+                    kind=failure.kind,
+                    status_code=failure.status,
+                    attempts=attempt,
+                    hint=hint,
+                )
+            delay = self._backoff(attempt, failure.retry_after)
+            log.warning(
+                "LLM %s attempt %d/%d failed (%s: %s); retrying in %.2f s",
+                cfg.role,
+                attempt,
+                budget,
+                failure.kind,
+                message,
+                delay,
+            )
+            time.sleep(delay)
+        raise AssertionError("unreachable")

@@ -1,0 +1,238 @@
+"""Structured replies: ask for JSON matching a schema, parse and validate, send repair messages, then give up.
+
+A reply that still does not validate after the repair budget is `StructuredResult(ok=False, error=...)`: the
+caller records a judge failure. It is never turned into a score of zero or a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .client import ChatResult
+from .errors import LLMEndpointError
+
+if TYPE_CHECKING:
+    from .client import LLMClient
+
+log = logging.getLogger(__name__)
+
+_FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.DOTALL)
+
+
+class StructuredResult(BaseModel):
+    """The outcome of `LLMClient.structured`: `value` (a model instance or a dict) when `ok`, else `error`."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    attempts: int
+    raw_replies: list[str | None]
+    calls: list[ChatResult]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens or 0 for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens or 0 for c in self.calls)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [c.cost_usd for c in self.calls]
+        return None if any(c is None for c in costs) else sum(costs)  # type: ignore[arg-type]
+
+    @property
+    def cached(self) -> bool:
+        """True when every attempt was answered from the cache (re-scoring cost nothing)."""
+        return all(c.cached for c in self.calls)
+
+
+def parse_json_reply(text: str | None) -> Any:
+    """The JSON value in a reply: bare, inside a ``` fence, or the first {...} in surrounding prose.
+
+    Raises ValueError saying why it does not parse.
+    """
+    if text is None or not text.strip():
+        raise ValueError("the reply has no text content")
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError as first_error:
+        start = stripped.find("{")
+        if start > 0:
+            try:
+                return json.JSONDecoder().raw_decode(stripped[start:])[0]
+            except json.JSONDecodeError:
+                pass
+        raise ValueError(f"the reply is not valid JSON: {first_error}") from first_error
+
+
+def _validator(schema: dict[str, Any] | type[BaseModel]) -> tuple[str, dict[str, Any], Callable[[Any], Any]]:
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        model = schema
+
+        def validate_model(value: Any) -> Any:
+            try:
+                return model.model_validate(value)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:8]
+                )
+                raise ValueError(f"the JSON does not match the schema: {problems}") from exc
+
+        return model.__name__, model.model_json_schema(), validate_model
+    if not isinstance(schema, dict):
+        raise TypeError("schema must be a JSON schema dict or a pydantic model class")
+    import jsonschema
+
+    checker = jsonschema.validators.validator_for(schema)(schema)
+
+    def validate_dict(value: Any) -> Any:
+        errors = sorted(checker.iter_errors(value), key=lambda e: list(e.path))
+        if errors:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:8]
+            )
+            raise ValueError(f"the JSON does not match the schema: {problems}")
+        return value
+
+    name = re.sub(r"[^a-zA-Z0-9_-]", "_", str(schema.get("title", "response")))[:64] or "response"
+    return name, schema, validate_dict
+
+
+def _with_instructions(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    instruction = (
+        "Reply with only one JSON object that conforms to this JSON schema; no prose, no code fences.\n"
+        f"JSON schema: {json.dumps(schema, sort_keys=True)}"
+    )
+    messages = [dict(m) for m in messages]
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        messages[0]["content"] = f"{messages[0]['content']}\n\n{instruction}"
+    else:
+        messages.insert(0, {"role": "system", "content": instruction})
+    return messages
+
+
+def _check(result: ChatResult, validate: Callable[[Any], Any]) -> Any:
+    if result.content is None and result.tool_calls:
+        raise ValueError("the reply is a tool call, not a JSON object")
+    try:
+        return validate(parse_json_reply(result.content))
+    except ValueError as exc:
+        if result.finish_reason == "length":
+            raise ValueError(f"{exc} (the reply was cut off at the max_tokens limit)") from exc
+        raise
+
+
+def run_structured(
+    client: LLMClient,
+    messages: list[dict[str, Any]],
+    schema: dict[str, Any] | type[BaseModel],
+    *,
+    sample_index: int,
+    max_repairs: int,
+    run_id: str | None,
+    purpose: str | None,
+    strict: bool,
+    params: dict[str, Any],
+) -> StructuredResult:
+    """The parse-repair-retry loop behind `LLMClient.structured`."""
+    name, schema_dict, validate = _validator(schema)
+    conversation = [dict(m) for m in messages]
+    calls: list[ChatResult] = []
+    error = ""
+    for attempt in range(1, max_repairs + 2):
+        label = f"{purpose or 'structured'} attempt {attempt}"
+        try:
+            result = _ask(
+                client, conversation, name, schema_dict, strict, sample_index, run_id, label, params
+            )
+        except LLMEndpointError as exc:
+            if (
+                client.structured_mode != "json_schema"
+                or exc.kind != "client_error"
+                or exc.status_code not in (400, 404, 415, 422)
+            ):
+                raise
+            log.warning(
+                "endpoint %s refused response_format json_schema (%s); falling back to JSON instructions",
+                client.config.endpoint,
+                exc,
+            )
+            client.structured_mode = "prompt"
+            result = _ask(
+                client, conversation, name, schema_dict, strict, sample_index, run_id, label, params
+            )
+        calls.append(result)
+        try:
+            value = _check(result, validate)
+        except ValueError as exc:
+            error = str(exc)
+            conversation = [
+                *conversation,
+                {"role": "assistant", "content": result.content or ""},
+                {
+                    "role": "user",
+                    "content": f"Your reply could not be used: {error}\nReply again with "
+                    "only the corrected JSON object that matches the schema.",
+                },
+            ]
+            continue
+        return StructuredResult(
+            ok=True, value=value, attempts=attempt, raw_replies=[c.content for c in calls], calls=calls
+        )
+    return StructuredResult(
+        ok=False,
+        error=f"no valid reply after {len(calls)} attempt(s): {error}",
+        attempts=len(calls),
+        raw_replies=[c.content for c in calls],
+        calls=calls,
+    )
+
+
+def _ask(
+    client: LLMClient,
+    conversation: list[dict[str, Any]],
+    name: str,
+    schema: dict[str, Any],
+    strict: bool,
+    sample_index: int,
+    run_id: str | None,
+    purpose: str,
+    params: dict[str, Any],
+) -> ChatResult:
+    if client.structured_mode == "json_schema":
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": strict},
+        }
+        return client._chat(
+            conversation,
+            tools=None,
+            sample_index=sample_index,
+            run_id=run_id,
+            purpose=purpose,
+            schema=schema,
+            params={**params, "response_format": response_format},
+        )
+    return client._chat(
+        _with_instructions(conversation, schema),
+        tools=None,
+        sample_index=sample_index,
+        run_id=run_id,
+        purpose=purpose,
+        schema=schema,
+        params=params,
+    )
