@@ -179,8 +179,10 @@ class Store:
 
     def query_polars(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None):  # noqa: ANN201
         """Run a read query and return a polars DataFrame."""
+        import polars as pl
+
         with self.read() as conn:
-            return conn.execute(sql, params or []).pl()
+            return pl.from_arrow(conn.sql(sql, params=params or None).to_arrow_table())
 
     # -- schema ------------------------------------------------------------------------------------------------
     def migrate(self) -> list[str]:

@@ -33,6 +33,7 @@ class RunConfig(BaseModel):
     cpus: float = 1.0
     pids_limit: int = 256
     gpu_ids: list[str] = []
+    gpu_wait_s: float = 3600.0
     keep_workspace: bool = True
 
 
@@ -84,13 +85,13 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         if scratch.exists():
             shutil.rmtree(scratch)  # a run killed midway is redone from scratch
         scratch.mkdir(parents=True)
-        masked = prepare_workspace(task, scratch / "masked", repo=config.repo).path
+        masked = Path(prepare_workspace(task, scratch / "masked", repo=config.repo).path)
         workspace = scratch / "workspace"
         shutil.copytree(masked, workspace, symlinks=True)
         agent = create_agent(request.agent, **request.agent_params)
         reference = None
         if getattr(agent, "needs_reference", False):
-            reference = Reference(task=task, tree=reference_workspace(task, scratch / "reference"))
+            reference = Reference(task=task, tree=Path(reference_workspace(task, scratch / "reference")))
         inner = create_sandbox(config.sandbox, _spec(task, request, config), workspace=workspace)
         sandbox = TracedSandbox(inner, lambda e: commands.append(_command_row(e)), purpose="agent")
         workdir = getattr(inner, "workdir", None) or "/workspace"

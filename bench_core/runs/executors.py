@@ -32,8 +32,8 @@ def _run_with_gpus(request: RunRequest, task: TaskSpec, config: RunConfig) -> Ru
     from bench_core.sandbox import GpuAllocator
 
     allocator = GpuAllocator()
-    with allocator.lease(task.resources.gpus, owner=request.run_id) as ids:
-        return execute_run(request, task, config.model_copy(update={"gpu_ids": list(ids)}))
+    with allocator.lease(task.resources.gpus, owner=request.run_id, wait_s=config.gpu_wait_s) as lease:
+        return execute_run(request, task, config.model_copy(update={"gpu_ids": list(lease.ids)}))
 
 
 class LocalExecutor:

@@ -69,7 +69,11 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
                                          spec_fields=spec, repo=repo)
             if "execution" not in task.judgeable_phases:
                 validation = None
-            verdicts.append(judge_hidden_tests(task, clean, getattr(clean, "workdir", None) or "/workspace"))
+            try:
+                verdicts.append(judge_hidden_tests(task, clean, getattr(clean, "workdir", None) or "/workspace"))
+            except (OSError, LookupError, InfrastructureError) as exc:
+                verdicts.append(Verdict("implementation", "hidden-tests", status="judge_failed",
+                                        reason=f"hidden tests could not run: {exc}"))
         finally:
             if clean is not None:
                 clean.close()

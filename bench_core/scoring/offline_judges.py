@@ -158,13 +158,14 @@ def judge_hidden_tests(task: TaskSpec, sandbox, workdir: str) -> Verdict:
                        error_analysis="The agent's changes could not be applied, so no hidden test could run.")
     failures: list[str] = []
     passed = total = 0
-    sandbox.exec("mkdir -p /tmp/failatlas_hidden", timeout=30)
-    sandbox.write_file("/tmp/failatlas_hidden/_run.py", HIDDEN_RUNNER.encode())
+    # Inside the validator's own working copy (Docker's archive API cannot write into a tmpfs /tmp).
+    folder = f"{workdir}/.failatlas_hidden"
+    sandbox.exec(f"mkdir -p {folder}", timeout=30)
+    sandbox.write_file(f"{folder}/_run.py", HIDDEN_RUNNER.encode())
     for path in paths:
-        target = f"/tmp/failatlas_hidden/{path.name}"
+        target = f"{folder}/{path.name}"
         sandbox.write_file(target, path.read_bytes())
-        result = sandbox.exec(f"python3 /tmp/failatlas_hidden/_run.py {target}", timeout=task.run.timeout_s,
-                              cwd=workdir)
+        result = sandbox.exec(f"python3 {folder}/_run.py {target}", timeout=task.run.timeout_s, cwd=workdir)
         summary = next((json.loads(line.split(" ", 1)[1]) for line in (result.stdout or "").splitlines()
                         if line.startswith("FAILATLAS_HIDDEN ")), None)
         if summary is None:  # killed, timed out or crashed before reporting

@@ -102,7 +102,7 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
     if scratch.exists():
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
-    workspace = prepare_workspace(task, scratch / "workspace", repo=repo).path
+    workspace = Path(prepare_workspace(task, scratch / "workspace", repo=repo).path)
     error = apply_diff(workspace, outputs.get("diff") or "")
     if error is not None:
         return Validation("patch_failed", detail=f"git apply failed: {error}"), None
