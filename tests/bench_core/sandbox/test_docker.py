@@ -192,3 +192,22 @@ def test_read_only_root_keeps_workdir_and_tmp_writable(sandbox_image, repo: Path
         assert r.returncode != 0 and "Read-only file system" in r.stderr
         assert box.exec("touch /tmp/x && echo ok > out.txt && cat src/train.py", timeout=20).returncode == 0
         assert box.read_file("out.txt") == b"ok\n"
+
+
+def test_copy_out_skips_links_that_escape(shared_box, tmp_path: Path) -> None:
+    r = shared_box.exec("mkdir -p esc && ln -sf /etc/passwd esc/abs && ln -sf ../../../../etc esc/up "
+                        "&& ln -sf ok.txt esc/rel && echo fine > esc/ok.txt", timeout=20)
+    assert r.returncode == 0, r.stderr
+    shared_box.copy_out("esc", tmp_path / "esc")
+    got = sorted(p.name for p in (tmp_path / "esc").iterdir())
+    assert got == ["ok.txt", "rel"] and (tmp_path / "esc" / "rel").read_text() == "fine\n"
+
+
+def test_gpus_are_requested_by_id_never_all() -> None:
+    from bench_core.sandbox.docker_sandbox import DockerSandbox
+
+    options = DockerSandbox._run_options(SandboxSpec(gpu_ids=["1", "3"]))
+    (request,) = options["device_requests"]
+    assert request["DeviceIDs"] == ["1", "3"] and request["Capabilities"] == [["gpu"]]
+    assert request.get("Count") in (None, 0)
+    assert "device_requests" not in DockerSandbox._run_options(SandboxSpec())
