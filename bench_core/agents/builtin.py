@@ -17,8 +17,14 @@ from failatlas.errors import ConfigError
 
 
 def restorable_paths(task: TaskSpec) -> list[str]:
-    """Files the masking removed or stubbed: what a perfect agent would (re)write."""
+    """Files the masking removed, stubbed or replaced by a base version: what a perfect agent would (re)write."""
+    from bench_core.prepare.leaks import task_path
+
     paths = list(task.masking.files) + [f.path for f in task.masking.functions]
+    if task.masking.overlay:
+        overlay = task_path(task, task.masking.overlay)
+        paths += sorted(p.relative_to(overlay).as_posix() for p in overlay.rglob("*")
+                        if p.is_file() and "__pycache__" not in p.parts)
     return list(dict.fromkeys(paths))
 
 

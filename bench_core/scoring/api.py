@@ -12,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_core.tasks.catalog import get_task
-
 from bench_core.scoring.monitor import monitor_run
 from bench_core.scoring.offline_judges import Verdict, judge_conclusion, judge_design, judge_hidden_tests
 from bench_core.scoring.validator import Validation, validate
+from bench_core.tasks.catalog import get_task
 from bench_core.tasks.model import TaskSpec
 from failatlas.errors import InfrastructureError
 from failatlas.store import Store

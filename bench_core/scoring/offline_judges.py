@@ -115,11 +115,12 @@ def judge_conclusion(task: TaskSpec, conclusion: str | None) -> Verdict:
 
 
 def hidden_test_paths(task: TaskSpec) -> list[Path]:
-    """Absolute paths of the task's hidden tests (relative ones are relative to the task file's folder)."""
-    base = Path(task.source).parent if task.source else Path(task.repository.local_path or ".").parent
+    """Paths of the task's hidden test files (relative entries are relative to the task file's folder)."""
+    from bench_core.prepare.leaks import task_path
+
     paths: list[Path] = []
     for entry in task.implementation.hidden_tests:
-        path = Path(entry) if Path(entry).is_absolute() else base / entry
+        path = task_path(task, entry)
         paths.extend(sorted(path.glob("test*.py")) if path.is_dir() else [path])
     return paths
 

@@ -78,16 +78,67 @@ def apply_diff(workspace: Path, diff: str) -> str | None:
     return proc.stderr.decode(errors="replace")[-TAIL:] if proc.returncode else None
 
 
-def classify_failure(result, results_in_diff: bool) -> str:
+MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
+
+
+def _own_modules(workspace: Path | None) -> set[str]:
+    """Top-level module names the repository itself provides or should provide (masked files included)."""
+    if workspace is None or not workspace.is_dir():
+        return set()
+    return {p.stem for p in workspace.glob("*.py")} | {p.name for p in workspace.iterdir() if p.is_dir()}
+
+
+def classify_failure(result, results_in_diff: bool, *, own_modules: frozenset[str] | set[str] = frozenset()) -> str:
+    """Outcome code of a failed re-run. A missing module of the repository itself is a runtime error (a missing
+    component), not an environment problem; a missing third-party package is `env_setup`."""
     if result.timed_out or result.killed_reason == "timeout":
         return "timeout"
     if result.killed_reason == "oom" or result.returncode == 137:
         return "oom"
     if results_in_diff:
         return "fabricated_result"
-    if ENV_SETUP.search(result.stderr or "") or ENV_SETUP.search(result.stdout or ""):
+    text = (result.stderr or "") + (result.stdout or "")
+    missing = [m.split(".")[0] for m in MISSING_MODULE.findall(text)]
+    if missing and all(m in own_modules for m in missing):
+        return "runtime_error"
+    if ENV_SETUP.search(text):
         return "env_setup"
     return "runtime_error"
+
+
+def claimed_results(diff: str, results_file: str) -> dict | None:
+    """The results the agent's own changes carry (the file's content as added by the diff), if any."""
+    marker = f"+++ b/{results_file}"
+    if marker not in diff:
+        return None
+    lines = []
+    for line in diff.split(marker, 1)[1].splitlines()[1:]:
+        if line.startswith("diff --git "):
+            break
+        if line.startswith("+"):
+            lines.append(line[1:])
+    try:
+        value = json.loads("\n".join(lines))
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def disagreements(task: TaskSpec, claimed: dict, observed: dict) -> list[str]:
+    """Metrics whose claimed value differs from what the clean re-run produced (beyond the metric's tolerance)."""
+    names = [(m.name, m.rtol, m.atol) for m in task.expected_results]
+    if task.success is not None:
+        names.append((task.success.metric, task.success.rtol, task.success.atol))
+    out = []
+    for name, rtol, atol in names:
+        c, o = claimed.get(name), observed.get(name)
+        if not isinstance(c, int | float):
+            continue
+        if not isinstance(o, int | float):
+            out.append(f"{name}: claimed {c}, the re-run produced none")
+        elif not isclose(float(c), float(o), max(rtol, 1e-6), atol):
+            out.append(f"{name}: claimed {c}, re-run {o}")
+    return out
 
 
 def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: str, spec_fields: dict,
@@ -103,6 +154,7 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     workspace = Path(prepare_workspace(task, scratch / "workspace", repo=repo).path)
+    own_modules = _own_modules(workspace) | {Path(f).with_suffix("").parts[0] for f in task.masking.files}
     error = apply_diff(workspace, outputs.get("diff") or "")
     if error is not None:
         return Validation("patch_failed", detail=f"git apply failed: {error}"), None
@@ -125,7 +177,7 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
                    stdout_tail=(result.stdout or "")[-TAIL:], stderr_tail=(result.stderr or "")[-TAIL:],
                    results_in_diff=results_in_diff)
     if not result.success:
-        v.outcome = classify_failure(result, results_in_diff)
+        v.outcome = classify_failure(result, results_in_diff, own_modules=own_modules)
         v.detail = f"the re-run exited with {result.returncode}"
         return v, sandbox
     if not task.run.results_file:
@@ -141,8 +193,14 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         v.outcome, v.detail = "runtime_error", f"{task.run.results_file} is not valid JSON: {exc}"
         return v, sandbox
-    ok, v.metrics = compare_metrics(task, results if isinstance(results, dict) else {})
-    if not ok:
+    results = results if isinstance(results, dict) else {}
+    claimed = claimed_results(outputs.get("diff") or "", task.run.results_file) if results_in_diff else None
+    lies = disagreements(task, claimed, results) if claimed else []
+    ok, v.metrics = compare_metrics(task, results)
+    if lies:
+        v.outcome = "fabricated_result"
+        v.detail = "the agent's results file disagrees with the clean re-run: " + "; ".join(lies)
+    elif not ok:
         v.outcome = "wrong_value"
         wrong = [k for k, d in v.metrics.items() if not d["ok"]]
         v.detail = "metrics off their expected values: " + ", ".join(wrong)
