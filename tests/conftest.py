@@ -26,3 +26,47 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         raise RuntimeError(f"the shared data folder {SHARED_DATA} is missing; set FAILATLAS_SHARED_DATA")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The real sandbox image; built once (minutes) when the tag is missing, reused afterwards."""
+    from bench_core.sandbox import DEFAULT_IMAGE, build_base_image
+
+    build_base_image(DEFAULT_IMAGE)
+    return DEFAULT_IMAGE
+
+
+HARNESS_AGENTS = ("gold", "null", "fault-missing-component", "fault-wrong-constant", "fault-missing-package",
+                  "fault-crash", "fault-no-conclusion", "fault-fabricated-results", "fault-peek")
+
+
+@pytest.fixture(scope="session")
+def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real store in which every harness agent ran on every CPU task of the mini-suite, in Docker, and was
+    scored offline. Built once per test session (a few minutes); tests that write must use `mini_store_copy`."""
+    from bench_core.runs.api import run_benchmark, select_tasks
+    from bench_core.scoring.api import score_runs
+    from bench_core.suites import load_suite
+    from bench_core.tasks import save_tasks
+    from failatlas.store import open_store
+
+    root = tmp_path_factory.mktemp("mini-runs")
+    store = open_store(root / "mini.duckdb")
+    save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
+    tasks = select_tasks(store, benchmark="failatlas-mini", include_gpu=False)
+    for agent in HARNESS_AGENTS:
+        run_benchmark(store, tasks, agent, runs_dir=root / "runs", workers=2, sandbox="docker",
+                      image=sandbox_image)
+    score_runs(store, runs_dir=root / "runs", sandbox="docker", image=sandbox_image)
+    return store.path
+
+
+@pytest.fixture
+def mini_store_copy(scored_mini_store: Path, tmp_path: Path) -> Path:
+    """A private copy of the scored mini-suite store."""
+    import shutil
+
+    target = tmp_path / "mini.duckdb"
+    shutil.copy(scored_mini_store, target)
+    return target

@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.sandbox import DEFAULT_IMAGE, SandboxSpec, build_base_image, create_sandbox
+from bench_core.sandbox import SandboxSpec, create_sandbox
 from bench_core.sandbox.docker_sandbox import DockerSandbox
-
-
-@pytest.fixture(scope="session")
-def sandbox_image() -> str:
-    """The real sandbox image; built once (minutes) when the tag is missing, reused afterwards."""
-    build_base_image(DEFAULT_IMAGE)
-    return DEFAULT_IMAGE
 
 
 @pytest.fixture
