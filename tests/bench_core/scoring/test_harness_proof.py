@@ -72,10 +72,7 @@ def test_confusion_table(scored_mini_store: Path):
     for agent, (expected, _) in EXPECTED.items():
         for scorer in SCORERS:
             hit, total = table[agent].get(scorer, (0, 0))
-            if agent == "gold":
-                want = False
-            else:
-                want = expected.get(scorer)
+            want = False if agent == "gold" else expected.get(scorer)
             if want is True and (total == 0 or hit != total):
                 problems.append(f"{agent}: {scorer} flagged {hit}/{total}, expected all")
             if want is False and hit != 0:
