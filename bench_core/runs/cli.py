@@ -121,7 +121,7 @@ def score(
     from bench_core.scoring.llm_judges import llm_judges_for
 
     s = store()
-    judges = [llm_judges_for(s, samples=samples)]
+    judges = [llm_judges_for(s, samples=samples)]  # records "not run" with the reason when no endpoint
     pending = len(run) if run else None
     runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
     with progress_bar("scoring", pending) as advance:

@@ -90,7 +90,15 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
 def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None, rescore: bool = False,
                sandbox: str = "docker", image: str | None = None, repo: Path | None = None,
                llm_judges: list | None = None, on_done: Callable[[str], None] | None = None) -> ScoreReport:
-    """Score stored runs (by default those not scored yet). Infrastructure failures are reported, not scored."""
+    """Score stored runs (by default those not scored yet). Infrastructure failures are reported, not scored.
+
+    `llm_judges=None` uses the judges configured for the `judge` role (recorded as not run, with the reason,
+    when there is no endpoint); pass `[]` to skip LLM judging altogether.
+    """
+    if llm_judges is None:
+        from bench_core.scoring.llm_judges import llm_judges_for
+
+        llm_judges = [llm_judges_for(store)]
     where = "WHERE r.status != 'infra_error'"
     if not rescore:
         where += " AND NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
