@@ -223,7 +223,7 @@ def build_taxonomy(
         vectors = require_vectors(store, ci.members["text"].to_list(), ci.embed_model, f"insights of {ci.id}")
         found, out_rows = _drafts(ci, vectors, params)
         drafts.extend(found)
-        outliers.extend((ci.members["insight_id"][r], ci.members["phase"][r], vectors[r]) for r in out_rows)
+        outliers.extend((ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows)
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []

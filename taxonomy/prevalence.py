@@ -5,7 +5,7 @@ Units:
   counts `n_occurrences` times) that fall in each failure type. Shares sum to 1 per phase (EXP-Bench's definition).
 - `runs` / `tasks`: share of runs (tasks) with at least one insight of the type. The denominator is every run
   (task) known for the group: those named by the taxonomy's insights plus the `runs` rows of the benchmarks
-  those insights come from (runs without failures count too). A run can show several types, so these shares
+  those insights come from (runs without failures count too; runs that ended in an infrastructure error do not). A run can show several types, so these shares
   need not sum to 1.
 Confidence intervals are percentile bootstrap intervals: resampling occurrences within a phase is a multinomial
 draw, resampling runs or tasks is a binomial draw per type, so both are computed in closed form per draw.
@@ -99,7 +99,7 @@ def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | Non
     runs = query_frame(
         store,
         "SELECT id AS run_id, task_id, agent, model, benchmark FROM runs"
-        " WHERE benchmark IN (SELECT unnest(?::VARCHAR[]))",
+        " WHERE benchmark IN (SELECT unnest(?::VARCHAR[])) AND status <> 'infra_error'",
         [benchmarks],
     )
     frames = [occ.select(column, _group_expr(by)), runs.select(column, _group_expr(by))]

@@ -29,7 +29,7 @@ def lsa_vectors(texts: Sequence[str], dim: int = 64, seed: int = 0) -> np.ndarra
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    tfidf = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True).fit_transform(texts)
+    tfidf = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, stop_words="english").fit_transform(texts)
     vecs = TruncatedSVD(n_components=min(dim, tfidf.shape[1] - 1), random_state=seed).fit_transform(tfidf)
     return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
 
