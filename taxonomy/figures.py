@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from failatlas.errors import MissingDependencyError
+from taxonomy.model import phase_rank
 
 
 def _figure(width: float, height: float):  # noqa: ANN202
@@ -74,6 +75,8 @@ def agent_heatmap(
         .agg(pl.col("count").sum())
         .sort(["count", "failure_type_id"], descending=[True, False])
         .head(max_types)
+        .with_columns(pl.col("phase").map_elements(phase_rank, return_dtype=pl.Int64).alias("_rank"))
+        .sort(["_rank", "count", "failure_type_id"], descending=[False, True, False])
     )
     type_ids = top["failure_type_id"].to_list()
     several_phases = top["phase"].n_unique() > 1
