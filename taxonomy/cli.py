@@ -47,11 +47,14 @@ def build(
         max_categories=max_categories,
         seed=seed,
     )
+    s = store()
+    named_by = None
     if labeller == "llm":
+        from taxonomy.labelling import make_labeller
         from taxonomy.labelling.endpoint import labeller_client
 
-        labeller_client()  # fail now, before any work, when no endpoint is configured
-    tax = build_taxonomy(store(), clustering, params)
+        named_by = make_labeller("llm", client=labeller_client(s))
+    tax = build_taxonomy(s, clustering, params, labeller=named_by)
     table = Table("id", "category", "name", "n", "method", title=f"taxonomy v{tax.version} ({tax.id})")
     cats = {c.id: c.name for c in tax.categories}
     for t in tax.types:

@@ -76,7 +76,9 @@ def build_messages(evidence: TypeEvidence, *, n_inside: int, n_outside: int) -> 
 
 @register_labeller("llm")
 class LLMLabeller:
-    """Names a type with an LLM; falls back to offline naming (and says so) when the reply is unusable."""
+    """Names a type with an LLM; falls back to offline naming (and says so in `naming_method` and `raw_reply`)
+    when the reply is unusable. An unreachable endpoint (the client's InfrastructureError) is not papered over:
+    it propagates and the build stores nothing."""
 
     name = "llm"
 
@@ -96,6 +98,8 @@ class LLMLabeller:
         messages = build_messages(evidence, n_inside=self.n_inside, n_outside=self.n_outside)
         result = self.client.structured(messages, LLMTypeLabel.model_json_schema())
         raw = getattr(result, "raw", None)
+        if raw is None and getattr(result, "raw_replies", None):
+            raw = "\n".join(str(r) for r in result.raw_replies)
         if raw is None:
             raw = json.dumps(result.value, ensure_ascii=False) if result.ok else (result.error or "")
         problem = result.error if not result.ok else None
