@@ -19,7 +19,8 @@ from taxonomy.model import UNASSIGNED
 def nearest_centroid(
     vectors: np.ndarray, centroids: np.ndarray, threshold: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For unit-length `vectors` (n x d) and `centroids` (k x d): the index of the nearest centroid by cosine, or
+    """For unit-length `vectors` (n x d) and `centroids` (k x d): the index of the nearest
+    centroid by cosine, or
     -1 where the best cosine is below `threshold`, and that best cosine (NaN when k = 0)."""
     n = len(vectors)
     if len(centroids) == 0 or n == 0:
@@ -102,7 +103,8 @@ def assign_insights(
 ) -> AssignSummary:
     """Assign insights to the taxonomy's failure types and record them in `insight_failure_types`.
 
-    By default every insight not yet assigned in this taxonomy; `insight_ids` picks others (re-assigning them).
+    By default every insight not yet assigned in this taxonomy; `insight_ids` picks others (re-assigning
+    them).
     Vectors come from `vectors` (insight id -> vector) or else the `embeddings` table under the taxonomy's
     embedding model. `threshold` defaults to the one the taxonomy was built with. Raises NotFoundError for an
     unknown taxonomy or insight and InputError when an insight has no vector.
@@ -158,7 +160,8 @@ def assign_insights(
 
 
 def write_assignments(store: Store, records: Sequence[tuple[str, str, str, float | None, str]]) -> None:
-    """Insert or replace (taxonomy_id, insight_id, failure_type_id, similarity, method) rows, in one transaction."""
+    """Insert or replace (taxonomy_id, insight_id, failure_type_id, similarity, method) rows, in one
+    transaction."""
     frame = pl.DataFrame(
         list(records),
         schema={

@@ -195,7 +195,8 @@ def build_taxonomy(
     *,
     labeller: Labeller | None = None,
 ) -> Taxonomy:
-    """Build and store a new taxonomy snapshot from `clustering_ids` (default: the newest clustering per phase).
+    """Build and store a new taxonomy snapshot from `clustering_ids` (default: the newest clustering per
+    phase).
 
     Clusters become failure types (near-duplicates merged), named by `labeller` (default: the one `params`
     names), grouped into categories per phase; every clustered insight is recorded in `insight_failure_types`
@@ -223,7 +224,9 @@ def build_taxonomy(
         vectors = require_vectors(store, ci.members["text"].to_list(), ci.embed_model, f"insights of {ci.id}")
         found, out_rows = _drafts(ci, vectors, params)
         drafts.extend(found)
-        outliers.extend((ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows)
+        outliers.extend(
+            (ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows
+        )
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []
@@ -302,7 +305,8 @@ def _store_snapshot(
     with store.write() as conn:
         version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM taxonomies").fetchone()[0]
         conn.execute(
-            "INSERT INTO taxonomies (id, version, clustering_ids, embed_model, params, code_version, created_at)"
+            "INSERT INTO taxonomies"
+            " (id, version, clustering_ids, embed_model, params, code_version, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 taxonomy_id,
@@ -348,7 +352,8 @@ def _store_snapshot(
         write_assignments(store, [(taxonomy_id, iid, tid, s, m) for tid, iid, s, m in records])
         n_unassigned = sum(1 for r in records if r[0] == UNASSIGNED)
         conn.execute(
-            "INSERT INTO stage_runs (id, stage, params, code_version, started_at, finished_at, status, summary)"
+            "INSERT INTO stage_runs"
+            " (id, stage, params, code_version, started_at, finished_at, status, summary)"
             " VALUES (?, 'taxonomy.build', ?, ?, ?, ?, 'completed', ?)",
             [
                 f"taxonomy.build:{taxonomy_id}",

@@ -1,4 +1,5 @@
-"""`failatlas taxonomy`: build, list, show, assign and export taxonomy snapshots (thin layer over `taxonomy`)."""
+"""`failatlas taxonomy`: build, list, show, assign and export taxonomy snapshots (a thin layer
+over `taxonomy`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Exporting a taxonomy for a paper: the prevalence table as LaTeX, Markdown and CSV, a types appendix, and
-figures as PNG and PDF. Every number comes from `prevalence` (through `prevalence_table`), so the exports agree
+figures as PNG and PDF. Every number comes from `prevalence` (through `prevalence_table`), so the exports
+agree
 with each other and with the app."""
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def export_taxonomy(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> ExportResult:
-    """Write prevalence.{tex,md,csv}, failure_types.md, and prevalence_by_phase / agent_heatmap / funnel figures
+    """Write prevalence.{tex,md,csv}, failure_types.md, and prevalence_by_phase / agent_heatmap / funnel
+    figures
     (.png, .pdf) for a taxonomy (default: the newest) into `out_dir`.
 
     The funnel is skipped, with the reason in `skipped`, when the store holds no runs (e.g. a taxonomy of

@@ -1,7 +1,8 @@
 """Figures for papers: prevalence per phase, agent-by-failure-type heatmap, conjunctive-score funnel.
 
 Each function takes the frame the tables use and writes one file per suffix (png, pdf). Figures are built
-with `matplotlib.figure.Figure` (the Agg canvas), never pyplot, so nothing depends on a display or global state.
+with `matplotlib.figure.Figure` (the Agg canvas), never pyplot, so nothing depends on a display or
+global state.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def prevalence_by_phase(
 def agent_heatmap(
     frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf"), *, max_types: int = 20
 ) -> list[Path]:
-    """Agents (rows) by failure types (columns): share of the agent's insights in the phase, count in each cell.
+    """Agents (rows) by failure types (columns): share of the agent's insights in the phase,
+    count in each cell.
     `frame` is `prevalence(..., by='agent')`; the `max_types` most frequent types overall are shown."""
     top = (
         frame.group_by("failure_type_id", "failure_type", "phase")

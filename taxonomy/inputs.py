@@ -1,4 +1,5 @@
-"""Reading what earlier stages wrote: clusterings, their members' texts, and embedding vectors by text hash."""
+"""Reading what earlier stages wrote: clusterings, their members' texts, and embedding vectors by
+text hash."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def query_frame(store: Store, sql: str, params: Sequence[object] | None = None) 
 def latest_clusterings(store: Store) -> list[str]:
     """The newest clustering of each phase (one cross-phase clustering counts as phase NULL)."""
     rows = store.query(
-        "SELECT id FROM clusterings QUALIFY row_number() OVER (PARTITION BY phase ORDER BY created_at DESC, id) = 1"
+        "SELECT id FROM clusterings"
+        " QUALIFY row_number() OVER (PARTITION BY phase ORDER BY created_at DESC, id) = 1"
         " ORDER BY phase NULLS LAST"
     )
     if not rows:
@@ -69,7 +71,8 @@ def load_vectors(store: Store, texts: Sequence[str], model: str) -> tuple[np.nda
     rows of texts without a vector are zero and `found` is False there."""
     hashes = [text_hash(t) for t in texts]
     rows = store.query(
-        "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN (SELECT unnest(?::VARCHAR[]))"
+        "SELECT text_hash, vector FROM embeddings"
+        " WHERE model = ? AND text_hash IN (SELECT unnest(?::VARCHAR[]))"
         " QUALIFY row_number() OVER (PARTITION BY text_hash ORDER BY created_at DESC, revision DESC) = 1",
         [model, sorted(set(hashes))],
     )

@@ -1,13 +1,16 @@
 """Prevalence of failure types: the one source of the numbers that every export and the app show.
 
 Units:
-- `insights`: share of a phase's insight occurrences (one per `insight_sources` row; an insight without sources
-  counts `n_occurrences` times) that fall in each failure type. Shares sum to 1 per phase (EXP-Bench's definition).
+- `insights`: share of a phase's insight occurrences (one per `insight_sources` row; an insight
+  without sources counts `n_occurrences` times) that fall in each failure type. Shares sum to 1 per phase
+  (EXP-Bench's definition).
 - `runs` / `tasks`: share of runs (tasks) with at least one insight of the type. The denominator is every run
   (task) known for the group: those named by the taxonomy's insights plus the `runs` rows of the benchmarks
-  those insights come from (runs without failures count too; runs that ended in an infrastructure error do not). A run can show several types, so these shares
+  those insights come from (runs without failures count too; runs that ended in an infrastructure error
+  do not). A run can show several types, so these shares
   need not sum to 1.
-Confidence intervals are percentile bootstrap intervals: resampling occurrences within a phase is a multinomial
+Confidence intervals are percentile bootstrap intervals: resampling occurrences within a phase is a
+multinomial
 draw, resampling runs or tasks is a binomial draw per type, so both are computed in closed form per draw.
 """
 
@@ -93,7 +96,8 @@ def _bootstrap_binomial(
 
 
 def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | None) -> dict[str, int]:
-    """Distinct runs (tasks) per group: those the insights name plus the `runs` rows of the same benchmarks."""
+    """Distinct runs (tasks) per group: those the insights name plus the `runs` rows of the same
+    benchmarks."""
     column = "run_id" if unit == "runs" else "task_id"
     benchmarks = occ["benchmark"].drop_nulls().unique().to_list()
     runs = query_frame(
@@ -121,7 +125,8 @@ def prevalence(
 
     `by` splits by agent, model or benchmark (missing values become '(unknown)'); the 'unassigned' bucket is a
     row like any other. Rows are ordered by group, phase (paper order), category and then count. Raises
-    NotFoundError for an unknown taxonomy, ConfigError for a bad `by`/`unit`, and InputError for `runs`/`tasks`
+    NotFoundError for an unknown taxonomy, ConfigError for a bad `by`/`unit`, and InputError for
+    `runs`/`tasks`
     when no insight names a run or task.
     """
     if unit not in ("insights", "runs", "tasks"):
@@ -136,7 +141,7 @@ def prevalence(
     rows: list[pl.DataFrame] = []
     if unit == "insights":
         counted = occ.group_by("group", "phase", "failure_type_id").agg(pl.col("weight").sum().alias("count"))
-        for (group, phase), part in counted.sort("failure_type_id").group_by(
+        for _, part in counted.sort("group", "phase", "failure_type_id").group_by(
             ["group", "phase"], maintain_order=True
         ):
             counts = part["count"].to_numpy().astype(float)
@@ -160,10 +165,10 @@ def prevalence(
         counted = named.group_by("group", "phase", "failure_type_id").agg(
             pl.col(column).n_unique().alias("count")
         )
-        for (group, phase), part in counted.sort("failure_type_id").group_by(
+        for _, part in counted.sort("group", "phase", "failure_type_id").group_by(
             ["group", "phase"], maintain_order=True
         ):
-            total = totals.get(group, 0)
+            total = totals.get(part["group"][0], 0)
             counts = part["count"].to_numpy().astype(float)
             low, high = _bootstrap_binomial(counts, total, n_boot, rng)
             rows.append(
@@ -218,7 +223,8 @@ def prevalence_table(
     store: Store, taxonomy_id: str | None = None, *, n_boot: int = 1000, seed: int = 0
 ) -> pl.DataFrame:
     """The paper table: per phase and failure type, the share of insights, plus the share of runs and of tasks
-    affected where insights name them (columns `runs_*`, `tasks_*`; null otherwise). Every export reads this."""
+    affected where insights name them (columns `runs_*`, `tasks_*`; null otherwise). Every export reads
+    this."""
     base = prevalence(store, taxonomy_id, n_boot=n_boot, seed=seed).drop("unit", "group")
     keys = ["phase", "failure_type_id"]
     for unit in ("runs", "tasks"):

@@ -13,7 +13,8 @@ from taxonomy.model import BuildParams, Example, FailureCategory, FailureType, T
 
 
 def list_taxonomies(store: Store) -> pl.DataFrame:
-    """One row per snapshot, newest first: id, version, created_at, embed_model, clustering_ids, and counts."""
+    """One row per snapshot, newest first: id, version, created_at, embed_model, clustering_ids and
+    counts."""
     return query_frame(
         store,
         "SELECT t.id, t.version, t.created_at, t.embed_model, t.clustering_ids,"
@@ -33,18 +34,21 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
             [taxonomy_id],
         ).fetchone()
         cats = conn.execute(
-            "SELECT id, phase, name, definition, keywords FROM failure_categories WHERE taxonomy_id = ? ORDER BY id",
+            "SELECT id, phase, name, definition, keywords FROM failure_categories"
+            " WHERE taxonomy_id = ? ORDER BY id",
             [taxonomy_id],
         ).fetchall()
         types = conn.execute(
-            "SELECT id, phase, category_id, name, definition, inclusion_criteria, examples, keywords, centroid,"
-            " n_insights, merged_from, naming_method, prompt, raw_reply FROM failure_types WHERE taxonomy_id = ?"
+            "SELECT id, phase, category_id, name, definition, inclusion_criteria, examples, keywords,"
+            " centroid, n_insights, merged_from, naming_method, prompt, raw_reply FROM failure_types"
+            " WHERE taxonomy_id = ?"
             " ORDER BY id",
             [taxonomy_id],
         ).fetchall()
         counts = dict(
             conn.execute(
-                "SELECT failure_type_id = 'unassigned', count(*) FROM insight_failure_types WHERE taxonomy_id = ?"
+                "SELECT failure_type_id = 'unassigned', count(*) FROM insight_failure_types"
+                " WHERE taxonomy_id = ?"
                 " GROUP BY 1",
                 [taxonomy_id],
             ).fetchall()

@@ -10,7 +10,7 @@ MIGRATIONS = [
         name="taxonomies",
         sql="""
         CREATE TABLE taxonomies (
-            id VARCHAR PRIMARY KEY,            -- 'tx-' + 10 hex digits of a hash of inputs, parameters and time
+            id VARCHAR PRIMARY KEY,            -- 'tx-' + 10 hex digits: hash of inputs, params, time
             version INTEGER NOT NULL,          -- 1, 2, 3 ... in build order: the snapshot number people cite
             clustering_ids JSON NOT NULL,      -- clusterings.id the snapshot was built from
             embed_model VARCHAR NOT NULL,      -- embeddings.model the centroids live in
@@ -29,7 +29,7 @@ MIGRATIONS = [
         );
         CREATE TABLE failure_types (
             taxonomy_id VARCHAR NOT NULL,
-            id VARCHAR NOT NULL,               -- '<phase>/T<nn>'; 'unassigned' is reserved for insights fitting none
+            id VARCHAR NOT NULL,               -- '<phase>/T<nn>' ('unassigned' is reserved)
             phase VARCHAR NOT NULL,
             category_id VARCHAR NOT NULL,      -- failure_categories.id
             name VARCHAR NOT NULL,
@@ -39,7 +39,7 @@ MIGRATIONS = [
             keywords JSON NOT NULL,            -- c-TF-IDF terms, best first
             centroid FLOAT[] NOT NULL,         -- unit-length mean of the members' embeddings
             n_insights INTEGER NOT NULL,       -- members at build time
-            merged_from JSON NOT NULL,         -- ['<clustering_id>:<cluster>', ...]: the clusters behind this type
+            merged_from JSON NOT NULL,         -- ['<clustering_id>:<cluster>', ...] behind it
             naming_method VARCHAR NOT NULL,    -- offline | llm | offline-after-llm-error
             prompt JSON,                       -- messages sent to the LLM labeller (NULL offline)
             raw_reply VARCHAR,                 -- the labeller's raw reply (NULL offline)

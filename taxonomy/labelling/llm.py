@@ -43,7 +43,8 @@ class LLMTypeLabel(BaseModel):
 
 SYSTEM_PROMPT = (
     "You build a taxonomy of why AI research agents fail. You are shown failure insights that were clustered "
-    "together (INSIDE) and insights from the most similar other clusters (OUTSIDE). Name the failure type that the "
+    "together (INSIDE) and insights from the most similar other clusters (OUTSIDE). Name the failure type "
+    "that the "
     "INSIDE insights share and the OUTSIDE ones do not. The name is 3 to 8 words, specific, in sentence case "
     "(e.g. 'Missing module / import error'). The definition is one sentence. Inclusion criteria say what an "
     "insight must show to belong; exclusion criteria say how it differs from the OUTSIDE clusters. Pick "
@@ -77,7 +78,8 @@ def build_messages(evidence: TypeEvidence, *, n_inside: int, n_outside: int) -> 
 @register_labeller("llm")
 class LLMLabeller:
     """Names a type with an LLM; falls back to offline naming (and says so in `naming_method` and `raw_reply`)
-    when the reply is unusable. An unreachable endpoint (the client's InfrastructureError) is not papered over:
+    when the reply is unusable. An unreachable endpoint (the client's InfrastructureError) is not
+    papered over:
     it propagates and the build stores nothing."""
 
     name = "llm"

@@ -1,4 +1,5 @@
-"""Stores filled as the earlier stages would fill them: TRAIL's GAIA errors clustered with k-means, and a small
+"""Stores filled as the earlier stages would fill them: TRAIL's GAIA errors clustered with k-means, and a
+small
 hand-made mini-suite with two agents, runs, judgements and a validator, whose prevalence is known by hand."""
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def trail_template(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) 
     text_of = {i: r["text"] for i, r in zip(ids, rows, strict=True)}
     unique = list(dict.fromkeys(ids))
     texts = [text_of[i] for i in unique]
-    pipeline = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, stop_words="english"),
-                             TruncatedSVD(n_components=64, random_state=0)).fit(texts)
+    pipeline = make_pipeline(
+        TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, stop_words="english"),
+        TruncatedSVD(n_components=64, random_state=0),
+    ).fit(texts)
 
     def embed(new_texts: list[str]) -> np.ndarray:
         v = pipeline.transform(new_texts)
@@ -55,7 +58,7 @@ def trail_template(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) 
     vectors = embed(texts)
     add_embeddings(store, texts, vectors)
     labels = KMeans(20, random_state=0, n_init=3).fit_predict(vectors)
-    # Plant a near-duplicate: split the biggest cluster into two random halves (cluster 20 is the second half).
+    # Plant a near-duplicate: split the biggest cluster into two random halves (cluster 20 is the second).
     biggest = int(np.bincount(labels).argmax())
     members = np.flatnonzero(labels == biggest)
     labels[np.random.default_rng(0).permutation(members)[: len(members) // 2]] = 20
@@ -66,7 +69,9 @@ def trail_template(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) 
     labels = labels.copy()
     labels[closeness < np.quantile(closeness, 0.03)] = -1
     add_clustering(store, TRAIL_CLUSTERING, "execution", unique, labels)
-    return TrailData(path=path, insight_ids=unique, texts=texts, labels=labels, planted=(biggest, 20), embed=embed)
+    return TrailData(
+        path=path, insight_ids=unique, texts=texts, labels=labels, planted=(biggest, 20), embed=embed
+    )
 
 
 @pytest.fixture

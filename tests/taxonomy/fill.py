@@ -64,8 +64,9 @@ SOURCE_COLUMNS = (
 
 
 def add_insights(store: Store, rows: Sequence[dict]) -> list[str]:
-    """rows: {phase, text, and optional run_id, task_id, agent, model, benchmark, label, origin}. One source row
-    each; the same (phase, text) twice becomes one insight with two occurrences. Returns insight ids per row."""
+    """rows: {phase, text, and optional run_id, task_id, agent, model, benchmark, label, origin}. One source
+    row each; the same (phase, text) twice becomes one insight with two occurrences. Returns insight ids per
+    row."""
     ids = [insight_id(r["phase"], r["text"]) for r in rows]
     insights: dict[str, list] = {}
     for iid, r in zip(ids, rows, strict=True):

@@ -15,7 +15,8 @@ MINI_MODEL = "mini-embedder (test)"
 REACT = ("react-agent", "gpt-4o-mini")
 OPENHANDS = ("openhands", "qwen2.5-coder-32b")
 
-# phase -> planted type -> [(text, run_id)]; runs r* are react-agent's, o* openhands'; run rN/oN works on task tN.
+# phase -> planted type -> [(text, run_id)]; runs r* are react-agent's, o* openhands';
+# run rN / oN works on task tN.
 INSIGHTS: dict[str, dict[str, list[tuple[str, str]]]] = {
     "implementation": {
         "import": [
@@ -27,7 +28,10 @@ INSIGHTS: dict[str, dict[str, list[tuple[str, str]]]] = {
         "shape": [
             ("RuntimeError: shape mismatch, tensor of size 128 cannot be broadcast to 64 in the loss", "r1"),
             ("The model's output tensor had the wrong shape for the classifier head (768 vs 512)", "o2"),
-            ("Matrix multiplication failed: mat1 and mat2 shapes cannot be multiplied (32x100 and 50x10)", "o3"),
+            (
+                "Matrix multiplication failed: mat1 and mat2 shapes cannot be multiplied (32x100 and 50x10)",
+                "o3",
+            ),
         ],
         "lr": [("The learning rate was set to 10 instead of 1e-3, so training diverged to NaN", "o4")],
     },
@@ -73,8 +77,9 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def fill_mini_suite(store: Store, *, clustering_ids: tuple[str, ...] = ("cl-mini-design", "cl-mini-impl",
-                                                                       "cl-mini-concl")) -> dict[str, np.ndarray]:
+def fill_mini_suite(
+    store: Store, *, clustering_ids: tuple[str, ...] = ("cl-mini-design", "cl-mini-impl", "cl-mini-concl")
+) -> dict[str, np.ndarray]:
     """Runs, scores, insights, embeddings and one clustering per phase. Returns each type's direction."""
     rng = np.random.default_rng(0)
     now = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -83,20 +88,31 @@ def fill_mini_suite(store: Store, *, clustering_ids: tuple[str, ...] = ("cl-mini
     with store.write() as conn:
         for run_id, task, agent, model, status in run_rows:
             conn.execute(
-                "INSERT INTO runs (id, task_id, agent, agent_params, model, attempt, benchmark, status, sandbox,"
+                "INSERT INTO runs (id, task_id, agent, agent_params, model, attempt, benchmark, status,"
+                " sandbox,"
                 " started_at, finished_at, duration_s, outputs) VALUES (?, ?, ?, '{}', ?, 1, 'mini-suite', ?,"
                 " 'docker', ?, ?, 60, '{}')",
                 [run_id, task, agent, model, status, now, now],
             )
         for run_id, (monitor_fail, c, d, i, outcome) in FUNNEL.items():
             if monitor_fail:
-                conn.execute("INSERT INTO monitor_findings VALUES (?, 1, 'git_history', 'fail', 'git log', 'rule')",
-                             [run_id])
+                conn.execute(
+                    "INSERT INTO monitor_findings VALUES (?, 1, 'git_history', 'fail', 'git log', 'rule')",
+                    [run_id],
+                )
             for phase, passed in (("conclusion", c), ("design", d), ("implementation", i)):
                 status = "judge_failed" if passed is None else "ok"
                 conn.execute(
-                    "INSERT INTO judgements (run_id, phase, judge, status, score, passed) VALUES (?, ?, ?, ?, ?, ?)",
-                    [run_id, phase, f"{phase}-llm", status, None if passed is None else float(passed), passed],
+                    "INSERT INTO judgements (run_id, phase, judge, status, score, passed)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        run_id,
+                        phase,
+                        f"{phase}-llm",
+                        status,
+                        None if passed is None else float(passed),
+                        passed,
+                    ],
                 )
             conn.execute("INSERT INTO validations (run_id, outcome) VALUES (?, ?)", [run_id, outcome])
 
@@ -106,13 +122,33 @@ def fill_mini_suite(store: Store, *, clustering_ids: tuple[str, ...] = ("cl-mini
             directions[name] = _unit(rng.normal(size=32))
             for text, run_id in items:
                 agent, model = agent_of(run_id)
-                rows.append({"phase": phase, "text": text, "run_id": run_id, "task_id": f"t{run_id[1]}",
-                             "agent": agent, "model": model, "benchmark": "mini-suite", "origin": "run"})
+                rows.append(
+                    {
+                        "phase": phase,
+                        "text": text,
+                        "run_id": run_id,
+                        "task_id": f"t{run_id[1]}",
+                        "agent": agent,
+                        "model": model,
+                        "benchmark": "mini-suite",
+                        "origin": "run",
+                    }
+                )
                 vectors.append(_unit(directions[name] + 0.15 * rng.normal(size=32)))
     phase, text, run_id = OUTLIER
     agent, model = agent_of(run_id)
-    rows.append({"phase": phase, "text": text, "run_id": run_id, "task_id": "t4", "agent": agent, "model": model,
-                 "benchmark": "mini-suite", "origin": "run"})
+    rows.append(
+        {
+            "phase": phase,
+            "text": text,
+            "run_id": run_id,
+            "task_id": "t4",
+            "agent": agent,
+            "model": model,
+            "benchmark": "mini-suite",
+            "origin": "run",
+        }
+    )
     vectors.append(_unit(rng.normal(size=32)))
     add_insights(store, rows)
     add_embeddings(store, [r["text"] for r in rows], np.stack(vectors), model=MINI_MODEL)
@@ -123,5 +159,7 @@ def fill_mini_suite(store: Store, *, clustering_ids: tuple[str, ...] = ("cl-mini
         if phase == OUTLIER[0]:
             ids.append(insight_id(phase, OUTLIER[1]))
             labels.append(-1)
-        add_clustering(store, cid, phase, ids, labels, model=MINI_MODEL, params=json.loads('{"method": "hand"}'))
+        add_clustering(
+            store, cid, phase, ids, labels, model=MINI_MODEL, params=json.loads('{"method": "hand"}')
+        )
     return directions

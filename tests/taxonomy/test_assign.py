@@ -24,21 +24,38 @@ def test_nearest_centroid_with_threshold():
 def test_new_agents_insights_land_in_existing_types(trail_store, trail_template):
     tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
     member = next(t for t in tax.types if t.n_insights >= 10).examples[0]
-    near_copy = member.text.replace("The system", "The new agent").replace("the system", "the new agent") + " again"
+    near_copy = (
+        member.text.replace("The system", "The new agent").replace("the system", "the new agent") + " again"
+    )
     unrelated = "The football match ended in a draw after extra time."
-    rows = [{"phase": "execution", "text": t, "run_id": f"new-{k}", "task_id": "gaia-new", "agent": "new-agent",
-             "benchmark": "gaia", "origin": "jsonl"} for k, t in enumerate([near_copy, unrelated])]
+    rows = [
+        {
+            "phase": "execution",
+            "text": t,
+            "run_id": f"new-{k}",
+            "task_id": "gaia-new",
+            "agent": "new-agent",
+            "benchmark": "gaia",
+            "origin": "jsonl",
+        }
+        for k, t in enumerate([near_copy, unrelated])
+    ]
     ids = add_insights(trail_store, rows)
     add_embeddings(trail_store, [near_copy, unrelated], trail_template.embed([near_copy, unrelated]))
 
     summary = assign_insights(trail_store, tax.id)
     assert summary.assigned == {"execution": 1} and summary.unassigned == {"execution": 1}
-    got = dict(trail_store.query(
-        "SELECT insight_id, failure_type_id FROM insight_failure_types WHERE taxonomy_id = ? AND insight_id IN (?, ?)",
-        [tax.id, *ids]))
+    got = dict(
+        trail_store.query(
+            "SELECT insight_id, failure_type_id FROM insight_failure_types"
+            " WHERE taxonomy_id = ? AND insight_id IN (?, ?)",
+            [tax.id, *ids],
+        )
+    )
     member_type = trail_store.query(
         "SELECT failure_type_id FROM insight_failure_types WHERE taxonomy_id = ? AND insight_id = ?",
-        [tax.id, member.insight_id])[0][0]
+        [tax.id, member.insight_id],
+    )[0][0]
     assert got == {ids[0]: member_type, ids[1]: UNASSIGNED}
     # Nothing new: a second call assigns nothing; the new agent now shows up in the per-agent breakdown.
     assert assign_insights(trail_store, tax.id).assigned == {}
@@ -50,16 +67,23 @@ def test_new_agents_insights_land_in_existing_types(trail_store, trail_template)
 def test_vectors_can_be_passed_in_and_missing_ones_are_reported(mini_store):
     tax = build_taxonomy(mini_store)
     text = "No module named 'sklearn' when the agent ran evaluate.py"
-    add_insights(mini_store, [{"phase": "implementation", "text": text, "run_id": "o4", "agent": "openhands"}])
+    add_insights(
+        mini_store, [{"phase": "implementation", "text": text, "run_id": "o4", "agent": "openhands"}]
+    )
     iid = insight_id("implementation", text)
     with pytest.raises(InputError, match="no embedding"):
         assign_insights(mini_store, tax.id)
     import_type = next(t for t in tax.types if "import" in t.definition.lower() or "module" in t.name.lower())
     summary = assign_insights(mini_store, tax.id, [iid], vectors={iid: np.asarray(import_type.centroid) * 3})
     assert summary.assigned == {"implementation": 1}
-    got = mini_store.query("SELECT failure_type_id, method, similarity FROM insight_failure_types"
-                           " WHERE taxonomy_id = ? AND insight_id = ?", [tax.id, iid])[0]
-    assert got[0] == import_type.id and got[1] == "nearest_centroid" and got[2] == pytest.approx(1.0, abs=1e-5)
+    got = mini_store.query(
+        "SELECT failure_type_id, method, similarity FROM insight_failure_types"
+        " WHERE taxonomy_id = ? AND insight_id = ?",
+        [tax.id, iid],
+    )[0]
+    assert (
+        got[0] == import_type.id and got[1] == "nearest_centroid" and got[2] == pytest.approx(1.0, abs=1e-5)
+    )
     with pytest.raises(NotFoundError):
         assign_insights(mini_store, "tx-nope")
     with pytest.raises(NotFoundError):

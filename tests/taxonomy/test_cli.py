@@ -36,22 +36,42 @@ def test_build_list_show_assign_export(mini_store, tmp_path):
     out = tmp_path / "paper"
     exported = _run(db, "export", "--out", str(out), "--n-boot", "100")
     assert exported.exit_code == 0, exported.output
-    for name in ("prevalence.tex", "prevalence.md", "prevalence.csv", "failure_types.md",
-                 "prevalence_by_phase.pdf", "agent_heatmap.png", "funnel.pdf"):
+    for name in (
+        "prevalence.tex",
+        "prevalence.md",
+        "prevalence.csv",
+        "failure_types.md",
+        "prevalence_by_phase.pdf",
+        "agent_heatmap.png",
+        "funnel.pdf",
+    ):
         assert (out / name).stat().st_size > 0, name
 
 
 def test_cli_on_trail_with_options_and_errors(trail_store, tmp_path):
     db = trail_store.path
-    built = _run(db, "build", "--clustering", TRAIL_CLUSTERING, "--merge-threshold", "0.75",
-                 "--assign-threshold", "0.5", "--max-categories", "4")
+    built = _run(
+        db,
+        "build",
+        "--clustering",
+        TRAIL_CLUSTERING,
+        "--merge-threshold",
+        "0.75",
+        "--assign-threshold",
+        "0.5",
+        "--max-categories",
+        "4",
+    )
     assert built.exit_code == 0, built.output
     assert "20 failure types in 4 categories" in built.output
     out = tmp_path / "out"
     exported = _run(db, "export", "v1", "--out", str(out), "--formats", "csv,png", "--n-boot", "50")
     assert exported.exit_code == 0 and "skipped funnel" in exported.output
-    assert sorted(p.name for p in out.iterdir()) == ["agent_heatmap.png", "prevalence.csv",
-                                                          "prevalence_by_phase.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "agent_heatmap.png",
+        "prevalence.csv",
+        "prevalence_by_phase.png",
+    ]
     missing = _run(db, "show", "tx-missing")
     assert isinstance(missing.exception, NotFoundError)
     help_text = CliRunner().invoke(app, ["taxonomy", "--help"]).output

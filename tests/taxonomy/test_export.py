@@ -48,10 +48,22 @@ def _check_agreement(out: Path, with_runs: bool) -> int:
     for c, m, t in zip(csv_rows, md_rows, tex_rows, strict=True):
         share = f"{100 * float(c['share']):.1f}"
         ci = f"{100 * float(c['ci_low']):.1f}–{100 * float(c['ci_high']):.1f}"
-        assert m[:6] == [c["phase"], c["category"], c["failure_type"].replace("|", "\\|"), c["count"], share, ci]
+        assert m[:6] == [
+            c["phase"],
+            c["category"],
+            c["failure_type"].replace("|", "\\|"),
+            c["count"],
+            share,
+            ci,
+        ]
         assert t[0] in ("", latex_escape(c["phase"]))
-        assert t[1:6] == [latex_escape(c["category"]), latex_escape(c["failure_type"]), c["count"], share,
-                          ci.replace("–", "--")]
+        assert t[1:6] == [
+            latex_escape(c["category"]),
+            latex_escape(c["failure_type"]),
+            c["count"],
+            share,
+            ci.replace("–", "--"),
+        ]
         if with_runs:
             assert m[6] == f"{c['runs_count']}/{c['runs_total']}" == t[6]
             assert m[7] == f"{100 * float(c['runs_share']):.1f}" == t[7]
@@ -61,13 +73,20 @@ def _check_agreement(out: Path, with_runs: bool) -> int:
 def _check_latex(tex: Path, tmp: Path) -> str:
     """Compile a document that \\input's the table with pdflatex when TeX is installed, else parse it."""
     doc = tmp / "doc.tex"
-    doc.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage[utf8]{inputenc}\n"
-                   "\\usepackage{booktabs}\n\\usepackage{graphicx}\n\\begin{document}\n\\begin{table}\n\\centering\n"
-                   "\\resizebox{\\linewidth}{!}{\\input{" + tex.with_suffix("").as_posix() + "}}\n\\end{table}\n"
-                   "\\end{document}\n")
+    doc.write_text(
+        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage[utf8]{inputenc}\n"
+        "\\usepackage{booktabs}\n\\usepackage{graphicx}\n\\begin{document}\n\\begin{table}\n\\centering\n"
+        "\\resizebox{\\linewidth}{!}{\\input{" + tex.with_suffix("").as_posix() + "}}\n\\end{table}\n"
+        "\\end{document}\n"
+    )
     if shutil.which("pdflatex"):
-        proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:]
         assert (tmp / "doc.pdf").read_bytes().startswith(b"%PDF")
         return "pdflatex"
@@ -115,8 +134,10 @@ def test_mini_suite_exports_include_the_funnel(mini_store, tmp_path):
 def test_latex_escapes_special_characters(mini_store, tmp_path):
     tax = build_taxonomy(mini_store)
     with mini_store.write() as conn:
-        conn.execute("UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?",
-                     ["100% of runs: {x}_y & $z #1 ~^\\ <end_plan> | pipe", tax.id, tax.types[0].id])
+        conn.execute(
+            "UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?",
+            ["100% of runs: {x}_y & $z #1 ~^\\ <end_plan> | pipe", tax.id, tax.types[0].id],
+        )
     out = tmp_path / "esc"
     export_taxonomy(mini_store, tax.id, out, formats=["tex", "md", "csv"], n_boot=50)
     tex = (out / "prevalence.tex").read_text()

@@ -1,4 +1,5 @@
-"""The LLM labeller: contrastive prompt, schema-checked reply, prompts and raw replies stored, offline fallback
+"""The LLM labeller: contrastive prompt, schema-checked reply, prompts and raw replies stored, offline
+fallback
 when the reply is unusable. The endpoint is paid/remote, so a fake client stands in for it here."""
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ def test_llm_names_are_used_and_prompts_are_contrastive_and_stored(mini_store):
     assert len(client.calls) == len(tax.types) == 6
     assert all(t.naming_method == "llm" and t.name.startswith("Type about") for t in tax.types)
     messages, schema = client.calls[0]
-    assert set(schema["required"]) >= {"name", "definition", "inclusion_criteria", "representative_example_ids"}
+    assert set(schema["required"]) >= {
+        "name",
+        "definition",
+        "inclusion_criteria",
+        "representative_example_ids",
+    }
     impl = next(t for t in tax.types if t.phase == "implementation" and t.n_insights == 4)
     prompt = json.loads(impl.prompt[1]["content"])
     inside_texts = {x["text"] for x in prompt["INSIDE"]}
@@ -67,19 +73,31 @@ def test_llm_names_are_used_and_prompts_are_contrastive_and_stored(mini_store):
     # The cited example comes first; prompt and raw reply are in the store.
     assert impl.examples[0].insight_id == prompt["INSIDE"][-1]["id"]
     assert "Not: Is not one of the OUTSIDE failures." in impl.inclusion_criteria
-    stored = mini_store.query("SELECT prompt, raw_reply, naming_method FROM failure_types WHERE taxonomy_id = ?"
-                              " AND id = ?", [tax.id, impl.id])[0]
+    stored = mini_store.query(
+        "SELECT prompt, raw_reply, naming_method FROM failure_types WHERE taxonomy_id = ? AND id = ?",
+        [tax.id, impl.id],
+    )[0]
     assert json.loads(stored[0])[0]["role"] == "system"
     assert json.loads(stored[1])["name"] == impl.name and stored[2] == "llm"
 
 
-@pytest.mark.parametrize("reply", [
-    FakeResult(ok=False, error="HTTP 503 from endpoint"),
-    FakeResult(ok=True, value={"name": "x"}),  # schema violation
-    FakeResult(ok=True, value="not json at all"),
-    FakeResult(ok=True, value={"name": "Invented type", "definition": "A definition sentence here.",
-                               "inclusion_criteria": ["a"], "representative_example_ids": ["made-up-id"]}),
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        FakeResult(ok=False, error="HTTP 503 from endpoint"),
+        FakeResult(ok=True, value={"name": "x"}),  # schema violation
+        FakeResult(ok=True, value="not json at all"),
+        FakeResult(
+            ok=True,
+            value={
+                "name": "Invented type",
+                "definition": "A definition sentence here.",
+                "inclusion_criteria": ["a"],
+                "representative_example_ids": ["made-up-id"],
+            },
+        ),
+    ],
+)
 def test_unusable_replies_fall_back_to_offline_names_and_say_so(mini_store, reply):
     tax = build_taxonomy(mini_store, labeller=LLMLabeller(FakeStructuredLLM(reply)))
     offline = build_taxonomy(mini_store)

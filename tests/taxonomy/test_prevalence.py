@@ -17,8 +17,14 @@ def _by_keyword(frame: pl.DataFrame, tax, **cols) -> dict[str, int]:
     key_of = {}
     for t in tax.types:
         text = " ".join(t.keywords + [e.text for e in t.examples]).lower()
-        for planted, word in (("import", "module"), ("shape", "shape"), ("lr", "learning"), ("baseline", "baseline"),
-                              ("ablation", "ablation"), ("claims", "conclu")):
+        for planted, word in (
+            ("import", "module"),
+            ("shape", "shape"),
+            ("lr", "learning"),
+            ("baseline", "baseline"),
+            ("ablation", "ablation"),
+            ("claims", "conclu"),
+        ):
             if word in text:
                 key_of.setdefault(t.id, planted)
     key_of[UNASSIGNED] = UNASSIGNED
@@ -29,14 +35,26 @@ def _by_keyword(frame: pl.DataFrame, tax, **cols) -> dict[str, int]:
 def test_mini_suite_types_and_insight_prevalence(mini_store):
     tax = build_taxonomy(mini_store)
     assert sorted((t.phase, t.n_insights) for t in tax.types) == [
-        ("conclusion", 3), ("design", 2), ("design", 3), ("implementation", 1), ("implementation", 3),
-        ("implementation", 4)]
+        ("conclusion", 3),
+        ("design", 2),
+        ("design", 3),
+        ("implementation", 1),
+        ("implementation", 3),
+        ("implementation", 4),
+    ]
     assert tax.n_unassigned == 1  # the outlier about a favourite colour
 
     frame = prevalence(mini_store, tax.id, n_boot=500)
-    assert _by_keyword(frame, tax, phase="implementation") == {"import": 4, "shape": 3, "lr": 1, UNASSIGNED: 1}
+    assert _by_keyword(frame, tax, phase="implementation") == {
+        "import": 4,
+        "shape": 3,
+        "lr": 1,
+        UNASSIGNED: 1,
+    }
     assert _by_keyword(frame, tax, phase="design") == {"baseline": 3, "ablation": 2}
-    totals = frame.group_by("phase").agg(pl.col("share").sum(), pl.col("count").sum(), pl.col("total").first())
+    totals = frame.group_by("phase").agg(
+        pl.col("share").sum(), pl.col("count").sum(), pl.col("total").first()
+    )
     for r in totals.iter_rows(named=True):
         assert r["share"] == pytest.approx(1.0)
         assert r["count"] == r["total"]
@@ -51,8 +69,16 @@ def test_mini_suite_types_and_insight_prevalence(mini_store):
 def test_per_agent_breakdown_matches_the_hand_count(mini_store):
     tax = build_taxonomy(mini_store)
     frame = prevalence(mini_store, tax.id, by="agent", n_boot=200)
-    assert _by_keyword(frame, tax, phase="implementation", group=REACT[0]) == {"import": 3, "shape": 1, UNASSIGNED: 1}
-    assert _by_keyword(frame, tax, phase="implementation", group=OPENHANDS[0]) == {"import": 1, "shape": 2, "lr": 1}
+    assert _by_keyword(frame, tax, phase="implementation", group=REACT[0]) == {
+        "import": 3,
+        "shape": 1,
+        UNASSIGNED: 1,
+    }
+    assert _by_keyword(frame, tax, phase="implementation", group=OPENHANDS[0]) == {
+        "import": 1,
+        "shape": 2,
+        "lr": 1,
+    }
     react = frame.filter((pl.col("group") == REACT[0]) & (pl.col("phase") == "implementation"))
     assert react["total"].unique().to_list() == [5]
     assert sorted(react["share"].to_list()) == pytest.approx([0.2, 0.2, 0.6])
@@ -84,7 +110,9 @@ def test_bootstrap_is_seeded_and_narrows_with_more_data(mini_store, trail_store)
     a = prevalence(mini_store, tax.id, n_boot=400, seed=3)
     b = prevalence(mini_store, tax.id, n_boot=400, seed=3)
     assert a.equals(b)
-    trail = prevalence(trail_store, build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS).id, n_boot=400)
+    trail = prevalence(
+        trail_store, build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS).id, n_boot=400
+    )
     assert (trail["ci_high"] - trail["ci_low"]).mean() < (a["ci_high"] - a["ci_low"]).mean()
     assert trail["total"].unique().to_list() == [584]  # every TRAIL description with text, duplicates counted
     assert trail["share"].sum() == pytest.approx(1.0)
@@ -104,9 +132,15 @@ def test_bad_arguments_and_missing_run_ids(mini_store):
 
 def test_funnel_matches_the_hand_count(mini_store):
     frame = funnel(mini_store)
-    react = {r["stage"]: (r["n_pass"], r["n_runs"]) for r in frame.iter_rows(named=True)
-             if r["agent"] == f"{REACT[0]} ({REACT[1]})"}
-    hands = {r["stage"]: (r["n_pass"], r["n_runs"]) for r in frame.iter_rows(named=True)
-             if r["agent"] == f"{OPENHANDS[0]} ({OPENHANDS[1]})"}
+    react = {
+        r["stage"]: (r["n_pass"], r["n_runs"])
+        for r in frame.iter_rows(named=True)
+        if r["agent"] == f"{REACT[0]} ({REACT[1]})"
+    }
+    hands = {
+        r["stage"]: (r["n_pass"], r["n_runs"])
+        for r in frame.iter_rows(named=True)
+        if r["agent"] == f"{OPENHANDS[0]} ({OPENHANDS[1]})"
+    }
     assert react == {"M": (3, 4), "M·C": (2, 4), "M·C·D": (1, 4), "M·C·D·I": (1, 4), "M·C·D·I·E": (1, 4)}
     assert hands == {"M": (4, 4), "M·C": (3, 4), "M·C·D": (3, 4), "M·C·D·I": (2, 4), "M·C·D·I·E": (1, 4)}
