@@ -80,8 +80,9 @@ def class_tfidf(
     """For each label, its `top_n` terms by c-TF-IDF score (best first), computed against the other labels.
 
     Score of term t in class c: tf(t, c) / |c| * log(1 + A / tf(t)), where A is the mean word count per class
-    and tf(t) the term's frequency over all classes (BERTopic's definition). Terms that contain only one
-    character or only digits are dropped. Labels with no usable terms get an empty list.
+    and tf(t) the term's frequency over all classes (BERTopic's definition). Terms of one character, terms
+    starting with a digit and id-like terms (a word with three or more digits) are dropped. Labels with no
+    usable terms get an empty list.
     """
     from sklearn.feature_extraction.text import CountVectorizer
 
@@ -108,17 +109,31 @@ def class_tfidf(
     out: dict[int, list[tuple[str, float]]] = {}
     for row, c in enumerate(classes):
         order = np.argsort(-scores[row], kind="stable")
-        terms = [(str(vocab[j]), float(scores[row, j])) for j in order[: top_n * 3] if scores[row, j] > 0]
+        terms = [
+            (str(vocab[j]), float(scores[row, j]))
+            for j in order[: top_n * 4]
+            if scores[row, j] > 0 and not _looks_like_an_id(str(vocab[j]))
+        ]
         out[c] = _drop_redundant(terms)[:top_n]
     return out
 
 
+def _looks_like_an_id(term: str) -> bool:
+    """Hashes, file ids and version strings ('a649-393859e79bf3') name no failure."""
+    return any(sum(ch.isdigit() for ch in word) >= 3 for word in term.split())
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
 def _drop_redundant(terms: list[tuple[str, float]]) -> list[tuple[str, float]]:
-    """Drop a unigram when a better-ranked bigram already contains it, so keywords say more in fewer slots."""
+    """Drop a unigram when a better-ranked term already contains it (plurals count as the same word), so
+    keywords say more in fewer slots."""
     kept: list[tuple[str, float]] = []
     seen_words: set[str] = set()
     for term, score in terms:
-        words = term.split()
+        words = [_singular(w) for w in term.split()]
         if len(words) == 1 and words[0] in seen_words:
             continue
         if len(words) > 1 and all(w in seen_words for w in words):
