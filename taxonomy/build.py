@@ -318,11 +318,15 @@ def _store_snapshot(
                 started,
             ],
         )
-        conn.executemany(
-            "INSERT INTO failure_categories (taxonomy_id, id, phase, name, definition, keywords)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [[taxonomy_id, c.id, c.phase, c.name, c.definition, json.dumps(c.keywords)] for c in categories],
-        )
+        if categories:
+            conn.executemany(
+                "INSERT INTO failure_categories (taxonomy_id, id, phase, name, definition, keywords)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    [taxonomy_id, c.id, c.phase, c.name, c.definition, json.dumps(c.keywords)]
+                    for c in categories
+                ],
+            )
         if types:
             conn.executemany(
                 "INSERT INTO failure_types (taxonomy_id, id, phase, category_id, name, definition,"

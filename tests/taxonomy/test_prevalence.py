@@ -3,6 +3,7 @@ The expected numbers are worked out by hand from tests/taxonomy/mini.py."""
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -144,3 +145,17 @@ def test_funnel_matches_the_hand_count(mini_store):
     }
     assert react == {"M": (3, 4), "M·C": (2, 4), "M·C·D": (1, 4), "M·C·D·I": (1, 4), "M·C·D·I·E": (1, 4)}
     assert hands == {"M": (4, 4), "M·C": (3, 4), "M·C·D": (3, 4), "M·C·D·I": (2, 4), "M·C·D·I·E": (1, 4)}
+
+
+def test_a_clustering_of_only_outliers_gives_an_all_unassigned_phase(store):
+    from tests.taxonomy.fill import add_clustering, add_embeddings, add_insights
+
+    texts = ["The monitor flagged network access to pypi.org", "The monitor saw the agent read the gold file"]
+    rows = [{"phase": "monitor", "text": t, "run_id": f"m{k}"} for k, t in enumerate(texts)]
+    ids = add_insights(store, rows)
+    add_embeddings(store, texts, np.eye(2, 8))
+    add_clustering(store, "cl-monitor", "monitor", ids, [-1, -1])
+    tax = build_taxonomy(store)
+    assert tax.types == [] and tax.n_unassigned == 2
+    frame = prevalence(store, tax.id, n_boot=20)
+    assert frame.select("failure_type_id", "count", "share").rows() == [(UNASSIGNED, 2, 1.0)]
