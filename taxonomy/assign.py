@@ -110,8 +110,8 @@ def assign_insights(
     unknown taxonomy or insight and InputError when an insight has no vector.
     """
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
-    ((embed_model, params_json),) = store.query(
-        "SELECT embed_model, params FROM taxonomies WHERE id = ?", [taxonomy_id]
+    ((embed_model, normalisation, params_json),) = store.query(
+        "SELECT embed_model, normalisation, params FROM taxonomies WHERE id = ?", [taxonomy_id]
     )
     if threshold is None:
         threshold = float(json.loads(params_json)["assign_threshold"])
@@ -140,7 +140,9 @@ def assign_insights(
             raise NotFoundError(f"no vector passed for {len(lacking)} insight(s), e.g. '{lacking[0]}'")
         matrix = normalise(np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids]))
     else:
-        matrix = require_vectors(store, [r[2] for r in rows], embed_model, "insights to assign")
+        matrix = require_vectors(
+            store, [r[2] for r in rows], embed_model, "insights to assign", normalisation
+        )
     type_ids, sims = assign_by_phase(phases, matrix, taxonomy_centroids(store, taxonomy_id), threshold)
     records = [
         (

@@ -207,11 +207,11 @@ def build_taxonomy(
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     clustering_ids = list(clustering_ids) if clustering_ids else latest_clusterings(store)
     inputs = [load_clustering(store, c) for c in clustering_ids]
-    models = sorted({ci.embed_model for ci in inputs})
+    models = sorted({(ci.embed_model, ci.normalisation) for ci in inputs})
     if len(models) != 1:
         raise ConfigError(
-            f"the clusterings use different embedding models: {models}",
-            hint="build a taxonomy from clusterings of one embedding model",
+            f"the clusterings use different embeddings (model, normalisation): {models}",
+            hint="build a taxonomy from clusterings of one embedding model and normaliser",
         )
     phases_seen = [ci.phase for ci in inputs]
     if len(set(phases_seen)) != len(phases_seen):
@@ -221,7 +221,9 @@ def build_taxonomy(
     drafts: list[_Draft] = []
     outliers: list[tuple[str, str, np.ndarray]] = []  # (insight_id, phase, vector)
     for ci in inputs:
-        vectors = require_vectors(store, ci.members["text"].to_list(), ci.embed_model, f"insights of {ci.id}")
+        vectors = require_vectors(
+            store, ci.members["text"].to_list(), ci.embed_model, f"insights of {ci.id}", ci.normalisation
+        )
         found, out_rows = _drafts(ci, vectors, params)
         drafts.extend(found)
         outliers.extend(
@@ -292,7 +294,7 @@ def build_taxonomy(
 def _store_snapshot(
     store: Store,
     clustering_ids: list[str],
-    embed_model: str,
+    embedding: tuple[str, str],
     params: BuildParams,
     started: dt.datetime,
     categories: list[FailureCategory],
@@ -300,19 +302,21 @@ def _store_snapshot(
     records: list[tuple[str, str, float | None, str]],
 ) -> Taxonomy:
     version_code = code_version()
+    embed_model, normalisation = embedding
     key = json.dumps([clustering_ids, params.model_dump(mode="json"), started.isoformat()], sort_keys=True)
     taxonomy_id = "tx-" + hashlib.sha256(key.encode()).hexdigest()[:10]
     with store.write() as conn:
         version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM taxonomies").fetchone()[0]
         conn.execute(
             "INSERT INTO taxonomies"
-            " (id, version, clustering_ids, embed_model, params, code_version, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " (id, version, clustering_ids, embed_model, normalisation, params, code_version, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 taxonomy_id,
                 version,
                 json.dumps(clustering_ids),
                 embed_model,
+                normalisation,
                 params.model_dump_json(),
                 version_code,
                 started,
@@ -382,6 +386,7 @@ def _store_snapshot(
         version=version,
         clustering_ids=clustering_ids,
         embed_model=embed_model,
+        normalisation=normalisation,
         params=params,
         code_version=version_code,
         categories=categories,

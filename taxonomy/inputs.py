@@ -4,19 +4,40 @@ text hash."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from failatlas.errors import InputError, NotFoundError
+from failatlas.errors import ConfigError, InputError, NotFoundError
 from failatlas.store import Store
 
 
 def text_hash(text: str) -> str:
-    """The key of a text in the `embeddings` table: sha256 of its UTF-8 bytes, hex."""
+    """The key of a text in the `embeddings` table: sha256 of its UTF-8 bytes (after normalisation), hex."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def text_normaliser(name: str | None) -> Callable[[Sequence[str]], list[str]]:
+    """The function that turned insight texts into the texts `embed` hashed and embedded, by the name
+    stored in `embeddings.normalisation` (e.g. 'mask-v1'); 'none' or None leaves texts unchanged. Raises
+    ConfigError for a name this build does not know."""
+    if name in (None, "none"):
+        return list
+    try:
+        from embed import NORMALISERS
+    except ImportError as exc:
+        raise ConfigError(
+            f"the embeddings were made with normaliser '{name}', but the embed package is missing",
+            hint="install FailAtlas with its mining stages",
+        ) from exc
+    for factory in NORMALISERS.values():
+        normaliser = factory()
+        if normaliser.name == name:
+            return normaliser
+    raise ConfigError(f"unknown text normaliser '{name}'", hint="re-embed with a normaliser this build knows")
 
 
 @dataclass
@@ -26,6 +47,7 @@ class ClusteringInput:
     id: str
     phase: str | None
     embed_model: str
+    normalisation: str  # embeddings.normalisation of the clustered vectors ('none' when not recorded)
     members: pl.DataFrame  # insight_id, phase, text, cluster
 
 
@@ -50,7 +72,7 @@ def latest_clusterings(store: Store) -> list[str]:
 
 def load_clustering(store: Store, clustering_id: str) -> ClusteringInput:
     """A clustering and its members. Raises NotFoundError when it does not exist or has no members."""
-    head = store.query("SELECT phase, embed_model FROM clusterings WHERE id = ?", [clustering_id])
+    head = store.query("SELECT phase, embed_model, params FROM clusterings WHERE id = ?", [clustering_id])
     if not head:
         raise NotFoundError(
             f"no clustering '{clustering_id}'", hint="list them with `failatlas cluster list`"
@@ -63,18 +85,28 @@ def load_clustering(store: Store, clustering_id: str) -> ClusteringInput:
     )
     if members.height == 0:
         raise NotFoundError(f"clustering '{clustering_id}' has no assigned insights")
-    return ClusteringInput(id=clustering_id, phase=head[0][0], embed_model=head[0][1], members=members)
+    params = json.loads(head[0][2]) if head[0][2] else {}
+    normalisation = params.get("normalisation") if isinstance(params, dict) else None
+    return ClusteringInput(
+        id=clustering_id,
+        phase=head[0][0],
+        embed_model=head[0][1],
+        normalisation=str(normalisation or "none"),
+        members=members,
+    )
 
 
-def load_vectors(store: Store, texts: Sequence[str], model: str) -> tuple[np.ndarray, np.ndarray]:
-    """Unit-length vectors for `texts` from the `embeddings` table (newest row per text), as (matrix, found):
-    rows of texts without a vector are zero and `found` is False there."""
-    hashes = [text_hash(t) for t in texts]
+def load_vectors(
+    store: Store, texts: Sequence[str], model: str, normalisation: str = "none"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-length vectors for `texts` from the `embeddings` table (newest row per text for this model and
+    normalisation), as (matrix, found): rows of texts without a vector are zero and `found` is False there."""
+    hashes = [text_hash(t) for t in text_normaliser(normalisation)(texts)]
     rows = store.query(
         "SELECT text_hash, vector FROM embeddings"
-        " WHERE model = ? AND text_hash IN (SELECT unnest(?::VARCHAR[]))"
+        " WHERE model = ? AND normalisation = ? AND text_hash IN (SELECT unnest(?::VARCHAR[]))"
         " QUALIFY row_number() OVER (PARTITION BY text_hash ORDER BY created_at DESC, revision DESC) = 1",
-        [model, sorted(set(hashes))],
+        [model, normalisation, sorted(set(hashes))],
     )
     by_hash = {h: np.asarray(v, dtype=np.float32) for h, v in rows}
     if not by_hash:
@@ -90,12 +122,15 @@ def load_vectors(store: Store, texts: Sequence[str], model: str) -> tuple[np.nda
     return normalise(matrix), found
 
 
-def require_vectors(store: Store, texts: Sequence[str], model: str, what: str) -> np.ndarray:
+def require_vectors(
+    store: Store, texts: Sequence[str], model: str, what: str, normalisation: str = "none"
+) -> np.ndarray:
     """Like `load_vectors`, but raises InputError naming how many texts lack a vector."""
-    matrix, found = load_vectors(store, texts, model)
+    matrix, found = load_vectors(store, texts, model, normalisation)
     if not found.all():
         raise InputError(
-            f"{int((~found).sum())} of {len(texts)} {what} have no embedding under model '{model}'",
+            f"{int((~found).sum())} of {len(texts)} {what} have no embedding under model '{model}'"
+            f" (normalisation '{normalisation}')",
             hint="run `failatlas embed` for them first, or pass vectors in",
         )
     return matrix

@@ -105,6 +105,7 @@ class Taxonomy(BaseModel):
     version: int
     clustering_ids: list[str]
     embed_model: str
+    normalisation: str = "none"
     params: BuildParams
     code_version: str
     categories: list[FailureCategory]

@@ -30,7 +30,8 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     with store.read() as conn:
         head = conn.execute(
-            "SELECT version, clustering_ids, embed_model, params, code_version FROM taxonomies WHERE id = ?",
+            "SELECT version, clustering_ids, embed_model, params, code_version, normalisation FROM taxonomies"
+            " WHERE id = ?",
             [taxonomy_id],
         ).fetchone()
         cats = conn.execute(
@@ -83,6 +84,7 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
         version=head[0],
         clustering_ids=json.loads(head[1]),
         embed_model=head[2],
+        normalisation=head[5],
         params=BuildParams.model_validate_json(head[3]),
         code_version=head[4],
         categories=categories,

@@ -14,6 +14,7 @@ MIGRATIONS = [
             version INTEGER NOT NULL,          -- 1, 2, 3 ... in build order: the snapshot number people cite
             clustering_ids JSON NOT NULL,      -- clusterings.id the snapshot was built from
             embed_model VARCHAR NOT NULL,      -- embeddings.model the centroids live in
+            normalisation VARCHAR NOT NULL,    -- embeddings.normalisation ('none', 'mask-v1')
             params JSON NOT NULL,              -- labeller and its arguments, thresholds, seeds
             code_version VARCHAR NOT NULL,
             created_at TIMESTAMP NOT NULL DEFAULT current_timestamp

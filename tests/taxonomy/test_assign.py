@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from failatlas.errors import InputError, NotFoundError
-from taxonomy import UNASSIGNED, assign_insights, build_taxonomy, nearest_centroid, prevalence
+from taxonomy import UNASSIGNED, assign_insights, build_taxonomy, load_taxonomy, nearest_centroid, prevalence
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 from tests.taxonomy.fill import add_embeddings, add_insights, insight_id
 
@@ -88,3 +88,19 @@ def test_vectors_can_be_passed_in_and_missing_ones_are_reported(mini_store):
         assign_insights(mini_store, "tx-nope")
     with pytest.raises(NotFoundError):
         assign_insights(mini_store, tax.id, ["not-an-insight"])
+
+
+def test_vectors_are_looked_up_under_the_clusterings_normalisation(store):
+    """embed hashes the normalised text: look vectors up the same way, and say so when that is impossible."""
+    from failatlas.errors import ConfigError
+    from tests.taxonomy.fill import add_clustering
+
+    texts = ["ImportError: no module named torch", "CUDA out of memory while training"]
+    ids = add_insights(store, [{"phase": "execution", "text": t} for t in texts])
+    add_embeddings(store, texts, np.eye(2, 4))  # normalisation 'none'
+    add_clustering(store, "cl-none", "execution", ids, [0, 1])
+    add_clustering(store, "cl-odd", "design", ids[:1], [0], params={"normalisation": "zzz-v9"})
+    tax = build_taxonomy(store, ["cl-none"])
+    assert load_taxonomy(store, tax.id).normalisation == "none" and len(tax.types) == 2
+    with pytest.raises(ConfigError, match="zzz-v9"):
+        build_taxonomy(store, ["cl-odd"])
