@@ -35,6 +35,9 @@ def _save(fig, stem: Path, suffixes: Sequence[str]) -> list[Path]:  # noqa: ANN0
     return paths
 
 
+_PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
+
+
 def _short(text: str, width: int = 38) -> str:
     return textwrap.shorten(text, width=width, placeholder="…")
 
@@ -53,7 +56,15 @@ def prevalence_by_phase(
         low = share - part["ci_low"].to_numpy() * 100
         high = part["ci_high"].to_numpy() * 100 - share
         y = np.arange(part.height)
-        ax.barh(y, share, xerr=[low, high], color="#4C72B0", ecolor="#333333", capsize=2)
+        categories = list(dict.fromkeys(part["category"].fill_null("").to_list()[::-1]))
+        colour = {c: _PALETTE[k % len(_PALETTE)] for k, c in enumerate(categories)}
+        colours = [colour[c] for c in part["category"].fill_null("").to_list()]
+        ax.barh(y, share, xerr=[low, high], color=colours, ecolor="#333333", capsize=2)
+        if len(categories) > 1:
+            from matplotlib.patches import Patch
+
+            handles = [Patch(color=colour[c], label=_short(c, 40)) for c in categories]
+            ax.legend(handles=handles, fontsize=6, loc="lower right", title="category", title_fontsize=7)
         ax.set_yticks(
             y,
             [f"{_short(n)} (n={c})" for n, c in zip(part["failure_type"], part["count"], strict=True)],

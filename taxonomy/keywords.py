@@ -10,57 +10,14 @@ from collections.abc import Sequence
 import numpy as np
 
 # Words that describe every failure in this domain and so name none of them.
-DOMAIN_STOP_WORDS = frozenset(
-    {
-        "agent",
-        "system",
-        "model",
-        "llm",
-        "assistant",
-        "failed",
-        "fails",
-        "failure",
-        "error",
-        "errors",
-        "did",
-        "does",
-        "instead",
-        "used",
-        "using",
-        "use",
-        "step",
-        "steps",
-        "task",
-        "tasks",
-        "trace",
-        "span",
-        "correctly",
-        "properly",
-        "incorrectly",
-        "despite",
-        "leading",
-        "resulting",
-        "result",
-        "actually",
-        "attempted",
-        "attempt",
-        "tried",
-        "required",
-        "requires",
-        "expected",
-        "provided",
-        "provide",
-        "given",
-        "like",
-        "just",
-        "make",
-        "made",
-        "way",
-        "tool",
-        "tools",
-        "output",
-    }
-)
+_DOMAIN_WORDS = """
+    agent system model llm assistant failed fails failure error errors did does instead used using
+    use step steps task tasks trace span correctly properly incorrectly despite leading resulting
+    result actually attempted attempt tried required requires expected provided provide given like
+    just make made way tool tools output didn doesn don wasn isn weren couldn wouldn shouldn hasn
+    haven
+"""
+DOMAIN_STOP_WORDS = frozenset(_DOMAIN_WORDS.split())
 
 
 def _stop_words() -> list[str]:
