@@ -20,15 +20,17 @@ from taxonomy.assign import assign_by_phase, write_assignments
 from taxonomy.hierarchy import group_centroids
 from taxonomy.inputs import ClusteringInput, latest_clusterings, load_clustering, normalise, require_vectors
 from taxonomy.keywords import class_tfidf
-from taxonomy.labelling import Labeller, make_labeller, readable_name
+from taxonomy.labelling import Labeller, make_labeller
 from taxonomy.merge import merge_groups
 from taxonomy.model import (
     UNASSIGNED,
     BuildParams,
+    CategoryEvidence,
     FailureCategory,
     FailureType,
     Taxonomy,
     TypeEvidence,
+    TypeLabel,
     phase_rank,
 )
 
@@ -153,39 +155,50 @@ def _unique_names(names: list[str], keywords: list[list[str]]) -> list[str]:
 
 
 def _categories(
-    phase: str, drafts: list[_Draft], type_names: list[str], params: BuildParams
+    phase: str,
+    drafts: list[_Draft],
+    labels: list[TypeLabel],
+    names: list[str],
+    labeller: Labeller,
+    params: BuildParams,
 ) -> tuple[list[FailureCategory], list[str]]:
-    """The phase's categories and each draft's category id."""
+    """The phase's categories, named by `labeller`, and each draft's category id."""
     centroids = np.stack([d.centroid for d in drafts])
     sizes = np.array([len(d.insight_ids) for d in drafts], dtype=float)
-    labels = group_centroids(centroids, sizes, max_categories=params.max_categories)
+    groups = group_centroids(centroids, sizes, max_categories=params.max_categories)
+    n_groups = int(groups.max()) + 1
     texts = [t for d in drafts for t in d.texts]
-    text_labels = [int(labels[i]) for i, d in enumerate(drafts) for _ in d.texts]
-    keywords = class_tfidf(texts, text_labels, top_n=6) if labels.max() > 0 else {0: []}
-    categories = []
-    names: list[str] = []
-    for c in range(int(labels.max()) + 1):
-        members = [i for i in range(len(drafts)) if labels[i] == c]
-        kws = [t for t, _ in keywords[c]] or drafts[members[0]].keywords
-        if len(members) == 1 or labels.max() == 0:
-            name = type_names[members[0]] if len(members) == 1 else f"All {phase} failures"
-        else:
-            member_texts = [t for i in members for t in drafts[i].texts]
-            name = readable_name(kws, member_texts, parts=2)
-        names.append(name)
-        categories.append((c, members, kws))
-    names = _unique_names(names, [kws for _, _, kws in categories])
+    text_groups = [int(groups[i]) for i, d in enumerate(drafts) for _ in d.texts]
+    keywords = class_tfidf(texts, text_groups, top_n=6) if n_groups > 1 else {0: []}
+    members = [[i for i in range(len(drafts)) if groups[i] == c] for c in range(n_groups)]
+    evidence = [
+        CategoryEvidence(
+            key=f"{phase}/C{c + 1}",
+            phase=phase,
+            type_names=[names[i] for i in members[c]],
+            type_definitions=[labels[i].definition for i in members[c]],
+            keywords=[t for t, _ in keywords[c]] or drafts[members[c][0]].keywords,
+            texts=[t for i in members[c] for t in drafts[i].texts],
+            other_categories=[[names[i] for i in members[o]] for o in range(n_groups) if o != c],
+        )
+        for c in range(n_groups)
+    ]
+    named = [labeller.label_category(ev) for ev in evidence]
+    unique = _unique_names([n.name for n in named], [ev.keywords for ev in evidence])
     out = [
         FailureCategory(
-            id=f"{phase}/C{c + 1}",
+            id=ev.key,
             phase=phase,
             name=name,
-            definition=f"{len(members)} failure type(s): " + "; ".join(type_names[i] for i in members) + ".",
-            keywords=kws,
+            definition=lab.definition,
+            keywords=ev.keywords,
+            naming_method=lab.naming_method,
+            prompt=lab.prompt,
+            raw_reply=lab.raw_reply,
         )
-        for (c, members, kws), name in zip(categories, names, strict=True)
+        for ev, lab, name in zip(evidence, named, unique, strict=True)
     ]
-    return out, [f"{phase}/C{int(labels[i]) + 1}" for i in range(len(drafts))]
+    return out, [f"{phase}/C{int(groups[i]) + 1}" for i in range(len(drafts))]
 
 
 def build_taxonomy(
@@ -240,7 +253,7 @@ def build_taxonomy(
         type_ids = [f"{phase}/T{n:02d}" for n in range(1, len(mine) + 1)]
         labels = [labeller.label(ev) for ev in _evidence(mine, type_ids)]
         names = _unique_names([lab.name for lab in labels], [d.keywords for d in mine])
-        cats, cat_ids = _categories(phase, mine, names, params)
+        cats, cat_ids = _categories(phase, mine, labels, names, labeller, params)
         categories.extend(cats)
         rule = (
             f"Closer to this type's centroid than to any other {phase} type's, with cosine at least "
@@ -324,10 +337,20 @@ def _store_snapshot(
         )
         if categories:
             conn.executemany(
-                "INSERT INTO failure_categories (taxonomy_id, id, phase, name, definition, keywords)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO failure_categories (taxonomy_id, id, phase, name, definition, keywords,"
+                " naming_method, prompt, raw_reply) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    [taxonomy_id, c.id, c.phase, c.name, c.definition, json.dumps(c.keywords)]
+                    [
+                        taxonomy_id,
+                        c.id,
+                        c.phase,
+                        c.name,
+                        c.definition,
+                        json.dumps(c.keywords),
+                        c.naming_method,
+                        None if c.prompt is None else json.dumps(c.prompt),
+                        c.raw_reply,
+                    ]
                     for c in categories
                 ],
             )

@@ -73,12 +73,39 @@ class TypeEvidence:
         return len(self.insight_ids)
 
 
+@dataclass
+class CategoryEvidence:
+    """What a labeller sees of one category: its failure types (already named) and the phase's other
+    categories, for contrast."""
+
+    key: str
+    phase: str
+    type_names: list[str]
+    type_definitions: list[str]
+    keywords: list[str]
+    texts: list[str]  # member insights, the most central of each type first
+    other_categories: list[list[str]]  # type names of the phase's other categories
+
+
+class CategoryLabel(BaseModel):
+    """What a labeller returns for one category."""
+
+    name: str = Field(min_length=1)
+    definition: str = Field(min_length=1)
+    naming_method: str
+    prompt: list[dict[str, Any]] | None = None
+    raw_reply: str | None = None
+
+
 class FailureCategory(BaseModel):
     id: str
     phase: str
     name: str
     definition: str
     keywords: list[str]
+    naming_method: str = "offline"
+    prompt: list[dict[str, Any]] | None = None
+    raw_reply: str | None = None
 
 
 class FailureType(BaseModel):

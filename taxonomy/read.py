@@ -35,8 +35,8 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
             [taxonomy_id],
         ).fetchone()
         cats = conn.execute(
-            "SELECT id, phase, name, definition, keywords FROM failure_categories"
-            " WHERE taxonomy_id = ? ORDER BY id",
+            "SELECT id, phase, name, definition, keywords, naming_method, prompt, raw_reply"
+            " FROM failure_categories WHERE taxonomy_id = ? ORDER BY id",
             [taxonomy_id],
         ).fetchall()
         types = conn.execute(
@@ -55,7 +55,16 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
             ).fetchall()
         )
     categories = [
-        FailureCategory(id=c[0], phase=c[1], name=c[2], definition=c[3], keywords=json.loads(c[4]))
+        FailureCategory(
+            id=c[0],
+            phase=c[1],
+            name=c[2],
+            definition=c[3],
+            keywords=json.loads(c[4]),
+            naming_method=c[5],
+            prompt=None if c[6] is None else json.loads(c[6]),
+            raw_reply=c[7],
+        )
         for c in cats
     ]
     failure_types = [

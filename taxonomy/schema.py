@@ -26,6 +26,9 @@ MIGRATIONS = [
             name VARCHAR NOT NULL,
             definition VARCHAR NOT NULL,
             keywords JSON NOT NULL,
+            naming_method VARCHAR NOT NULL,    -- offline | llm | offline-after-llm-error
+            prompt JSON,                       -- messages sent to the LLM labeller (NULL offline)
+            raw_reply VARCHAR,                 -- the labeller's raw reply (NULL offline)
             PRIMARY KEY (taxonomy_id, id)
         );
         CREATE TABLE failure_types (

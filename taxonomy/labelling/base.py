@@ -6,16 +6,19 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from failatlas.errors import ConfigError
-from taxonomy.model import TypeEvidence, TypeLabel
+from taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
 
 
 @runtime_checkable
 class Labeller(Protocol):
-    """Names one failure type from its evidence (members, keywords and the nearest other types)."""
+    """Names failure types from their evidence (members, keywords and the nearest other types), and the
+    categories that group them."""
 
     name: str
 
     def label(self, evidence: TypeEvidence) -> TypeLabel: ...
+
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel: ...
 
 
 LABELLERS: dict[str, Callable[..., Labeller]] = {}

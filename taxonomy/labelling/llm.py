@@ -9,8 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taxonomy.labelling.base import register_labeller
-from taxonomy.labelling.offline import OfflineLabeller, examples_of
-from taxonomy.model import TypeEvidence, TypeLabel
+from taxonomy.labelling.offline import OfflineLabeller, category_definition, examples_of
+from taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
 
 
 @runtime_checkable
@@ -40,6 +40,22 @@ class LLMTypeLabel(BaseModel):
     exclusion_criteria: list[str] = Field(default_factory=list, max_length=5)
     representative_example_ids: list[str] = Field(min_length=1, max_length=5)
 
+
+class LLMCategoryLabel(BaseModel):
+    """The reply asked for when naming a category of failure types."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=3, max_length=80, description="2 to 6 words, no trailing period")
+    definition: str = Field(min_length=10, max_length=400, description="one sentence")
+
+
+CATEGORY_PROMPT = (
+    "You build a taxonomy of why AI research agents fail. The failure types listed as INSIDE were grouped "
+    "into one category; OUTSIDE lists the types of the other categories of the same phase. Name the category "
+    "in 2 to 6 words (sentence case) so that it covers every INSIDE type and none of the OUTSIDE ones, and "
+    "define it in one sentence. Answer with JSON matching the schema, nothing else."
+)
 
 SYSTEM_PROMPT = (
     "You build a taxonomy of why AI research agents fail. You are shown failure insights that were clustered "
@@ -75,6 +91,31 @@ def build_messages(evidence: TypeEvidence, *, n_inside: int, n_outside: int) -> 
     ]
 
 
+def build_category_messages(evidence: CategoryEvidence) -> list[dict[str, str]]:
+    """The contrastive prompt for one category."""
+    body = {
+        "phase": evidence.phase,
+        "INSIDE": [
+            {"name": n, "definition": d}
+            for n, d in zip(evidence.type_names, evidence.type_definitions, strict=True)
+        ],
+        "OUTSIDE": [{"category": k, "types": names} for k, names in enumerate(evidence.other_categories, 1)],
+    }
+    return [
+        {"role": "system", "content": CATEGORY_PROMPT},
+        {"role": "user", "content": json.dumps(body, ensure_ascii=False, indent=1)},
+    ]
+
+
+def _raw_reply(result: StructuredResult) -> str:
+    raw = getattr(result, "raw", None)
+    if raw is None and getattr(result, "raw_replies", None):
+        raw = "\n".join(str(r) for r in result.raw_replies)
+    if raw is None:
+        raw = json.dumps(result.value, ensure_ascii=False) if result.ok else (result.error or "")
+    return raw
+
+
 @register_labeller("llm")
 class LLMLabeller:
     """Names a type with an LLM; falls back to offline naming (and says so in `naming_method` and `raw_reply`)
@@ -99,11 +140,7 @@ class LLMLabeller:
             self.client = labeller_client()
         messages = build_messages(evidence, n_inside=self.n_inside, n_outside=self.n_outside)
         result = self.client.structured(messages, LLMTypeLabel.model_json_schema())
-        raw = getattr(result, "raw", None)
-        if raw is None and getattr(result, "raw_replies", None):
-            raw = "\n".join(str(r) for r in result.raw_replies)
-        if raw is None:
-            raw = json.dumps(result.value, ensure_ascii=False) if result.ok else (result.error or "")
+        raw = _raw_reply(result)
         problem = result.error if not result.ok else None
         parsed: LLMTypeLabel | None = None
         if problem is None:
@@ -135,6 +172,42 @@ class LLMLabeller:
             definition=parsed.definition.strip(),
             inclusion_criteria=criteria,
             examples=examples[: max(self.n_examples, len(chosen))],
+            naming_method="llm",
+            prompt=messages,
+            raw_reply=raw,
+        )
+
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
+        """An LLM name for categories of two or more types (a one-type category keeps its type's name, the
+        only category of a phase is "All <phase> failures"); offline naming when the reply is unusable."""
+        offline = OfflineLabeller(n_examples=self.n_examples).label_category(evidence)
+        if len(evidence.type_names) < 2 or not evidence.other_categories:
+            return offline
+        if self.client is None:
+            from taxonomy.labelling.endpoint import labeller_client
+
+            self.client = labeller_client()
+        messages = build_category_messages(evidence)
+        result = self.client.structured(messages, LLMCategoryLabel.model_json_schema())
+        raw = _raw_reply(result)
+        problem = result.error if not result.ok else None
+        if problem is None:
+            try:
+                value = json.loads(result.value) if isinstance(result.value, str) else result.value
+                parsed = LLMCategoryLabel.model_validate(value)
+            except (ValidationError, ValueError, TypeError) as exc:
+                problem = f"reply does not match the schema: {exc}"
+        if problem is not None:
+            return offline.model_copy(
+                update={
+                    "naming_method": "offline-after-llm-error",
+                    "prompt": messages,
+                    "raw_reply": f"{raw}\n-- rejected: {problem}",
+                }
+            )
+        return CategoryLabel(
+            name=parsed.name.strip().rstrip("."),
+            definition=f"{parsed.definition.strip()} ({category_definition(evidence)})",
             naming_method="llm",
             prompt=messages,
             raw_reply=raw,

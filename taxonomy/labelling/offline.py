@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from taxonomy.labelling.base import register_labeller
-from taxonomy.model import Example, TypeEvidence, TypeLabel
+from taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
 
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z_][a-zA-Z0-9_\-]+\b")
 
@@ -114,3 +114,18 @@ class OfflineLabeller:
             examples=examples_of(evidence, self.n_examples),
             naming_method="offline",
         )
+
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
+        """A one-type category takes its type's name; the only category of a phase is "All <phase> failures";
+        otherwise a name from the category's keywords. The definition lists the member types."""
+        if len(evidence.type_names) == 1:
+            name = evidence.type_names[0]
+        elif not evidence.other_categories:
+            name = f"All {evidence.phase} failures"
+        else:
+            name = readable_name(evidence.keywords, evidence.texts, parts=self.name_parts)
+        return CategoryLabel(name=name, definition=category_definition(evidence), naming_method="offline")
+
+
+def category_definition(evidence: CategoryEvidence) -> str:
+    return f"{len(evidence.type_names)} failure type(s): " + "; ".join(evidence.type_names) + "."

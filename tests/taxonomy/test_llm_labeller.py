@@ -35,12 +35,18 @@ class FakeStructuredLLM:
 
     def structured(self, messages, schema):  # noqa: ANN001, ANN201
         self.calls.append((messages, schema))
-        return self.answer(messages) if callable(self.answer) else self.answer
+        return self.answer(messages, schema) if callable(self.answer) else self.answer
 
 
-def _good_reply(messages):
+def _good_reply(messages, schema):
     body = json.loads(messages[1]["content"])
     inside = body["INSIDE"]
+    if schema["title"] == "LLMCategoryLabel":
+        value = {
+            "name": "Runtime crashes",
+            "definition": "Code that stops with an exception: " + ", ".join(t["name"] for t in inside) + ".",
+        }
+        return FakeResult(ok=True, value=value, raw=json.dumps(value))
     value = {
         "name": f"Type about {body['inside_keywords'][0]}",
         "definition": "The agent's code fails in this particular way.",
@@ -54,8 +60,23 @@ def _good_reply(messages):
 def test_llm_names_are_used_and_prompts_are_contrastive_and_stored(mini_store):
     client = FakeStructuredLLM(_good_reply)
     tax = build_taxonomy(mini_store, params=BuildParams(labeller="llm"), labeller=LLMLabeller(client))
-    assert len(client.calls) == len(tax.types) == 6
+    # 6 types, and one category of two types (the other categories hold one type or are a phase's only one)
+    assert len(tax.types) == 6 and len(client.calls) == 7
     assert all(t.naming_method == "llm" and t.name.startswith("Type about") for t in tax.types)
+    named = [c for c in tax.categories if c.naming_method == "llm"]
+    assert [c.name for c in named] == ["Runtime crashes"] and named[0].phase == "implementation"
+    category_prompt = json.loads(named[0].prompt[1]["content"])
+    inside_names = {t["name"] for t in category_prompt["INSIDE"]}
+    assert (
+        inside_names == {t.name for t in tax.types if t.category_id == named[0].id} and len(inside_names) == 2
+    )
+    assert category_prompt["OUTSIDE"] and not inside_names & set(category_prompt["OUTSIDE"][0]["types"])
+    assert {c.name for c in tax.categories if c.phase == "design"} == {"All design failures"}
+    stored_cat = mini_store.query(
+        "SELECT naming_method, raw_reply FROM failure_categories WHERE taxonomy_id = ? AND id = ?",
+        [tax.id, named[0].id],
+    )[0]
+    assert stored_cat[0] == "llm" and json.loads(stored_cat[1])["name"] == "Runtime crashes"
     messages, schema = client.calls[0]
     assert set(schema["required"]) >= {
         "name",
@@ -104,6 +125,8 @@ def test_unusable_replies_fall_back_to_offline_names_and_say_so(mini_store, repl
     assert [t.name for t in tax.types] == [t.name for t in offline.types]
     assert all(t.naming_method == "offline-after-llm-error" for t in tax.types)
     assert all("rejected" in t.raw_reply and t.prompt for t in tax.types)
+    assert [c.name for c in tax.categories] == [c.name for c in offline.categories]
+    assert sorted(c.naming_method for c in tax.categories) == ["offline"] * 3 + ["offline-after-llm-error"]
 
 
 def test_no_endpoint_is_reported_by_the_cli_and_the_labeller(mini_store, monkeypatch):
