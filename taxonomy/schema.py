@@ -1,5 +1,63 @@
-"""Tables owned by `taxonomy` (documented in docs/STORE.md)."""
+"""Tables owned by `taxonomy`: versioned taxonomy snapshots, their failure types and categories, and which
+failure type each insight belongs to (documented in docs/store/taxonomy.md)."""
 
 from failatlas.store import Migration
 
-MIGRATIONS: list[Migration] = []
+MIGRATIONS = [
+    Migration(
+        package="taxonomy",
+        version=1,
+        name="taxonomies",
+        sql="""
+        CREATE TABLE taxonomies (
+            id VARCHAR PRIMARY KEY,            -- 'tx-' + 10 hex digits: hash of inputs, params, time
+            version INTEGER NOT NULL,          -- 1, 2, 3 ... in build order: the snapshot number people cite
+            clustering_ids JSON NOT NULL,      -- clusterings.id the snapshot was built from
+            embed_model VARCHAR NOT NULL,      -- embeddings.model the centroids live in
+            normalisation VARCHAR NOT NULL,    -- embeddings.normalisation ('none', 'mask-v1')
+            params JSON NOT NULL,              -- labeller and its arguments, thresholds, seeds
+            code_version VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE failure_categories (
+            taxonomy_id VARCHAR NOT NULL,
+            id VARCHAR NOT NULL,               -- '<phase>/C<n>'
+            phase VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            definition VARCHAR NOT NULL,
+            keywords JSON NOT NULL,
+            naming_method VARCHAR NOT NULL,    -- offline | llm | offline-after-llm-error
+            prompt JSON,                       -- messages sent to the LLM labeller (NULL offline)
+            raw_reply VARCHAR,                 -- the labeller's raw reply (NULL offline)
+            PRIMARY KEY (taxonomy_id, id)
+        );
+        CREATE TABLE failure_types (
+            taxonomy_id VARCHAR NOT NULL,
+            id VARCHAR NOT NULL,               -- '<phase>/T<nn>' ('unassigned' is reserved)
+            phase VARCHAR NOT NULL,
+            category_id VARCHAR NOT NULL,      -- failure_categories.id
+            name VARCHAR NOT NULL,
+            definition VARCHAR NOT NULL,
+            inclusion_criteria JSON NOT NULL,  -- list of strings
+            examples JSON NOT NULL,            -- [{insight_id, text, similarity}], most central first
+            keywords JSON NOT NULL,            -- c-TF-IDF terms, best first
+            centroid FLOAT[] NOT NULL,         -- unit-length mean of the members' embeddings
+            n_insights INTEGER NOT NULL,       -- members at build time
+            merged_from JSON NOT NULL,         -- ['<clustering_id>:<cluster>', ...] behind it
+            naming_method VARCHAR NOT NULL,    -- offline | llm | offline-after-llm-error
+            prompt JSON,                       -- messages sent to the LLM labeller (NULL offline)
+            raw_reply VARCHAR,                 -- the labeller's raw reply (NULL offline)
+            PRIMARY KEY (taxonomy_id, id)
+        );
+        CREATE TABLE insight_failure_types (
+            taxonomy_id VARCHAR NOT NULL,
+            insight_id VARCHAR NOT NULL,       -- insights.id
+            failure_type_id VARCHAR NOT NULL,  -- failure_types.id or 'unassigned'
+            similarity DOUBLE,                 -- cosine to the type's centroid (NULL when no vector)
+            method VARCHAR NOT NULL,           -- cluster | nearest_centroid | unassigned
+            assigned_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (taxonomy_id, insight_id)
+        );
+        """,
+    ),
+]

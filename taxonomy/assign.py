@@ -1,0 +1,184 @@
+"""Assigning insights to an existing taxonomy without re-clustering: nearest failure-type centroid of the
+insight's phase, or 'unassigned' when none is close enough. So a new agent's runs land on the same types."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel
+
+from failatlas.errors import NotFoundError
+from failatlas.store import Store
+from taxonomy.inputs import normalise, require_vectors
+from taxonomy.model import UNASSIGNED
+
+
+def nearest_centroid(
+    vectors: np.ndarray, centroids: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """For unit-length `vectors` (n x d) and `centroids` (k x d): the index of the nearest
+    centroid by cosine, or
+    -1 where the best cosine is below `threshold`, and that best cosine (NaN when k = 0)."""
+    n = len(vectors)
+    if len(centroids) == 0 or n == 0:
+        return np.full(n, -1, dtype=int), np.full(n, np.nan)
+    sims = normalise(vectors) @ normalise(centroids).T
+    best = sims.argmax(axis=1)
+    score = sims[np.arange(n), best].astype(float)
+    return np.where(score >= threshold, best, -1), score
+
+
+class AssignSummary(BaseModel):
+    """What `assign_insights` did, per phase: how many insights joined a type and how many fit none."""
+
+    taxonomy_id: str
+    threshold: float
+    assigned: dict[str, int]
+    unassigned: dict[str, int]
+
+
+def assign_by_phase(
+    phases: Sequence[str],
+    vectors: np.ndarray,
+    types_by_phase: Mapping[str, tuple[list[str], np.ndarray]],
+    threshold: float,
+) -> tuple[list[str], np.ndarray]:
+    """Failure-type id (or 'unassigned') and cosine for each vector, choosing only among its phase's types."""
+    ids = [UNASSIGNED] * len(phases)
+    sims = np.full(len(phases), np.nan)
+    phases_arr = np.asarray(phases, dtype=object)
+    for phase in sorted(set(phases)):
+        rows = np.flatnonzero(phases_arr == phase)
+        type_ids, centroids = types_by_phase.get(phase, ([], np.zeros((0, vectors.shape[1]))))
+        idx, score = nearest_centroid(vectors[rows], centroids, threshold)
+        sims[rows] = score
+        for r, k in zip(rows, idx, strict=True):
+            if k >= 0:
+                ids[r] = type_ids[k]
+    return ids, sims
+
+
+def taxonomy_centroids(store: Store, taxonomy_id: str) -> dict[str, tuple[list[str], np.ndarray]]:
+    """Per phase: the taxonomy's failure-type ids and their centroids."""
+    rows = store.query(
+        "SELECT phase, id, centroid FROM failure_types WHERE taxonomy_id = ? ORDER BY phase, id",
+        [taxonomy_id],
+    )
+    out: dict[str, tuple[list[str], list[list[float]]]] = {}
+    for phase, type_id, centroid in rows:
+        ids, cents = out.setdefault(phase, ([], []))
+        ids.append(type_id)
+        cents.append(centroid)
+    return {p: (ids, np.asarray(c, dtype=np.float32)) for p, (ids, c) in out.items()}
+
+
+def resolve_taxonomy(store: Store, taxonomy_id: str | None) -> str:
+    """The given taxonomy id, a version number as text, or the newest taxonomy when None."""
+    if taxonomy_id is None:
+        rows = store.query("SELECT id FROM taxonomies ORDER BY version DESC LIMIT 1")
+        if not rows:
+            raise NotFoundError(
+                "the store holds no taxonomy", hint="build one with `failatlas taxonomy build`"
+            )
+        return rows[0][0]
+    rows = store.query(
+        "SELECT id FROM taxonomies WHERE id = ? OR CAST(version AS VARCHAR) = ? OR 'v' || version = ?",
+        [taxonomy_id, taxonomy_id, taxonomy_id],
+    )
+    if not rows:
+        raise NotFoundError(f"no taxonomy '{taxonomy_id}'", hint="list them with `failatlas taxonomy list`")
+    return rows[0][0]
+
+
+def assign_insights(
+    store: Store,
+    taxonomy_id: str | None = None,
+    insight_ids: Sequence[str] | None = None,
+    *,
+    threshold: float | None = None,
+    vectors: Mapping[str, np.ndarray] | None = None,
+) -> AssignSummary:
+    """Assign insights to the taxonomy's failure types and record them in `insight_failure_types`.
+
+    By default every insight not yet assigned in this taxonomy; `insight_ids` picks others (re-assigning
+    them).
+    Vectors come from `vectors` (insight id -> vector) or else the `embeddings` table under the taxonomy's
+    embedding model. `threshold` defaults to the one the taxonomy was built with. Raises NotFoundError for an
+    unknown taxonomy or insight and InputError when an insight has no vector.
+    """
+    taxonomy_id = resolve_taxonomy(store, taxonomy_id)
+    ((embed_model, normalisation, params_json),) = store.query(
+        "SELECT embed_model, normalisation, params FROM taxonomies WHERE id = ?", [taxonomy_id]
+    )
+    if threshold is None:
+        threshold = float(json.loads(params_json)["assign_threshold"])
+    if insight_ids is None:
+        rows = store.query(
+            "SELECT id, phase, text FROM insights WHERE id NOT IN"
+            " (SELECT insight_id FROM insight_failure_types WHERE taxonomy_id = ?) ORDER BY id",
+            [taxonomy_id],
+        )
+    else:
+        rows = store.query(
+            "SELECT id, phase, text FROM insights WHERE id IN (SELECT unnest(?::VARCHAR[])) ORDER BY id",
+            [list(insight_ids)],
+        )
+        missing = set(insight_ids) - {r[0] for r in rows}
+        if missing:
+            raise NotFoundError(f"{len(missing)} insight id(s) not in the store, e.g. '{sorted(missing)[0]}'")
+    summary = AssignSummary(taxonomy_id=taxonomy_id, threshold=threshold, assigned={}, unassigned={})
+    if not rows:
+        return summary
+    ids = [r[0] for r in rows]
+    phases = [r[1] for r in rows]
+    if vectors is not None:
+        lacking = [i for i in ids if i not in vectors]
+        if lacking:
+            raise NotFoundError(f"no vector passed for {len(lacking)} insight(s), e.g. '{lacking[0]}'")
+        matrix = normalise(np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids]))
+    else:
+        matrix = require_vectors(
+            store, [r[2] for r in rows], embed_model, "insights to assign", normalisation
+        )
+    type_ids, sims = assign_by_phase(phases, matrix, taxonomy_centroids(store, taxonomy_id), threshold)
+    records = [
+        (
+            taxonomy_id,
+            i,
+            t,
+            None if np.isnan(s) else float(s),
+            "nearest_centroid" if t != UNASSIGNED else UNASSIGNED,
+        )
+        for i, t, s in zip(ids, type_ids, sims, strict=True)
+    ]
+    write_assignments(store, records)
+    for phase, t in zip(phases, type_ids, strict=True):
+        bucket = summary.unassigned if t == UNASSIGNED else summary.assigned
+        bucket[phase] = bucket.get(phase, 0) + 1
+    return summary
+
+
+def write_assignments(store: Store, records: Sequence[tuple[str, str, str, float | None, str]]) -> None:
+    """Insert or replace (taxonomy_id, insight_id, failure_type_id, similarity, method) rows, in one
+    transaction."""
+    frame = pl.DataFrame(
+        list(records),
+        schema={
+            "taxonomy_id": pl.Utf8,
+            "insight_id": pl.Utf8,
+            "failure_type_id": pl.Utf8,
+            "similarity": pl.Float64,
+            "method": pl.Utf8,
+        },
+        orient="row",
+    )
+    with store.write() as conn:
+        conn.register("new_assignments", frame.to_arrow())
+        conn.execute(
+            "INSERT OR REPLACE INTO insight_failure_types"
+            " (taxonomy_id, insight_id, failure_type_id, similarity, method) SELECT * FROM new_assignments"
+        )
+        conn.unregister("new_assignments")

@@ -1,0 +1,100 @@
+"""Exporting a taxonomy for a paper: the prevalence table as LaTeX, Markdown and CSV, a types appendix, and
+figures as PNG and PDF. Every number comes from `prevalence` (through `prevalence_table`), so the exports
+agree
+with each other and with the app."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from failatlas.errors import ConfigError
+from failatlas.store import Store
+from taxonomy.assign import resolve_taxonomy
+from taxonomy.figures import agent_heatmap, funnel_figure, prevalence_by_phase
+from taxonomy.funnel import funnel
+from taxonomy.prevalence import prevalence, prevalence_table
+from taxonomy.read import load_taxonomy, types_markdown
+from taxonomy.tables import to_csv, to_latex, to_markdown
+
+FORMATS = ("tex", "md", "csv", "png", "pdf")
+
+
+class ExportResult(BaseModel):
+    """Files written and, for each file not written, why."""
+
+    taxonomy_id: str
+    out_dir: str
+    written: list[str]
+    skipped: dict[str, str]
+
+
+def export_taxonomy(
+    store: Store,
+    taxonomy_id: str | None = None,
+    out_dir: str | Path = "taxonomy-export",
+    *,
+    formats: Sequence[str] = FORMATS,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> ExportResult:
+    """Write prevalence.{tex,md,csv}, failure_types.md, and prevalence_by_phase / agent_heatmap / funnel
+    figures
+    (.png, .pdf) for a taxonomy (default: the newest) into `out_dir`.
+
+    The funnel is skipped, with the reason in `skipped`, when the store holds no runs (e.g. a taxonomy of
+    imported traces): an empty figure in a paper folder would mislead. Raises ConfigError for an unknown
+    format and NotFoundError for an unknown taxonomy.
+    """
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ConfigError(
+            f"unknown export format(s): {sorted(unknown)}", hint=f"choose from {', '.join(FORMATS)}"
+        )
+    taxonomy_id = resolve_taxonomy(store, taxonomy_id)
+    taxonomy = load_taxonomy(store, taxonomy_id)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = prevalence_table(store, taxonomy_id, n_boot=n_boot, seed=seed)
+    written: list[Path] = []
+    skipped: dict[str, str] = {}
+    comment = (
+        f"FailAtlas taxonomy v{taxonomy.version} ({taxonomy_id}); {taxonomy.code_version}; "
+        f"95% bootstrap CIs, {n_boot} draws, seed {seed}.\nNeeds \\usepackage{{booktabs}}."
+    )
+    title = f"Failure types, taxonomy v{taxonomy.version} ({taxonomy_id})"
+    renderers = {
+        "tex": lambda: to_latex(frame, comment=comment),
+        "md": lambda: to_markdown(frame, title=title),
+        "csv": lambda: to_csv(frame),
+    }
+    for fmt, render in renderers.items():
+        if fmt in formats:
+            path = out / f"prevalence.{fmt}"
+            path.write_text(render(), encoding="utf-8")
+            written.append(path)
+    if "md" in formats:
+        path = out / "failure_types.md"
+        path.write_text(types_markdown(taxonomy), encoding="utf-8")
+        written.append(path)
+    suffixes = [s for s in ("png", "pdf") if s in formats]
+    if suffixes:
+        if frame.height:
+            written += prevalence_by_phase(frame, out / "prevalence_by_phase", suffixes)
+            written += agent_heatmap(
+                prevalence(store, taxonomy_id, by="agent", n_boot=0), out / "agent_heatmap", suffixes
+            )
+        else:
+            skipped["prevalence_by_phase, agent_heatmap"] = "the taxonomy has no assigned insights"
+        runs = funnel(store)
+        if runs.height:
+            written += funnel_figure(runs, out / "funnel", suffixes)
+        else:
+            skipped["funnel"] = (
+                "the store holds no runs to score (imported traces have no judges or validator)"
+            )
+    return ExportResult(
+        taxonomy_id=taxonomy_id, out_dir=str(out), written=[str(p) for p in written], skipped=skipped
+    )

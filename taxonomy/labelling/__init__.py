@@ -1,0 +1,18 @@
+"""Labellers name failure types: `offline` (c-TF-IDF keywords and the most central insight) and `llm`
+(contrastive prompt, schema-checked reply). Pick one by name with `make_labeller`."""
+
+from taxonomy.labelling.base import LABELLERS, Labeller, make_labeller, register_labeller
+from taxonomy.labelling.llm import LLMLabeller, StructuredLLM, StructuredResult
+from taxonomy.labelling.offline import OfflineLabeller, readable_name
+
+__all__ = [
+    "LABELLERS",
+    "LLMLabeller",
+    "Labeller",
+    "OfflineLabeller",
+    "StructuredLLM",
+    "StructuredResult",
+    "make_labeller",
+    "readable_name",
+    "register_labeller",
+]

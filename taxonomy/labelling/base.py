@@ -1,0 +1,41 @@
+"""The labeller protocol and its registry by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from failatlas.errors import ConfigError
+from taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
+
+
+@runtime_checkable
+class Labeller(Protocol):
+    """Names failure types from their evidence (members, keywords and the nearest other types), and the
+    categories that group them."""
+
+    name: str
+
+    def label(self, evidence: TypeEvidence) -> TypeLabel: ...
+
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel: ...
+
+
+LABELLERS: dict[str, Callable[..., Labeller]] = {}
+
+
+def register_labeller(name: str) -> Callable[[Callable[..., Labeller]], Callable[..., Labeller]]:
+    """Register a labeller factory under `name` (used by `BuildParams.labeller`)."""
+
+    def decorate(factory: Callable[..., Labeller]) -> Callable[..., Labeller]:
+        LABELLERS[name] = factory
+        return factory
+
+    return decorate
+
+
+def make_labeller(name: str, **kwargs: Any) -> Labeller:
+    """The labeller registered as `name`, built with `kwargs`. Raises ConfigError for an unknown name."""
+    if name not in LABELLERS:
+        raise ConfigError(f"unknown labeller '{name}'", hint=f"choose one of: {', '.join(sorted(LABELLERS))}")
+    return LABELLERS[name](**kwargs)

@@ -1,0 +1,141 @@
+"""Typed records at the taxonomy's boundaries: build parameters, what a labeller sees and returns, and the
+failure types and categories of a snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+UNASSIGNED = "unassigned"
+PHASE_ORDER = ("design", "implementation", "execution", "conclusion", "monitor", "other")
+
+
+def phase_rank(phase: str) -> int:
+    """Position of a phase in the order a paper lists them; unknown phases come last, alphabetically."""
+    return PHASE_ORDER.index(phase) if phase in PHASE_ORDER else len(PHASE_ORDER)
+
+
+class BuildParams(BaseModel):
+    """Everything that shapes a taxonomy snapshot; stored with it so the snapshot can be rebuilt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labeller: str = "offline"
+    labeller_args: dict[str, Any] = Field(default_factory=dict)
+    merge_threshold: float = Field(
+        0.9, ge=0.0, le=1.0, description="centroid cosine above which types may merge"
+    )
+    merge_min_shared_keywords: int = Field(1, ge=0, description="top keywords two types must share to merge")
+    max_categories: int = Field(5, ge=1, description="most categories per phase")
+    assign_threshold: float = Field(0.45, ge=-1.0, le=1.0, description="least cosine to join a type")
+    n_examples: int = Field(5, ge=1)
+    n_keywords: int = Field(10, ge=1)
+    seed: int = 0
+
+
+class Example(BaseModel):
+    """An insight shown as evidence for a failure type: the link from every name back to the data."""
+
+    insight_id: str
+    text: str
+    similarity: float
+
+
+class TypeLabel(BaseModel):
+    """What a labeller returns for one failure type."""
+
+    name: str = Field(min_length=1)
+    definition: str = Field(min_length=1)
+    inclusion_criteria: list[str]
+    examples: list[Example]
+    naming_method: str
+    prompt: list[dict[str, Any]] | None = None
+    raw_reply: str | None = None
+
+
+@dataclass
+class TypeEvidence:
+    """What a labeller sees of one failure type: members ordered by closeness to the centroid."""
+
+    key: str
+    phase: str
+    insight_ids: list[str]
+    texts: list[str]
+    similarities: np.ndarray
+    keywords: list[str]
+    neighbours: list[TypeEvidence] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.insight_ids)
+
+
+@dataclass
+class CategoryEvidence:
+    """What a labeller sees of one category: its failure types (already named) and the phase's other
+    categories, for contrast."""
+
+    key: str
+    phase: str
+    type_names: list[str]
+    type_definitions: list[str]
+    keywords: list[str]
+    texts: list[str]  # member insights, the most central of each type first
+    other_categories: list[list[str]]  # type names of the phase's other categories
+
+
+class CategoryLabel(BaseModel):
+    """What a labeller returns for one category."""
+
+    name: str = Field(min_length=1)
+    definition: str = Field(min_length=1)
+    naming_method: str
+    prompt: list[dict[str, Any]] | None = None
+    raw_reply: str | None = None
+
+
+class FailureCategory(BaseModel):
+    id: str
+    phase: str
+    name: str
+    definition: str
+    keywords: list[str]
+    naming_method: str = "offline"
+    prompt: list[dict[str, Any]] | None = None
+    raw_reply: str | None = None
+
+
+class FailureType(BaseModel):
+    id: str
+    phase: str
+    category_id: str
+    name: str
+    definition: str
+    inclusion_criteria: list[str]
+    examples: list[Example]
+    keywords: list[str]
+    centroid: list[float]
+    n_insights: int
+    merged_from: list[str]
+    naming_method: str
+    prompt: list[dict[str, Any]] | None = None
+    raw_reply: str | None = None
+
+
+class Taxonomy(BaseModel):
+    """One versioned snapshot: its failure types grouped into categories, per phase."""
+
+    id: str
+    version: int
+    clustering_ids: list[str]
+    embed_model: str
+    normalisation: str = "none"
+    params: BuildParams
+    code_version: str
+    categories: list[FailureCategory]
+    types: list[FailureType]
+    n_assigned: int = 0
+    n_unassigned: int = 0

@@ -1,0 +1,249 @@
+"""Prevalence of failure types: the one source of the numbers that every export and the app show.
+
+Units:
+- `insights`: share of a phase's insight occurrences (one per `insight_sources` row; an insight
+  without sources counts `n_occurrences` times) that fall in each failure type. Shares sum to 1 per phase
+  (EXP-Bench's definition).
+- `runs` / `tasks`: share of runs (tasks) with at least one insight of the type. The denominator is every run
+  (task) known for the group: those named by the taxonomy's insights plus the `runs` rows of the benchmarks
+  those insights come from (runs without failures count too; runs that ended in an infrastructure error
+  do not). A run can show several types, so these shares
+  need not sum to 1.
+Confidence intervals are percentile bootstrap intervals: resampling occurrences within a phase is a
+multinomial
+draw, resampling runs or tasks is a binomial draw per type, so both are computed in closed form per draw.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from failatlas.errors import ConfigError, InputError
+from failatlas.store import Store
+from taxonomy.assign import resolve_taxonomy
+from taxonomy.inputs import query_frame
+from taxonomy.model import PHASE_ORDER, UNASSIGNED
+
+Unit = Literal["insights", "runs", "tasks"]
+By = Literal["agent", "model", "benchmark"]
+UNKNOWN_GROUP = "(unknown)"
+UNASSIGNED_NAME = "Unassigned"
+
+PREVALENCE_COLUMNS = [
+    "taxonomy_id",
+    "unit",
+    "group",
+    "phase",
+    "category_id",
+    "category",
+    "failure_type_id",
+    "failure_type",
+    "count",
+    "total",
+    "share",
+    "ci_low",
+    "ci_high",
+]
+
+_OCCURRENCES_SQL = """
+SELECT ift.insight_id, ift.failure_type_id, i.phase,
+       s.run_id,
+       coalesce(s.task_id, r.task_id) AS task_id,
+       coalesce(s.agent, r.agent) AS agent,
+       coalesce(s.model, r.model) AS model,
+       coalesce(s.benchmark, r.benchmark) AS benchmark,
+       CASE WHEN s.insight_id IS NULL THEN i.n_occurrences ELSE 1 END AS weight
+FROM insight_failure_types ift
+JOIN insights i ON i.id = ift.insight_id
+LEFT JOIN insight_sources s ON s.insight_id = ift.insight_id
+LEFT JOIN runs r ON r.id = s.run_id
+WHERE ift.taxonomy_id = ?
+"""
+
+_TYPES_SQL = """
+SELECT t.id AS failure_type_id, t.name AS failure_type, t.category_id, c.name AS category
+FROM failure_types t LEFT JOIN failure_categories c ON c.taxonomy_id = t.taxonomy_id AND c.id = t.category_id
+WHERE t.taxonomy_id = ?
+"""
+
+
+def _group_expr(by: By | None) -> pl.Expr:
+    if by is None:
+        return pl.lit("all").alias("group")
+    return pl.col(by).fill_null(UNKNOWN_GROUP).cast(pl.Utf8).alias("group")
+
+
+def _bootstrap_insights(counts: np.ndarray, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    total = int(counts.sum())
+    if total == 0 or n_boot == 0:
+        share = counts / max(total, 1)
+        return share, share
+    draws = rng.multinomial(total, counts / total, size=n_boot) / total
+    return np.quantile(draws, 0.025, axis=0), np.quantile(draws, 0.975, axis=0)
+
+
+def _bootstrap_binomial(
+    counts: np.ndarray, total: int, n_boot: int, rng: np.random.Generator
+) -> tuple[np.ndarray, ...]:
+    if total == 0 or n_boot == 0:
+        share = counts / max(total, 1)
+        return share, share
+    draws = rng.binomial(total, counts / total, size=(n_boot, len(counts))) / total
+    return np.quantile(draws, 0.025, axis=0), np.quantile(draws, 0.975, axis=0)
+
+
+def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | None) -> dict[str, int]:
+    """Distinct runs (tasks) per group: those the insights name plus the `runs` rows of the same
+    benchmarks."""
+    column = "run_id" if unit == "runs" else "task_id"
+    benchmarks = occ["benchmark"].drop_nulls().unique().to_list()
+    runs = query_frame(
+        store,
+        "SELECT id AS run_id, task_id, agent, model, benchmark FROM runs"
+        " WHERE benchmark IN (SELECT unnest(?::VARCHAR[])) AND status <> 'infra_error'",
+        [benchmarks],
+    )
+    frames = [occ.select(column, _group_expr(by)), runs.select(column, _group_expr(by))]
+    known = pl.concat(frames).filter(pl.col(column).is_not_null()).unique()
+    return dict(known.group_by("group").len().iter_rows())
+
+
+def prevalence(
+    store: Store,
+    taxonomy_id: str | None = None,
+    *,
+    by: By | None = None,
+    unit: Unit = "insights",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Prevalence rows of a taxonomy (default: the newest), one per (group, phase, failure type), with
+    `count`, `total`, `share`, `ci_low`, `ci_high` (95% percentile bootstrap, `n_boot` draws, seeded).
+
+    `by` splits by agent, model or benchmark (missing values become '(unknown)'); the 'unassigned' bucket is a
+    row like any other. Rows are ordered by group, phase (paper order), category and then count. Raises
+    NotFoundError for an unknown taxonomy, ConfigError for a bad `by`/`unit`, and InputError for
+    `runs`/`tasks`
+    when no insight names a run or task.
+    """
+    if unit not in ("insights", "runs", "tasks"):
+        raise ConfigError(f"unknown unit '{unit}'", hint="use insights, runs or tasks")
+    if by not in (None, "agent", "model", "benchmark"):
+        raise ConfigError(f"unknown breakdown '{by}'", hint="use agent, model or benchmark")
+    taxonomy_id = resolve_taxonomy(store, taxonomy_id)
+    occ = query_frame(store, _OCCURRENCES_SQL, [taxonomy_id])
+    types = query_frame(store, _TYPES_SQL, [taxonomy_id])
+    rng = np.random.default_rng(seed)
+    occ = occ.with_columns(_group_expr(by))
+    rows: list[pl.DataFrame] = []
+    if unit == "insights":
+        counted = occ.group_by("group", "phase", "failure_type_id").agg(pl.col("weight").sum().alias("count"))
+        for _, part in counted.sort("group", "phase", "failure_type_id").group_by(
+            ["group", "phase"], maintain_order=True
+        ):
+            counts = part["count"].to_numpy().astype(float)
+            low, high = _bootstrap_insights(counts, n_boot, rng)
+            rows.append(
+                part.with_columns(
+                    pl.lit(int(counts.sum())).alias("total"),
+                    pl.Series("ci_low", low),
+                    pl.Series("ci_high", high),
+                )
+            )
+    else:
+        column = "run_id" if unit == "runs" else "task_id"
+        named = occ.filter(pl.col(column).is_not_null())
+        if named.height == 0:
+            raise InputError(
+                f"no insight of taxonomy {taxonomy_id} names a {column.removesuffix('_id')}",
+                hint="use --unit insights, or import insights with their run and task ids",
+            )
+        totals = _unit_denominators(store, named, unit, by)
+        counted = named.group_by("group", "phase", "failure_type_id").agg(
+            pl.col(column).n_unique().alias("count")
+        )
+        for _, part in counted.sort("group", "phase", "failure_type_id").group_by(
+            ["group", "phase"], maintain_order=True
+        ):
+            total = totals.get(part["group"][0], 0)
+            counts = part["count"].to_numpy().astype(float)
+            low, high = _bootstrap_binomial(counts, total, n_boot, rng)
+            rows.append(
+                part.with_columns(
+                    pl.lit(total).alias("total"), pl.Series("ci_low", low), pl.Series("ci_high", high)
+                )
+            )
+    if not rows:
+        return pl.DataFrame(schema=dict.fromkeys(PREVALENCE_COLUMNS, pl.Utf8)).cast(
+            {
+                "count": pl.Int64,
+                "total": pl.Int64,
+                "share": pl.Float64,
+                "ci_low": pl.Float64,
+                "ci_high": pl.Float64,
+            }
+        )
+    out = pl.concat(rows).with_columns(
+        pl.col("count").cast(pl.Int64),
+        pl.col("total").cast(pl.Int64),
+        (pl.col("count") / pl.col("total")).alias("share"),
+    )
+    out = out.join(types, on="failure_type_id", how="left").with_columns(
+        pl.when(pl.col("failure_type_id") == UNASSIGNED)
+        .then(pl.lit(UNASSIGNED_NAME))
+        .otherwise(pl.col("failure_type"))
+        .alias("failure_type"),
+        pl.when(pl.col("failure_type_id") == UNASSIGNED)
+        .then(pl.lit(UNASSIGNED_NAME))
+        .otherwise(pl.col("category"))
+        .alias("category"),
+        pl.when(pl.col("failure_type_id") == UNASSIGNED)
+        .then(pl.lit(UNASSIGNED))
+        .otherwise(pl.col("category_id"))
+        .alias("category_id"),
+        pl.lit(taxonomy_id).alias("taxonomy_id"),
+        pl.lit(unit).alias("unit"),
+        pl.col("phase")
+        .replace_strict(
+            {p: i for i, p in enumerate(PHASE_ORDER)}, default=len(PHASE_ORDER), return_dtype=pl.Int64
+        )
+        .alias("_phase_rank"),
+        (pl.col("failure_type_id") == UNASSIGNED).alias("_last"),
+    )
+    return out.sort(
+        ["group", "_phase_rank", "phase", "_last", "category_id", "count", "failure_type_id"],
+        descending=[False, False, False, False, False, True, False],
+    ).select(PREVALENCE_COLUMNS)
+
+
+def prevalence_table(
+    store: Store, taxonomy_id: str | None = None, *, n_boot: int = 1000, seed: int = 0
+) -> pl.DataFrame:
+    """The paper table: per phase and failure type, the share of insights, plus the share of runs and of tasks
+    affected where insights name them (columns `runs_*`, `tasks_*`; null otherwise). Every export reads
+    this."""
+    base = prevalence(store, taxonomy_id, n_boot=n_boot, seed=seed).drop("unit", "group")
+    keys = ["phase", "failure_type_id"]
+    for unit in ("runs", "tasks"):
+        try:
+            extra = prevalence(store, taxonomy_id, unit=unit, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+        except InputError:
+            extra = pl.DataFrame(
+                schema={
+                    "phase": pl.Utf8,
+                    "failure_type_id": pl.Utf8,
+                    "count": pl.Int64,
+                    "total": pl.Int64,
+                    "share": pl.Float64,
+                    "ci_low": pl.Float64,
+                    "ci_high": pl.Float64,
+                }
+            )
+        extra = extra.select(
+            keys + [pl.col(c).alias(f"{unit}_{c}") for c in ("count", "total", "share", "ci_low", "ci_high")]
+        )
+        base = base.join(extra, on=keys, how="left")
+    return base

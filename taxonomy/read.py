@@ -1,0 +1,128 @@
+"""Reading stored taxonomy snapshots back as typed records."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from failatlas.store import Store
+from taxonomy.assign import resolve_taxonomy
+from taxonomy.inputs import query_frame
+from taxonomy.model import BuildParams, Example, FailureCategory, FailureType, Taxonomy, phase_rank
+
+
+def list_taxonomies(store: Store) -> pl.DataFrame:
+    """One row per snapshot, newest first: id, version, created_at, embed_model, clustering_ids and
+    counts."""
+    return query_frame(
+        store,
+        "SELECT t.id, t.version, t.created_at, t.embed_model, t.clustering_ids,"
+        " (SELECT count(*) FROM failure_types f WHERE f.taxonomy_id = t.id) AS n_types,"
+        " (SELECT count(*) FROM failure_categories c WHERE c.taxonomy_id = t.id) AS n_categories,"
+        " (SELECT count(*) FROM insight_failure_types a WHERE a.taxonomy_id = t.id) AS n_insights"
+        " FROM taxonomies t ORDER BY t.version DESC",
+    )
+
+
+def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
+    """A stored snapshot (default: the newest) with its categories and types. Raises NotFoundError."""
+    taxonomy_id = resolve_taxonomy(store, taxonomy_id)
+    with store.read() as conn:
+        head = conn.execute(
+            "SELECT version, clustering_ids, embed_model, params, code_version, normalisation FROM taxonomies"
+            " WHERE id = ?",
+            [taxonomy_id],
+        ).fetchone()
+        cats = conn.execute(
+            "SELECT id, phase, name, definition, keywords, naming_method, prompt, raw_reply"
+            " FROM failure_categories WHERE taxonomy_id = ? ORDER BY id",
+            [taxonomy_id],
+        ).fetchall()
+        types = conn.execute(
+            "SELECT id, phase, category_id, name, definition, inclusion_criteria, examples, keywords,"
+            " centroid, n_insights, merged_from, naming_method, prompt, raw_reply FROM failure_types"
+            " WHERE taxonomy_id = ?"
+            " ORDER BY id",
+            [taxonomy_id],
+        ).fetchall()
+        counts = dict(
+            conn.execute(
+                "SELECT failure_type_id = 'unassigned', count(*) FROM insight_failure_types"
+                " WHERE taxonomy_id = ?"
+                " GROUP BY 1",
+                [taxonomy_id],
+            ).fetchall()
+        )
+    categories = [
+        FailureCategory(
+            id=c[0],
+            phase=c[1],
+            name=c[2],
+            definition=c[3],
+            keywords=json.loads(c[4]),
+            naming_method=c[5],
+            prompt=None if c[6] is None else json.loads(c[6]),
+            raw_reply=c[7],
+        )
+        for c in cats
+    ]
+    failure_types = [
+        FailureType(
+            id=t[0],
+            phase=t[1],
+            category_id=t[2],
+            name=t[3],
+            definition=t[4],
+            inclusion_criteria=json.loads(t[5]),
+            examples=[Example(**e) for e in json.loads(t[6])],
+            keywords=json.loads(t[7]),
+            centroid=list(t[8]),
+            n_insights=t[9],
+            merged_from=json.loads(t[10]),
+            naming_method=t[11],
+            prompt=None if t[12] is None else json.loads(t[12]),
+            raw_reply=t[13],
+        )
+        for t in types
+    ]
+    failure_types.sort(key=lambda t: (phase_rank(t.phase), t.phase, t.id))
+    categories.sort(key=lambda c: (phase_rank(c.phase), c.phase, c.id))
+    return Taxonomy(
+        id=taxonomy_id,
+        version=head[0],
+        clustering_ids=json.loads(head[1]),
+        embed_model=head[2],
+        normalisation=head[5],
+        params=BuildParams.model_validate_json(head[3]),
+        code_version=head[4],
+        categories=categories,
+        types=failure_types,
+        n_assigned=counts.get(False, 0),
+        n_unassigned=counts.get(True, 0),
+    )
+
+
+def types_markdown(taxonomy: Taxonomy) -> str:
+    """Every failure type with its definition, criteria and representative insights (ids included): the
+    appendix that makes each name traceable to the insights behind it."""
+    out = [f"# Taxonomy v{taxonomy.version} ({taxonomy.id})", ""]
+    cats = {c.id: c for c in taxonomy.categories}
+    for t in taxonomy.types:
+        cat = cats.get(t.category_id)
+        out += [
+            f"## {t.id}: {t.name}",
+            "",
+            f"Phase: {t.phase}. Category: {cat.name if cat else t.category_id}. Insights: {t.n_insights}. "
+            f"Named by: {t.naming_method}. From clusters: {', '.join(t.merged_from)}.",
+            "",
+            t.definition,
+            "",
+            "Inclusion criteria:",
+            "",
+        ]
+        out += [f"- {c}" for c in t.inclusion_criteria]
+        out += ["", "Representative insights:", ""]
+        out += [f"- `{e.insight_id}` (cos {e.similarity:.2f}): {e.text}" for e in t.examples]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,78 @@
+"""`failatlas taxonomy build / list / show / assign / export` through typer's CliRunner on a filled store."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from failatlas.cli import app
+from failatlas.errors import NotFoundError
+from tests.taxonomy.conftest import TRAIL_CLUSTERING
+
+
+def _run(db, *args):
+    result = CliRunner().invoke(app, ["--db", str(db), "taxonomy", *args], env={"COLUMNS": "200"})
+    return result
+
+
+def test_build_list_show_assign_export(mini_store, tmp_path):
+    db = mini_store.path
+    built = _run(db, "build")
+    assert built.exit_code == 0, built.output
+    assert "6 failure types" in built.output and "1 unassigned" in built.output
+    tax_id = mini_store.query("SELECT id FROM taxonomies")[0][0]
+
+    listed = _run(db, "list")
+    assert listed.exit_code == 0 and tax_id in listed.output
+
+    shown = _run(db, "show", "1", "--by", "agent", "--n-boot", "100", "--definitions")
+    assert shown.exit_code == 0, shown.output
+    assert "react-agent" in shown.output and "openhands" in shown.output and "Unassigned" in shown.output
+    runs = _run(db, "show", tax_id, "--unit", "runs", "--n-boot", "50")
+    assert runs.exit_code == 0 and "unit: runs" in runs.output
+
+    assigned = _run(db, "assign")
+    assert assigned.exit_code == 0 and "no new insights" in assigned.output
+
+    out = tmp_path / "paper"
+    exported = _run(db, "export", "--out", str(out), "--n-boot", "100")
+    assert exported.exit_code == 0, exported.output
+    for name in (
+        "prevalence.tex",
+        "prevalence.md",
+        "prevalence.csv",
+        "failure_types.md",
+        "prevalence_by_phase.pdf",
+        "agent_heatmap.png",
+        "funnel.pdf",
+    ):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_cli_on_trail_with_options_and_errors(trail_store, tmp_path):
+    db = trail_store.path
+    built = _run(
+        db,
+        "build",
+        "--clustering",
+        TRAIL_CLUSTERING,
+        "--merge-threshold",
+        "0.75",
+        "--assign-threshold",
+        "0.5",
+        "--max-categories",
+        "4",
+    )
+    assert built.exit_code == 0, built.output
+    assert "20 failure types in 4 categories" in built.output
+    out = tmp_path / "out"
+    exported = _run(db, "export", "v1", "--out", str(out), "--formats", "csv,png", "--n-boot", "50")
+    assert exported.exit_code == 0 and "skipped funnel" in exported.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "agent_heatmap.png",
+        "prevalence.csv",
+        "prevalence_by_phase.png",
+    ]
+    missing = _run(db, "show", "tx-missing")
+    assert isinstance(missing.exception, NotFoundError)
+    help_text = CliRunner().invoke(app, ["taxonomy", "--help"]).output
+    assert all(cmd in help_text for cmd in ("build", "list", "show", "assign", "export"))

@@ -1,0 +1,161 @@
+"""Prevalence: shares per phase with counts and bootstrap CIs, per agent, and by runs and tasks affected.
+The expected numbers are worked out by hand from tests/taxonomy/mini.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from failatlas.errors import ConfigError, InputError
+from taxonomy import UNASSIGNED, build_taxonomy, funnel, prevalence
+from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
+from tests.taxonomy.mini import OPENHANDS, REACT
+
+
+def _by_keyword(frame: pl.DataFrame, tax, **cols) -> dict[str, int]:
+    """count per planted type, recognised by the type's keywords."""
+    key_of = {}
+    for t in tax.types:
+        text = " ".join(t.keywords + [e.text for e in t.examples]).lower()
+        for planted, word in (
+            ("import", "module"),
+            ("shape", "shape"),
+            ("lr", "learning"),
+            ("baseline", "baseline"),
+            ("ablation", "ablation"),
+            ("claims", "conclu"),
+        ):
+            if word in text:
+                key_of.setdefault(t.id, planted)
+    key_of[UNASSIGNED] = UNASSIGNED
+    part = frame.filter(*[pl.col(c) == v for c, v in cols.items()])
+    return {key_of[r["failure_type_id"]]: r["count"] for r in part.iter_rows(named=True)}
+
+
+def test_mini_suite_types_and_insight_prevalence(mini_store):
+    tax = build_taxonomy(mini_store)
+    assert sorted((t.phase, t.n_insights) for t in tax.types) == [
+        ("conclusion", 3),
+        ("design", 2),
+        ("design", 3),
+        ("implementation", 1),
+        ("implementation", 3),
+        ("implementation", 4),
+    ]
+    assert tax.n_unassigned == 1  # the outlier about a favourite colour
+
+    frame = prevalence(mini_store, tax.id, n_boot=500)
+    assert _by_keyword(frame, tax, phase="implementation") == {
+        "import": 4,
+        "shape": 3,
+        "lr": 1,
+        UNASSIGNED: 1,
+    }
+    assert _by_keyword(frame, tax, phase="design") == {"baseline": 3, "ablation": 2}
+    totals = frame.group_by("phase").agg(
+        pl.col("share").sum(), pl.col("count").sum(), pl.col("total").first()
+    )
+    for r in totals.iter_rows(named=True):
+        assert r["share"] == pytest.approx(1.0)
+        assert r["count"] == r["total"]
+    assert (frame["ci_low"] <= frame["share"]).all() and (frame["share"] <= frame["ci_high"]).all()
+    assert (frame["ci_low"] >= 0).all() and (frame["ci_high"] <= 1).all()
+    # Paper order: design before implementation before conclusion; unassigned last within its phase.
+    assert frame["phase"].unique(maintain_order=True).to_list() == ["design", "implementation", "conclusion"]
+    impl = frame.filter(pl.col("phase") == "implementation")
+    assert impl["failure_type_id"][-1] == UNASSIGNED and impl["failure_type"][-1] == "Unassigned"
+
+
+def test_per_agent_breakdown_matches_the_hand_count(mini_store):
+    tax = build_taxonomy(mini_store)
+    frame = prevalence(mini_store, tax.id, by="agent", n_boot=200)
+    assert _by_keyword(frame, tax, phase="implementation", group=REACT[0]) == {
+        "import": 3,
+        "shape": 1,
+        UNASSIGNED: 1,
+    }
+    assert _by_keyword(frame, tax, phase="implementation", group=OPENHANDS[0]) == {
+        "import": 1,
+        "shape": 2,
+        "lr": 1,
+    }
+    react = frame.filter((pl.col("group") == REACT[0]) & (pl.col("phase") == "implementation"))
+    assert react["total"].unique().to_list() == [5]
+    assert sorted(react["share"].to_list()) == pytest.approx([0.2, 0.2, 0.6])
+    by_model = prevalence(mini_store, tax.id, by="model", n_boot=0)
+    assert set(by_model["group"]) == {REACT[1], OPENHANDS[1]}
+    by_bench = prevalence(mini_store, tax.id, by="benchmark", n_boot=0)
+    assert set(by_bench["group"]) == {"mini-suite"}
+
+
+def test_runs_and_tasks_affected(mini_store):
+    tax = build_taxonomy(mini_store)
+    runs = prevalence(mini_store, tax.id, unit="runs", n_boot=300)
+    # 8 completed runs of the mini-suite count (the infra_error run r5 does not), with or without insights.
+    assert runs["total"].unique().to_list() == [8]
+    assert _by_keyword(runs, tax, phase="implementation") == {"import": 4, "shape": 3, "lr": 1, UNASSIGNED: 1}
+    assert _by_keyword(runs, tax, phase="design") == {"baseline": 3, "ablation": 2}
+    per_agent = prevalence(mini_store, tax.id, unit="runs", by="agent", n_boot=0)
+    assert _by_keyword(per_agent, tax, phase="implementation", group=REACT[0])["import"] == 3
+    assert per_agent.filter(pl.col("group") == REACT[0])["total"].unique().to_list() == [4]
+    tasks = prevalence(mini_store, tax.id, unit="tasks", n_boot=300)
+    assert tasks["total"].unique().to_list() == [4]
+    # import errors: react on t1, t2, t3 and openhands on t1 -> 3 of 4 tasks
+    assert _by_keyword(tasks, tax, phase="implementation")["import"] == 3
+    assert (tasks["ci_low"] <= tasks["share"]).all() and (tasks["share"] <= tasks["ci_high"]).all()
+
+
+def test_bootstrap_is_seeded_and_narrows_with_more_data(mini_store, trail_store):
+    tax = build_taxonomy(mini_store)
+    a = prevalence(mini_store, tax.id, n_boot=400, seed=3)
+    b = prevalence(mini_store, tax.id, n_boot=400, seed=3)
+    assert a.equals(b)
+    trail = prevalence(
+        trail_store, build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS).id, n_boot=400
+    )
+    assert (trail["ci_high"] - trail["ci_low"]).mean() < (a["ci_high"] - a["ci_low"]).mean()
+    assert trail["total"].unique().to_list() == [584]  # every TRAIL description with text, duplicates counted
+    assert trail["share"].sum() == pytest.approx(1.0)
+
+
+def test_bad_arguments_and_missing_run_ids(mini_store):
+    tax = build_taxonomy(mini_store)
+    with pytest.raises(ConfigError):
+        prevalence(mini_store, tax.id, unit="papers")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        prevalence(mini_store, tax.id, by="colour")  # type: ignore[arg-type]
+    with mini_store.write() as conn:
+        conn.execute("UPDATE insight_sources SET run_id = NULL")
+    with pytest.raises(InputError, match="names a run"):
+        prevalence(mini_store, tax.id, unit="runs")
+
+
+def test_funnel_matches_the_hand_count(mini_store):
+    frame = funnel(mini_store)
+    react = {
+        r["stage"]: (r["n_pass"], r["n_runs"])
+        for r in frame.iter_rows(named=True)
+        if r["agent"] == f"{REACT[0]} ({REACT[1]})"
+    }
+    hands = {
+        r["stage"]: (r["n_pass"], r["n_runs"])
+        for r in frame.iter_rows(named=True)
+        if r["agent"] == f"{OPENHANDS[0]} ({OPENHANDS[1]})"
+    }
+    assert react == {"M": (3, 4), "M·C": (2, 4), "M·C·D": (1, 4), "M·C·D·I": (1, 4), "M·C·D·I·E": (1, 4)}
+    assert hands == {"M": (4, 4), "M·C": (3, 4), "M·C·D": (3, 4), "M·C·D·I": (2, 4), "M·C·D·I·E": (1, 4)}
+
+
+def test_a_clustering_of_only_outliers_gives_an_all_unassigned_phase(store):
+    from tests.taxonomy.fill import add_clustering, add_embeddings, add_insights
+
+    texts = ["The monitor flagged network access to pypi.org", "The monitor saw the agent read the gold file"]
+    rows = [{"phase": "monitor", "text": t, "run_id": f"m{k}"} for k, t in enumerate(texts)]
+    ids = add_insights(store, rows)
+    add_embeddings(store, texts, np.eye(2, 8))
+    add_clustering(store, "cl-monitor", "monitor", ids, [-1, -1])
+    tax = build_taxonomy(store)
+    assert tax.types == [] and tax.n_unassigned == 2
+    frame = prevalence(store, tax.id, n_boot=20)
+    assert frame.select("failure_type_id", "count", "share").rows() == [(UNASSIGNED, 2, 1.0)]
