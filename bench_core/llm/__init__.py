@@ -29,7 +29,7 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
   - `structured(messages, schema, *, sample_index=0, max_repairs=2, run_id=None, purpose=None, strict=False,
     **params) -> StructuredResult` (ok, value, error, attempts, raw_replies, calls; token/cost totals).
     `schema` is a pydantic model class or a JSON-schema dict. Sends `response_format=json_schema`, falling
-    back to instructions in the prompt when the server refuses it (or when `structured_mode="prompt"`).
+    back to json_object+schema, then to the schema in the prompt, when the server refuses (structured.py).
   - Retries 429 (honouring Retry-After), 5xx, 408, timeouts and connection errors with exponential back-off
     and jitter, `max_retries` times; other 4xx are not retried. Then raises `LLMEndpointError`
     (a `failatlas.errors.InfrastructureError`) with `.kind`, `.status_code`, `.attempts`.
