@@ -41,6 +41,8 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
     FROM llm_cache")` for cache hits in the worker). Without store or records: no cache, no log.
   - Prompts and raw responses are stored; the API key, credentials in base_url and anything shaped like a
     key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string and every error message.
+- `llm_usage(store, *, run_id=None, role=None) -> LLMUsage`: calls, cached/failed calls, tokens and cost spent
+  (cache hits excluded), and how many fresh calls had no price (for `runs.tokens` / `runs.cost_usd`).
 - `bench_core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
 
 Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
@@ -51,6 +53,7 @@ from .config import ROLES, LLMConfig, load_config_file, not_configured_reason, r
 from .errors import LLMEndpointError
 from .records import LLMRecords, MemoryRecords, StoreRecords
 from .structured import StructuredResult, parse_json_reply
+from .usage import LLMUsage, llm_usage
 
 
 def client_for_role(role: str, store=None, *, config_file=None, use_cache: bool = True) -> LLMClient | None:  # noqa: ANN001
@@ -69,11 +72,13 @@ __all__ = [
     "LLMConfig",
     "LLMEndpointError",
     "LLMRecords",
+    "LLMUsage",
     "MemoryRecords",
     "StoreRecords",
     "StructuredResult",
     "ToolCall",
     "client_for_role",
+    "llm_usage",
     "load_config_file",
     "not_configured_reason",
     "parse_json_reply",
