@@ -40,7 +40,8 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
     parent writes the rows with `records.flush(store)` (seed: `store.query_dicts("SELECT key, response
     FROM llm_cache")` for cache hits in the worker). Without store or records: no cache, no log.
   - Prompts and raw responses are stored; the API key, credentials in base_url and anything shaped like a
-    key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string and every error message.
+    key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string, every error message and the
+    replies handed to callers (so a fresh reply and its cached replay are identical).
 - `llm_usage(store, *, run_id=None, role=None) -> LLMUsage`: calls, cached/failed calls, tokens and cost spent
   (cache hits excluded), and how many fresh calls had no price (for `runs.tokens` / `runs.cost_usd`).
 - `bench_core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.

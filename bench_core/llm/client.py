@@ -321,6 +321,9 @@ class LLMClient:
 
         try:
             body, attempts = self._send_with_retries(messages, request_params)
+            # redacted before anyone sees it, so a fresh reply and its cached replay are identical and
+            # callers writing traces cannot leak a key the model echoed
+            body = self._redactor.obj(body)
             fields = _parse_completion(body)
         except LLMEndpointError as exc:
             self._log(
