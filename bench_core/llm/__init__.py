@@ -29,7 +29,7 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
   - `structured(messages, schema, *, sample_index=0, max_repairs=2, run_id=None, purpose=None, strict=False,
     **params) -> StructuredResult` (ok, value, error, attempts, raw_replies, calls; token/cost totals).
     `schema` is a pydantic model class or a JSON-schema dict. Sends `response_format=json_schema`, falling
-    back to instructions in the prompt when the server refuses it (or when `structured_mode="prompt"`).
+    back to json_object+schema, then to the schema in the prompt, when the server refuses (structured.py).
   - Retries 429 (honouring Retry-After), 5xx, 408, timeouts and connection errors with exponential back-off
     and jitter, `max_retries` times; other 4xx are not retried. Then raises `LLMEndpointError`
     (a `failatlas.errors.InfrastructureError`) with `.kind`, `.status_code`, `.attempts`.
@@ -40,7 +40,10 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
     parent writes the rows with `records.flush(store)` (seed: `store.query_dicts("SELECT key, response
     FROM llm_cache")` for cache hits in the worker). Without store or records: no cache, no log.
   - Prompts and raw responses are stored; the API key, credentials in base_url and anything shaped like a
-    key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string and every error message.
+    key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string, every error message and the
+    replies handed to callers (so a fresh reply and its cached replay are identical).
+- `llm_usage(store, *, run_id=None, role=None) -> LLMUsage`: calls, cached/failed calls, tokens and cost spent
+  (cache hits excluded), and how many fresh calls had no price (for `runs.tokens` / `runs.cost_usd`).
 - `bench_core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
 
 Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
@@ -51,6 +54,7 @@ from .config import ROLES, LLMConfig, load_config_file, not_configured_reason, r
 from .errors import LLMEndpointError
 from .records import LLMRecords, MemoryRecords, StoreRecords
 from .structured import StructuredResult, parse_json_reply
+from .usage import LLMUsage, llm_usage
 
 
 def client_for_role(role: str, store=None, *, config_file=None, use_cache: bool = True) -> LLMClient | None:  # noqa: ANN001
@@ -69,11 +73,13 @@ __all__ = [
     "LLMConfig",
     "LLMEndpointError",
     "LLMRecords",
+    "LLMUsage",
     "MemoryRecords",
     "StoreRecords",
     "StructuredResult",
     "ToolCall",
     "client_for_role",
+    "llm_usage",
     "load_config_file",
     "not_configured_reason",
     "parse_json_reply",

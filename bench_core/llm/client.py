@@ -116,6 +116,9 @@ def _classify(exc: Exception) -> _Failure:
         message = f"HTTP {status}: {exc.message}"
         if status == 429:
             return _Failure("rate_limit", message, status=status, retry_after=_retry_after(exc.response))
+        if status >= 500 and "validation error" in message.lower():
+            # some servers (llama-cpp-python) report a request they refuse as 500; retrying cannot help
+            return _Failure("client_error", message, status=status, retryable=False)
         if status >= 500:
             return _Failure("server_error", message, status=status, retry_after=_retry_after(exc.response))
         if status == 408:
@@ -318,6 +321,9 @@ class LLMClient:
 
         try:
             body, attempts = self._send_with_retries(messages, request_params)
+            # redacted before anyone sees it, so a fresh reply and its cached replay are identical and
+            # callers writing traces cannot leak a key the model echoed
+            body = self._redactor.obj(body)
             fields = _parse_completion(body)
         except LLMEndpointError as exc:
             self._log(

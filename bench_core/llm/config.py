@@ -25,6 +25,7 @@ from failatlas.errors import ConfigError
 ROLES = ("agent", "judge", "monitor", "extractor", "labeller")
 ENV_PREFIX = "FAILATLAS_LLM_"
 CONFIG_FILE_ENV = "FAILATLAS_LLM_CONFIG"
+STRUCTURED_MODES = ("json_schema", "json_object", "prompt")  # in the order the client falls back
 NO_KEY_PLACEHOLDER = "not-needed"  # local servers accept any key; the openai package insists on one
 
 
@@ -45,7 +46,7 @@ class LLMConfig(BaseModel):
     backoff_max_s: float = Field(default=60.0, ge=0)
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     price_output_per_mtok: float | None = Field(default=None, ge=0)
-    structured_mode: str = "json_schema"  # json_schema | prompt
+    structured_mode: str = "json_schema"  # json_schema | json_object | prompt (see structured.py)
     extra_params: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("base_url")
@@ -61,8 +62,8 @@ class LLMConfig(BaseModel):
     @field_validator("structured_mode")
     @classmethod
     def _mode(cls, value: str) -> str:
-        if value not in ("json_schema", "prompt"):
-            raise ValueError("structured_mode must be 'json_schema' or 'prompt'")
+        if value not in STRUCTURED_MODES:
+            raise ValueError(f"structured_mode must be one of {', '.join(STRUCTURED_MODES)}")
         return value
 
     @property

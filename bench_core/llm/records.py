@@ -116,7 +116,7 @@ class MemoryRecords:
     """Rows held in memory for a worker that may not open the store; the parent calls `flush(store)`.
 
     Optionally seeded with cache rows the parent read from the store (`seed`), so the worker still gets hits.
-    Rows are plain dicts of JSON-able values: they can cross process boundaries.
+    Rows are plain dicts of str, numbers, booleans and datetimes: they pickle across process boundaries.
     """
 
     def __init__(self, seed: list[dict[str, Any]] | None = None) -> None:

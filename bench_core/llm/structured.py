@@ -1,5 +1,12 @@
 """Structured replies: ask for JSON matching a schema, parse and validate, send repair messages, then give up.
 
+How the schema reaches the server (`structured_mode`), falling back down this list, for the rest of the
+client's life, when a server refuses a mode (any non-retryable error on a request that used it):
+  json_schema  `response_format={"type": "json_schema", ...}` (OpenAI, vLLM, Ollama, llama.cpp server)
+  json_object  `response_format={"type": "json_object", "schema": ...}` plus the schema in the system message
+               (llama-cpp-python's server, which enforces the schema by grammar but refuses json_schema)
+  prompt       the schema in the system message only
+
 A reply that still does not validate after the repair budget is `StructuredResult(ok=False, error=...)`: the
 caller records a judge failure. It is never turned into a score of zero or a pass.
 """
@@ -15,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .client import ChatResult
+from .config import STRUCTURED_MODES
 from .errors import LLMEndpointError
 
 if TYPE_CHECKING:
@@ -160,21 +168,8 @@ def run_structured(
                 client, conversation, name, schema_dict, strict, sample_index, run_id, label, params
             )
         except LLMEndpointError as exc:
-            if (
-                client.structured_mode != "json_schema"
-                or exc.kind != "client_error"
-                or exc.status_code not in (400, 404, 415, 422)
-            ):
-                raise
-            log.warning(
-                "endpoint %s refused response_format json_schema (%s); falling back to JSON instructions",
-                client.config.endpoint,
-                exc,
-            )
-            client.structured_mode = "prompt"
-            result = _ask(
-                client, conversation, name, schema_dict, strict, sample_index, run_id, label, params
-            )
+            result = _fall_back(client, exc, conversation, name, schema_dict, strict, sample_index, run_id,
+                                label, params)  # fmt: skip
         calls.append(result)
         try:
             value = _check(result, validate)
@@ -202,6 +197,20 @@ def run_structured(
     )
 
 
+def _fall_back(client: LLMClient, exc: LLMEndpointError, *args: Any) -> ChatResult:
+    """Retry in the next structured mode while the server refuses (not fails) the current one."""
+    while exc.kind == "client_error" and client.structured_mode != STRUCTURED_MODES[-1]:
+        refused = client.structured_mode
+        client.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(refused) + 1]
+        log.warning("endpoint %s refused structured mode %s (%s); using %s from now on",
+                    client.config.endpoint, refused, exc, client.structured_mode)  # fmt: skip
+        try:
+            return _ask(client, *args)
+        except LLMEndpointError as again:
+            exc = again
+    raise exc
+
+
 def _ask(
     client: LLMClient,
     conversation: list[dict[str, Any]],
@@ -213,6 +222,16 @@ def _ask(
     purpose: str,
     params: dict[str, Any],
 ) -> ChatResult:
+    if client.structured_mode == "json_object":
+        return client._chat(
+            _with_instructions(conversation, schema),
+            tools=None,
+            sample_index=sample_index,
+            run_id=run_id,
+            purpose=purpose,
+            schema=schema,
+            params={**params, "response_format": {"type": "json_object", "schema": schema}},
+        )
     if client.structured_mode == "json_schema":
         response_format = {
             "type": "json_schema",

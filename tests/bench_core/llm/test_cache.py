@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from bench_core.llm import LLMClient, MemoryRecords
+from bench_core.llm import LLMClient, LLMEndpointError, MemoryRecords, llm_usage
 from bench_core.llm.testing import ScriptedReply
 from failatlas.store import Store
 
@@ -155,3 +155,25 @@ def test_threads_share_one_client_and_store(server, make_config, store):
     assert errors == []
     assert store.query("SELECT count(*), count(DISTINCT key) FROM llm_calls") == [(12, 12)]
     assert server.request_count == 12
+
+
+def test_usage_totals_count_what_was_spent(server, make_config, store):
+    server.enqueue(ScriptedReply.text("a", prompt_tokens=100, completion_tokens=10),
+                   ScriptedReply.text("b", prompt_tokens=200, completion_tokens=20),
+                   ScriptedReply.error(400, "bad"),
+                   ScriptedReply.text("c", prompt_tokens=7, completion_tokens=1))  # fmt: skip
+    priced = LLMClient(make_config(price_input_per_mtok=1.0, price_output_per_mtok=10.0), store)
+    priced.chat(ASK, run_id="r1")
+    priced.chat(ASK, run_id="r1")  # a hit: free
+    priced.chat([{"role": "user", "content": "other"}], run_id="r1")
+    with pytest.raises(LLMEndpointError):
+        priced.chat([{"role": "user", "content": "refused"}], run_id="r1")
+    LLMClient(make_config(role="labeller"), store).chat([{"role": "user", "content": "x"}], run_id="r2")
+    r1 = llm_usage(store, run_id="r1")
+    assert (r1.calls, r1.cached_calls, r1.failed_calls, r1.unpriced_calls) == (4, 1, 1, 0)
+    assert (r1.prompt_tokens, r1.completion_tokens, r1.tokens) == (300, 30, 330)
+    assert r1.cost_usd == pytest.approx((300 * 1.0 + 30 * 10.0) / 1e6)
+    r2 = llm_usage(store, run_id="r2")
+    assert (r2.calls, r2.tokens, r2.cost_usd, r2.unpriced_calls) == (1, 8, 0.0, 1)
+    assert llm_usage(store, role="labeller") == r2
+    assert llm_usage(store).calls == 5

@@ -28,13 +28,14 @@ def test_planted_key_never_reaches_the_store_or_the_logs(
     client = LLMClient(make_config(api_key_env="FAILATLAS_TEST_PLANTED_KEY", max_retries=1), store)
     prompt = [{"role": "user", "content": f"{MARKER}: the agent printed its env: OPENAI_API_KEY={KEY}"}]
     result = client.chat(prompt, run_id="run-secret", purpose=f"purpose with {KEY}")
-    assert KEY in result.content  # the caller gets the live reply; only what is stored is redacted
+    assert result.content == f"Your key [REDACTED] works. {MARKER}-reply"  # what callers see is redacted too
     with pytest.raises(LLMEndpointError) as info:
         client.chat([{"role": "user", "content": "again"}])
     assert KEY not in info.value.one_line() and "sk-faila*" not in info.value.one_line()
     assert "[REDACTED]" in info.value.one_line()
 
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # the key was really used
+    assert client.chat(prompt, run_id="run-secret").raw == result.raw  # the cached replay is the same reply
     assert KEY not in repr(client) and KEY not in client.config.model_dump_json()
 
     rows = []

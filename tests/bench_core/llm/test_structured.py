@@ -91,17 +91,42 @@ def test_prompt_mode_puts_the_schema_in_the_system_message(server, make_config):
     assert body["messages"][0]["content"].startswith("You grade designs.")
 
 
-def test_server_that_refuses_json_schema_gets_instructions_instead(server, make_config):
+def test_a_server_that_refuses_json_schema_gets_json_object_with_the_schema(server, make_config):
+    # llama-cpp-python's server answers an unknown response_format type with a 500 "validation error"
     server.enqueue(
-        ScriptedReply.error(400, "response_format json_schema is not supported"),
+        ScriptedReply.error(
+            500, "1 validation error: response_format.type should be 'text' or 'json_object'"
+        ),
         ScriptedReply.json({"score": 0.1, "rationale": "r"}),
         ScriptedReply.json({"score": 0.2, "rationale": "r"}),
     )
-    client = LLMClient(make_config())
+    client = LLMClient(make_config(max_retries=3))
     assert client.structured(ASK, Verdict).value.score == 0.1
-    assert client.structured_mode == "prompt"
+    assert client.structured_mode == "json_object"
     assert client.structured(ASK, Verdict, sample_index=1).value.score == 0.2  # remembered: no second refusal
-    assert [("response_format" in r.body) for r in server.requests] == [True, False, False]
+    formats = [r.body["response_format"]["type"] for r in server.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]  # the 500 was not retried
+    assert server.requests[1].body["response_format"]["schema"] == Verdict.model_json_schema()
+    assert '"rationale"' in server.requests[1].body["messages"][0]["content"]
+
+
+def test_a_server_that_refuses_both_formats_gets_instructions_only(server, make_config):
+    server.enqueue(
+        ScriptedReply.error(400, "response_format json_schema is not supported"),
+        ScriptedReply.error(422, "response_format json_object is not supported"),
+        ScriptedReply.json({"score": 0.3, "rationale": "r"}),
+    )
+    client = LLMClient(make_config())
+    assert client.structured(ASK, Verdict).value.score == 0.3
+    assert client.structured_mode == "prompt"
+    assert [("response_format" in r.body) for r in server.requests] == [True, True, False]
+
+
+def test_a_refusal_in_the_last_mode_is_raised(server, make_config):
+    server.enqueue(ScriptedReply.error(400, "context length exceeded"))
+    with pytest.raises(LLMEndpointError, match="context length exceeded"):
+        LLMClient(make_config(structured_mode="prompt")).structured(ASK, Verdict)
+    assert server.request_count == 1
 
 
 def test_endpoint_failure_is_raised_not_a_judge_failure(server, make_config):
