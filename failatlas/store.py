@@ -114,6 +114,12 @@ class Store:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.ConnectionException as exc:
+                # Another thread of this process holds the file read-write: share that database instance.
+                if read_only and "different configuration" in str(exc):
+                    read_only = False
+                    continue
+                raise StoreError(f"cannot open store {self.path}: {exc}") from exc
             except duckdb.IOException as exc:
                 if not _is_lock_conflict(exc):
                     raise StoreError(f"cannot open store {self.path}: {exc}") from exc

@@ -92,3 +92,25 @@ def test_writers_and_readers_in_parallel_lose_nothing(db_path):
         assert p.exitcode == 0
     assert seen == sorted(seen)  # a reader only ever sees committed, growing state
     assert Store(db_path).query("SELECT count(*), count(DISTINCT id) FROM stage_runs") == [(75, 75)]
+
+
+def test_a_thread_can_read_while_another_thread_of_the_process_writes(store):
+    import threading
+
+    holding, release = threading.Event(), threading.Event()
+
+    def writer():
+        with store.write() as conn:
+            conn.execute("INSERT INTO stage_runs VALUES ('t', 's', '{}', 'v', now(), NULL, 'ok', NULL)")
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    holding.wait(10)
+    try:
+        assert store.query("SELECT count(*) FROM stage_runs WHERE id = 'x'") == [(0,)]
+    finally:
+        release.set()
+        thread.join()
+    assert store.query("SELECT count(*) FROM stage_runs") == [(1,)]
