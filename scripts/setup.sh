@@ -8,6 +8,7 @@ need_apt=()
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v pdflatex >/dev/null 2>&1 || need_apt+=(texlive-latex-base texlive-latex-recommended)
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== installing system packages: ${need_apt[*]}"
   apt-get update -qq
