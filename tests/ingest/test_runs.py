@@ -76,8 +76,8 @@ def scored(store):
     """Four runs as the runner and scorers write them."""
     with store.write() as conn:
         conn.execute(
-            "INSERT INTO tasks (id, benchmark, kind, paper_id, question, spec) VALUES"
-            " ('expbench-17388-0', 'expbench', 'T1', '17388', 'Does FID saturate with more steps?', '{}')"
+            "INSERT INTO tasks (id, benchmark, kind, paper_id, question, spec, spec_hash) VALUES"
+            " ('expbench-17388-0', 'expbench', 'T1', '17388', 'Does FID saturate with more steps?', '{}', 'x')"
         )
         _run(conn, "run-a")
         _judgement(
