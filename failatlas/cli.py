@@ -76,6 +76,29 @@ def run_app(
     launch(port=port, headless=headless)
 
 
+@app.command()
+def demo(
+    out: Annotated[str, typer.Option(help="Folder for the paper tables and figures.")] = "failatlas-demo",
+    sandbox: Annotated[str, typer.Option(help="docker, or local (hosts without Docker).")] = "docker",
+    workers: Annotated[int, typer.Option(help="Runs in parallel.")] = 2,
+) -> None:
+    """The main job: run the mini-suite with the reference and fault-injecting agents, score, mine, build the
+    taxonomy, export tables and figures. Offline by default; an LLM endpoint adds the react agent, LLM judges
+    and LLM names. Re-running does only what is missing."""
+    from pathlib import Path
+
+    from failatlas.cli_support import db_path, store
+    from failatlas.demo import run_demo
+
+    result = run_demo(store(), out_dir=Path(out), sandbox=sandbox, workers=workers,
+                      say=lambda text: console.print(text, highlight=False))
+    console.print(f"\n[bold]done in {result.seconds:.0f} s[/]: {result.runs} runs, {result.insights} insights, "
+                  f"taxonomy {result.taxonomy_id}")
+    console.print(f"store:   {Path(db_path()).resolve()}")
+    console.print(f"tables and figures: {Path(out).resolve()}/ (scores/, taxonomy/)")
+    console.print(f"explore: failatlas --db {db_path()} app   (then open http://localhost:8501)")
+
+
 _register()
 
 

@@ -1,0 +1,95 @@
+"""`failatlas demo`: the main job end to end on the bundled mini-suite.
+
+Builds the sandbox image if missing, runs the reference and fault-injecting agents (and `react` when an LLM endpoint
+is configured for the agent role) on every CPU task in sandboxes, scores everything, mines the insights, builds the
+taxonomy, writes the paper tables and figures, and says how to open the app. Every step is resumable: re-running
+does only what is missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from failatlas.store import Store
+
+HARNESS_AGENTS = ("gold", "null", "fault-missing-component", "fault-wrong-constant", "fault-missing-package",
+                  "fault-crash", "fault-no-conclusion", "fault-fabricated-results", "fault-peek")
+
+
+@dataclass
+class DemoResult:
+    out_dir: Path
+    db: Path
+    runs: int = 0
+    insights: int = 0
+    taxonomy_id: str | None = None
+    files: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: int = 2,
+             say: Callable[[str], None] = print, tick: Callable[[], None] | None = None) -> DemoResult:
+    """Run the whole pipeline on the mini-suite into `store`, writing tables and figures under `out_dir`."""
+    from bench_core.llm import resolve_config
+    from bench_core.runs.api import run_benchmark, select_tasks
+    from bench_core.scoring.api import score_runs
+    from bench_core.scoring.report import report_table, write_report
+    from bench_core.suites import load_suite
+    from bench_core.tasks import save_tasks
+    from cluster import ClusterParams, run_clustering_per_phase
+    from embed import embed_insights
+    from ingest import extract_from_runs
+    from taxonomy import BuildParams, build_taxonomy, export_taxonomy
+
+    start = time.monotonic()
+    result = DemoResult(out_dir=out_dir, db=store.path)
+    runs_dir = store.path.resolve().parent / "runs"
+
+    def step(n: int, text: str) -> None:
+        say(f"[{n}/8 {time.monotonic() - start:5.0f} s] {text}")
+
+    if sandbox == "docker":
+        from bench_core.sandbox import DEFAULT_IMAGE, build_base_image
+
+        step(1, f"sandbox image {DEFAULT_IMAGE} (built offline once, minutes; reused afterwards)")
+        build_base_image(DEFAULT_IMAGE)
+    else:
+        step(1, "local sandboxes: no image needed")
+    step(2, "importing the failatlas-mini tasks")
+    save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
+    tasks = select_tasks(store, benchmark="failatlas-mini", include_gpu=False)
+    agents = list(HARNESS_AGENTS)
+    if resolve_config("agent") is not None:
+        agents.append("react")
+    step(3, f"running {len(agents)} agents on {len(tasks)} CPU tasks in {sandbox} sandboxes ({workers} at a time)")
+    for agent in agents:
+        report = run_benchmark(store, tasks, agent, runs_dir=runs_dir, workers=workers, sandbox=sandbox,
+                               on_done=lambda _r: tick() if tick else None)
+        done = ", ".join(f"{k} {v}" for k, v in sorted(report.by_status.items())) or "already stored"
+        say(f"    {agent}: {done}")
+    step(4, "scoring: monitor, clean re-run by the validator, judges")
+    scored = score_runs(store, runs_dir=runs_dir, sandbox=sandbox)
+    say(f"    {scored.scored} run(s) scored now")
+    result.files += write_report(report_table(store, by="agent"), "agent", out_dir / "scores")
+    step(5, "mining insights from the judges, validator and monitor (deterministic extractor)")
+    mined = extract_from_runs(store, extractor="deterministic")
+    say(f"    {mined.new_occurrences} new insight occurrence(s)")
+    step(6, "embedding insights (all-MiniLM-L6-v2, offline; cached by content)")
+    embed_insights(store)
+    step(7, "clustering each phase and building the taxonomy")
+    clusterings = run_clustering_per_phase(store, ClusterParams(reassign_outliers=True))
+    labeller = "llm" if resolve_config("labeller") is not None else "offline"
+    tax = build_taxonomy(store, [c.id for c in clusterings], BuildParams(labeller=labeller))
+    result.taxonomy_id = tax.id
+    step(8, "exporting tables and figures")
+    export = export_taxonomy(store, tax.id, out_dir / "taxonomy")
+    result.files += [Path(export.out_dir) / name for name in export.written]
+    for name, why in export.skipped.items():
+        say(f"    skipped {name}: {why}")
+    result.runs = store.query("SELECT count(*) FROM runs")[0][0]
+    result.insights = store.query("SELECT count(*) FROM insights")[0][0]
+    result.seconds = time.monotonic() - start
+    return result
