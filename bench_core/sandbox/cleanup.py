@@ -62,15 +62,22 @@ def docker_client(client: Any = None) -> Any:
     return client
 
 
+def _labelled(client: Any, filters: dict) -> list[dict]:
+    """Our containers from one list call. The high-level `containers.list` inspects each container afterwards
+    and fails when another runner removes one in between; the list call alone carries names and labels."""
+    return client.api.containers(all=True, filters=filters)
+
+
 def list_sandboxes(*, client: Any = None) -> list[dict[str, str]]:
     """Every container carrying our label: id, name, status, run_id, owner_pid, owner_alive."""
     client = docker_client(client)
     rows = []
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = c.labels or {}
+    for c in _labelled(client, {"label": f"{LABEL}=1"}):
+        labels = c.get("Labels") or {}
         rows.append({
-            "id": c.short_id, "name": c.name, "status": c.status, "run_id": labels.get(LABEL_RUN, ""),
-            "owner_pid": labels.get(LABEL_PID, ""), "owner_alive": str(owner_alive(labels)).lower(),
+            "id": c["Id"][:12], "name": (c.get("Names") or ["?"])[0].lstrip("/"), "status": c.get("State", ""),
+            "run_id": labels.get(LABEL_RUN, ""), "owner_pid": labels.get(LABEL_PID, ""),
+            "owner_alive": str(owner_alive(labels)).lower(),
         })
     return rows
 
@@ -85,14 +92,17 @@ def cleanup_orphans(
     removed = []
     import docker
 
-    for c in client.containers.list(all=True, filters=filters):
-        if not include_live and owner_alive(c.labels or {}):
+    for c in _labelled(client, filters):
+        if not include_live and owner_alive(c.get("Labels") or {}):
             continue
+        name = (c.get("Names") or [c["Id"][:12]])[0].lstrip("/")
         try:
-            c.remove(force=True, v=True)
+            client.api.remove_container(c["Id"], force=True, v=True)
         except docker.errors.NotFound:
             continue
         except docker.errors.APIError as exc:
-            raise SandboxError(f"cannot remove container {c.name}: {exc}") from exc
-        removed.append(c.name)
+            if "is already in progress" in str(exc):
+                continue
+            raise SandboxError(f"cannot remove container {name}: {exc}") from exc
+        removed.append(name)
     return removed
