@@ -1,5 +1,5 @@
-"""Cluster stage: per-phase UMAP + HDBSCAN over cached embeddings, seeded, with stability scores, a 2-D map, and
-evaluation against human labels."""
+"""Cluster stage: per-phase UMAP + HDBSCAN over cached embeddings, seeded, with stability scores, a 2-D
+map, and evaluation against human labels."""
 
 from cluster.components import CLUSTERERS, REDUCERS, make_clusterer, make_reducer
 from cluster.metrics import agreement, quality_metrics

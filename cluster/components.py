@@ -1,8 +1,9 @@
 """Reducers and clusterers, registered by name.
 
-Each factory takes keyword hyperparameters (recorded verbatim in `clusterings.params`) and returns an object that
-follows scikit-learn's conventions: reducers have `fit_transform(X)`, clusterers `fit_predict(X)` returning -1 for
-outliers. Heavy imports (umap, hdbscan, fast_hdbscan) happen inside the factories.
+Each factory takes keyword hyperparameters (recorded verbatim in `clusterings.params`) and returns an
+object that follows scikit-learn's conventions: reducers have `fit_transform(X)`, clusterers
+`fit_predict(X)` returning -1 for outliers. Heavy imports (umap, hdbscan, fast_hdbscan) happen inside
+the factories.
 """
 
 from __future__ import annotations
@@ -32,15 +33,29 @@ class IdentityReducer:
         return np.asarray(X, dtype=np.float32)
 
 
-def _umap(*, n_neighbors: int = 15, n_components: int = 5, min_dist: float = 0.0, metric: str = "cosine",
-          random_state: int | None = None, **extra: Any) -> Reducer:
+def _umap(
+    *,
+    n_neighbors: int = 15,
+    n_components: int = 5,
+    min_dist: float = 0.0,
+    metric: str = "cosine",
+    random_state: int | None = None,
+    **extra: Any,
+) -> Reducer:
     try:
         import umap
     except ImportError:
         raise MissingDependencyError("umap-learn", "mining") from None
     # n_jobs=1 is what a seed needs: umap ignores random_state when it runs in parallel
-    return umap.UMAP(n_neighbors=n_neighbors, n_components=n_components, min_dist=min_dist, metric=metric,
-                     random_state=random_state, n_jobs=1, **extra)
+    return umap.UMAP(
+        n_neighbors=n_neighbors,
+        n_components=n_components,
+        min_dist=min_dist,
+        metric=metric,
+        random_state=random_state,
+        n_jobs=1,
+        **extra,
+    )
 
 
 def _pca(*, n_components: int = 50, random_state: int | None = None) -> Reducer:
@@ -53,28 +68,52 @@ def _none(**_: Any) -> Reducer:
     return IdentityReducer()
 
 
-def _hdbscan(*, min_cluster_size: int = 10, min_samples: int | None = None, cluster_selection_method: str = "eom",
-             cluster_selection_epsilon: float = 0.0, metric: str = "euclidean", random_state: int | None = None,
-             **extra: Any) -> Clusterer:
+def _hdbscan(
+    *,
+    min_cluster_size: int = 10,
+    min_samples: int | None = None,
+    cluster_selection_method: str = "eom",
+    cluster_selection_epsilon: float = 0.0,
+    metric: str = "euclidean",
+    random_state: int | None = None,
+    **extra: Any,
+) -> Clusterer:
     try:
         import hdbscan
     except ImportError:
         raise MissingDependencyError("hdbscan", "mining") from None
-    return hdbscan.HDBSCAN(min_cluster_size=min_cluster_size, min_samples=min_samples, metric=metric,
-                           cluster_selection_method=cluster_selection_method,
-                           cluster_selection_epsilon=cluster_selection_epsilon, core_dist_n_jobs=1, **extra)
+    return hdbscan.HDBSCAN(
+        min_cluster_size=min_cluster_size,
+        min_samples=min_samples,
+        metric=metric,
+        cluster_selection_method=cluster_selection_method,
+        cluster_selection_epsilon=cluster_selection_epsilon,
+        core_dist_n_jobs=1,
+        **extra,
+    )
 
 
-def _fast_hdbscan(*, min_cluster_size: int = 10, min_samples: int | None = None,
-                  cluster_selection_method: str = "eom", cluster_selection_epsilon: float = 0.0,
-                  random_state: int | None = None, **extra: Any) -> Clusterer:
+def _fast_hdbscan(
+    *,
+    min_cluster_size: int = 10,
+    min_samples: int | None = None,
+    cluster_selection_method: str = "eom",
+    cluster_selection_epsilon: float = 0.0,
+    random_state: int | None = None,
+    **extra: Any,
+) -> Clusterer:
     try:
         import fast_hdbscan
     except ImportError:
         raise MissingDependencyError("fast-hdbscan", "mining") from None
-    return fast_hdbscan.HDBSCAN(min_cluster_size=min_cluster_size, min_samples=min_samples,
-                                cluster_selection_method=cluster_selection_method,
-                                cluster_selection_epsilon=cluster_selection_epsilon, reproducible=True, **extra)
+    return fast_hdbscan.HDBSCAN(
+        min_cluster_size=min_cluster_size,
+        min_samples=min_samples,
+        cluster_selection_method=cluster_selection_method,
+        cluster_selection_epsilon=cluster_selection_epsilon,
+        reproducible=True,
+        **extra,
+    )
 
 
 def _kmeans(*, n_clusters: int = 20, random_state: int | None = None, n_init: int = 10) -> Clusterer:
@@ -83,7 +122,9 @@ def _kmeans(*, n_clusters: int = 20, random_state: int | None = None, n_init: in
     return KMeans(n_clusters=n_clusters, random_state=random_state, n_init=n_init)
 
 
-def _agglomerative(*, n_clusters: int = 20, linkage: str = "ward", random_state: int | None = None) -> Clusterer:
+def _agglomerative(
+    *, n_clusters: int = 20, linkage: str = "ward", random_state: int | None = None
+) -> Clusterer:
     from sklearn.cluster import AgglomerativeClustering
 
     return AgglomerativeClustering(n_clusters=n_clusters, linkage=linkage)
@@ -91,7 +132,10 @@ def _agglomerative(*, n_clusters: int = 20, linkage: str = "ward", random_state:
 
 REDUCERS: dict[str, Callable[..., Reducer]] = {"umap": _umap, "pca": _pca, "none": _none}
 CLUSTERERS: dict[str, Callable[..., Clusterer]] = {
-    "hdbscan": _hdbscan, "fast_hdbscan": _fast_hdbscan, "kmeans": _kmeans, "agglomerative": _agglomerative,
+    "hdbscan": _hdbscan,
+    "fast_hdbscan": _fast_hdbscan,
+    "kmeans": _kmeans,
+    "agglomerative": _agglomerative,
 }
 
 

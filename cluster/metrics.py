@@ -1,8 +1,9 @@
 """Cluster quality against human labels, and agreement between clusterings.
 
-Conventions (docs/quality.md): outliers (-1) count as one more cluster in ARI, NMI, homogeneity and completeness,
-as BERTopic's users evaluate it; purity is over clustered (non-outlier) items, with the outlier rate beside it;
-a label's recall is the share of its items that sit in the one cluster holding most of them (outliers never count).
+Conventions (docs/quality.md): outliers (-1) count as one more cluster in ARI, NMI, homogeneity and
+completeness, as BERTopic's users evaluate it; purity is over clustered (non-outlier) items, with the outlier
+rate beside it; a label's recall is the share of its items that sit in the one cluster holding most of them
+(outliers never count).
 """
 
 from __future__ import annotations

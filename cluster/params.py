@@ -33,8 +33,8 @@ def adaptive_min_samples(min_cluster_size: int) -> int:
 class ClusterParams(BaseModel):
     """Everything a clustering run depends on. `None` means "adapt to the data"; see `resolve`."""
 
-    phase: str | None = None                 # one phase; None with all_phases=False means "each phase in turn"
-    all_phases: bool = False                 # cluster every insight together, across phases
+    phase: str | None = None  # one phase; None with all_phases=False means "each phase in turn"
+    all_phases: bool = False  # cluster every insight together, across phases
     embed_model: str = DEFAULT_MODEL
     normalise: str = "mask"
     seed: int = 42
@@ -47,7 +47,7 @@ class ClusterParams(BaseModel):
     min_cluster_size: int | None = None
     min_samples: int | None = None
     cluster_selection_method: Literal["eom", "leaf"] = "eom"
-    n_clusters: int | None = None            # only for clusterers that take a count (kmeans, agglomerative)
+    n_clusters: int | None = None  # only for clusterers that take a count (kmeans, agglomerative)
     reassign_outliers: bool = False
     map_2d: bool = True
     stability_runs: int = Field(default=2, ge=0)  # re-runs: alternately another seed and an 80% resample

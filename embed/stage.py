@@ -1,4 +1,5 @@
-"""The embed stage: vectors for every insight, computed once per distinct (normalised) text and cached in DuckDB."""
+"""The embed stage: vectors for every insight, computed once per distinct (normalised) text and cached in
+DuckDB."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ class EmbedReport(BaseModel):
     revision: str
     normalisation: str
     n_insights: int
-    n_texts: int          # distinct texts after normalisation
-    n_new: int            # texts embedded now
-    n_cached: int         # texts found in the cache
-    device: str | None    # None when nothing needed the model
+    n_texts: int  # distinct texts after normalisation
+    n_new: int  # texts embedded now
+    n_cached: int  # texts found in the cache
+    device: str | None  # None when nothing needed the model
     seconds: float
 
 
@@ -44,7 +45,9 @@ class InsightVectors(BaseModel, arbitrary_types_allowed=True):
     normalisation: str
 
 
-def read_insights(store: Store, phases: Sequence[str] | None = None) -> tuple[list[str], list[str], list[str]]:
+def read_insights(
+    store: Store, phases: Sequence[str] | None = None
+) -> tuple[list[str], list[str], list[str]]:
     """(ids, phases, texts) of the insights in `phases` (all when None), ordered by id."""
     sql = "SELECT id, phase, text FROM insights"
     params: list = []
@@ -53,7 +56,11 @@ def read_insights(store: Store, phases: Sequence[str] | None = None) -> tuple[li
         params.append(list(phases))
     with store.read() as conn:
         table = conn.sql(sql + " ORDER BY id", params=params).to_arrow_table()
-    return (table.column("id").to_pylist(), table.column("phase").to_pylist(), table.column("text").to_pylist())
+    return (
+        table.column("id").to_pylist(),
+        table.column("phase").to_pylist(),
+        table.column("text").to_pylist(),
+    )
 
 
 def embed_insights(
@@ -87,15 +94,21 @@ def embed_insights(
         embedder = get_embedder(model, device=device)
         advance = progress(len(todo)) if progress else (lambda n=1: None)
         for lo in range(0, len(todo), WRITE_CHUNK):
-            chunk = todo[lo:lo + WRITE_CHUNK]
+            chunk = todo[lo : lo + WRITE_CHUNK]
             vectors = embedder.encode([unique[h] for h in chunk], batch_size=batch_size)
             with store.write() as conn:
                 write_vectors(conn, chunk, vectors, key)
             advance(len(chunk))
         used_device = getattr(embedder, "device", None)
     return EmbedReport(
-        model=model, revision=revision, normalisation=normaliser.name, n_insights=len(ids), n_texts=len(unique),
-        n_new=len(todo), n_cached=len(unique) - len(todo), device=used_device,
+        model=model,
+        revision=revision,
+        normalisation=normaliser.name,
+        n_insights=len(ids),
+        n_texts=len(unique),
+        n_new=len(todo),
+        n_cached=len(unique) - len(todo),
+        device=used_device,
         seconds=round(time.perf_counter() - start, 3),
     )
 
@@ -121,5 +134,12 @@ def load_insight_vectors(
                 f"{exc.args[0]} (model {model}, normalisation {normaliser.name})",
                 hint="run `failatlas embed run` with the same --model and --normalise first",
             ) from None
-    return InsightVectors(ids=ids, phases=insight_phases, texts=texts, vectors=vectors, model=model,
-                          revision=revision, normalisation=normaliser.name)
+    return InsightVectors(
+        ids=ids,
+        phases=insight_phases,
+        texts=texts,
+        vectors=vectors,
+        model=model,
+        revision=revision,
+        normalisation=normaliser.name,
+    )

@@ -33,9 +33,13 @@ def blob_store(store):
         rows.append(("execution", f"execution odd one {j}", "odd"))
         vectors.append((far / np.linalg.norm(far)).astype(np.float32))
     with store.write() as conn:
-        conn.executemany("INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, ?, ?, 1)",
-                         [(insight_id(p, t), p, t) for p, t, _ in rows])
-        conn.executemany("INSERT INTO insight_sources (insight_id, source_key, origin, label) VALUES (?, ?, 'jsonl', ?)",
-                         [(insight_id(p, t), f"k{i}", label) for i, (p, t, label) in enumerate(rows)])
+        conn.executemany(
+            "INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, ?, ?, 1)",
+            [(insight_id(p, t), p, t) for p, t, _ in rows],
+        )
+        conn.executemany(
+            "INSERT INTO insight_sources (insight_id, source_key, origin, label) VALUES (?, ?, 'jsonl', ?)",
+            [(insight_id(p, t), f"k{i}", label) for i, (p, t, label) in enumerate(rows)],
+        )
         write_vectors(conn, text_hashes([t for _, t, _ in rows]), np.stack(vectors), key)
     return store

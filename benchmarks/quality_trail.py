@@ -1,0 +1,264 @@
+"""Cluster quality on TRAIL's GAIA split (human-labelled agent errors): FailAtlas vs BERTopic's defaults.
+
+    python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--bertopic-runs 3] [--json OUT]
+
+Fills `insights` / `insight_sources` of a fresh store from trail_errors_gaia.jsonl (text = the annotator's
+`description`, label = `category`; duplicate descriptions become one insight whose label is the majority one),
+embeds them once with all-MiniLM-L6-v2 through the embed stage, then compares on those same vectors:
+BERTopic with every default (UMAP unseeded, so it runs several times), k-means on the raw embeddings, and the
+FailAtlas cluster stage step by step (each row adds one change to the row above: the ablation). Prints a
+Markdown table. Nothing is tuned here on anything but this split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cluster import ClusterParams, evaluate_clustering, quality_metrics, run_clustering  # noqa: E402
+from cluster.metrics import agreement  # noqa: E402
+from embed import embed_insights, load_insight_vectors  # noqa: E402
+from failatlas.store import Store, open_store  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"
+PHASE = "other"  # TRAIL errors carry no FailAtlas phase
+
+
+def load_trail(store: Store, path: Path) -> int:
+    """Insert TRAIL rows as insights and sources with plain SQL; returns the rows that have a description."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("description")]
+
+    def iid(text: str) -> str:
+        return hashlib.sha256(f"{PHASE}\x1f{text}".encode()).hexdigest()[:16]
+
+    with store.write() as conn:
+        conn.executemany(
+            "INSERT INTO insight_sources (insight_id, source_key, origin, source_file, source_line,"
+            " source_field,"
+            " label, task_id, benchmark) VALUES (?, ?, 'trail', ?, ?, 'description', ?, ?, 'GAIA')"
+            " ON CONFLICT DO NOTHING",
+            [
+                (
+                    iid(r["description"]),
+                    f"trail:{r['trace_id']}:{r['error_idx']}",
+                    path.name,
+                    i + 1,
+                    r["category"],
+                    r["trace_id"],
+                )
+                for i, r in enumerate(rows)
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, ?, ?, 1)"
+            " ON CONFLICT DO NOTHING",
+            [(iid(t), PHASE, t) for t in {r["description"]: None for r in rows}],
+        )
+        conn.execute(
+            "UPDATE insights SET n_occurrences = s.n FROM (SELECT insight_id, count(*) AS n"
+            " FROM insight_sources GROUP BY insight_id) s WHERE s.insight_id = insights.id"
+        )
+    return len(rows)
+
+
+def majority_label(store: Store, ids: list[str]) -> list[str]:
+    votes = store.query(
+        "SELECT insight_id, label FROM (SELECT insight_id, label, row_number() OVER (PARTITION BY insight_id"
+        " ORDER BY count(*) DESC, label) AS r FROM insight_sources GROUP BY insight_id, label) WHERE r = 1"
+    )
+    by_id = dict(votes)
+    return [by_id[i] for i in ids]
+
+
+def bertopic_default(texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray, float]:
+    from bertopic import BERTopic
+
+    start = time.perf_counter()
+    topics, _ = BERTopic().fit_transform(texts, embeddings=vectors)
+    return np.asarray(topics), time.perf_counter() - start
+
+
+def kmeans_raw(vectors: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, float]:
+    from sklearn.cluster import KMeans
+
+    start = time.perf_counter()
+    labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(vectors)
+    return labels, time.perf_counter() - start
+
+
+# The FailAtlas ablation: each step adds one change to the step before (seeded, through the cluster stage).
+BERTOPIC_LIKE = dict(normalise="none", n_neighbors=15, n_components=5, min_cluster_size=10, min_samples=10)
+STEPS: list[tuple[str, dict[str, Any]]] = [
+    ("FailAtlas, BERTopic's settings, seeded", BERTOPIC_LIKE),
+    (
+        "+ UMAP neighbours ~sqrt(N) (15..50), 10 dims",
+        {**BERTOPIC_LIKE, "n_neighbors": None, "n_components": None},
+    ),
+    (
+        "+ min_cluster_size 1% of N (>=5), min_samples half",
+        {
+            **BERTOPIC_LIKE,
+            "n_neighbors": None,
+            "n_components": None,
+            "min_cluster_size": None,
+            "min_samples": None,
+        },
+    ),
+    ("+ outliers reassigned to nearest cluster", {"normalise": "none", "reassign_outliers": True}),
+    ("+ masking numbers/paths/ids/quotes (default)", {"normalise": "mask", "reassign_outliers": True}),
+]
+
+
+def fmt(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRAIL_GAIA", DEFAULT_DATA)))
+    ap.add_argument("--db", type=Path, default=None, help="store to fill (default: a temporary file)")
+    ap.add_argument("--bertopic-runs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--json", type=Path, default=None, help="also write all metrics here")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("FAILATLAS_NO_PROGRESS", "1")
+
+    db = args.db or Path(tempfile.mkdtemp(prefix="quality_trail_")) / "trail.duckdb"
+    store = open_store(db)
+    n_rows = load_trail(store, args.data)
+    timing: dict[str, float] = {}
+    for norm in ("none", "mask"):
+        report = embed_insights(store, normalise=norm)
+        timing[f"embed_{norm}"] = report.seconds
+    data = {norm: load_insight_vectors(store, normalise=norm) for norm in ("none", "mask")}
+    ids, texts, vectors = data["none"].ids, data["none"].texts, data["none"].vectors
+    labels = majority_label(store, ids)
+    n_labels = len(set(labels))
+    results: list[dict[str, Any]] = []
+
+    def add(
+        method: str, pred: np.ndarray, seconds: float, stability: float | None = None, note: str = ""
+    ) -> dict[str, Any]:
+        m = quality_metrics(labels, pred)
+        row = {
+            "method": method,
+            **{
+                k: m[k]
+                for k in (
+                    "ari",
+                    "nmi",
+                    "homogeneity",
+                    "completeness",
+                    "purity",
+                    "outlier_rate",
+                    "n_clusters",
+                    "macro_recall",
+                )
+            },
+            "stability_ari": stability,
+            "seconds": seconds,
+            "note": note,
+            "per_label_recall": m["per_label_recall"],
+        }
+        results.append(row)
+        print(
+            f"  {method}: ARI {m['ari']:.3f} NMI {m['nmi']:.3f} k={m['n_clusters']} ({seconds:.1f} s)",
+            file=sys.stderr,
+        )
+        return row
+
+    runs = [bertopic_default(texts, vectors) for _ in range(args.bertopic_runs)]
+    agree = [agreement(runs[i][0], runs[j][0]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+    per_run = [quality_metrics(labels, r[0]) for r in runs]
+    for i, (pred, secs) in enumerate(runs):
+        add(
+            f"BERTopic default (run {i + 1}, unseeded)",
+            pred,
+            secs,
+            float(np.mean(agree)) if agree else None,
+            "same MiniLM vectors passed in",
+        )
+    km, secs = kmeans_raw(vectors, n_labels, args.seed)
+    add(f"k-means on raw embeddings (k = {n_labels} = #labels)", km, secs, note="told the true label count")
+
+    for name, settings in STEPS:
+        params = ClusterParams(all_phases=True, seed=args.seed, stability_runs=2, map_2d=False, **settings)
+        result = run_clustering(store, params)
+        metrics = evaluate_clustering(store, result.id, "label")
+        pred_ids = store.query(
+            "SELECT insight_id, cluster FROM cluster_assignments WHERE clustering_id = ?", [result.id]
+        )
+        clusters = dict(pred_ids)
+        pred = np.array([clusters[i] for i in ids])
+        secs = result.timings.get("reduce", 0) + result.timings.get("cluster", 0)
+        row = add(name, pred, secs, result.stability_ari, result.id)
+        assert abs(row["ari"] - metrics["ari"]) < 1e-9  # the stage's evaluation and this script agree
+
+    header = [
+        "method",
+        "ARI",
+        "NMI",
+        "homogeneity",
+        "completeness",
+        "purity",
+        "outlier rate",
+        "clusters",
+        "macro recall",
+        "stability ARI",
+        "time (s)",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in results:
+        cells = [
+            r["method"],
+            r["ari"],
+            r["nmi"],
+            r["homogeneity"],
+            r["completeness"],
+            r["purity"],
+            r["outlier_rate"],
+            r["n_clusters"],
+            r["macro_recall"],
+            "-" if r["stability_ari"] is None else r["stability_ari"],
+            f"{r['seconds']:.1f}",
+        ]
+        lines.append("| " + " | ".join(fmt(c) for c in cells) + " |")
+    mean_bt = {k: float(np.mean([m[k] for m in per_run])) for k in ("ari", "nmi")}
+    import bertopic
+
+    print(
+        f"TRAIL GAIA: {n_rows} labelled errors -> {len(ids)} distinct descriptions (insights), "
+        f"{n_labels} labels; all-MiniLM-L6-v2 vectors (embedding {timing['embed_none']:.1f} s raw, "
+        f"{timing['embed_mask']:.1f} s masked); bertopic {bertopic.__version__}; "
+        f"BERTopic mean over {len(runs)} runs: ARI {mean_bt['ari']:.3f}, NMI {mean_bt['nmi']:.3f}.\n"
+    )
+    print("\n".join(lines))
+    final = results[-1]
+    print("\nPer-label recall of the last row (share of a label's insights in its best cluster):\n")
+    print("| label | insights | recall |\n|---|---|---|")
+    sizes = {lab: labels.count(lab) for lab in set(labels)}
+    for lab, rec in sorted(final["per_label_recall"].items(), key=lambda kv: -sizes[kv[0]]):
+        print(f"| {lab} | {sizes[lab]} | {rec:.2f} |")
+    out = {"n_rows": n_rows, "n_insights": len(ids), "timing": timing, "rows": results}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    main()
