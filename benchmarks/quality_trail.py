@@ -101,25 +101,29 @@ def kmeans_raw(vectors: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, 
 
 
 # The FailAtlas ablation: each step adds one change to the step before (seeded, through the cluster stage).
-BERTOPIC_LIKE = dict(normalise="none", n_neighbors=15, n_components=5, min_cluster_size=10, min_samples=10)
+BERTOPIC_LIKE = dict(
+    normalise="none",
+    n_neighbors=15,
+    n_components=5,
+    min_cluster_size=10,
+    min_samples=10,
+    cluster_selection_method="eom",
+)
+ADAPTIVE_UMAP = {**BERTOPIC_LIKE, "n_neighbors": None, "n_components": None}
+DEFAULTS: dict[str, Any] = {}  # ClusterParams() as shipped: adaptive UMAP, leaf selection, sizes from N
 STEPS: list[tuple[str, dict[str, Any]]] = [
-    ("FailAtlas, BERTopic's settings, seeded", BERTOPIC_LIKE),
+    ("FailAtlas with BERTopic's settings, seeded", BERTOPIC_LIKE),
+    ("+ UMAP neighbours ~sqrt(N) in [15, 50], 10 dims", ADAPTIVE_UMAP),
+    ("+ leaf selection, min_cluster_size 2/3 sqrt(N), min_samples half (defaults)", DEFAULTS),
+    ("+ outliers reassigned to nearest centroid (--reassign-outliers)", {"reassign_outliers": True}),
     (
-        "+ UMAP neighbours ~sqrt(N) (15..50), 10 dims",
-        {**BERTOPIC_LIKE, "n_neighbors": None, "n_components": None},
+        "alt: + masking numbers/paths/ids/quotes (--normalise)",
+        {"reassign_outliers": True, "normalise": "mask"},
     ),
     (
-        "+ min_cluster_size 1% of N (>=5), min_samples half",
-        {
-            **BERTOPIC_LIKE,
-            "n_neighbors": None,
-            "n_components": None,
-            "min_cluster_size": None,
-            "min_samples": None,
-        },
+        "alt: eom selection, min_cluster_size 5 (finer)",
+        {"reassign_outliers": True, "cluster_selection_method": "eom", "min_cluster_size": 5},
     ),
-    ("+ outliers reassigned to nearest cluster", {"normalise": "none", "reassign_outliers": True}),
-    ("+ masking numbers/paths/ids/quotes (default)", {"normalise": "mask", "reassign_outliers": True}),
 ]
 
 

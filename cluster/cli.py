@@ -24,7 +24,7 @@ def run(
     ] = "all-MiniLM-L6-v2",
     normalise: Annotated[
         bool, typer.Option("--normalise/--no-normalise", help="Use vectors of masked texts.")
-    ] = True,
+    ] = False,
     reducer: Annotated[str, typer.Option(help="umap, pca or none.")] = "umap",
     clusterer: Annotated[
         str, typer.Option(help="hdbscan, fast_hdbscan, kmeans or agglomerative.")
@@ -32,12 +32,12 @@ def run(
     n_neighbors: Annotated[int | None, typer.Option(help="UMAP neighbours [default: adapts to N].")] = None,
     n_components: Annotated[int | None, typer.Option(help="Reduced dimensions [default: 10].")] = None,
     min_cluster_size: Annotated[
-        int | None, typer.Option(help="HDBSCAN's smallest cluster [default: 1% of N].")
+        int | None, typer.Option(help="HDBSCAN's smallest cluster [default: 2/3 sqrt(N)].")
     ] = None,
     min_samples: Annotated[
         int | None, typer.Option(help="HDBSCAN's min_samples [default: half the above].")
     ] = None,
-    selection: Annotated[str, typer.Option(help="HDBSCAN cluster selection: eom or leaf.")] = "eom",
+    selection: Annotated[str, typer.Option(help="HDBSCAN cluster selection: leaf or eom.")] = "leaf",
     n_clusters: Annotated[int | None, typer.Option(help="Cluster count for kmeans / agglomerative.")] = None,
     reassign_outliers: Annotated[
         bool, typer.Option("--reassign-outliers", help="Move outliers to the nearest cluster.")
@@ -86,6 +86,8 @@ def run(
             f"{r.seconds:.1f}",
         )
     console.print(table)
+    for r in results:
+        console.print(f"stored clustering {r.id} ({r.phase or 'all phases'})", soft_wrap=True)
 
 
 @app.command("list")

@@ -37,6 +37,26 @@ def relabel_by_size(labels: np.ndarray) -> np.ndarray:
     return np.array([mapping.get(int(v), -1) for v in labels], dtype=np.int32)
 
 
+def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
+    """UMAP's neighbour graph, computed once and handed to both the reducer and the 2-D map (at scale the
+    neighbour search is about half of UMAP's time). None below 4,096 points, where UMAP's exact search
+    is cheap."""
+    if X.shape[0] < 4096:
+        return None
+    from umap.umap_ import nearest_neighbors
+
+    metric = umap_params.get("metric", "cosine")
+    return nearest_neighbors(
+        X,
+        umap_params.get("n_neighbors", 15),
+        metric,
+        {},
+        metric == "cosine",
+        np.random.RandomState(umap_params.get("random_state")),
+        n_jobs=1,
+    )
+
+
 class ClusterPipeline:
     """reducer -> clusterer (-> outlier reassignment) (-> 2-D map). Follows scikit-learn's conventions.
 
@@ -78,9 +98,12 @@ class ClusterPipeline:
             self.reduced_ = X
             self.raw_labels_ = np.full(n, -1, dtype=np.int32)
         else:
+            params = self._reducer_params(self.random_state)
+            self.knn_ = shared_knn(X, params) if self.reducer == "umap" and self.map_2d else None
+            if self.knn_ is not None:
+                params["precomputed_knn"] = self.knn_
             self.reduced_ = np.asarray(
-                make_reducer(self.reducer, **self._reducer_params(self.random_state)).fit_transform(X),
-                dtype=np.float32,
+                make_reducer(self.reducer, **params).fit_transform(X), dtype=np.float32
             )
             self.timings_["reduce"], tick = time.perf_counter() - tick, time.perf_counter()
             clusterer = make_clusterer(self.clusterer, **(self.clusterer_params or {}))
@@ -107,6 +130,8 @@ class ClusterPipeline:
         if self.reducer == "umap" and self.reduced_.shape[1] == 2:
             return self.reduced_.astype(np.float64)
         params = {**(self.reducer_params or {}), "n_components": 2, "min_dist": 0.1}
+        if getattr(self, "knn_", None) is not None:
+            params["precomputed_knn"] = self.knn_
         params.setdefault("n_neighbors", min(15, n - 1))
         params.setdefault("metric", "cosine")
         return np.asarray(

@@ -21,7 +21,7 @@ def run(
         typer.Option(
             "--normalise/--no-normalise", help="Mask numbers, paths, identifiers and quoted values."
         ),
-    ] = True,
+    ] = False,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
     phase: Annotated[list[str] | None, typer.Option(help="Only insights of this phase (repeatable).")] = None,
     device: Annotated[str | None, typer.Option(help="cuda, cpu, ... [default: cuda when present]")] = None,

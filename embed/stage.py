@@ -67,7 +67,7 @@ def embed_insights(
     store: Store,
     *,
     model: str = DEFAULT_MODEL,
-    normalise: str | bool = "mask",
+    normalise: str | bool = "none",
     batch_size: int = 64,
     phases: Sequence[str] | None = None,
     device: str | None = None,
@@ -117,7 +117,7 @@ def load_insight_vectors(
     store: Store,
     *,
     model: str = DEFAULT_MODEL,
-    normalise: str | bool = "mask",
+    normalise: str | bool = "none",
     phases: Sequence[str] | None = None,
 ) -> InsightVectors:
     """The cached vectors of the insights in `phases`. Raises NotFoundError when some were never embedded."""

