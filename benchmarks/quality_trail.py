@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRAIL_GAIA", DEFAULT_DATA)))
     ap.add_argument("--db", type=Path, default=None, help="store to fill (default: a temporary file)")
     ap.add_argument("--bertopic-runs", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--seed", type=int, default=42, help="first of the seeds each configuration runs with")
+    ap.add_argument("--seeds", type=int, default=5, help="how many seeds (their metrics are averaged)")
     ap.add_argument("--json", type=Path, default=None, help="also write all metrics here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -154,69 +155,75 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     labels = majority_label(store, ids)
     n_labels = len(set(labels))
     results: list[dict[str, Any]] = []
+    seeds = list(range(args.seed, args.seed + args.seeds))
 
-    def add(
-        method: str, pred: np.ndarray, seconds: float, stability: float | None = None, note: str = ""
-    ) -> dict[str, Any]:
-        m = quality_metrics(labels, pred)
-        row = {
-            "method": method,
-            **{
-                k: m[k]
-                for k in (
-                    "ari",
-                    "nmi",
-                    "homogeneity",
-                    "completeness",
-                    "purity",
-                    "outlier_rate",
-                    "n_clusters",
-                    "macro_recall",
-                )
-            },
-            "stability_ari": stability,
-            "seconds": seconds,
-            "note": note,
-            "per_label_recall": m["per_label_recall"],
+    keys = (
+        "ari",
+        "nmi",
+        "homogeneity",
+        "completeness",
+        "purity",
+        "outlier_rate",
+        "n_clusters",
+        "macro_recall",
+    )
+
+    def add(method: str, preds: list[np.ndarray], seconds: list[float], stability: float | None) -> dict:
+        """A table row: metrics averaged over `preds` (one per seed or run), ARI and NMI with their spread."""
+        ms = [quality_metrics(labels, p) for p in preds]
+        row = {k: float(np.mean([m[k] for m in ms])) for k in keys}
+        row.update(method=method, runs=len(preds), stability_ari=stability, seconds=float(np.mean(seconds)))
+        row["ari_sd"] = float(np.std([m["ari"] for m in ms]))
+        row["nmi_sd"] = float(np.std([m["nmi"] for m in ms]))
+        row["per_label_recall"] = {
+            lab: float(np.mean([m["per_label_recall"][lab] for m in ms])) for lab in ms[0]["per_label_recall"]
         }
         results.append(row)
         print(
-            f"  {method}: ARI {m['ari']:.3f} NMI {m['nmi']:.3f} k={m['n_clusters']} ({seconds:.1f} s)",
-            file=sys.stderr,
+            f"  {method}: ARI {row['ari']:.3f} NMI {row['nmi']:.3f} ({row['seconds']:.1f} s)", file=sys.stderr
         )
         return row
 
     runs = [bertopic_default(texts, vectors) for _ in range(args.bertopic_runs)]
     agree = [agreement(runs[i][0], runs[j][0]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
-    per_run = [quality_metrics(labels, r[0]) for r in runs]
-    for i, (pred, secs) in enumerate(runs):
-        add(
-            f"BERTopic default (run {i + 1}, unseeded)",
-            pred,
-            secs,
-            float(np.mean(agree)) if agree else None,
-            "same MiniLM vectors passed in",
-        )
-    km, secs = kmeans_raw(vectors, n_labels, args.seed)
-    add(f"k-means on raw embeddings (k = {n_labels} = #labels)", km, secs, note="told the true label count")
+    add(
+        f"BERTopic default, unseeded ({len(runs)} runs; stability = ARI between runs)",
+        [r[0] for r in runs],
+        [r[1] for r in runs],
+        float(np.mean(agree)) if agree else None,
+    )
+    km = [kmeans_raw(vectors, n_labels, seed) for seed in seeds]
+    add(
+        f"k-means on raw embeddings, k = {n_labels} = number of labels",
+        [r[0] for r in km],
+        [r[1] for r in km],
+        None,
+    )
 
     for name, settings in STEPS:
-        params = ClusterParams(all_phases=True, seed=args.seed, stability_runs=2, map_2d=False, **settings)
-        result = run_clustering(store, params)
-        metrics = evaluate_clustering(store, result.id, "label")
-        pred_ids = store.query(
-            "SELECT insight_id, cluster FROM cluster_assignments WHERE clustering_id = ?", [result.id]
-        )
-        clusters = dict(pred_ids)
-        pred = np.array([clusters[i] for i in ids])
-        secs = result.timings.get("reduce", 0) + result.timings.get("cluster", 0)
-        row = add(name, pred, secs, result.stability_ari, result.id)
-        assert abs(row["ari"] - metrics["ari"]) < 1e-9  # the stage's evaluation and this script agree
+        preds, secs, stab = [], [], None
+        for seed in seeds:
+            first = seed == seeds[0]
+            params = ClusterParams(
+                all_phases=True, seed=seed, stability_runs=2 if first else 0, map_2d=False, **settings
+            )
+            result = run_clustering(store, params)
+            metrics = evaluate_clustering(store, result.id, "label")
+            clusters = dict(
+                store.query(
+                    "SELECT insight_id, cluster FROM cluster_assignments WHERE clustering_id = ?", [result.id]
+                )
+            )
+            preds.append(np.array([clusters[i] for i in ids]))
+            assert abs(quality_metrics(labels, preds[-1])["ari"] - metrics["ari"]) < 1e-9  # stage agrees
+            secs.append(result.timings.get("reduce", 0) + result.timings.get("cluster", 0))
+            stab = result.stability_ari if first else stab
+        add(name, preds, secs, stab)
 
     header = [
         "method",
-        "ARI",
-        "NMI",
+        "ARI (± sd)",
+        "NMI (± sd)",
         "homogeneity",
         "completeness",
         "purity",
@@ -230,30 +237,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for r in results:
         cells = [
             r["method"],
-            r["ari"],
-            r["nmi"],
+            f"{r['ari']:.3f} ± {r['ari_sd']:.3f}",
+            f"{r['nmi']:.3f} ± {r['nmi_sd']:.3f}",
             r["homogeneity"],
             r["completeness"],
             r["purity"],
             r["outlier_rate"],
-            r["n_clusters"],
+            f"{r['n_clusters']:.1f}",
             r["macro_recall"],
             "-" if r["stability_ari"] is None else r["stability_ari"],
             f"{r['seconds']:.1f}",
         ]
         lines.append("| " + " | ".join(fmt(c) for c in cells) + " |")
-    mean_bt = {k: float(np.mean([m[k] for m in per_run])) for k in ("ari", "nmi")}
     import bertopic
 
     print(
         f"TRAIL GAIA: {n_rows} labelled errors -> {len(ids)} distinct descriptions (insights), "
         f"{n_labels} labels; all-MiniLM-L6-v2 vectors (embedding {timing['embed_none']:.1f} s raw, "
         f"{timing['embed_mask']:.1f} s masked); bertopic {bertopic.__version__}; "
-        f"BERTopic mean over {len(runs)} runs: ARI {mean_bt['ari']:.3f}, NMI {mean_bt['nmi']:.3f}.\n"
+        f"metrics are means over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}) or BERTopic runs.\n"
     )
     print("\n".join(lines))
-    final = results[-1]
-    print("\nPer-label recall of the last row (share of a label's insights in its best cluster):\n")
+    final = next(r for r in results if r["method"].startswith("+ outliers reassigned"))
+    print(
+        "\nPer-label recall of the default pipeline with --reassign-outliers"
+        " (share of a label's insights in its best cluster, mean over seeds):\n"
+    )
     print("| label | insights | recall |\n|---|---|---|")
     sizes = {lab: labels.count(lab) for lab in set(labels)}
     for lab, rec in sorted(final["per_label_recall"].items(), key=lambda kv: -sizes[kv[0]]):
