@@ -5,11 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from failatlas.cli_support import console, store
 
 app = typer.Typer(no_args_is_help=True)
+
+
+def _id_column() -> Column:
+    return Column("clustering", no_wrap=True, min_width=15)
 
 
 @app.command("run")
@@ -72,7 +76,7 @@ def run(
     s = store()
     results = [run_clustering(s, params)] if phase or all_phases else run_clustering_per_phase(s, params)
     table = Table(
-        "clustering", "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
+        _id_column(), "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
     )
     for r in results:
         table.add_row(
@@ -96,7 +100,7 @@ def list_() -> None:
     from cluster.stage import list_clusterings
 
     table = Table(
-        "clustering", "phase", "model", "insights", "clusters", "outliers", "stability ARI", "created"
+        _id_column(), "phase", "model", "insights", "clusters", "outliers", "stability ARI", "created"
     )
     for r in list_clusterings(store(create=False)):
         table.add_row(
@@ -137,7 +141,12 @@ def evaluate(
         value = m[key]
         summary.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(summary)
-    recall = Table("label", "items", "recall", title="per-label recall (share in the label's best cluster)")
+    recall = Table(
+        Column("label", no_wrap=True, min_width=32),
+        "items",
+        "recall",
+        title="per-label recall (share in the label's best cluster)",
+    )
     for name, value in sorted(m["per_label_recall"].items(), key=lambda kv: -m["label_sizes"][kv[0]]):
         recall.add_row(name, str(m["label_sizes"][name]), f"{value:.2f}")
     console.print(recall)

@@ -181,10 +181,15 @@ def phases_present(store: Store) -> list[str]:
 
 
 def run_clustering_per_phase(store: Store, params: ClusterParams) -> list[ClusteringResult]:
-    """One clustering per phase present in `insights` (the default: kinds of error differ by phase)."""
+    """One clustering per phase present in `insights` (the default: kinds of error differ by phase).
+
+    Raises NotFoundError when there are no insights at all."""
+    phases = phases_present(store)
+    if not phases:
+        raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
     return [
         run_clustering(store, params.model_copy(update={"phase": phase, "all_phases": False}))
-        for phase in phases_present(store)
+        for phase in phases
     ]
 
 

@@ -144,3 +144,8 @@ def test_evaluate_against_majority_labels(blob_store):
         evaluate_clustering(blob_store, result.id, "text; DROP TABLE insights")
     with pytest.raises(NotFoundError):
         evaluate_clustering(blob_store, "cl-nope")
+
+
+def test_an_empty_store_says_there_is_nothing_to_cluster(store):
+    with pytest.raises(NotFoundError, match="no insights"):
+        run_clustering_per_phase(store, ClusterParams())
