@@ -70,6 +70,19 @@ def test_real_minilm_loads_offline_from_its_package(monkeypatch):
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
+def test_a_model_folder_is_its_own_model_with_its_own_revision(store):
+    from embed.models import packaged_model_dir
+
+    folder = str(packaged_model_dir())
+    source, revision = resolve_model(folder)
+    assert str(source) == folder and revision.startswith("dir+")
+    _add(store, "execution", ["the judge dropped part of the diff"])
+    assert embed_insights(store, model=folder, normalise="none").n_new == 1
+    assert embed_insights(store, normalise="none").n_new == 1  # another model: another cache entry
+    models = store.query("SELECT DISTINCT model FROM embeddings ORDER BY 1")
+    assert [m[0] for m in models] == sorted([folder, "all-MiniLM-L6-v2"])
+
+
 def test_unknown_model_and_bad_batch_size_are_user_errors(tmp_path):
     with pytest.raises(NotFoundError):
         resolve_model("no-such-org/no-such-model")
