@@ -1,4 +1,4 @@
-"""Tables owned by `cluster`: clusterings, assignments, the 2-D map, evaluations (documented in docs/STORE.md)."""
+"""Tables owned by `cluster`: clusterings, assignments, the 2-D map, evaluations (docs/store/cluster.md)."""
 
 from failatlas.store import Migration
 
@@ -34,7 +34,7 @@ MIGRATIONS = [
         CREATE TABLE cluster_evaluations (
             clustering_id VARCHAR NOT NULL,
             label_column VARCHAR NOT NULL,
-            metrics JSON NOT NULL,             -- ari, nmi, homogeneity, completeness, purity, outlier_rate, per_label_recall
+            metrics JSON NOT NULL,             -- ari, nmi, homogeneity, ... (cluster/metrics.py)
             created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
         );
         """,

@@ -1,0 +1,152 @@
+"""`failatlas cluster`: cluster insights, list clusterings, evaluate them against human labels."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Column, Table
+
+from failatlas.cli_support import console, store
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _id_column() -> Column:
+    return Column("clustering", no_wrap=True, min_width=15)
+
+
+@app.command("run")
+def run(
+    phase: Annotated[
+        str | None, typer.Option(help="Cluster this phase only [default: each phase in turn].")
+    ] = None,
+    all_phases: Annotated[bool, typer.Option("--all-phases", help="Cluster all insights together.")] = False,
+    seed: Annotated[int, typer.Option(help="Random seed for every stochastic step.")] = 42,
+    model: Annotated[
+        str, typer.Option(help="Embedding model whose cached vectors to use.")
+    ] = "all-MiniLM-L6-v2",
+    normalise: Annotated[
+        bool, typer.Option("--normalise/--no-normalise", help="Use vectors of masked texts.")
+    ] = False,
+    reducer: Annotated[str, typer.Option(help="umap, pca or none.")] = "umap",
+    clusterer: Annotated[
+        str, typer.Option(help="hdbscan, fast_hdbscan, kmeans or agglomerative.")
+    ] = "hdbscan",
+    n_neighbors: Annotated[int | None, typer.Option(help="UMAP neighbours [default: adapts to N].")] = None,
+    n_components: Annotated[int | None, typer.Option(help="Reduced dimensions [default: 10].")] = None,
+    min_cluster_size: Annotated[
+        int | None, typer.Option(help="HDBSCAN's smallest cluster [default: 2/3 sqrt(N)].")
+    ] = None,
+    min_samples: Annotated[
+        int | None, typer.Option(help="HDBSCAN's min_samples [default: half the above].")
+    ] = None,
+    selection: Annotated[str, typer.Option(help="HDBSCAN cluster selection: leaf or eom.")] = "leaf",
+    n_clusters: Annotated[int | None, typer.Option(help="Cluster count for kmeans / agglomerative.")] = None,
+    reassign_outliers: Annotated[
+        bool, typer.Option("--reassign-outliers", help="Move outliers to the nearest cluster.")
+    ] = False,
+    stability_runs: Annotated[
+        int, typer.Option(help="Re-runs (other seed / resample) for the stability ARI.")
+    ] = 2,
+    no_map: Annotated[bool, typer.Option("--no-map", help="Skip the 2-D projection.")] = False,
+) -> None:
+    """Cluster insights (per phase by default) from their cached embeddings and store the result."""
+    from cluster.params import ClusterParams
+    from cluster.stage import run_clustering, run_clustering_per_phase
+
+    params = ClusterParams(
+        phase=phase,
+        all_phases=all_phases,
+        seed=seed,
+        embed_model=model,
+        normalise="mask" if normalise else "none",
+        reducer=reducer,
+        clusterer=clusterer,
+        n_neighbors=n_neighbors,
+        n_components=n_components,
+        min_cluster_size=min_cluster_size,
+        min_samples=min_samples,
+        cluster_selection_method=selection,
+        n_clusters=n_clusters,
+        reassign_outliers=reassign_outliers,
+        stability_runs=stability_runs,
+        map_2d=not no_map,
+    )
+    s = store()
+    results = [run_clustering(s, params)] if phase or all_phases else run_clustering_per_phase(s, params)
+    table = Table(
+        _id_column(), "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
+    )
+    for r in results:
+        table.add_row(
+            r.id,
+            r.phase or "(all)",
+            str(r.n_insights),
+            str(r.n_clusters),
+            f"{r.outlier_rate:.1%}",
+            str(r.n_reassigned),
+            "-" if r.stability_ari is None else f"{r.stability_ari:.3f}",
+            f"{r.seconds:.1f}",
+        )
+    console.print(table)
+    for r in results:
+        console.print(f"stored clustering {r.id} ({r.phase or 'all phases'})", soft_wrap=True)
+
+
+@app.command("list")
+def list_() -> None:
+    """List clusterings, newest first."""
+    from cluster.stage import list_clusterings
+
+    table = Table(
+        _id_column(), "phase", "model", "insights", "clusters", "outliers", "stability ARI", "created"
+    )
+    for r in list_clusterings(store(create=False)):
+        table.add_row(
+            r["id"],
+            r["phase"] or "(all)",
+            r["embed_model"],
+            str(r["n_insights"]),
+            str(r["n_clusters"]),
+            f"{r['outlier_rate']:.1%}",
+            "-" if r["stability_ari"] is None else f"{r['stability_ari']:.3f}",
+            str(r["created_at"])[:19],
+        )
+    console.print(table)
+
+
+@app.command("evaluate")
+def evaluate(
+    clustering: Annotated[str | None, typer.Option(help="Clustering id [default: the newest].")] = None,
+    labels: Annotated[str, typer.Option(help="insight_sources column holding the human labels.")] = "label",
+) -> None:
+    """Score a clustering against human labels: ARI, NMI, homogeneity, completeness, purity, recall."""
+    from cluster.stage import evaluate_clustering
+
+    m = evaluate_clustering(store(create=False), clustering, labels)
+    summary = Table("metric", "value", title=f"{m['clustering_id']} vs insight_sources.{labels}")
+    for key in (
+        "n_items",
+        "n_labels",
+        "n_clusters",
+        "ari",
+        "nmi",
+        "homogeneity",
+        "completeness",
+        "purity",
+        "outlier_rate",
+        "macro_recall",
+    ):
+        value = m[key]
+        summary.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(summary)
+    recall = Table(
+        Column("label", no_wrap=True, min_width=32),
+        "items",
+        "recall",
+        title="per-label recall (share in the label's best cluster)",
+    )
+    for name, value in sorted(m["per_label_recall"].items(), key=lambda kv: -m["label_sizes"][kv[0]]):
+        recall.add_row(name, str(m["label_sizes"][name]), f"{value:.2f}")
+    console.print(recall)

@@ -1,0 +1,269 @@
+"""The cluster stage over the store: run clusterings, list them, evaluate them against human labels."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel
+
+from cluster.metrics import quality_metrics
+from cluster.params import ClusterParams
+from cluster.pipeline import ClusterPipeline
+from cluster.stability import stability
+from embed.stage import load_insight_vectors
+from failatlas import __version__
+from failatlas.errors import ConfigError, NotFoundError
+from failatlas.store import Store
+
+PIPELINE_VERSION = "1"
+CODE_VERSION = f"failatlas {__version__} cluster-pipeline {PIPELINE_VERSION}"
+# insight_sources columns a clustering may be evaluated against (majority value per insight)
+LABEL_COLUMNS = (
+    "label",
+    "origin",
+    "benchmark",
+    "agent",
+    "model",
+    "task_id",
+    "paper_id",
+    "run_id",
+    "source_field",
+)
+
+
+class ClusteringResult(BaseModel):
+    """One clustering as written to `clusterings`."""
+
+    id: str
+    phase: str | None
+    n_insights: int
+    n_clusters: int
+    outlier_rate: float
+    n_reassigned: int
+    stability_ari: float | None
+    params: dict[str, Any]
+    seconds: float
+    timings: dict[str, float]  # seconds: load, reduce, cluster, map, stability, write
+
+
+def _clustering_id(resolved: dict[str, Any], ids: list[str]) -> str:
+    h = hashlib.sha256(json.dumps(resolved, sort_keys=True).encode())
+    h.update(CODE_VERSION.encode())
+    h.update("\n".join(ids).encode())
+    return "cl-" + h.hexdigest()[:12]
+
+
+def build_pipeline(params: ClusterParams, n: int) -> ClusterPipeline:
+    """The pipeline `params` describe for `n` insights (adaptive defaults resolved)."""
+    return ClusterPipeline(
+        reducer=params.reducer,
+        reducer_params=params.reducer_params(n),
+        clusterer=params.clusterer,
+        clusterer_params=params.clusterer_params(n),
+        reassign_outliers=params.reassign_outliers,
+        map_2d=params.map_2d,
+        random_state=params.seed,
+    )
+
+
+def run_clustering(store: Store, params: ClusterParams) -> ClusteringResult:
+    """Cluster the insights of `params.phase` (or all insights with `all_phases`) from their cached vectors
+    and write `clusterings` and `cluster_assignments` (2-D map included). Re-running with the same
+    parameters on the
+    same insights replaces the same clustering id.
+
+    Raises ConfigError without a phase or all_phases, NotFoundError when there are no insights or some were
+    never embedded."""
+    if params.phase is None and not params.all_phases:
+        raise ConfigError(
+            "say which insights to cluster", hint="pass a phase, or all_phases=True (--all-phases)"
+        )
+    start = time.perf_counter()
+    data = load_insight_vectors(
+        store,
+        model=params.embed_model,
+        normalise=params.normalise,
+        phases=None if params.all_phases else [params.phase],
+    )
+    n = len(data.ids)
+    if n == 0:
+        raise NotFoundError(
+            f"no insights in phase {params.phase!r}" if params.phase else "no insights at all",
+            hint="import some with `failatlas ingest`",
+        )
+    timings = {"load": time.perf_counter() - start}
+    pipeline = build_pipeline(params, n).fit(data.vectors)
+    timings.update(pipeline.timings_)
+    stab = (
+        stability(
+            data.vectors,
+            pipeline.labels_,
+            pipeline,
+            runs=params.stability_runs,
+            resample_fraction=params.resample_fraction,
+            seed=params.seed,
+        )
+        if params.stability_runs
+        else None
+    )
+    timings["stability"] = time.perf_counter() - start - sum(timings.values())
+    resolved = params.resolve(n)
+    resolved["embed_revision"] = data.revision
+    resolved["normalisation"] = data.normalisation
+    clustering_id = _clustering_id(resolved, data.ids)
+    labels = pipeline.labels_
+    n_clusters = int(np.unique(labels[labels >= 0]).size)
+    outlier_rate = float((labels < 0).mean())
+    xy = pipeline.embedding_2d_
+    assignments = pa.table(  # noqa: F841 - read by the INSERT below through a replacement scan
+        {  # noqa: F841 - read by the INSERT below through DuckDB's replacement scan
+            "insight_id": pa.array(data.ids),
+            "cluster": pa.array(labels.astype(np.int32)),
+            "reassigned": pa.array(pipeline.reassigned_),
+            "probability": pa.array(pipeline.probabilities_, type=pa.float64())
+            if pipeline.probabilities_ is not None
+            else pa.nulls(n, pa.float64()),
+            "x": pa.array(xy[:, 0]) if xy is not None else pa.nulls(n, pa.float64()),
+            "y": pa.array(xy[:, 1]) if xy is not None else pa.nulls(n, pa.float64()),
+        }
+    )
+    with store.write() as conn:
+        conn.execute("DELETE FROM cluster_assignments WHERE clustering_id = ?", [clustering_id])
+        conn.execute("DELETE FROM cluster_evaluations WHERE clustering_id = ?", [clustering_id])
+        conn.execute("DELETE FROM clusterings WHERE id = ?", [clustering_id])
+        conn.execute(
+            "INSERT INTO clusterings (id, phase, embed_model, params, n_insights, n_clusters, outlier_rate,"
+            " stability_ari, stability, code_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                clustering_id,
+                None if params.all_phases else params.phase,
+                params.embed_model,
+                json.dumps(resolved, sort_keys=True),
+                n,
+                n_clusters,
+                outlier_rate,
+                stab["mean_ari"] if stab else None,
+                json.dumps(stab) if stab else None,
+                CODE_VERSION,
+            ],
+        )
+        conn.execute(
+            "INSERT INTO cluster_assignments"
+            " (clustering_id, insight_id, cluster, reassigned, probability, x, y)"
+            " SELECT ?, insight_id, cluster, reassigned, probability, x, y FROM assignments",
+            [clustering_id],
+        )
+    return ClusteringResult(
+        id=clustering_id,
+        phase=None if params.all_phases else params.phase,
+        n_insights=n,
+        n_clusters=n_clusters,
+        outlier_rate=outlier_rate,
+        n_reassigned=int(pipeline.reassigned_.sum()),
+        stability_ari=stab["mean_ari"] if stab else None,
+        params=resolved,
+        seconds=round(time.perf_counter() - start, 3),
+        timings={
+            k: round(v, 3)
+            for k, v in {**timings, "write": time.perf_counter() - start - sum(timings.values())}.items()
+        },
+    )
+
+
+def phases_present(store: Store) -> list[str]:
+    """The phases that have insights, in name order."""
+    return [r[0] for r in store.query("SELECT DISTINCT phase FROM insights ORDER BY phase")]
+
+
+def run_clustering_per_phase(store: Store, params: ClusterParams) -> list[ClusteringResult]:
+    """One clustering per phase present in `insights` (the default: kinds of error differ by phase).
+
+    Raises NotFoundError when there are no insights at all."""
+    phases = phases_present(store)
+    if not phases:
+        raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
+    return [
+        run_clustering(store, params.model_copy(update={"phase": phase, "all_phases": False}))
+        for phase in phases
+    ]
+
+
+def list_clusterings(store: Store) -> list[dict[str, Any]]:
+    """Every clustering, newest first."""
+    return store.query_dicts(
+        "SELECT id, phase, embed_model, n_insights, n_clusters, outlier_rate, stability_ari, created_at"
+        " FROM clusterings ORDER BY created_at DESC, id"
+    )
+
+
+def latest_clustering_id(store: Store) -> str:
+    rows = store.query("SELECT id FROM clusterings ORDER BY created_at DESC, id LIMIT 1")
+    if not rows:
+        raise NotFoundError("no clustering yet", hint="run `failatlas cluster run` first")
+    return rows[0][0]
+
+
+def majority_labels(
+    store: Store, clustering_id: str, label_column: str = "label"
+) -> tuple[list[str], list[str], list[int]]:
+    """(insight ids, majority `label_column` value, cluster) of the clustered insights that have a value.
+
+    An insight stated by several sources takes the value most of them give; ties go to the alphabetically
+    first value, so the choice is deterministic."""
+    if label_column not in LABEL_COLUMNS:
+        raise ConfigError(
+            f"cannot evaluate against {label_column!r}",
+            hint=f"choose an insight_sources column: {', '.join(LABEL_COLUMNS)}",
+        )
+    rows = store.query(
+        f"""
+        WITH votes AS (
+            SELECT insight_id, "{label_column}" AS value, count(*) AS n
+            FROM insight_sources WHERE "{label_column}" IS NOT NULL GROUP BY ALL
+        ), ranked AS (
+            SELECT insight_id, value,
+                   row_number() OVER (PARTITION BY insight_id ORDER BY n DESC, value) AS r
+            FROM votes
+        )
+        SELECT a.insight_id, k.value, a.cluster
+        FROM cluster_assignments a JOIN ranked k ON k.insight_id = a.insight_id AND k.r = 1
+        WHERE a.clustering_id = ? ORDER BY a.insight_id
+        """,
+        [clustering_id],
+    )
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def evaluate_clustering(
+    store: Store, clustering_id: str | None = None, label_column: str = "label"
+) -> dict[str, Any]:
+    """Compare a clustering (the newest when None) with the human labels in `insight_sources.<label_column>`
+    and record the metrics in `cluster_evaluations`.
+
+    Raises NotFoundError for an unknown clustering or when none of its insights carries a label."""
+    clustering_id = clustering_id or latest_clustering_id(store)
+    if not store.query("SELECT 1 FROM clusterings WHERE id = ?", [clustering_id]):
+        raise NotFoundError(f"no clustering {clustering_id!r}", hint="see `failatlas cluster list`")
+    _, labels, clusters = majority_labels(store, clustering_id, label_column)
+    if not labels:
+        raise NotFoundError(
+            f"no insight of clustering {clustering_id} has a value in insight_sources.{label_column}"
+        )
+    metrics = quality_metrics(labels, clusters)
+    metrics["clustering_id"] = clustering_id
+    metrics["label_column"] = label_column
+    with store.write() as conn:
+        conn.execute(
+            "DELETE FROM cluster_evaluations WHERE clustering_id = ? AND label_column = ?",
+            [clustering_id, label_column],
+        )
+        conn.execute(
+            "INSERT INTO cluster_evaluations (clustering_id, label_column, metrics) VALUES (?, ?, ?)",
+            [clustering_id, label_column, json.dumps(metrics)],
+        )
+    return metrics

