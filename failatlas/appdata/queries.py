@@ -200,9 +200,12 @@ def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: 
             keys + [pl.col(c).alias(f"{name}_{c}") for c in ("count", "total", "share", "ci_low", "ci_high")])
         sides.append(part)
     out = sides[0].join(sides[1], on=keys, how="full", coalesce=True)
+    from taxonomy.model import phase_rank
+
     return out.with_columns(
-        (pl.col("left_share").fill_null(0) - pl.col("right_share").fill_null(0)).alias("difference")
-    ).sort("phase", "difference", descending=[False, True])
+        (pl.col("left_share").fill_null(0) - pl.col("right_share").fill_null(0)).alias("difference"),
+        pl.col("phase").map_elements(phase_rank, return_dtype=pl.Int64).alias("_rank"),
+    ).sort("_rank", "phase", "difference", descending=[False, False, True]).drop("_rank")
 
 
 def taxonomy_types(store: Store, taxonomy_id: str) -> pl.DataFrame:
