@@ -42,7 +42,8 @@ def test_overview_shows_runs_scores_funnel_and_cost(app_db: Path, monkeypatch: p
     scores = at.dataframe[1].value
     assert "M·C·D·I·E" in scores.columns and set(scores["agent"]) == {"react-agent", "openhands"}
     funnel = at.dataframe[2].value
-    assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]  # mini.FUNNEL: r3 fails M, r1 C, r2 D
+    # mini.FUNNEL: of react-agent's four scored runs r3 fails M, r1 fails C, r2 fails D
+    assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]
 
 
 def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
