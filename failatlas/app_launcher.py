@@ -25,7 +25,7 @@ def command(*, port: int = 8501, headless: bool = True, address: str | None = No
     """The `streamlit run app.py` command line."""
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(port),
            "--server.headless", "true" if headless else "false", "--browser.gatherUsageStats", "false",
-           "--server.runOnSave", "false", "--server.fileWatcherType", "none"]
+           "--server.runOnSave", "false", "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"]
     if address:
         cmd += ["--server.address", address]
     return cmd

@@ -62,23 +62,34 @@ def store_status(store: Store) -> StoreStatus:
     return StoreStatus(str(store.path), exists=True, counts=counts)
 
 
+PIPELINE = (
+    ("runs", "No runs yet: run agents with `failatlas bench run`."),
+    ("judgements", "Runs are not scored yet: `failatlas bench score`."),
+    ("insights", "No failure insights yet: `failatlas ingest runs` (own runs) or `failatlas ingest file PATH`."),
+    ("embeddings", "Insights are not embedded yet: `failatlas embed run`."),
+    ("clusterings", "Insights are not clustered yet: `failatlas cluster run`."),
+    ("taxonomies", "No taxonomy yet: `failatlas taxonomy build`."),
+)
+# Insights may come from files instead of runs: the mining steps do not need runs or judgements.
+_NEEDS = {"runs": ("runs",), "judgements": ("runs", "judgements"),
+          "insights": ("insights",), "embeddings": ("insights", "embeddings"),
+          "clusterings": ("insights", "embeddings", "clusterings"),
+          "taxonomies": ("insights", "embeddings", "clusterings", "taxonomies")}
+
+
 def next_steps(status: StoreStatus, need: tuple[str, ...] = ()) -> list[str]:
-    """What to run next, in pipeline order, for a store that lacks the tables `need` lists (all when empty)."""
+    """What to run next when the store lacks a table that `need` lists (default: every stage's table): the missing
+    steps of the pipeline up to it, in order. Empty when everything needed is there."""
     if not status.exists:
         return [f"No store at `{status.path}`. Create one: `failatlas tasks import-mini`, then "
                 "`failatlas bench run`, or import insights with `failatlas ingest file PATH`."]
     if any(n < 0 for n in status.counts.values()):
         return ["The store's schema is older than this app: run `failatlas db migrate` (the app never writes)."]
-    steps = [
-        ("runs", "No runs yet: run agents with `failatlas bench run`."),
-        ("judgements", "Runs are not scored yet: `failatlas bench score`."),
-        ("insights", "No failure insights yet: `failatlas ingest runs` (own runs) or `failatlas ingest file PATH`."),
-        ("embeddings", "Insights are not embedded yet: `failatlas embed run`."),
-        ("clusterings", "Insights are not clustered yet: `failatlas cluster run`."),
-        ("taxonomies", "No taxonomy yet: `failatlas taxonomy build`."),
-    ]
-    wanted = set(need) or {t for t, _ in steps}
-    return [text for table, text in steps if table in wanted and not status.has(table)]
+    wanted = need or tuple(t for t, _ in PIPELINE)
+    if all(status.has(t) for t in wanted):
+        return []
+    steps = {t for n in wanted if not status.has(n) for t in _NEEDS[n]}
+    return [text for table, text in PIPELINE if table in steps and not status.has(table)]
 
 
 # -- overview ---------------------------------------------------------------------------------------------------

@@ -64,3 +64,15 @@ def fill_app_store(store: Store) -> str:
     fill_mini_suite(store)
     add_drilldown_rows(store)
     return build_taxonomy(store).id
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    from failatlas.store import open_store
+
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "app-demo.duckdb")
+    if target.exists():
+        raise SystemExit(f"{target} exists; pass a new path")
+    print(f"taxonomy {fill_app_store(open_store(target))} in {target}")

@@ -14,7 +14,7 @@ UNITS = {"share of insights": "insights", "share of runs": "runs"}
 
 def render(ctx: Context) -> None:
     st.header("Compare")
-    if not show_next_steps(ctx, ("insights", "embeddings", "clusterings", "taxonomies")):
+    if not show_next_steps(ctx, ("taxonomies",)):
         return
     cols = st.columns(4)
     by = cols[0].selectbox("Compare", ["agent", "model", "benchmark"], key="cmp_by")

@@ -196,7 +196,7 @@ def render(ctx: Context) -> None:
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=param("failure_type"), insight=param("insight"))
         render_run(ctx, run_id)
         st.divider()
-    if not show_next_steps(ctx, ("insights", "embeddings", "clusterings", "taxonomies")):
+    if not show_next_steps(ctx, ("taxonomies",)):
         return
     _entry_points(ctx)
     _search(ctx)

@@ -25,7 +25,7 @@ def selected_insight(event: Any) -> str | None:
 
 def render(ctx: Context) -> None:
     st.header("Map")
-    if not show_next_steps(ctx, ("insights", "embeddings", "clusterings", "taxonomies")):
+    if not show_next_steps(ctx, ("taxonomies",)):
         return
     phases = ctx.q("taxonomy_phases", ctx.taxonomy_id)
     if not phases:

@@ -42,7 +42,7 @@ def _exports(ctx: Context) -> None:
 
 def render(ctx: Context) -> None:
     st.header("Taxonomy")
-    if not show_next_steps(ctx, ("insights", "embeddings", "clusterings", "taxonomies")):
+    if not show_next_steps(ctx, ("taxonomies",)):
         return
     unit, dimension, value = _controls(ctx)
     if dimension == "paper" and unit == "runs":
@@ -70,11 +70,13 @@ def render(ctx: Context) -> None:
     for phase in dict.fromkeys(frame["phase"].to_list()):
         part = frame.filter(pl.col("phase") == phase)
         total = part["total"][0]
-        st.subheader(f"{phase.capitalize()} · {part.height} type(s) · total {total:,}")
+        n_types = part.filter(pl.col("failure_type_id") != "unassigned").height
+        st.subheader(f"{phase.capitalize()} · {n_types} type(s) · total {total:,}")
         st.dataframe(
             part.select("category", "failure_type", "share", "count", "95% CI (%)", "failure_type_id", "drill"),
             hide_index=True, width="stretch", key=f"tx_table_{phase}",
             column_config={
+                "failure_type": "failure type", "failure_type_id": "id",
                 "share": st.column_config.ProgressColumn("prevalence", format="percent", min_value=0.0,
                                                          max_value=1.0),
                 "drill": st.column_config.LinkColumn("drill-down", display_text="open"),
