@@ -74,6 +74,11 @@ def test_drill_down_in_a_real_browser(server: str, taxonomy_id: str) -> None:
         expect(page.get_by_text("Implementation · 3 type(s)")).to_be_visible(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "app-taxonomy.png"), full_page=True)
 
+        page.goto(f"{server}/?page=overview", wait_until="networkidle")
+        expect(page.get_by_text("Funnel: M → M·C·D·I·E")).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(1500)  # the funnel chart draws after the text
+        page.screenshot(path=str(ARTIFACTS / "app-overview.png"), full_page=True)
+
         page.goto(f"{server}/?page=drill&taxonomy={taxonomy_id}&failure_type=implementation/T01&insight={torch}",
                   wait_until="networkidle")
         open_run = page.get_by_role("button", name="Open run r1")
@@ -83,6 +88,7 @@ def test_drill_down_in_a_real_browser(server: str, taxonomy_id: str) -> None:
         assert "run=r1" in page.url
         page.get_by_role("tab", name="Diff").click()
         expect(page.get_by_text("def train(lr=1e-3):")).to_be_visible(timeout=30_000)
+        page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
         page.wait_for_timeout(800)  # let the tab's underline finish moving
         page.screenshot(path=str(ARTIFACTS / "app-drilldown.png"), full_page=False)
         browser.close()

@@ -55,7 +55,8 @@ def render(ctx: Context) -> None:
     funnel = ctx.q("funnel_frame")
     if funnel.height:
         chart = alt.Chart(funnel.to_pandas()).mark_bar().encode(
-            x=alt.X("stage:N", sort=list(dict.fromkeys(funnel["stage"].to_list())), title=None),
+            x=alt.X("stage:N", sort=list(dict.fromkeys(funnel["stage"].to_list())), title=None,
+                  axis=alt.Axis(labelAngle=0)),
             y=alt.Y("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of runs"),
             color="agent:N", xOffset="agent:N",
             tooltip=["agent", "stage", "n_pass", "n_runs", alt.Tooltip("share:Q", format=".2f")])
