@@ -70,3 +70,12 @@ def test_the_app_opens_the_store_read_only(app_db: Path, monkeypatch: pytest.Mon
     finally:
         holder.terminate()
         holder.wait(timeout=30)
+
+
+def test_the_app_code_has_no_writing_path() -> None:
+    # The app reaches the store only through Store.read() and the stages' read functions.
+    sources = [ROOT / "app.py", *sorted((ROOT / "failatlas" / "appdata").rglob("*.py"))]
+    for source in sources:
+        text = source.read_text()
+        for forbidden in (".write(", "open_store(", ".migrate(", "read_only=False"):
+            assert forbidden not in text, f"{source.name} contains {forbidden}"

@@ -59,7 +59,8 @@ def render(ctx: Context) -> None:
                   axis=alt.Axis(labelAngle=0)),
             y=alt.Y("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of runs"),
             color="agent:N", xOffset="agent:N",
-            tooltip=["agent", "stage", "n_pass", "n_runs", alt.Tooltip("share:Q", format=".2f")])
+            tooltip=["agent", "stage", "n_pass", "n_runs", alt.Tooltip("share:Q", format=".2f")],
+        ).properties(height=280)
         st.altair_chart(chart, width="stretch")
         st.dataframe(funnel, hide_index=True, width="stretch")
     spend = ctx.q("llm_spend")
