@@ -128,9 +128,9 @@ def test_map_page_draws_the_projection(app_db: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_map_selection_names_the_insight() -> None:
-    event = {"selection": {"pick": [{"insight_id": "abc"}], "points": [{"insight_id": "abc", "x": 1}]}}
-    assert selected_insight(event) == "abc"
-    assert selected_insight({"selection": {"points": []}}) is None
+    assert selected_insight({"selection": {"pick": [{"insight_id": "abc"}]}}) == "abc"
+    assert selected_insight({"selection": {"pick": []}}) is None
+    assert selected_insight({"selection": {}}) is None
     assert selected_insight(None) is None
 
 

@@ -11,10 +11,11 @@ import streamlit as st
 from failatlas.appdata.pages.common import Context, go, show_next_steps
 
 
-def selected_insight(event: Any) -> str | None:
-    """The insight id of the first point selected in the chart's selection event, if any."""
+def selected_insight(event: Any, param: str = "pick") -> str | None:
+    """The insight id of the first point of the chart's selection event, if any. Streamlit reports a Vega-Lite
+    point selection as `event["selection"][<param name>]`: a list of the selected points' `fields`."""
     try:
-        points = event["selection"]["points"]
+        points = event["selection"][param]
     except (KeyError, TypeError):
         return None
     for point in points or []:
@@ -40,7 +41,7 @@ def render(ctx: Context) -> None:
         return
     st.caption(f"{points.height:,} of {total:,} insights" + (" (a fixed sample)" if total > points.height else "")
                + ". Click a point to open it in the drill-down.")
-    pick = alt.selection_point(fields=["insight_id"], name="pick")
+    pick = alt.selection_point(fields=["insight_id"], name="pick", on="click")
     chart = (alt.Chart(points.to_pandas()).mark_circle(size=40, opacity=0.75)
              .encode(x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
                      color=alt.Color("failure_type:N", legend=alt.Legend(title="failure type", orient="right")),
