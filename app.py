@@ -14,6 +14,7 @@ import streamlit as st
 
 from failatlas.appdata.pages import PAGES
 from failatlas.appdata.pages.common import Context, param
+from failatlas.errors import FailAtlasError, StoreLockedError
 from failatlas.store import Store
 
 st.set_page_config(page_title="FailAtlas", layout="wide")
@@ -39,4 +40,9 @@ st.sidebar.caption(f"Store: `{path}` (read-only)")
 if st.sidebar.button("Reload data", key="reload"):
     st.cache_data.clear()
 
-PAGES[page][1](ctx)
+try:
+    PAGES[page][1](ctx)
+except StoreLockedError as exc:
+    st.warning(f"The store is busy: {exc.one_line()}. Reload the page in a moment.")
+except FailAtlasError as exc:
+    st.error(exc.one_line())
