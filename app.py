@@ -1,6 +1,9 @@
-"""FailAtlas explorer (Streamlit). Read-only over the DuckDB store named by $FAILATLAS_DB.
+"""FailAtlas explorer (Streamlit): read-only over the DuckDB store named by $FAILATLAS_DB.
 
-Run with `failatlas app [--db PATH]`.
+Run with `failatlas --db PATH app`. Pages: Overview, Taxonomy, Drill-down, Map, Compare; the page and the
+drill-down's selection live in the URL (`?page=drill&failure_type=...&insight=...&run=...`). The app opens the
+store only through `Store.read()` (short-lived read-only connections) and caches every query until the file
+changes, so it keeps working while a benchmark run writes.
 """
 
 from __future__ import annotations
@@ -9,24 +12,37 @@ import os
 
 import streamlit as st
 
+from failatlas.appdata.pages import PAGES
+from failatlas.appdata.pages.common import Context, param
+from failatlas.errors import FailAtlasError, StoreLockedError
 from failatlas.store import Store
 
 st.set_page_config(page_title="FailAtlas", layout="wide")
-store = Store(os.environ.get("FAILATLAS_DB"))
-st.title("FailAtlas")
-if not store.path.exists():
-    st.info(f"No store at {store.path}. Run `failatlas tasks import-mini` (or `failatlas demo`) first.")
-    st.stop()
+path = str(Store(os.environ.get("FAILATLAS_DB")).path.resolve())
+ctx = Context(path=path, status=None, taxonomy_id=None)  # type: ignore[arg-type]
+ctx.status = ctx.q("store_status")
 
+current = param("page") if param("page") in PAGES else "overview"
+st.sidebar.title("FailAtlas")
+keys = list(PAGES)
+page = st.sidebar.radio("Page", keys, index=keys.index(current), format_func=lambda k: PAGES[k][0])
+if page != current:
+    st.query_params.from_dict({"page": page})
 
-@st.cache_data(ttl=30)
-def table_counts(path: str) -> dict[str, int]:
-    s = Store(path)
-    with s.read() as conn:
-        names = [r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema='main' ORDER BY 1").fetchall()]
-        return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+if ctx.status.has("taxonomies"):
+    snapshots = ctx.q("taxonomies")
+    ids = snapshots["id"].to_list()
+    labels = {r["id"]: f"v{r['version']} · {r['n_types']} types · {r['id']}" for r in snapshots.iter_rows(named=True)}
+    wanted = param("taxonomy")
+    ctx.taxonomy_id = st.sidebar.selectbox("Taxonomy", ids, index=ids.index(wanted) if wanted in ids else 0,
+                                           format_func=labels.get, key=f"taxonomy_{wanted}")
+st.sidebar.caption(f"Store: `{path}` (read-only)")
+if st.sidebar.button("Reload data", key="reload"):
+    st.cache_data.clear()
 
-
-st.subheader("Store")
-st.table({"table": list(table_counts(str(store.path))), "rows": list(table_counts(str(store.path)).values())})
+try:
+    PAGES[page][1](ctx)
+except StoreLockedError as exc:
+    st.warning(f"The store is busy: {exc.one_line()}. Reload the page in a moment.")
+except FailAtlasError as exc:
+    st.error(exc.one_line())

@@ -1,0 +1,76 @@
+"""What every page shares: the context (store path, status, chosen taxonomy), navigation through query
+parameters, formatting, and the "what to run next" notice for empty or partial stores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from failatlas.appdata import queries
+from failatlas.appdata.cache import q
+
+# Query parameters the pages read; navigating to a page drops the others unless they are passed again.
+PARAMS = ("page", "taxonomy", "failure_type", "insight", "run", "entry", "search")
+
+
+@dataclass
+class Context:
+    path: str
+    status: queries.StoreStatus
+    taxonomy_id: str | None
+
+    def q(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return q(self.path, name, *args, **kwargs)
+
+
+def param(name: str) -> str | None:
+    value = st.query_params.get(name)
+    return value or None
+
+
+def go(page: str, **params: str | None) -> None:
+    """Switch to `page` with these query parameters (a bookmarkable URL) and rerun."""
+    st.query_params.from_dict({"page": page, **{k: v for k, v in params.items() if v}})
+    st.rerun()
+
+
+def link(page: str, **params: str | None) -> str:
+    """A relative URL that opens `page` with these parameters."""
+    from urllib.parse import urlencode
+
+    return "?" + urlencode({"page": page, **{k: v for k, v in params.items() if v}})
+
+
+def show_next_steps(ctx: Context, need: tuple[str, ...]) -> bool:
+    """Tell the user what to run when the store lacks what this page needs; True when the page can go on."""
+    steps = queries.next_steps(ctx.status, need)
+    if not steps:
+        return True
+    st.info("This page has nothing to show yet. Next:\n\n" + "\n".join(f"- {s}" for s in steps))
+    return False
+
+
+def interval(low: float | None, high: float | None, digits: int = 1) -> str:
+    if low is None or high is None or low != low or high != high:
+        return ""
+    return f"{100 * low:.{digits}f}–{100 * high:.{digits}f}"
+
+
+def with_intervals(frame: pl.DataFrame, prefix: str = "") -> pl.DataFrame:
+    """Adds a printable 95% CI column (percent) from `ci_low`/`ci_high`."""
+    lo, hi = f"{prefix}ci_low", f"{prefix}ci_high"
+    return frame.with_columns(
+        pl.struct(lo, hi).map_elements(lambda r: interval(r[lo], r[hi]), return_dtype=pl.Utf8)
+        .alias(f"{prefix}95% CI (%)"))
+
+
+def paginate(total: int, key: str, page_size: int = 50) -> tuple[int, int]:
+    """A page selector; returns (limit, offset)."""
+    pages = max(1, -(-total // page_size))
+    if pages == 1:
+        return page_size, 0
+    page = st.number_input(f"Page (of {pages}, {total:,} rows)", min_value=1, max_value=pages, value=1, key=key)
+    return page_size, (int(page) - 1) * page_size

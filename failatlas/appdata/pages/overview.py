@@ -1,0 +1,69 @@
+"""Overview: runs per benchmark, agent and model; phase and conjunctive scores with intervals; the funnel from
+M to M·C·D·I·E; cost and time per run."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+import streamlit as st
+
+from failatlas.appdata.pages.common import Context, show_next_steps
+
+SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E")
+
+
+def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
+    """Each score as 'mean [low, high] (n)', as `failatlas bench report` prints it."""
+    def cell(row: dict, metric: str) -> str:
+        n = row.get(f"{metric}_n") or 0
+        if not n:
+            return "– (n=0)"
+        return f"{row[metric]:.2f} [{row[f'{metric}_lo']:.2f}, {row[f'{metric}_hi']:.2f}] (n={n})"
+
+    keys = [c for c in ("agent", "model", "benchmark") if c in summary.columns]
+    rows = [{**{k: r[k] for k in keys}, "runs": r["runs"], "tasks": r["tasks"],
+             **{m: cell(r, m) for m in SCORES if m in summary.columns}} for r in summary.iter_rows(named=True)]
+    return pl.DataFrame(rows)
+
+
+def render(ctx: Context) -> None:
+    st.header("Overview")
+    counts = ctx.status.counts
+    st.caption(f"Store `{ctx.path}` · " + " · ".join(
+        f"{t}: {n:,}" for t, n in counts.items() if n >= 0))
+    if not show_next_steps(ctx, ("runs",)):
+        return
+    st.subheader("Runs per benchmark, agent and model")
+    runs = ctx.q("runs_overview")
+    st.dataframe(runs, hide_index=True, width="stretch", column_config={
+        "cost_usd_total": st.column_config.NumberColumn("cost total ($)", format="%.4f"),
+        "cost_usd_per_run": st.column_config.NumberColumn("cost / run ($)", format="%.4f"),
+        "tokens_per_run": st.column_config.NumberColumn("tokens / run", format="%.0f"),
+        "duration_s_per_run": st.column_config.NumberColumn("time / run (s)", format="%.1f"),
+        "duration_s_median": st.column_config.NumberColumn("median time (s)", format="%.1f"),
+    })
+    if not ctx.status.has("validations") and not show_next_steps(ctx, ("judgements",)):
+        return
+    st.subheader("Phase and conjunctive scores")
+    st.caption("Mean, 95% bootstrap interval over tasks, and the number of runs scored (docs/metrics.md).")
+    summary = ctx.q("score_summary", ("agent", "model"))
+    if summary.height:
+        st.dataframe(score_cells(summary), hide_index=True, width="stretch")
+    else:
+        st.info("No run is scored yet: run `failatlas bench score`.")
+    st.subheader("Funnel: M → M·C·D·I·E")
+    funnel = ctx.q("funnel_frame")
+    if funnel.height:
+        chart = alt.Chart(funnel.to_pandas()).mark_bar().encode(
+            x=alt.X("stage:N", sort=list(dict.fromkeys(funnel["stage"].to_list())), title=None,
+                  axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of runs"),
+            color="agent:N", xOffset="agent:N",
+            tooltip=["agent", "stage", "n_pass", "n_runs", alt.Tooltip("share:Q", format=".2f")],
+        ).properties(height=280)
+        st.altair_chart(chart, width="stretch")
+        st.dataframe(funnel, hide_index=True, width="stretch")
+    spend = ctx.q("llm_spend")
+    if spend.height:
+        st.subheader("LLM spend per role")
+        st.dataframe(spend, hide_index=True, width="stretch")

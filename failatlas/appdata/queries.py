@@ -1,0 +1,408 @@
+"""Read-only queries behind the explorer's pages.
+
+Every function takes a `Store`, opens short-lived read-only connections (`Store.read()`, directly or through a
+stage's own function), copies the result out as a polars frame or plain values, and never writes. Numbers that a
+stage computes are read through that stage's function: prevalence through `taxonomy.prevalence`, the funnel
+through `taxonomy.funnel`, phase and conjunctive scores through `bench_core.scoring.metrics`. Filters are bound
+parameters; no user text ever becomes SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from failatlas.store import Store
+
+Dimension = Literal["agent", "model", "benchmark", "paper"]
+DIMENSIONS: tuple[str, ...] = ("agent", "model", "benchmark", "paper")
+
+# Tables whose row counts decide what the app can show and what to run next.
+STATUS_TABLES = (
+    "tasks", "runs", "judgements", "validations", "insights", "embeddings", "clusterings", "taxonomies",
+    "insight_failure_types",
+)
+
+
+def _frame(store: Store, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+    with store.read() as conn:
+        table = conn.sql(sql, params=params or None).to_arrow_table()
+    return pl.from_arrow(table)  # type: ignore[return-value]
+
+
+# -- store status ----------------------------------------------------------------------------------------------
+@dataclass
+class StoreStatus:
+    """Whether the store exists and how many rows each table the app reads holds (-1: table missing)."""
+
+    path: str
+    exists: bool
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def has(self, table: str) -> bool:
+        return self.counts.get(table, -1) > 0
+
+
+def store_status(store: Store) -> StoreStatus:
+    """Row counts of the tables the app reads; a missing file or table is reported, never raised."""
+    if not store.path.exists():
+        return StoreStatus(str(store.path), exists=False)
+    with store.read() as conn:
+        present = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        counts = {}
+        for table in STATUS_TABLES:
+            counts[table] = (conn.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]  # noqa: S608
+                             if table in present else -1)
+    return StoreStatus(str(store.path), exists=True, counts=counts)
+
+
+PIPELINE = (
+    ("runs", "No runs yet: run agents with `failatlas bench run`."),
+    ("judgements", "Runs are not scored yet: `failatlas bench score`."),
+    ("insights", "No failure insights yet: `failatlas ingest runs` (own runs) or `failatlas ingest file PATH`."),
+    ("embeddings", "Insights are not embedded yet: `failatlas embed run`."),
+    ("clusterings", "Insights are not clustered yet: `failatlas cluster run`."),
+    ("taxonomies", "No taxonomy yet: `failatlas taxonomy build`."),
+)
+# Insights may come from files instead of runs: the mining steps do not need runs or judgements.
+_NEEDS = {"runs": ("runs",), "judgements": ("runs", "judgements"),
+          "insights": ("insights",), "embeddings": ("insights", "embeddings"),
+          "clusterings": ("insights", "embeddings", "clusterings"),
+          "taxonomies": ("insights", "embeddings", "clusterings", "taxonomies")}
+
+
+def next_steps(status: StoreStatus, need: tuple[str, ...] = ()) -> list[str]:
+    """What to run next when the store lacks a table that `need` lists (default: every stage's table): the missing
+    steps of the pipeline up to it, in order. Empty when everything needed is there."""
+    if not status.exists:
+        return [f"No store at `{status.path}`. Create one: `failatlas tasks import-mini`, then "
+                "`failatlas bench run`, or import insights with `failatlas ingest file PATH`."]
+    if any(n < 0 for n in status.counts.values()):
+        return ["The store's schema is older than this app: run `failatlas db migrate` (the app never writes)."]
+    wanted = need or tuple(t for t, _ in PIPELINE)
+    if all(status.has(t) for t in wanted):
+        return []
+    steps = {t for n in wanted if not status.has(n) for t in _NEEDS[n]}
+    return [text for table, text in PIPELINE if table in steps and not status.has(table)]
+
+
+# -- overview ---------------------------------------------------------------------------------------------------
+def runs_overview(store: Store) -> pl.DataFrame:
+    """Per benchmark, agent and model: runs by status, tasks, and cost, tokens and time per run."""
+    return _frame(store, """
+        SELECT benchmark, agent, model, count(*) AS runs, count(DISTINCT task_id) AS tasks,
+               count(*) FILTER (WHERE status = 'completed') AS completed,
+               count(*) FILTER (WHERE status = 'agent_error') AS agent_error,
+               count(*) FILTER (WHERE status = 'infra_error') AS infra_error,
+               sum(cost_usd) AS cost_usd_total, avg(cost_usd) AS cost_usd_per_run,
+               avg(tokens) AS tokens_per_run, avg(duration_s) AS duration_s_per_run,
+               median(duration_s) AS duration_s_median
+        FROM runs GROUP BY ALL ORDER BY benchmark, agent, model""")
+
+
+def llm_spend(store: Store) -> pl.DataFrame:
+    """LLM calls, tokens, money and failures per role (judges, monitor, extractor, labeller, agent)."""
+    return _frame(store, """
+        SELECT role, count(*) AS calls, count(*) FILTER (WHERE cached) AS cached,
+               count(*) FILTER (WHERE status <> 'ok') AS failed,
+               sum(prompt_tokens + completion_tokens) FILTER (WHERE NOT cached) AS tokens,
+               sum(cost_usd) AS cost_usd
+        FROM llm_calls GROUP BY role ORDER BY role""")
+
+
+def score_summary(store: Store, by: tuple[str, ...] = ("agent", "model"), n_boot: int = 1000) -> pl.DataFrame:
+    """Phase and conjunctive scores with bootstrap intervals per group (`bench_core.scoring.metrics`)."""
+    from bench_core.scoring.metrics import run_scores, summarise
+
+    scores = run_scores(store)
+    if scores.height == 0:
+        return pl.DataFrame()
+    return summarise(scores, list(by), n_boot=n_boot)
+
+
+def funnel_frame(store: Store) -> pl.DataFrame:
+    """The M -> M·C·D·I·E funnel per agent (`taxonomy.funnel`)."""
+    from taxonomy import funnel
+
+    return funnel(store)
+
+
+# -- taxonomy ---------------------------------------------------------------------------------------------------
+def taxonomies(store: Store) -> pl.DataFrame:
+    """Stored taxonomy snapshots, newest first (`taxonomy.list_taxonomies`)."""
+    from taxonomy import list_taxonomies
+
+    return list_taxonomies(store)
+
+
+def filter_options(store: Store) -> dict[str, list[str]]:
+    """Distinct agents, models, benchmarks and papers that insights name."""
+    out: dict[str, list[str]] = {}
+    with store.read() as conn:
+        for dim, column in (("agent", "agent"), ("model", "model"), ("benchmark", "benchmark"),
+                            ("paper", "paper_id")):
+            rows = conn.execute(
+                f"SELECT DISTINCT {column} FROM insight_sources WHERE {column} IS NOT NULL"  # noqa: S608
+                f" AND {column} <> '' ORDER BY 1").fetchall()
+            out[dim] = [r[0] for r in rows]
+    return out
+
+
+_PAPER_COUNTS_SQL = """
+SELECT i.phase, ift.failure_type_id, count(*) AS count
+FROM insight_failure_types ift
+JOIN insights i ON i.id = ift.insight_id
+JOIN insight_sources s ON s.insight_id = ift.insight_id
+WHERE ift.taxonomy_id = ? AND s.paper_id = ?
+GROUP BY ALL
+"""
+
+
+def prevalence_frame(store: Store, taxonomy_id: str, *, unit: str = "insights", dimension: str | None = None,
+                     value: str | None = None, n_boot: int = 1000) -> pl.DataFrame:
+    """Prevalence rows (`taxonomy.prevalence`) of the whole taxonomy, or of one agent, model or benchmark (its
+    group of `prevalence(by=...)`, so the numbers equal the exports'). For one paper, which `prevalence` does not
+    break down, the rows carry counts and shares of insight occurrences without intervals (ci columns null)."""
+    from taxonomy import prevalence
+
+    if dimension is None or value is None:
+        return prevalence(store, taxonomy_id, unit=unit, n_boot=n_boot)  # type: ignore[arg-type]
+    if dimension in ("agent", "model", "benchmark"):
+        frame = prevalence(store, taxonomy_id, unit=unit, by=dimension, n_boot=n_boot)  # type: ignore[arg-type]
+        return frame.filter(pl.col("group") == value)
+    if dimension != "paper":
+        raise ValueError(f"unknown filter dimension {dimension!r}")
+    if unit != "insights":
+        raise ValueError("a paper filter is available for the share of insights only")
+    base = prevalence(store, taxonomy_id, unit="insights", n_boot=0).select(
+        "taxonomy_id", "unit", "phase", "category_id", "category", "failure_type_id", "failure_type")
+    counts = _frame(store, _PAPER_COUNTS_SQL, [taxonomy_id, value])
+    if counts.height == 0:
+        return base.head(0).with_columns(
+            pl.lit(value).alias("group"), pl.lit(0, pl.Int64).alias("count"), pl.lit(0, pl.Int64).alias("total"),
+            pl.lit(None, pl.Float64).alias("share"), pl.lit(None, pl.Float64).alias("ci_low"),
+            pl.lit(None, pl.Float64).alias("ci_high"))
+    counts = counts.with_columns(pl.col("count").cast(pl.Int64),
+                                 pl.col("count").sum().over("phase").cast(pl.Int64).alias("total"))
+    return base.join(counts, on=["phase", "failure_type_id"], how="inner").with_columns(
+        pl.lit(value).alias("group"), (pl.col("count") / pl.col("total")).alias("share"),
+        pl.lit(None, pl.Float64).alias("ci_low"), pl.lit(None, pl.Float64).alias("ci_high"),
+    ).select("taxonomy_id", "unit", "group", "phase", "category_id", "category", "failure_type_id",
+             "failure_type", "count", "total", "share", "ci_low", "ci_high")
+
+
+def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: str, unit: str = "insights",
+                  n_boot: int = 1000) -> pl.DataFrame:
+    """Two agents (or models, benchmarks) side by side on the same taxonomy: one row per failure type with each
+    side's count, share and interval from `prevalence(by=...)`, and the difference of shares."""
+    from taxonomy import prevalence
+
+    frame = prevalence(store, taxonomy_id, unit=unit, by=by, n_boot=n_boot)  # type: ignore[arg-type]
+    keys = ["phase", "category", "failure_type_id", "failure_type"]
+    sides = []
+    for name, group in (("left", left), ("right", right)):
+        part = frame.filter(pl.col("group") == group).select(
+            keys + [pl.col(c).alias(f"{name}_{c}") for c in ("count", "total", "share", "ci_low", "ci_high")])
+        sides.append(part)
+    out = sides[0].join(sides[1], on=keys, how="full", coalesce=True)
+    from taxonomy.model import phase_rank
+
+    return out.with_columns(
+        (pl.col("left_share").fill_null(0) - pl.col("right_share").fill_null(0)).alias("difference"),
+        pl.col("phase").map_elements(phase_rank, return_dtype=pl.Int64).alias("_rank"),
+    ).sort("_rank", "phase", "difference", descending=[False, False, True]).drop("_rank")
+
+
+def taxonomy_types(store: Store, taxonomy_id: str) -> pl.DataFrame:
+    """The snapshot's failure types with their category, definition and keywords."""
+    return _frame(store, """
+        SELECT t.id AS failure_type_id, t.phase, t.name AS failure_type, t.category_id, c.name AS category,
+               t.definition, t.keywords, t.n_insights
+        FROM failure_types t LEFT JOIN failure_categories c ON c.taxonomy_id = t.taxonomy_id AND c.id = t.category_id
+        WHERE t.taxonomy_id = ? ORDER BY t.phase, t.id""", [taxonomy_id])
+
+
+def export_files(store: Store, taxonomy_id: str, n_boot: int = 1000) -> dict[str, bytes]:
+    """The files `failatlas taxonomy export` writes as tables (prevalence.tex/.md/.csv, failure_types.md), made
+    by `taxonomy.export_taxonomy` itself, so the app's downloads are those exports byte for byte."""
+    from taxonomy import export_taxonomy
+
+    with tempfile.TemporaryDirectory(prefix="failatlas-app-export-") as tmp:
+        result = export_taxonomy(store, taxonomy_id, tmp, formats=("tex", "md", "csv"), n_boot=n_boot)
+        return {Path(p).name: Path(p).read_bytes() for p in result.written}
+
+
+# -- drill-down -------------------------------------------------------------------------------------------------
+# Ready-made entry points: failure types whose name, definition or keywords mention these terms.
+ENTRY_POINTS: dict[str, dict[str, Any]] = {
+    "missing implementation components": {
+        "phases": ("implementation", "execution"),
+        "terms": ("missing", "not implemented", "notimplementederror", "unimplemented", "omit", "stub",
+                  "incomplete", "component", "absent"),
+    },
+    "environment / dependency misconfiguration": {
+        "phases": ("execution", "implementation", "other"),
+        "terms": ("module", "import", "install", "dependenc", "package", "environment", "pip", "version",
+                  "command not found", "cuda", "library", "requirement"),
+    },
+}
+
+
+def entry_point_types(store: Store, taxonomy_id: str, name: str) -> pl.DataFrame:
+    """Failure types matching a named entry point, best match first (`hits` = matching terms)."""
+    spec = ENTRY_POINTS[name]
+    types = taxonomy_types(store, taxonomy_id)
+    if types.height == 0:
+        return types.with_columns(pl.lit(0).alias("hits"))
+    haystack = pl.concat_str([pl.col("failure_type"), pl.col("definition").fill_null(""),
+                              pl.col("keywords").cast(pl.Utf8).fill_null("")], separator=" ").str.to_lowercase()
+    hits = pl.sum_horizontal([haystack.str.contains(t, literal=True).cast(pl.Int32) for t in spec["terms"]])
+    return (types.with_columns(hits.alias("hits"))
+            .filter((pl.col("hits") > 0) & pl.col("phase").is_in(list(spec["phases"])))
+            .sort(["hits", "n_insights"], descending=True))
+
+
+def type_insights(store: Store, taxonomy_id: str, failure_type_id: str, *, search: str = "", limit: int = 50,
+                  offset: int = 0) -> tuple[pl.DataFrame, int]:
+    """One page of a failure type's insights (most frequent first) and how many there are in all; `search`
+    keeps insights whose text contains it (case-insensitive)."""
+    where = "ift.taxonomy_id = ? AND ift.failure_type_id = ? AND contains(lower(i.text), lower(?))"
+    params: list[Any] = [taxonomy_id, failure_type_id, search]
+    with store.read() as conn:
+        total = conn.execute(
+            f"SELECT count(*) FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id WHERE {where}",
+            params).fetchall()[0][0]
+        page = conn.sql(
+            "SELECT i.id AS insight_id, i.phase, i.text, i.n_occurrences, ift.similarity, ift.method"
+            f" FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id WHERE {where}"
+            " ORDER BY i.n_occurrences DESC, ift.similarity DESC NULLS LAST, i.id LIMIT ? OFFSET ?",
+            params=[*params, int(limit), int(offset)]).to_arrow_table()
+    return pl.from_arrow(page), int(total)  # type: ignore[return-value]
+
+
+def search_insights(store: Store, text: str, taxonomy_id: str | None = None, *, limit: int = 50,
+                    offset: int = 0) -> tuple[pl.DataFrame, int]:
+    """Insights whose text contains `text` (case-insensitive), with their failure type in the taxonomy."""
+    with store.read() as conn:
+        total = conn.execute("SELECT count(*) FROM insights WHERE contains(lower(text), lower(?))",
+                             [text]).fetchall()[0][0]
+        page = conn.sql(
+            "SELECT i.id AS insight_id, i.phase, i.text, i.n_occurrences, ift.failure_type_id,"
+            " coalesce(t.name, CASE WHEN ift.failure_type_id = 'unassigned' THEN 'Unassigned' END) AS failure_type"
+            " FROM insights i"
+            " LEFT JOIN insight_failure_types ift ON ift.insight_id = i.id AND ift.taxonomy_id = ?"
+            " LEFT JOIN failure_types t ON t.taxonomy_id = ift.taxonomy_id AND t.id = ift.failure_type_id"
+            " WHERE contains(lower(i.text), lower(?))"
+            " ORDER BY i.n_occurrences DESC, i.id LIMIT ? OFFSET ?",
+            params=[taxonomy_id, text, int(limit), int(offset)]).to_arrow_table()
+    return pl.from_arrow(page), int(total)  # type: ignore[return-value]
+
+
+def insight_sources(store: Store, insight_id: str, limit: int = 200) -> pl.DataFrame:
+    """Where an insight was stated: its source rows with run, task, agent, model, benchmark and field."""
+    return _frame(store, """
+        SELECT s.run_id, s.task_id, s.agent, s.model, s.benchmark, s.paper_id, s.origin, s.extractor,
+               s.source_field, s.source_file, s.source_line, s.label, s.detail,
+               (r.id IS NOT NULL) AS run_stored
+        FROM insight_sources s LEFT JOIN runs r ON r.id = s.run_id
+        WHERE s.insight_id = ? ORDER BY s.run_id NULLS LAST, s.source_key LIMIT ?""", [insight_id, int(limit)])
+
+
+def insight_text(store: Store, insight_id: str) -> dict[str, Any] | None:
+    """One insight's phase, text and occurrence count."""
+    rows = store.query_dicts("SELECT id, phase, text, n_occurrences FROM insights WHERE id = ?", [insight_id])
+    return rows[0] if rows else None
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
+    """Everything about one run: the run, its task (question, method, ground truth), the agent's steps and
+    sandbox commands, the judges' verdicts, the validator's result, the monitor's findings and the diff.
+    None when no such run is stored."""
+    with store.read() as conn:
+        cur = conn.execute("SELECT * FROM runs WHERE id = ?", [run_id])
+        found = cur.fetchall()
+        if not found:
+            return None
+        row = found[0]
+        run = dict(zip([d[0] for d in cur.description], row, strict=True))
+        spec_rows = conn.execute("SELECT spec FROM tasks WHERE id = ?", [run["task_id"]]).fetchall()
+
+        def frame(sql: str) -> pl.DataFrame:
+            return pl.from_arrow(conn.sql(sql, params=[run_id]).to_arrow_table())  # type: ignore[return-value]
+
+        steps = frame("SELECT seq, kind, role, tool, arguments, content, ts FROM run_steps WHERE run_id = ?"
+                      " ORDER BY seq")
+        commands = frame("SELECT purpose, seq, command, exit_code, duration_s, timed_out, killed_reason,"
+                         " output_truncated, stdout_tail, stderr_tail FROM sandbox_commands WHERE run_id = ?"
+                         " ORDER BY purpose, seq")
+        judgements = frame("SELECT phase, judge, status, score, passed, error_analysis, reason, verdict"
+                           " FROM judgements WHERE run_id = ? ORDER BY phase, judge")
+        findings = frame("SELECT seq, rule, severity, source, evidence FROM monitor_findings WHERE run_id = ?"
+                         " ORDER BY seq")
+        vcur = conn.execute("SELECT outcome, command, exit_code, duration_s, stdout_tail, stderr_tail, metrics,"
+                            " detail FROM validations WHERE run_id = ?", [run_id])
+        vnames = [d[0] for d in vcur.description]
+        vrows = vcur.fetchall()
+    validation = dict(zip(vnames, vrows[0], strict=True)) if vrows else None
+    if validation is not None:
+        validation["metrics"] = _json(validation["metrics"])
+    outputs = _json(run.pop("outputs")) or {}
+    run["agent_params"] = _json(run.get("agent_params"))
+    spec = _json(spec_rows[0][0]) if spec_rows else None
+    task = None
+    if isinstance(spec, dict):
+        task = {
+            "id": spec.get("id"), "benchmark": spec.get("benchmark"), "kind": spec.get("kind"),
+            "title": spec.get("title"), "paper": spec.get("paper"), "question": spec.get("question"),
+            "method": spec.get("method"), "instructions": spec.get("instructions"),
+            "ground_truth": {k: spec.get(k) for k in ("design", "expected_conclusion", "implementation",
+                                                       "expected_results", "success", "run")},
+        }
+    return {"run": run, "task": task, "outputs": outputs, "diff": outputs.get("diff") or "",
+            "steps": steps, "commands": commands, "judgements": judgements, "validation": validation,
+            "findings": findings}
+
+
+# -- map --------------------------------------------------------------------------------------------------------
+def map_points(store: Store, taxonomy_id: str, phase: str, *, limit: int = 20000) -> tuple[pl.DataFrame, int]:
+    """The phase's 2-D projection (stored by `cluster` in `cluster_assignments.x/y` for the clustering the taxonomy
+    was built from), coloured by failure type. At most `limit` points, a deterministic sample when there are
+    more; returns the points and how many there are in all."""
+    sql_from = """
+        FROM cluster_assignments a
+        JOIN insights i ON i.id = a.insight_id
+        JOIN insight_failure_types ift ON ift.insight_id = a.insight_id AND ift.taxonomy_id = ?
+        LEFT JOIN failure_types t ON t.taxonomy_id = ift.taxonomy_id AND t.id = ift.failure_type_id
+        WHERE a.clustering_id IN (SELECT unnest(CAST(clustering_ids AS VARCHAR[])) FROM taxonomies WHERE id = ?)
+          AND i.phase = ? AND a.x IS NOT NULL AND a.y IS NOT NULL"""
+    params = [taxonomy_id, taxonomy_id, phase]
+    with store.read() as conn:
+        total = conn.execute(f"SELECT count(*) {sql_from}", params).fetchall()[0][0]
+        table = conn.sql(
+            "SELECT a.insight_id, a.x, a.y, i.text, ift.failure_type_id,"
+            " coalesce(t.name, 'Unassigned') AS failure_type"
+            f" {sql_from} ORDER BY hash(a.insight_id) LIMIT ?", params=[*params, int(limit)]).to_arrow_table()
+    return pl.from_arrow(table), int(total)  # type: ignore[return-value]
+
+
+def taxonomy_phases(store: Store, taxonomy_id: str) -> list[str]:
+    """Phases that have failure types in the snapshot, in paper order."""
+    from taxonomy.model import phase_rank
+
+    rows = store.query("SELECT DISTINCT phase FROM failure_types WHERE taxonomy_id = ?", [taxonomy_id])
+    return sorted((r[0] for r in rows), key=lambda p: (phase_rank(p), p))

@@ -1,0 +1,30 @@
+"""`failatlas app`: the command line it runs and the environment that names the store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from failatlas.app_launcher import app_env, app_script, command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_command_runs_this_checkouts_app_headless() -> None:
+    cmd = command(port=8765)
+    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert Path(cmd[4]) == app_script() and app_script().name == "app.py"
+    assert cmd[cmd.index("--server.port") + 1] == "8765"
+    assert cmd[cmd.index("--server.headless") + 1] == "true"
+
+
+def test_env_names_the_store_by_absolute_path(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    assert app_env("rel.duckdb")["FAILATLAS_DB"] == str(tmp_path / "rel.duckdb")
+
+
+def test_app_command_has_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "failatlas", "app", "--help"], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert "Streamlit" in out and "--port" in out

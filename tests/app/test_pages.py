@@ -1,0 +1,175 @@
+"""Every page of the explorer driven through Streamlit's testing API on the fixture store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from failatlas.appdata.pages.map_view import selected_insight
+from failatlas.store import Store, open_store
+from taxonomy import prevalence
+from tests.app.fixture import DIFF, QUESTION
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def render(db: Path, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
+    monkeypatch.setenv("FAILATLAS_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [c.value for c in at.code]
+    parts += [i.value for i in at.info] + [w.value for w in at.warning] + [h.value for h in at.subheader]
+    return "\n".join(parts)
+
+
+def test_overview_shows_runs_scores_funnel_and_cost(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch)
+    assert [h.value for h in at.subheader][:3] == [
+        "Runs per benchmark, agent and model", "Phase and conjunctive scores", "Funnel: M → M·C·D·I·E"]
+    runs = at.dataframe[0].value
+    react = runs[runs["agent"] == "react-agent"].iloc[0]
+    assert (react["runs"], react["infra_error"], react["completed"]) == (5, 1, 4)
+    assert react["cost_usd_total"] == pytest.approx(0.0123)
+    scores = at.dataframe[1].value
+    assert "M·C·D·I·E" in scores.columns and set(scores["agent"]) == {"react-agent", "openhands"}
+    funnel = at.dataframe[2].value
+    # mini.FUNNEL: of react-agent's four scored runs r3 fails M, r1 fails C, r2 fails D
+    assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]
+
+
+def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
+        app_db: Path, taxonomy_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="taxonomy")
+    expected = prevalence(Store(app_db), taxonomy_id)
+    shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share", "count"]]) for d in at.dataframe])
+    assert shown.sort("failure_type").equals(expected.select("failure_type", "share", "count").sort("failure_type"))
+    at.radio(key="tx_unit").set_value("share of runs").run()
+    runs = prevalence(Store(app_db), taxonomy_id, unit="runs")
+    shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share"]]) for d in at.dataframe])
+    assert sorted(shown["share"].to_list()) == sorted(runs["share"].to_list())
+    at.selectbox(key="tx_dim").set_value("agent").run()
+    at.selectbox(key="tx_value_agent").set_value("react-agent").run()
+    assert not at.exception
+    by_agent = prevalence(Store(app_db), taxonomy_id, unit="runs", by="agent").filter(
+        pl.col("group") == "react-agent")
+    shown = pl.concat([pl.from_pandas(d.value[["failure_type", "count"]]) for d in at.dataframe])
+    assert sorted(shown["count"].to_list()) == sorted(by_agent["count"].to_list())
+    at.selectbox(key="tx_dim").set_value("paper").run()
+    assert "share of insights only" in texts(at)
+    at.checkbox(key="tx_export").check().run()
+    assert sorted(b.label for b in at.get("download_button")) == [
+        "failure_types.md", "prevalence.csv", "prevalence.md", "prevalence.tex"]
+
+
+def test_taxonomy_page_opens_a_type_in_the_drill_down(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="taxonomy")
+    at.selectbox(key="tx_drill_type").set_value("implementation/T02").run()
+    at.button(key="tx_drill_open").click().run()
+    assert at.query_params["page"] == "drill" and at.query_params["failure_type"] == "implementation/T02"
+    assert "Shape / tensor" in texts(at)
+
+
+def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="drill", taxonomy=taxonomy_id, failure_type="implementation/T01")
+    insights = at.dataframe[0].value
+    assert len(insights) == 4 and insights["text"].str.contains("torchvision").any()
+    torch_id = insights[insights["text"].str.contains("torchvision")]["insight_id"].iloc[0]
+    at.selectbox(key="drill_insight_implementation/T01_0").set_value(torch_id).run()
+    sources = at.dataframe[1].value
+    assert list(sources["run_id"]) == ["r1"]
+    at.button(key="open_run_r1").click().run()
+    assert not at.exception
+    assert at.query_params["run"] == "r1"
+    shown = texts(at)
+    assert QUESTION in shown
+    assert [c.value for c in at.code if c.language == "diff"] == [DIFF.rstrip("\n")] or DIFF in shown
+    assert "cd /work && python train.py" in shown and "`passed`" in shown
+    assert "pip download torch" in shown and "The conclusion overstates the gain." in shown
+    assert len(at.tabs) == 7
+
+
+def test_drill_down_entry_points_and_search(app_db: Path, taxonomy_id: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="drill", taxonomy=taxonomy_id)
+    at.button(key="entry_environment / dependency misconfiguration").click().run()
+    assert at.query_params["entry"] == "environment / dependency misconfiguration"
+    matches = at.dataframe[0].value
+    assert matches["failure_type_id"].iloc[0] == "implementation/T01"
+    at.button(key="entry_missing implementation components").click().run()
+    assert not at.exception and "Missing implementation components" in texts(at)
+    at.text_input(key="drill_search").input("learning rate").run()
+    found = [d.value for d in at.dataframe if "failure_type" in d.value.columns and "n_occurrences" in d.value]
+    assert any(f["text"].str.contains("learning rate").all() and len(f) == 1 for f in found)
+    at.button(key="drill_search_open").click().run()
+    assert at.query_params["failure_type"] == "implementation/T03"
+
+
+def test_unknown_run_and_insight_say_so(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="drill", run="nope")
+    assert "No run `nope` in the store." in texts(at)
+
+
+def test_map_page_draws_the_projection(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="map")
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 1
+    at.selectbox(key="map_phase").set_value("implementation").run()
+    assert "9 of 9 insights" in texts(at)
+
+
+def test_map_selection_names_the_insight() -> None:
+    assert selected_insight({"selection": {"pick": [{"insight_id": "abc"}]}}) == "abc"
+    assert selected_insight({"selection": {"pick": []}}) is None
+    assert selected_insight({"selection": {}}) is None
+    assert selected_insight(None) is None
+
+
+def test_compare_page_puts_agents_side_by_side(app_db: Path, taxonomy_id: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch, page="compare")
+    assert [h.value for h in at.subheader] == ["Design", "Implementation", "Conclusion"]
+    at.selectbox(key="cmp_left_agent").set_value("react-agent").run()
+    at.selectbox(key="cmp_right_agent").set_value("openhands").run()
+    by_agent = prevalence(Store(app_db), taxonomy_id, by="agent")
+    react = by_agent.filter(pl.col("group") == "react-agent")
+    shown = [c for d in at.dataframe for c in d.value["left_count"].dropna().astype(int).tolist()]
+    assert sorted(shown) == sorted(react["count"].to_list())
+
+
+@pytest.mark.parametrize("page", ["overview", "taxonomy", "drill", "map", "compare"])
+def test_missing_and_empty_stores_say_what_to_run(page: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(tmp_path / "none.duckdb", monkeypatch, page=page)
+    assert "No store at" in texts(at)
+    empty = tmp_path / "empty.duckdb"
+    open_store(empty)
+    at = render(empty, monkeypatch, page=page)
+    wanted = "failatlas bench run" if page == "overview" else "failatlas ingest runs"
+    assert wanted in texts(at)
+
+
+def test_a_store_with_runs_but_no_taxonomy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.taxonomy.mini import fill_mini_suite
+
+    db = tmp_path / "partial.duckdb"
+    fill_mini_suite(open_store(db))
+    at = render(db, monkeypatch, page="overview")
+    assert len(at.dataframe) >= 3
+    at = render(db, monkeypatch, page="taxonomy")
+    assert "failatlas taxonomy build" in texts(at) and "failatlas ingest" not in texts(at)
+
+
+def test_sidebar_navigation_switches_pages(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = render(app_db, monkeypatch)
+    at.sidebar.radio[0].set_value("compare").run()
+    assert at.header[0].value == "Compare" and at.query_params["page"] == "compare"
