@@ -123,11 +123,13 @@ def _kmeans(*, n_clusters: int = 20, random_state: int | None = None, n_init: in
 
 
 def _agglomerative(
-    *, n_clusters: int = 20, linkage: str = "ward", random_state: int | None = None
+    *, n_clusters: int | None = 20, linkage: str = "ward", metric: str = "euclidean",
+    distance_threshold: float | None = None, random_state: int | None = None,
 ) -> Clusterer:
     from sklearn.cluster import AgglomerativeClustering
 
-    return AgglomerativeClustering(n_clusters=n_clusters, linkage=linkage)
+    return AgglomerativeClustering(n_clusters=None if distance_threshold is not None else n_clusters,
+                                   linkage=linkage, metric=metric, distance_threshold=distance_threshold)
 
 
 REDUCERS: dict[str, Callable[..., Reducer]] = {"umap": _umap, "pca": _pca, "none": _none}

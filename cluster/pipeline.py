@@ -57,6 +57,13 @@ def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
     )
 
 
+# Below this many insights UMAP's spectral initialisation breaks down (k >= N), a manifold estimate from a
+# handful of points means little and HDBSCAN finds no dense region: such a phase is grouped on its embeddings
+# directly by average-linkage on cosine distance (statements closer than SMALL_N_DISTANCE join), mapped by PCA.
+SMALL_N = 16
+SMALL_N_DISTANCE = 0.5
+
+
 class ClusterPipeline:
     """reducer -> clusterer (-> outlier reassignment) (-> 2-D map). Follows scikit-learn's conventions.
 
@@ -94,19 +101,27 @@ class ClusterPipeline:
         self.timings_: dict[str, float] = {}
         tick = time.perf_counter()
         probabilities = None
-        if n < 3:
+        self.reducer_used_ = "none" if self.reducer == "umap" and n < SMALL_N else self.reducer
+        self.clusterer_used_ = self.clusterer
+        if n < 2:
             self.reduced_ = X
-            self.raw_labels_ = np.full(n, -1, dtype=np.int32)
+            self.raw_labels_ = np.zeros(n, dtype=np.int32)  # a single statement is its own type
         else:
-            params = self._reducer_params(self.random_state)
-            self.knn_ = shared_knn(X, params) if self.reducer == "umap" and self.map_2d else None
+            params = self._reducer_params(self.random_state) if self.reducer_used_ == self.reducer else {}
+            self.knn_ = shared_knn(X, params) if self.reducer_used_ == "umap" and self.map_2d else None
             if self.knn_ is not None:
                 params["precomputed_knn"] = self.knn_
             self.reduced_ = np.asarray(
-                make_reducer(self.reducer, **params).fit_transform(X), dtype=np.float32
+                make_reducer(self.reducer_used_, **params).fit_transform(X), dtype=np.float32
             )
             self.timings_["reduce"], tick = time.perf_counter() - tick, time.perf_counter()
-            clusterer = make_clusterer(self.clusterer, **(self.clusterer_params or {}))
+            if n < SMALL_N and self.clusterer in ("hdbscan", "fast_hdbscan"):
+                self.clusterer_used_ = "agglomerative"
+                clusterer = make_clusterer("agglomerative", linkage="average", metric="cosine",
+                                           distance_threshold=SMALL_N_DISTANCE)
+            else:
+                self.clusterer_used_ = self.clusterer
+                clusterer = make_clusterer(self.clusterer, **(self.clusterer_params or {}))
             self.raw_labels_ = relabel_by_size(clusterer.fit_predict(self.reduced_))
             probabilities = getattr(clusterer, "probabilities_", None)
         self.probabilities_ = None if probabilities is None else np.asarray(probabilities, dtype=np.float64)
@@ -127,6 +142,10 @@ class ClusterPipeline:
         n = X.shape[0]
         if n < 4:
             return np.column_stack([np.arange(n, dtype=np.float64), np.zeros(n)])
+        if n < SMALL_N:
+            from sklearn.decomposition import PCA
+
+            return np.asarray(PCA(n_components=2, random_state=self.random_state).fit_transform(X), dtype=np.float64)
         if self.reducer == "umap" and self.reduced_.shape[1] == 2:
             return self.reduced_.astype(np.float64)
         params = {**(self.reducer_params or {}), "n_components": 2, "min_dist": 0.1}

@@ -115,6 +115,8 @@ def run_clustering(store: Store, params: ClusterParams) -> ClusteringResult:
     resolved = params.resolve(n)
     resolved["embed_revision"] = data.revision
     resolved["normalisation"] = data.normalisation
+    resolved["reducer_used"] = pipeline.reducer_used_
+    resolved["clusterer_used"] = pipeline.clusterer_used_
     clustering_id = _clustering_id(resolved, data.ids)
     labels = pipeline.labels_
     n_clusters = int(np.unique(labels[labels >= 0]).size)
