@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -62,11 +64,27 @@ class Migration:
         return hashlib.sha256(self.sql.strip().encode()).hexdigest()[:16]
 
 
+def _schema_module(module_name: str):  # noqa: ANN202
+    """Load a schema module without importing its package's `__init__` (which may pull in heavy libraries):
+    opening a store must not need torch, polars or openai."""
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    top, *rest = module_name.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return importlib.import_module(module_name)
+    path = Path(next(iter(spec.submodule_search_locations)), *rest[:-1], rest[-1] + ".py")
+    private = importlib.util.spec_from_file_location(f"_failatlas_schema.{module_name}", path)
+    module = importlib.util.module_from_spec(private)
+    private.loader.exec_module(module)
+    return module
+
+
 def all_migrations() -> list[Migration]:
     """Every package's migrations in the order they are applied."""
     found: list[Migration] = []
     for module_name in SCHEMA_MODULES:
-        module = importlib.import_module(module_name)
+        module = _schema_module(module_name)
         migrations = sorted(module.MIGRATIONS, key=lambda m: m.version)
         versions = [m.version for m in migrations]
         if len(set(versions)) != len(versions):

@@ -27,7 +27,8 @@ from bench_core.sandbox.model import DEFAULT_IMAGE
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_PACKAGES = ("python3", "python3-numpy", "python3-sklearn", "python3-scipy", "git", "ca-certificates")
+DEFAULT_PACKAGES = ("python3", "python3-numpy", "python3-sklearn", "python3-scipy", "python3-pytest", "git",
+                    "ca-certificates")
 AGENT_UID = 1000
 IMAGE_LABEL = "failatlas.image"
 
@@ -153,9 +154,12 @@ def build_base_image(
     client = docker_client(client)
     if not force and image_exists(tag, client=client):
         image = client.images.get(tag)
-        say(f"image {tag} exists; keeping it (use --force to rebuild)")
-        return ImageBuild(tag=tag, image_id=image.id, built=False, duration_s=time.monotonic() - started,
-                          recipe=(image.labels or {}).get(IMAGE_LABEL))
+        have = (image.labels or {}).get(IMAGE_LABEL)
+        if have == recipe_hash(suite, packages):
+            say(f"image {tag} exists; keeping it (use --force to rebuild)")
+            return ImageBuild(tag=tag, image_id=image.id, built=False, duration_s=time.monotonic() - started,
+                              recipe=have)
+        say(f"image {tag} was built from another recipe ({have}); rebuilding it")
     if os.geteuid() != 0:
         raise SandboxError("building the sandbox image needs root (debootstrap)",
                            hint="run as root, or build bench_core/images/Dockerfile with a registry")

@@ -63,7 +63,13 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
                 "network": False, "memory_mb": max(2048, int(task.resources.memory_gb * 1024))}
         if image or task.resources.image:
             spec["image"] = image or task.resources.image
+        lease = None
         try:
+            if task.resources.gpus > 0:  # the clean re-run gets its own GPUs, by device id, like the agent did
+                from bench_core.sandbox import GpuAllocator
+
+                lease = GpuAllocator().lease(task.resources.gpus, owner=f"{run_id}-validate", wait_s=3600)
+                spec["gpu_ids"] = list(lease.ids)
             validation, clean = validate(task, outputs, scratch=scratch, sandbox_backend=sandbox,
                                          spec_fields=spec, repo=repo)
             if "execution" not in task.judgeable_phases:
@@ -76,6 +82,8 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
         finally:
             if clean is not None:
                 clean.close()
+            if lease is not None:
+                lease.release()
             shutil.rmtree(scratch, ignore_errors=True)
     if "design" in task.judgeable_phases:
         verdicts.append(judge_design(task, outputs.get("design")))

@@ -125,25 +125,44 @@ def hidden_test_paths(task: TaskSpec) -> list[Path]:
     return paths
 
 
-# Runs a hidden test file without pytest (the sandbox image need not have it): importing the file runs
-# script-style checks; then every top-level `test_*` function is called. Exit code 1 when any check fails.
+# Runs one hidden test file inside the validator's sandbox and prints a JSON summary. With pytest in the sandbox
+# (the image has it) the file runs under pytest, parametrised tests and `pytest.raises` included; without it,
+# importing the file runs script-style checks and every top-level `test_*` function is called.
 HIDDEN_RUNNER = """
 import json, os, runpy, sys, traceback
 sys.path.insert(0, os.getcwd())
 passed, failed = 0, []
 try:
-    ns = runpy.run_path(sys.argv[1], run_name="hidden_test")
-except BaseException as exc:
-    traceback.print_exc()
-    failed.append(f"import: {type(exc).__name__}: {exc}")
-    ns = {}
-for name, fn in sorted(ns.items()):
-    if name.startswith("test_") and callable(fn):
-        try:
-            fn()
-            passed += 1
-        except BaseException as exc:
-            failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+    import pytest
+except ImportError:
+    pytest = None
+if pytest is not None:
+    class Collect:
+        def pytest_runtest_logreport(self, report):
+            global passed
+            if report.when == "call" and report.passed:
+                passed += 1
+            elif report.failed:
+                last = (report.longreprtext or "").strip().splitlines()[-1:] or [""]
+                failed.append(report.nodeid.split("::", 1)[-1] + ": " + last[0][:200])
+        def pytest_collectreport(self, report):
+            if report.failed:
+                failed.append("collection: " + (report.longreprtext or "").strip()[-200:])
+    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", os.getcwd(), sys.argv[1]], plugins=[Collect()])
+else:
+    try:
+        ns = runpy.run_path(sys.argv[1], run_name="hidden_test")
+    except BaseException as exc:
+        traceback.print_exc()
+        failed.append(f"import: {type(exc).__name__}: {exc}")
+        ns = {}
+    for name, fn in sorted(ns.items()):
+        if name.startswith("test_") and callable(fn):
+            try:
+                fn()
+                passed += 1
+            except BaseException as exc:
+                failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
 print("FAILATLAS_HIDDEN " + json.dumps({"passed": passed, "failed": failed}))
 sys.exit(1 if failed or not passed else 0)
 """
