@@ -39,9 +39,11 @@ def test_overview_shows_runs_scores_funnel_and_cost(app_db: Path, monkeypatch: p
     react = runs[runs["agent"] == "react-agent"].iloc[0]
     assert (react["runs"], react["infra_error"], react["completed"]) == (5, 1, 4)
     assert react["cost_usd_total"] == pytest.approx(0.0123)
-    scores = at.dataframe[1].value
+    every_run = at.dataframe[1].value
+    assert len(every_run) == 9 and "?page=drill&run=r1" in set(every_run["open"])
+    scores = at.dataframe[2].value
     assert "M·C·D·I·E" in scores.columns and set(scores["agent"]) == {"react-agent", "openhands"}
-    funnel = at.dataframe[2].value
+    funnel = at.dataframe[3].value
     # mini.FUNNEL: of react-agent's four scored runs r3 fails M, r1 fails C, r2 fails D
     assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]
 
@@ -52,6 +54,7 @@ def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
     expected = prevalence(Store(app_db), taxonomy_id)
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share", "count"]]) for d in at.dataframe])
     assert shown.sort("failure_type").equals(expected.select("failure_type", "share", "count").sort("failure_type"))
+    assert "Categories: **Import / module** (1 type)" in texts(at)
     at.radio(key="tx_unit").set_value("share of runs").run()
     runs = prevalence(Store(app_db), taxonomy_id, unit="runs")
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share"]]) for d in at.dataframe])
