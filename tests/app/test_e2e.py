@@ -72,11 +72,14 @@ def test_drill_down_in_a_real_browser(server: str, taxonomy_id: str) -> None:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{server}/?page=taxonomy", wait_until="networkidle")
         expect(page.get_by_text("Implementation · 3 type(s)")).to_be_visible(timeout=60_000)
+        expect(page.locator("[data-testid='stDataFrame'] canvas").first).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(2000)  # the grids draw on their canvases after they appear
         page.screenshot(path=str(ARTIFACTS / "app-taxonomy.png"), full_page=True)
 
         page.goto(f"{server}/?page=overview", wait_until="networkidle")
         expect(page.get_by_text("Funnel: M → M·C·D·I·E")).to_be_visible(timeout=60_000)
-        page.wait_for_timeout(1500)  # the funnel chart draws after the text
+        expect(page.locator("[data-testid='stDataFrame'] canvas").first).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(2000)  # the funnel chart and the grids draw after the text
         page.screenshot(path=str(ARTIFACTS / "app-overview.png"), full_page=True)
 
         page.goto(f"{server}/?page=drill&taxonomy={taxonomy_id}&failure_type=implementation/T01&insight={torch}",
