@@ -12,6 +12,7 @@ from failatlas.appdata.pages.map_view import selected_insight
 from failatlas.store import Store, open_store
 from taxonomy import prevalence
 from tests.app.fixture import DIFF, QUESTION
+from tests.taxonomy.fill import insight_id
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -120,6 +121,15 @@ def test_drill_down_entry_points_and_search(app_db: Path, taxonomy_id: str,
 def test_unknown_run_and_insight_say_so(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = render(app_db, monkeypatch, page="drill", run="nope")
     assert "No run `nope` in the store." in texts(at)
+    at = render(app_db, monkeypatch, page="drill", insight="0123456789abcdef")
+    assert "No insight `0123456789abcdef` in the store." in texts(at)
+
+
+def test_an_insight_linked_without_its_type_opens(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lr = insight_id("implementation", "The learning rate was set to 10 instead of 1e-3, so training diverged to NaN")
+    at = render(app_db, monkeypatch, page="drill", insight=lr)
+    assert "learning rate was set to 10" in texts(at)
+    assert at.button(key="open_run_o4") is not None
 
 
 def test_map_page_draws_the_projection(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
