@@ -106,6 +106,17 @@ def runs_overview(store: Store) -> pl.DataFrame:
         FROM runs GROUP BY ALL ORDER BY benchmark, agent, model""")
 
 
+def runs_page(store: Store, *, limit: int = 50, offset: int = 0) -> tuple[pl.DataFrame, int]:
+    """One page of runs, newest first, with their status, time, cost and validator outcome; and the total."""
+    with store.read() as conn:
+        total = conn.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+        table = conn.sql(
+            "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.status, v.outcome, r.duration_s,"
+            " r.cost_usd, r.tokens, r.finished_at FROM runs r LEFT JOIN validations v ON v.run_id = r.id"
+            " ORDER BY r.finished_at DESC, r.id LIMIT ? OFFSET ?", params=[int(limit), int(offset)]).to_arrow_table()
+    return pl.from_arrow(table), int(total)  # type: ignore[return-value]
+
+
 def llm_spend(store: Store) -> pl.DataFrame:
     """LLM calls, tokens, money and failures per role (judges, monitor, extractor, labeller, agent)."""
     return _frame(store, """

@@ -72,11 +72,14 @@ def test_drill_down_in_a_real_browser(server: str, taxonomy_id: str) -> None:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{server}/?page=taxonomy", wait_until="networkidle")
         expect(page.get_by_text("Implementation · 3 type(s)")).to_be_visible(timeout=60_000)
+        expect(page.locator("[data-testid='stDataFrame'] canvas").first).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(2000)  # the grids draw on their canvases after they appear
         page.screenshot(path=str(ARTIFACTS / "app-taxonomy.png"), full_page=True)
 
         page.goto(f"{server}/?page=overview", wait_until="networkidle")
         expect(page.get_by_text("Funnel: M → M·C·D·I·E")).to_be_visible(timeout=60_000)
-        page.wait_for_timeout(1500)  # the funnel chart draws after the text
+        expect(page.locator("[data-testid='stDataFrame'] canvas").first).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(2000)  # the funnel chart and the grids draw after the text
         page.screenshot(path=str(ARTIFACTS / "app-overview.png"), full_page=True)
 
         page.goto(f"{server}/?page=drill&taxonomy={taxonomy_id}&failure_type=implementation/T01&insight={torch}",
@@ -93,3 +96,33 @@ def test_drill_down_in_a_real_browser(server: str, taxonomy_id: str) -> None:
         page.screenshot(path=str(ARTIFACTS / "app-drilldown.png"), full_page=False)
         browser.close()
     assert (ARTIFACTS / "app-drilldown.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_clicking_a_point_on_the_map_opens_it_in_the_drill_down(server: str) -> None:
+    import io
+
+    import numpy as np
+    from PIL import Image
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{server}/?page=map", wait_until="networkidle")
+        chart = page.locator("[data-testid='stVegaLiteChart']").first
+        expect(chart).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(2000)
+        box = chart.bounding_box()
+        pixels = np.asarray(Image.open(io.BytesIO(chart.screenshot())).convert("RGB")).astype(int)
+        scale = pixels.shape[1] / box["width"]
+        # A point is a saturated disc; the legend's symbols sit in the right quarter, so look left of it.
+        plot = pixels[:, : int(pixels.shape[1] * 0.7)]
+        saturated = (plot.max(axis=2) - plot.min(axis=2)) > 80
+        ys, xs = np.nonzero(saturated)
+        assert len(xs), "no point drawn on the map"
+        x, y = xs[0] + 2, ys[0] + 2  # just inside the first point found
+        page.mouse.click(box["x"] + x / scale, box["y"] + y / scale)
+        expect(page.get_by_role("heading", name="Drill-down")).to_be_visible(timeout=60_000)
+        assert "page=drill" in page.url and "insight=" in page.url
+        browser.close()

@@ -12,6 +12,7 @@ from failatlas.appdata.pages.map_view import selected_insight
 from failatlas.store import Store, open_store
 from taxonomy import prevalence
 from tests.app.fixture import DIFF, QUESTION
+from tests.taxonomy.fill import insight_id
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -39,9 +40,11 @@ def test_overview_shows_runs_scores_funnel_and_cost(app_db: Path, monkeypatch: p
     react = runs[runs["agent"] == "react-agent"].iloc[0]
     assert (react["runs"], react["infra_error"], react["completed"]) == (5, 1, 4)
     assert react["cost_usd_total"] == pytest.approx(0.0123)
-    scores = at.dataframe[1].value
+    every_run = at.dataframe[1].value
+    assert len(every_run) == 9 and "?page=drill&run=r1" in set(every_run["open"])
+    scores = at.dataframe[2].value
     assert "M·C·D·I·E" in scores.columns and set(scores["agent"]) == {"react-agent", "openhands"}
-    funnel = at.dataframe[2].value
+    funnel = at.dataframe[3].value
     # mini.FUNNEL: of react-agent's four scored runs r3 fails M, r1 fails C, r2 fails D
     assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]
 
@@ -52,6 +55,7 @@ def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
     expected = prevalence(Store(app_db), taxonomy_id)
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share", "count"]]) for d in at.dataframe])
     assert shown.sort("failure_type").equals(expected.select("failure_type", "share", "count").sort("failure_type"))
+    assert "Categories: **Import / module** (1 type)" in texts(at)
     at.radio(key="tx_unit").set_value("share of runs").run()
     runs = prevalence(Store(app_db), taxonomy_id, unit="runs")
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share"]]) for d in at.dataframe])
@@ -117,6 +121,15 @@ def test_drill_down_entry_points_and_search(app_db: Path, taxonomy_id: str,
 def test_unknown_run_and_insight_say_so(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = render(app_db, monkeypatch, page="drill", run="nope")
     assert "No run `nope` in the store." in texts(at)
+    at = render(app_db, monkeypatch, page="drill", insight="0123456789abcdef")
+    assert "No insight `0123456789abcdef` in the store." in texts(at)
+
+
+def test_an_insight_linked_without_its_type_opens(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lr = insight_id("implementation", "The learning rate was set to 10 instead of 1e-3, so training diverged to NaN")
+    at = render(app_db, monkeypatch, page="drill", insight=lr)
+    assert "learning rate was set to 10" in texts(at)
+    assert at.button(key="open_run_o4") is not None
 
 
 def test_map_page_draws_the_projection(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

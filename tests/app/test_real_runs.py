@@ -26,7 +26,7 @@ def test_overview_and_every_run_of_a_real_benchmark(mini_store_copy: Path, monke
     runs = at.dataframe[0].value
     store = Store(mini_store_copy)
     assert int(runs["runs"].sum()) == store.query("SELECT count(*) FROM runs")[0][0]
-    scores = at.dataframe[1].value
+    scores = at.dataframe[2].value
     assert len(scores) == run_scores(store).select("agent", "model").unique().height
     # Without insights the mining pages say what to run, never fail.
     at = AppTest.from_file(APP, default_timeout=300)

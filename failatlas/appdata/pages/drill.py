@@ -71,6 +71,11 @@ def _type_and_insights(ctx: Context) -> None:
         r = row.row(0, named=True)
         st.markdown(f"**{r['failure_type']}** · category *{r['category']}* · {r['n_insights']:,} insights at build "
                     f"time\n\n{r['definition']}")
+    current = param("insight")
+    if current and param("failure_type") is None:
+        # An insight opened from the search or a link without its type (e.g. not in this taxonomy).
+        _insight(ctx, current, None)
+        st.divider()
     within = st.text_input("Filter this type's insights", key=f"drill_within_{chosen}")
     _, total = ctx.q("type_insights", ctx.taxonomy_id, chosen, search=within, limit=1)
     limit, offset = paginate(total, f"drill_type_page_{chosen}", PAGE_SIZE)
@@ -81,7 +86,6 @@ def _type_and_insights(ctx: Context) -> None:
     st.dataframe(page, hide_index=True, width="stretch", key=f"drill_insights_{chosen}")
     labels = {r["insight_id"]: f"×{r['n_occurrences']} {r['text'][:140]}" for r in page.iter_rows(named=True)}
     ids = list(labels)
-    current = param("insight")
     insight_id = st.selectbox("Insight", ids, index=ids.index(current) if current in ids else 0,
                               format_func=labels.get, key=f"drill_insight_{chosen}_{offset}")
     _insight(ctx, insight_id, chosen)

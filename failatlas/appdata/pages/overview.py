@@ -7,7 +7,7 @@ import altair as alt
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, show_next_steps
+from failatlas.appdata.pages.common import Context, link, paginate, show_next_steps
 
 SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E")
 
@@ -42,6 +42,17 @@ def render(ctx: Context) -> None:
         "duration_s_per_run": st.column_config.NumberColumn("time / run (s)", format="%.1f"),
         "duration_s_median": st.column_config.NumberColumn("median time (s)", format="%.1f"),
     })
+    with st.expander("Every run: time, cost, outcome (open one in the drill-down)"):
+        _, total = ctx.q("runs_page", limit=1)
+        limit, offset = paginate(total, "overview_runs_page")
+        page, _ = ctx.q("runs_page", limit=limit, offset=offset)
+        page = page.with_columns(pl.col("run_id").map_elements(lambda r: link("drill", run=r),
+                                                                return_dtype=pl.Utf8).alias("open"))
+        st.dataframe(page, hide_index=True, width="stretch", key="overview_runs", column_config={
+            "open": st.column_config.LinkColumn("drill-down", display_text="open"),
+            "duration_s": st.column_config.NumberColumn("time (s)", format="%.1f"),
+            "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.4f"),
+        })
     if not ctx.status.has("validations") and not show_next_steps(ctx, ("judgements",)):
         return
     st.subheader("Phase and conjunctive scores")

@@ -67,11 +67,17 @@ def render(ctx: Context) -> None:
         pl.struct("failure_type_id").map_elements(
             lambda r: link("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"]),
             return_dtype=pl.Utf8).alias("drill"))
+    categories = (ctx.q("taxonomy_types", ctx.taxonomy_id).group_by("phase", "category_id", "category")
+                  .agg(pl.len().alias("n")).sort("phase", "category_id"))
     for phase in dict.fromkeys(frame["phase"].to_list()):
         part = frame.filter(pl.col("phase") == phase)
         total = part["total"][0]
         n_types = part.filter(pl.col("failure_type_id") != "unassigned").height
         st.subheader(f"{phase.capitalize()} · {n_types} type(s) · total {total:,}")
+        cats = categories.filter(pl.col("phase") == phase)
+        if cats.height:
+            st.caption("Categories: " + "; ".join(f"**{r['category']}** ({r['n']} type{'s' if r['n'] > 1 else ''})"
+                                                   for r in cats.iter_rows(named=True)))
         st.dataframe(
             part.select("category", "failure_type", "share", "count", "95% CI (%)", "failure_type_id", "drill"),
             hide_index=True, width="stretch", key=f"tx_table_{phase}",
