@@ -46,6 +46,9 @@ def run(
     reassign_outliers: Annotated[
         bool, typer.Option("--reassign-outliers", help="Move outliers to the nearest cluster.")
     ] = False,
+    parallel: Annotated[
+        bool, typer.Option("--parallel", help="Unseeded multi-threaded UMAP: faster, not reproducible.")
+    ] = False,
     stability_runs: Annotated[
         int, typer.Option(help="Re-runs (other seed / resample) for the stability ARI.")
     ] = 2,
@@ -70,6 +73,7 @@ def run(
         cluster_selection_method=selection,
         n_clusters=n_clusters,
         reassign_outliers=reassign_outliers,
+        parallel=parallel,
         stability_runs=stability_runs,
         map_2d=not no_map,
     )

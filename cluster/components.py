@@ -46,14 +46,14 @@ def _umap(
         import umap
     except ImportError:
         raise MissingDependencyError("umap-learn", "mining") from None
-    # n_jobs=1 is what a seed needs: umap ignores random_state when it runs in parallel
+    # a seed needs one thread: umap ignores random_state when it runs in parallel
     return umap.UMAP(
         n_neighbors=n_neighbors,
         n_components=n_components,
         min_dist=min_dist,
         metric=metric,
         random_state=random_state,
-        n_jobs=1,
+        n_jobs=1 if random_state is not None else -1,
         **extra,
     )
 

@@ -52,6 +52,7 @@ class ClusterParams(BaseModel):
     cluster_selection_method: Literal["eom", "leaf"] = "leaf"
     n_clusters: int | None = None  # only for clusterers that take a count (kmeans, agglomerative)
     reassign_outliers: bool = False
+    parallel: bool = False  # unseeded multi-threaded UMAP: faster at scale, not reproducible
     map_2d: bool = True
     stability_runs: int = Field(default=2, ge=0)  # re-runs: alternately another seed and an 80% resample
     resample_fraction: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -63,7 +64,7 @@ class ClusterParams(BaseModel):
                 "n_components": self.n_components or max(2, min(10, n - 2)),
                 "min_dist": self.min_dist,
                 "metric": self.metric,
-                "random_state": self.seed,
+                "random_state": None if self.parallel else self.seed,
             }
         if self.reducer == "pca":
             return {"n_components": self.n_components or min(50, n), "random_state": self.seed}

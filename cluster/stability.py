@@ -29,7 +29,8 @@ def stability(
     n = X.shape[0]
     for i in range(runs):
         run_seed = seed + 1 + i
-        rerun = ClusterPipeline(**{**params, "map_2d": False, "random_state": run_seed})
+        rerun_seed = None if pipeline.random_state is None else run_seed  # parallel mode stays unseeded
+        rerun = ClusterPipeline(**{**params, "map_2d": False, "random_state": rerun_seed})
         if i % 2 == 0 or n < 10:
             kind, idx = "seed", np.arange(n)
         else:

@@ -67,7 +67,7 @@ def build_pipeline(params: ClusterParams, n: int) -> ClusterPipeline:
         clusterer_params=params.clusterer_params(n),
         reassign_outliers=params.reassign_outliers,
         map_2d=params.map_2d,
-        random_state=params.seed,
+        random_state=None if params.parallel else params.seed,
     )
 
 

@@ -149,3 +149,10 @@ def test_evaluate_against_majority_labels(blob_store):
 def test_an_empty_store_says_there_is_nothing_to_cluster(store):
     with pytest.raises(NotFoundError, match="no insights"):
         run_clustering_per_phase(store, ClusterParams())
+
+
+def test_parallel_mode_is_recorded_as_unseeded(blob_store):
+    result = run_clustering(blob_store, ClusterParams(phase="design", parallel=True, **FAST))
+    params = json.loads(blob_store.query("SELECT params FROM clusterings WHERE id = ?", [result.id])[0][0])
+    assert params["parallel"] is True and params["reducer_params"]["random_state"] is None
+    assert result.n_clusters >= 1 and result.stability_ari is not None
