@@ -69,11 +69,12 @@ def version() -> None:
 def run_app(
     port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501,
     headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = True,
+    db: Annotated[str | None, typer.Option("--db", help="DuckDB store file (also accepted before `app`).")] = None,
 ) -> None:
     """Open the Streamlit explorer over the store (read-only)."""
     from failatlas.app_launcher import launch
 
-    launch(port=port, headless=headless)
+    launch(port=port, headless=headless, db=db)
 
 
 @app.command()
