@@ -106,7 +106,12 @@ def run_batch(
     if config.sandbox == "docker":
         from bench_core.sandbox import cleanup_orphans
 
-        cleanup_orphans()  # containers left by a runner that was killed
+        from failatlas.errors import InfrastructureError
+
+        try:
+            cleanup_orphans()  # containers left by a runner that was killed
+        except InfrastructureError:
+            pass  # daemon unreachable: each run records that itself as infra_error, retryable with --retry-infra
     with create_executor(executor, workers=workers) as pool:
         for record in pool.map_unordered(work, config):
             write_run(store, record)
