@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import polars as pl
@@ -53,7 +54,7 @@ def _fuzz(tmp_path: Path, data, source: Path, suffix: str, load, snapshot, outco
         assert str(path.resolve()) in str(exc) or str(path) in str(exc), str(exc)
         assert snapshot(store) == before
         outcomes.rejected += 1
-        outcomes.with_line += exc.line is not None or f"{path}:" in str(exc)
+        outcomes.with_line += exc.line is not None or re.search(rf"{re.escape(path.name)}:\d+", str(exc)) is not None
     else:
         outcomes.accepted += 1
 
@@ -84,24 +85,36 @@ def test_fuzzed_task_files(tmp_path_factory, table):
     table.record("fuzz-task-import", str(outcomes), before=rows_before, after=len(_tasks(store)))
 
 
-def test_fuzzed_insight_files(tmp_path_factory, table):
+def test_fuzzed_insight_and_trace_files(tmp_path_factory, shared_data, table):
     outcomes, tmp = Outcomes(), tmp_path_factory.mktemp("fuzz-insights")
     store = open_store(tmp / "store.duckdb")
     import_insights(store, FIXTURES / "ingest" / "good.jsonl")
     rows_before = len(_insights(store)[1])
+    trail = tmp / "trail_sample.jsonl"  # a few TRAIL trace annotations (read from the shared data, not copied)
+    trail.write_text("".join((shared_data / "trail" / "trail_errors_gaia.jsonl").open().readlines()[:8]))
+    sources = {
+        "jsonl": (FIXTURES / "ingest" / "good.jsonl", {}),
+        "csv": (FIXTURES / "ingest" / "good.csv",
+                {"text_column": "summary", "phase_column": "stage", "label_column": "category"}),
+        "expbench": (FIXTURES / "ingest" / "expbench" / "judge_outputs.jsonl", {}),
+        "inspect": (next((FIXTURES / "ingest" / "inspect").glob("*.json")), {}),
+        "trail": (trail, {}),
+    }
+    per_format: dict[str, int] = dict.fromkeys(sources, 0)
 
-    @FUZZ
-    @given(data=st.data(), fmt=st.sampled_from(["jsonl", "csv"]))
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(data=st.data(), fmt=st.sampled_from(sorted(sources)))
     def check(data, fmt):
-        source = FIXTURES / "ingest" / f"good.{fmt}"
-        load = (lambda s, p: import_insights(s, p, fmt="jsonl")) if fmt == "jsonl" else \
-            (lambda s, p: import_insights(s, p, fmt="csv", text_column="summary", phase_column="stage",
-                                          label_column="category"))
-        _fuzz(tmp, data, source, f".{fmt}", load, _insights, outcomes, store)
+        source, options = sources[fmt]
+        per_format[fmt] += 1
+        _fuzz(tmp, data, source, source.suffix, lambda s, p: import_insights(s, p, fmt=fmt, **options),
+              _insights, outcomes, store)
 
     check()
     assert outcomes.rejected > 0 and outcomes.with_line > 0
-    table.record("fuzz-insight-import", str(outcomes), before=rows_before, after=len(_insights(store)[1]))
+    table.record("fuzz-insight-import", f"{str(outcomes)} (formats: "
+                 + ", ".join(f"{k} {v}" for k, v in per_format.items()) + ")",
+                 before=rows_before, after=len(_insights(store)[1]))
 
 
 NAMES = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
