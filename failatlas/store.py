@@ -85,6 +85,8 @@ def resolve_db_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 def _is_lock_conflict(exc: Exception) -> bool:
     text = str(exc).lower()
+    if "different configuration" in text:  # another thread of this process holds the file in the other mode
+        return True
     return "lock" in text and ("conflicting" in text or "could not set lock" in text)
 
 
@@ -114,7 +116,7 @@ class Store:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
-            except duckdb.IOException as exc:
+            except (duckdb.IOException, duckdb.ConnectionException) as exc:
                 if not _is_lock_conflict(exc):
                     raise StoreError(f"cannot open store {self.path}: {exc}") from exc
                 if time.monotonic() >= deadline:
