@@ -114,7 +114,12 @@ class InfiniteLoopAgent(_HostileAgent):
     """Loops forever, in the foreground and in an escaped background process."""
 
     behaviour = "loop forever"
-    commands = ("setsid bash -c 'while :; do :; done' & while :; do :; done",)
+    commands = (
+        "setsid bash -c 'while :; do :; done' & while :; do :; done",
+        # how many of the loops still run after the deadline (the pattern does not match this command itself)
+        "sleep 1; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+        " | grep -c '[w]hile :; do'",
+    )
 
 
 class PrintFloodAgent(_HostileAgent):

@@ -33,6 +33,17 @@ python tests/reliability/make_table.py
 "Rows" counts the rows of the tables the check is about (runs, judgements, insights, ...) before and after.
 This file is generated; `tests/reliability/test_doc.py` fails when it no longer lists the rows the suite defines.
 
+Limits the table does not hide:
+
+- Disk: `/tmp` is a tmpfs bounded by its size and the memory limit, but the working copy has no quota unless the
+  Docker storage driver supports one (`SandboxSpec.disk_mb`, overlay2 on xfs with pquota; not fuse-overlayfs).
+  A command can write into it until its deadline; the harness then stores at most 1 MiB per output file and an
+  8 MiB diff, but copies the whole working copy out to the host first.
+- Background processes: a command's background children keep running after it returns (agents may start
+  servers) unless the command times out or hits the process limit; then they are killed (restart if needed).
+- The monitor's rules are patterns over commands: an agent that fakes results while echoing the run command
+  (`echo python3 run.py`) escapes the `fabricated_results` rule; the validator's clean re-run still catches it.
+
 """
 
 

@@ -16,7 +16,8 @@ ROWS: dict[str, tuple[str, str, str]] = {
     "hostile-fork-bomb": ("hostile agent", "fork bomb", "killed_reason pids; sandbox usable afterwards"),
     "hostile-memory": ("hostile agent", "allocate memory without end", "killed_reason oom (exit 137)"),
     "hostile-fill-disk": ("hostile agent", "fill the disk",
-                          "/tmp full at its tmpfs size; stored conclusion capped at 1 MiB, diff at 8 MiB"),
+                          "/tmp bounded (tmpfs size or memory limit); stored conclusion capped at 1 MiB, "
+                          "diff at 8 MiB"),
     "hostile-infinite-loop": ("hostile agent", "loop forever (and an escaped setsid loop)",
                               "killed_reason timeout at the deadline; escaped loop killed"),
     "hostile-print-flood": ("hostile agent", "print gigabytes to stdout",

@@ -44,6 +44,8 @@ def _env() -> dict:
 def test_workers_writers_readers_and_the_app_at_once(sandbox_image, tmp_path, monkeypatch, table):
     from streamlit.testing.v1 import AppTest
 
+    # AppTest leaves sys.modules["__main__"] pointing at app.py; spawned worker pools of later tests would run it
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     db = tmp_path / "busy.duckdb"
     cli = [sys.executable, "-m", "failatlas", "--db", str(db)]
     subprocess.run([*cli, "tasks", "import-mini"], cwd=ROOT, env=_env(), check=True, capture_output=True)

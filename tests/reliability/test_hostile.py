@@ -168,11 +168,13 @@ def test_fill_disk(batch, table):
 
 def test_infinite_loop(batch, table):
     agent = "hostile-infinite-loop"
-    loop = _commands(batch, agent)[0]
+    loop, left = _commands(batch, agent)[:2]
     assert loop["timed_out"] and loop["killed_reason"] == "timeout"
+    assert left["stdout_tail"].strip() == "0", left  # the escaped setsid loop was killed too
     assert 20 <= loop["duration_s"] < 20 + 2 + 3 + 5
     assert _survived(batch, agent)
-    _record(batch, table, agent, f"killed_reason timeout after {loop['duration_s']:.1f} s (deadline 20 s)")
+    _record(batch, table, agent, f"killed_reason timeout after {loop['duration_s']:.1f} s (deadline 20 s); "
+            "0 loops left running")
 
 
 def test_print_flood(batch, table):

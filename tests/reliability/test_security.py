@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import shlex
+import sys
 from pathlib import Path
 
 import duckdb
@@ -110,6 +111,8 @@ def _user_sql_flows(source: str) -> list[str]:
 def test_app_opens_the_store_read_only_and_runs_no_user_sql(mini_store_for_app, monkeypatch, table):
     from streamlit.testing.v1 import AppTest
 
+    # AppTest leaves sys.modules["__main__"] pointing at app.py; spawned worker pools of later tests would run it
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     db = mini_store_for_app
     opened: list[bool] = []
     real_connect = duckdb.connect
