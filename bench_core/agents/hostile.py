@@ -123,10 +123,10 @@ class InfiniteLoopAgent(_HostileAgent):
 
 
 class PrintFloodAgent(_HostileAgent):
-    """Prints gigabytes to stdout (until the deadline stops it)."""
+    """Prints gigabytes to stdout: up to 100 GB, so the deadline always stops it first."""
 
     behaviour = "print gigabytes to stdout"
-    commands = ("yes 'all work and no play makes jack a dull boy' | head -c 3000000000",)
+    commands = ("yes 'all work and no play makes jack a dull boy' | head -c 100000000000",)
 
 
 class WriteOutsideAgent(_HostileAgent):

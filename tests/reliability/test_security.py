@@ -46,14 +46,28 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
     before = store.query("SELECT count(*) FROM runs")[0][0]
     run_benchmark(store, select_tasks(store, task_ids=[task.id]), "command", agent_params={"command": probe},
                   runs_dir=tmp_path / "runs", image=sandbox_image)
-    [(status, run_id)] = store.query("SELECT status, id FROM runs")
+    [(status, run_id)] = store.query("SELECT status, id FROM runs WHERE agent = 'command'")
     assert status == "completed"
     [out] = [r[0] for r in store.query("SELECT stdout_tail FROM sandbox_commands WHERE run_id = ? AND command = ?",
                                        [run_id, probe])]
     assert "key::\n" in out and "OPENAI" not in out.split("key:")[0]
     assert out.split("GT-START\n", 1)[1].split("GT-END")[0] == ""  # no ground truth anywhere in the sandbox
 
-    leak = KEY  # the judge's endpoint echoes the key back, as a misconfigured proxy might
+    leak = KEY  # the endpoints echo the key back, as a misconfigured proxy or a confused model might
+    with ScriptedOpenAIServer([
+        ScriptedReply.tool_call("bash", {"command": f"echo {leak} > leaked.txt"}),
+        ScriptedReply.text(f"Authorization: Bearer {leak}"),
+        ScriptedReply.tool_call("write_file", {"path": ".failatlas/conclusion.md", "content": f"key {leak}"}),
+        ScriptedReply.tool_call("finish", {}),
+    ]) as agent_server:
+        for name, value in {"BASE_URL": agent_server.base_url, "MODEL": "scripted", "MAX_RETRIES": "0",
+                            "API_KEY_ENV": "FAILATLAS_PLANTED_KEY"}.items():
+            monkeypatch.setenv(f"FAILATLAS_LLM_AGENT_{name}", value)
+        run_benchmark(store, select_tasks(store, task_ids=[task.id]), "react", runs_dir=tmp_path / "runs",
+                      image=sandbox_image)
+        assert agent_server.remaining == 0
+    assert store.query("SELECT status FROM runs WHERE agent = 'react'") == [("completed",)]
+
     with ScriptedOpenAIServer([
         ScriptedReply.error(401, f"Incorrect API key provided: {leak}"),
         ScriptedReply.json({"steps": [], "error_analysis": f"the request carried {leak}"}),
@@ -69,11 +83,12 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
     texts = {**_everything_in(store), **{p.name: p.read_text() for p in exports}}
     captured = capfd.readouterr()
     texts["stdout/stderr"] = captured.out + captured.err
-    assert "[REDACTED]" in texts["table judgements"] and "[REDACTED]" in texts["table llm_calls"]
+    for where in ("judgements", "llm_calls", "run_steps", "sandbox_commands", "runs"):
+        assert "[REDACTED]" in texts[f"table {where}"], where
     leaks = [where for where, text in texts.items() if KEY in text or KEY[3:] in text]
     assert not leaks, leaks
-    table.record("secret-api-key", f"key searched in {len(texts)} places (every table, {len(exports)} export "
-                 "files, logs): absent; echoed copies stored as [REDACTED]",
+    table.record("secret-api-key", f"key echoed by the agent's and the judge's endpoints; searched in "
+                 f"{len(texts)} places (every table, {len(exports)} export files, logs): absent, stored as [REDACTED]",
                  before=before, after=store.query("SELECT count(*) FROM llm_calls")[0][0])
     table.record("secret-ground-truth", "no hidden test, task file, removed code or expected conclusion in the "
                  "sandbox; host environment (API keys) not passed in", before=before,
