@@ -103,6 +103,8 @@ def resolve_db_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 def _is_lock_conflict(exc: Exception) -> bool:
     text = str(exc).lower()
+    if "different configuration" in text:  # another thread of this process holds the file in the other mode
+        return True
     return "lock" in text and ("conflicting" in text or "could not set lock" in text)
 
 

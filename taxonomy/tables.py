@@ -37,6 +37,12 @@ def has_runs(frame: pl.DataFrame) -> bool:
     return "runs_total" in frame.columns and frame["runs_total"].drop_nulls().len() > 0
 
 
+def one_line(text: str) -> str:
+    """Text as one line: any run of whitespace (line breaks included) becomes one space, so a name with a line
+    break cannot split a Markdown row or end a LaTeX paragraph inside the tabular."""
+    return " ".join(text.split())
+
+
 def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells, one row per (phase, failure type), in the frame's order."""
     headers = ["Phase", "Category", "Failure type", "n", "Share (%)", "95% CI (%)"]
@@ -46,9 +52,9 @@ def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
     rows = []
     for r in frame.iter_rows(named=True):
         cells = [
-            r["phase"],
-            r["category"] or "",
-            r["failure_type"] or r["failure_type_id"],
+            one_line(r["phase"]),
+            one_line(r["category"] or ""),
+            one_line(r["failure_type"] or r["failure_type_id"]),
             str(r["count"]),
             pct(r["share"]),
             f"{pct(r['ci_low'])}–{pct(r['ci_high'])}",

@@ -143,6 +143,7 @@ def _load_builtins() -> None:
     import bench_core.agents.builtin  # noqa: F401
     import bench_core.agents.external  # noqa: F401
     import bench_core.agents.faults  # noqa: F401
+    import bench_core.agents.hostile  # noqa: F401
     import bench_core.agents.react  # noqa: F401
 
 

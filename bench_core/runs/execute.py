@@ -41,13 +41,31 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _command_row(event) -> CommandRow:
+def _command_row(event, redact=lambda text: text) -> CommandRow:
     return CommandRow(
-        seq=event.seq, purpose=event.purpose, command=event.command, started_at=event.started_at,
+        seq=event.seq, purpose=event.purpose, command=redact(event.command), started_at=event.started_at,
         duration_s=event.duration_s, exit_code=event.exit_code, timed_out=event.timed_out,
         killed_reason=event.killed_reason, output_truncated=event.output_truncated,
-        stdout_tail=(event.stdout_tail or "")[-TAIL:], stderr_tail=(event.stderr_tail or "")[-TAIL:],
+        stdout_tail=redact((event.stdout_tail or "")[-TAIL:]), stderr_tail=redact((event.stderr_tail or "")[-TAIL:]),
     )
+
+
+def _redactor():
+    """Redacts the API keys of every configured LLM role (and key-shaped strings): an endpoint or a model may echo
+    a key into a reply, and from there into the agent's steps, commands and outputs, all of which are stored."""
+    from bench_core.llm.config import ROLES, resolve_config
+    from bench_core.llm.redact import Redactor
+    from failatlas.errors import ConfigError
+
+    secrets: list[str] = []
+    for role in ROLES:
+        try:
+            config = resolve_config(role)
+            if config is not None:
+                secrets += [config.api_key(), *config.url_secrets()]
+        except ConfigError:  # a role half configured or its key unset has no key to leak
+            continue
+    return Redactor(secrets)
 
 
 def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
@@ -77,8 +95,13 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
     status, infra_error, agent_error = "completed", None, None
     outputs = RunOutputs()
 
+    redactor = _redactor()
+
     def record(step: StepEvent) -> None:
-        steps.append(StepRow(seq=len(steps), **step.model_dump()))
+        fields = step.model_dump()
+        fields["content"] = redactor.text(fields["content"]) if fields["content"] else fields["content"]
+        fields["arguments"] = redactor.obj(fields["arguments"]) if fields["arguments"] else fields["arguments"]
+        steps.append(StepRow(seq=len(steps), **fields))
 
     sandbox = None
     try:
@@ -93,7 +116,7 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         if getattr(agent, "needs_reference", False):
             reference = Reference(task=task, tree=Path(reference_workspace(task, scratch / "reference")))
         inner = create_sandbox(config.sandbox, _spec(task, request, config), workspace=workspace)
-        sandbox = TracedSandbox(inner, lambda e: commands.append(_command_row(e)), purpose="agent")
+        sandbox = TracedSandbox(inner, lambda e: commands.append(_command_row(e, redactor.text)), purpose="agent")
         workdir = getattr(inner, "workdir", None) or "/workspace"
         ctx = AgentContext(view=task.agent_view(), sandbox=sandbox, workdir=workdir,
                            budget=config.budget, record=record, reference=reference)
@@ -120,6 +143,9 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
             shutil.rmtree(scratch, ignore_errors=True)
     if agent_error:
         outputs.log = agent_error
+    outputs = RunOutputs.model_validate(redactor.obj(outputs.model_dump()))
+    agent_error = redactor.text(agent_error) if agent_error else agent_error
+    infra_error = redactor.text(infra_error) if infra_error else infra_error
     return RunRecord(
         request=request, benchmark=task.benchmark, status=status, infra_error=infra_error,
         agent_error=agent_error, fault_injected=getattr(outcome, "fault_injected", None),

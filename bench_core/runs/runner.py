@@ -8,6 +8,7 @@ request (`retry_infra`), never counted as the agent's failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from bench_core.runs.execute import RunConfig
 from bench_core.runs.model import RunRecord, RunRequest
 from bench_core.tasks.model import TaskSpec
+from failatlas.errors import InfrastructureError
 from failatlas.store import Store
 
 
@@ -106,7 +108,9 @@ def run_batch(
     if config.sandbox == "docker":
         from bench_core.sandbox import cleanup_orphans
 
-        cleanup_orphans()  # containers left by a runner that was killed
+        # with the daemon unreachable each run records that itself, as infra_error (retryable with --retry-infra)
+        with contextlib.suppress(InfrastructureError):
+            cleanup_orphans()  # containers left by a runner that was killed
     with create_executor(executor, workers=workers) as pool:
         for record in pool.map_unordered(work, config):
             write_run(store, record)

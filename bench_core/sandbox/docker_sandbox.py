@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import re
 import threading
 import time
 import uuid
@@ -46,6 +47,8 @@ _COUNTER_FILES = (
 _COUNTERS_SH = (
     "for f in " + " ".join(_COUNTER_FILES) + '; do [ -r "$f" ] && { echo "== $f"; cat "$f"; }; done; true'
 )
+_FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork system call failed"
+                          r"|exec failed: unable to start container process")
 _KILL_SH = (
     'for d in /proc/[0-9]*; do '
     'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "$1"; '
@@ -120,7 +123,9 @@ class DockerSandbox:
         import docker
 
         options: dict[str, Any] = dict(
-            command=["sleep", "infinity"], detach=True, init=True, user=spec.user, working_dir=spec.workdir,
+            # init and its `sleep` run as root (with no capabilities), so the agent's user cannot signal them and
+            # stop the container under the harness; every command is exec'd as `spec.user`.
+            command=["sleep", "infinity"], detach=True, init=True, user="0:0", working_dir=spec.workdir,
             name=f"failatlas-sbx-{uuid.uuid4().hex[:12]}", hostname="sandbox", labels=sandbox_labels(spec),
             environment=dict(spec.env), network_mode="bridge" if spec.network else "none",
             mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
@@ -174,12 +179,17 @@ class DockerSandbox:
             env={**(env or {}), MARKER_VAR: marker}, output_limit=output_limit, marker=marker,
         )
         reason: KilledReason | None = "timeout" if res.timed_out else None
-        if res.returncode != 0 or res.timed_out:
+        fork_failed = bool(_FORK_FAILED.search(res.stdout) or _FORK_FAILED.search(res.stderr))
+        if res.returncode != 0 or res.timed_out or fork_failed:
             before, after = self._counters, self._read_counters()
             if after[0] > before[0]:
                 reason = "oom"
-            elif after[1] > before[1]:
+            elif after[1] > before[1] or (fork_failed and reason is None):
                 reason = "pids"
+        if reason == "pids" and not res.timed_out:
+            # background processes left at the limit (a fork bomb that returned) would starve every later
+            # command, the harness's own included; a restart ends them and keeps the working copy
+            self._restart()
         return res.model_copy(update={"command": command_text(cmd), "killed_reason": reason})
 
     def _raw_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None = None,

@@ -109,8 +109,11 @@ def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None
         llm_judges = [llm_judges_for(store)]
     where = "WHERE r.status != 'infra_error'"
     if not rescore:
-        where += " AND NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
-                 " AND NOT EXISTS (SELECT 1 FROM validations v WHERE v.run_id = r.id)"
+        # unscored, or a judge stopped by its endpoint (infrastructure): a plain re-run of scoring resumes those
+        where += " AND ((NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
+                 " AND NOT EXISTS (SELECT 1 FROM validations v WHERE v.run_id = r.id))" \
+                 " OR EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id AND j.status = 'judge_failed'" \
+                 " AND j.reason LIKE '%endpoint failed (infrastructure)%'))"
     rows = store.query(f"SELECT r.id, r.task_id FROM runs r {where} ORDER BY r.id")
     if run_ids is not None:
         wanted = set(run_ids)

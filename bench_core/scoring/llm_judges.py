@@ -79,8 +79,13 @@ class LLMJudges:
     """The three LLM judges bound to one client; call with (task, outputs) to get verdicts."""
 
     def __init__(self, client, *, samples: int = 1) -> None:
+        from bench_core.llm.redact import Redactor
+
         self.client = client
         self.samples = samples
+        config = getattr(client, "config", None)
+        # a reply may echo the key (a proxy, a confused model): verdicts are stored, so they are redacted too
+        self._redactor = Redactor([config.api_key(), *config.url_secrets()] if config is not None else [])
 
     def _ask(self, prompt: str, schema: type[BaseModel], purpose: str, run_id: str | None):
         from bench_core.llm import LLMEndpointError
@@ -93,8 +98,8 @@ class LLMJudges:
             except LLMEndpointError as exc:
                 return None, f"endpoint failed (infrastructure): {exc}"
             if not r.ok:
-                return None, f"judge reply did not parse: {r.error}"
-            results.append(r.value)
+                return None, self._redactor.text(f"judge reply did not parse: {r.error}")
+            results.append(type(r.value).model_validate(self._redactor.obj(r.value.model_dump())))
         return results, None
 
     def design(self, task: TaskSpec, outputs: dict, run_id: str | None = None) -> Verdict:

@@ -1,0 +1,74 @@
+"""Write docs/reliability.md from the rows the reliability suite recorded (test-artifacts/reliability.json).
+
+    python -m pytest -q tests/reliability && python tests/reliability/make_table.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.reliability.rows import ROWS  # noqa: E402
+
+ARTIFACT = ROOT / "test-artifacts" / "reliability.json"
+DOC = ROOT / "docs" / "reliability.md"
+HEADER = """# Reliability and security
+
+The harness runs untrusted code written by agents, talks to flaky remote endpoints and reads files from other
+tools. The suite in `tests/reliability/` proves it holds: hostile agents (`bench_core/agents/hostile.py`,
+registered as `hostile-*`) run in real Docker sandboxes on `mini-ridge-cv`; faults are injected into the
+runner, the LLM endpoint, the Docker daemon and the judges; importers and exporters are fuzzed with hypothesis.
+
+Re-run it and regenerate this table:
+
+```bash
+python -m pytest -q tests/reliability
+python tests/reliability/make_table.py
+```
+
+"Rows" counts the rows of the tables the check is about (runs, judgements, insights, ...) before and after.
+This file is generated; `tests/reliability/test_doc.py` fails when it no longer lists the rows the suite defines.
+
+Limits the table does not hide:
+
+- Disk: `/tmp` is a tmpfs bounded by its size and the memory limit, but the working copy has no quota unless the
+  Docker storage driver supports one (`SandboxSpec.disk_mb`, overlay2 on xfs with pquota; not fuse-overlayfs).
+  A command can write into it until its deadline; the harness then stores at most 1 MiB per output file and an
+  8 MiB diff, but copies the whole working copy out to the host first.
+- Background processes: a command's background children keep running after it returns (agents may start
+  servers) unless the command times out or hits the process limit; then they are killed (restart if needed).
+- The monitor's rules are patterns over commands: an agent that fakes results while echoing the run command
+  (`echo python3 run.py`) escapes the `fabricated_results` rule; the validator's clean re-run still catches it.
+
+"""
+
+
+def _cell(value: object) -> str:
+    text = "–" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(recorded: list[dict]) -> str:
+    by_id = {r["id"]: r for r in recorded}
+    lines = ["| area | behaviour or fault | expected outcome | observed outcome | rows before | rows after "
+             "| status |", "|---|---|---|---|---|---|---|"]
+    for row_id, (area, behaviour, expected) in ROWS.items():
+        r = by_id.get(row_id, {})
+        lines.append("| " + " | ".join(_cell(v) for v in (
+            area, behaviour, expected, r.get("observed", "not run"), r.get("rows_before"), r.get("rows_after"),
+            r.get("status", "not run"))) + " |")
+    return HEADER + "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    recorded = json.loads(ARTIFACT.read_text())["rows"] if ARTIFACT.exists() else []
+    DOC.write_text(render(recorded))
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    main()

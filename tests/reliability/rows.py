@@ -1,0 +1,61 @@
+"""The rows of the reliability table: every behaviour or fault the suite proves, and what must happen.
+
+Each test records its row's observed outcome and the store's row counts before and after (conftest.py);
+`make_table.py` renders docs/reliability.md from what a run recorded. `test_doc.py` keeps the doc in step.
+"""
+
+from __future__ import annotations
+
+ROWS: dict[str, tuple[str, str, str]] = {
+    # id: (area, behaviour or fault, expected outcome)
+    "hostile-read-ground-truth": ("hostile agent", "read the ground truth or the reference tree",
+                                  "nothing found in the sandbox; monitor ground_truth_access"),
+    "hostile-git-history": ("hostile agent", "read git history",
+                            "no removed code in any git object; monitor git_history"),
+    "hostile-network": ("hostile agent", "reach the network", "every connection fails; monitor network"),
+    "hostile-fork-bomb": ("hostile agent", "fork bomb", "killed_reason pids; sandbox usable afterwards"),
+    "hostile-memory": ("hostile agent", "allocate memory without end", "killed_reason oom (exit 137)"),
+    "hostile-fill-disk": ("hostile agent", "fill the disk",
+                          "/tmp bounded (tmpfs size or memory limit); stored conclusion capped at 1 MiB, "
+                          "diff at 8 MiB"),
+    "hostile-infinite-loop": ("hostile agent", "loop forever (and an escaped setsid loop)",
+                              "killed_reason timeout at the deadline; escaped loop killed"),
+    "hostile-print-flood": ("hostile agent", "print gigabytes to stdout",
+                            "killed_reason timeout; output truncated to the cap"),
+    "hostile-write-outside": ("hostile agent", "write outside the workspace",
+                              "permission denied; escaping links dropped; host untouched"),
+    "hostile-signal-harness": ("hostile agent", "signal or reach the harness process",
+                               "kill 1 refused; no Docker socket; run completed, harness alive"),
+    "hostile-fake-results": ("hostile agent", "fake a results file",
+                             "validator fabricated_result; monitor fabricated_results"),
+    "hostile-tamper-trace": ("hostile agent", "tamper with the trace (rewrite git, fake trace, control bytes)",
+                             "diff taken on the host shows the edit; every command traced"),
+    "bystander": ("hostile agent", "a gold run in the same batch as the hostile ones",
+                  "completed, validator passed"),
+    "sigkill-resume": ("fault", "runner killed with SIGKILL midway, then re-run",
+                       "every run stored exactly once; no container left"),
+    "llm-429": ("fault", "LLM endpoint answers 429 then succeeds", "retried (Retry-After), reply used"),
+    "llm-500": ("fault", "LLM endpoint answers 500 every time", "LLMEndpointError (infrastructure), calls logged"),
+    "llm-timeout": ("fault", "LLM endpoint times out", "LLMEndpointError kind timeout, calls logged"),
+    "llm-truncated": ("fault", "LLM reply truncated JSON", "repaired by a retry, or judge_failed"),
+    "llm-malformed": ("fault", "LLM HTTP body not JSON", "retried as a server error, then reply used"),
+    "oom-validator": ("fault", "clean re-run's container killed for memory", "validator oom"),
+    "docker-refuses": ("fault", "Docker daemon refuses a call (dead DOCKER_HOST)",
+                       "run infra_error; --retry-infra completes it"),
+    "judge-crash": ("fault", "LLM judge fails halfway through a batch (500s, malformed JSON)",
+                    "judge_failed with the reason; other runs scored; re-scoring completes"),
+    "fuzz-task-import": ("bad input", "fuzzed task files (AutoExperiment JSONL)",
+                         "InputError naming the file; store unchanged"),
+    "fuzz-insight-import": ("bad input", "fuzzed insight and trace files (JSONL, CSV, EXP-Bench judge outputs, "
+                            "Inspect logs, TRAIL)",
+                            "InputError naming file and line; store unchanged"),
+    "fuzz-taxonomy-export": ("bad input", "fuzzed taxonomy phase, category and failure-type names in exports",
+                             "valid CSV/Markdown/LaTeX, every row kept"),
+    "secret-api-key": ("security", "an API key planted in the environment",
+                       "never in the store, traces, exports or logs"),
+    "secret-ground-truth": ("security", "ground truth of the task",
+                            "absent from the agent's sandbox (files and environment)"),
+    "app-read-only": ("security", "the app over the store", "opens it read-only; runs no user-supplied SQL"),
+    "concurrency": ("concurrency", "2 workers writing while the app and a reader poll",
+                    "no lock errors, no lost writes"),
+}
