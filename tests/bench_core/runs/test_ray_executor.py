@@ -1,0 +1,37 @@
+"""The Ray executor against a real Ray cluster started locally: runs are scheduled by GPU count, the GPU ids Ray
+grants reach the sandbox, and results come back to the one process that writes the store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import ray
+
+from bench_core.runs.api import run_benchmark, select_tasks
+from bench_core.suites import load_suite
+from bench_core.tasks import save_tasks
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_runs_are_stored_once_with_the_gpu_ray_granted(local_ray, store, tmp_path):
+    save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
+    tasks = select_tasks(store, task_ids=["mini-ridge-cv", "mini-mlp-bf16"])
+    command = "mkdir -p .failatlas && echo \"gpus=[$CUDA_VISIBLE_DEVICES]\" > .failatlas/conclusion.md"
+    report = run_benchmark(store, tasks, "command", agent_params={"command": command}, runs_dir=tmp_path / "runs",
+                           sandbox="local", executor="ray")
+    assert report.by_status == {"completed": 2}
+    rows = dict(store.query("SELECT task_id, outputs FROM runs"))
+    assert json.loads(rows["mini-mlp-bf16"])["conclusion"].strip() == "gpus=[0]"   # the GPU Ray granted
+    assert json.loads(rows["mini-ridge-cv"])["conclusion"].strip() == "gpus=[]"    # a CPU task gets none
+    again = run_benchmark(store, tasks, "command", agent_params={"command": command}, runs_dir=tmp_path / "runs",
+                          sandbox="local", executor="ray")
+    assert again.planned == 0 and again.skipped == 2
+    assert store.query("SELECT count(*), count(DISTINCT id) FROM runs") == [(2, 2)]
