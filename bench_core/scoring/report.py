@@ -27,7 +27,7 @@ def report_table(store: Store, *, by: str = "agent", k: int | None = None, n_boo
     return summarise(scores, GROUPINGS[by], n_boot=n_boot, seed=seed, k=k)
 
 
-def _rows(table: pl.DataFrame, by: str, with_ci: bool) -> tuple[list[str], list[list[object]]]:
+def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> tuple[list[str], list[list[object]]]:
     keys = GROUPINGS[by]
     extra = [c for c in table.columns if c.startswith("pass")]
     headers = [*keys, "runs", *METRICS, *extra]
@@ -38,7 +38,8 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool) -> tuple[list[str], list[
             if r[f"{m}_n"] == 0:
                 row.append("–")
             elif with_ci:
-                row.append(f"{fmt(r[m])} [{fmt(r[m + '_lo'])}, {fmt(r[m + '_hi'])}] (n={r[m + '_n']})")
+                cell = f"{fmt(r[m])} [{fmt(r[m + '_lo'])}, {fmt(r[m + '_hi'])}]"
+                row.append(f"{cell} (n={r[m + '_n']})" if with_n else cell)
             else:
                 row.append(r[m])
         row += [r[e] for e in extra]
@@ -53,12 +54,12 @@ def write_report(table: pl.DataFrame, by: str, out_dir: Path) -> list[Path]:
     md = out_dir / f"report_by_{by}.md"
     md.write_text(to_markdown(headers, rows))
     tex = out_dir / f"report_by_{by}.tex"
-    tex.write_text(to_latex(headers, rows, caption=f"Phase and conjunctive scores by {by} (95% bootstrap CI).",
+    _, tex_rows = _rows(table, by, with_ci=True, with_n=False)  # denominators are in the CSV and Markdown
+    tex.write_text(to_latex(headers, tex_rows, caption=f"Phase and conjunctive scores by {by} (95% bootstrap CI).",
                             label=f"tab:failatlas-scores-{by}", align="l" * len(GROUPINGS[by]) + "r" * (len(headers)
                             - len(GROUPINGS[by]))))
     csv = out_dir / f"report_by_{by}.csv"
-    numeric = table.select([c for c in table.columns])
-    csv.write_text(to_csv(numeric.columns, numeric.rows()))
+    csv.write_text(to_csv(table.columns, table.rows()))
     return [md, csv, tex]
 
 
