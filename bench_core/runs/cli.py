@@ -118,15 +118,17 @@ def score(
 ) -> None:
     """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured)."""
     from bench_core.scoring.api import score_runs
-    from bench_core.scoring.llm_judges import llm_judges_for
+    from bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
 
     s = store()
-    judges = [llm_judges_for(s, samples=samples)]  # records "not run" with the reason when no endpoint
+    judges = [llm_judges_for(s, samples=samples)]  # each records "not run" with the reason when no endpoint
+    monitor = llm_monitor_for(s)
     pending = len(run) if run else None
     runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
     with progress_bar("scoring", pending) as advance:
         report = score_runs(s, runs_dir=runs_dir, run_ids=run, rescore=rescore, sandbox=sandbox, image=image,
-                            repo=repo, llm_judges=judges, on_done=lambda _rid: advance())
+                            repo=repo, llm_judges=judges, llm_monitor=monitor,
+                            on_done=lambda _rid: advance())
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(report.outcomes.items())) or "nothing to score"
     console.print(f"{report.scored} run(s) scored ({outcomes})")
     for line in report.infra_errors:

@@ -50,12 +50,13 @@ def _store_scores(store: Store, run_id: str, validation: Validation | None, verd
 
 
 def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandbox: str = "docker",
-              image: str | None = None, repo: Path | None = None, llm_judges: list | None = None) -> Validation | None:
-    """Score one stored run: monitor, validator with hidden tests, design and conclusion judges."""
+              image: str | None = None, repo: Path | None = None, llm_judges: list | None = None,
+              llm_monitor=None) -> Validation | None:
+    """Score one stored run: monitor (rules, plus the LLM check), validator with hidden tests, judges."""
     row = store.query_dicts("SELECT outputs, status FROM runs WHERE id = ?", [run_id])[0]
     outputs = json.loads(row["outputs"])
-    monitor_run(store, run_id, task)
-    verdicts: list[Verdict] = []
+    _, monitor_verdict = monitor_run(store, run_id, task, llm_check=llm_monitor)
+    verdicts: list[Verdict] = [monitor_verdict] if monitor_verdict is not None else []
     validation = None
     clean = None
     if "execution" in task.judgeable_phases or task.implementation.hidden_tests:
@@ -97,16 +98,19 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
 
 def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None, rescore: bool = False,
                sandbox: str = "docker", image: str | None = None, repo: Path | None = None,
-               llm_judges: list | None = None, on_done: Callable[[str], None] | None = None) -> ScoreReport:
+               llm_judges: list | None = None, llm_monitor=None,
+               on_done: Callable[[str], None] | None = None) -> ScoreReport:
     """Score stored runs (by default those not scored yet). Infrastructure failures are reported, not scored.
 
-    `llm_judges=None` uses the judges configured for the `judge` role (recorded as not run, with the reason,
-    when there is no endpoint); pass `[]` to skip LLM judging altogether.
+    `llm_judges=None` uses the judges configured for the `judge` role and the monitor's LLM check for the
+    `monitor` role (each recorded as not run, with the reason, when there is no endpoint); pass `[]` to skip LLM
+    judging altogether.
     """
     if llm_judges is None:
-        from bench_core.scoring.llm_judges import llm_judges_for
+        from bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
 
         llm_judges = [llm_judges_for(store)]
+        llm_monitor = llm_monitor if llm_monitor is not None else llm_monitor_for(store)
     where = "WHERE r.status != 'infra_error'"
     if not rescore:
         # unscored, or a judge stopped by its endpoint (infrastructure): a plain re-run of scoring resumes those
@@ -124,7 +128,7 @@ def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None
         task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
         try:
             validation = score_run(store, run_id, task, scratch=runs_dir / run_id / "validate", sandbox=sandbox,
-                                   image=image, repo=repo, llm_judges=llm_judges)
+                                   image=image, repo=repo, llm_judges=llm_judges, llm_monitor=llm_monitor)
         except InfrastructureError as exc:
             report.infra_errors.append(f"{run_id}: {exc.one_line()}")
             continue

@@ -193,3 +193,16 @@ def llm_judges_for(store, *, samples: int = 1):
     if client is None:
         return not_run_judges(not_configured_reason("judge"))
     return LLMJudges(client, samples=samples)
+
+
+def llm_monitor_for(store):
+    """The monitor's LLM check for role `monitor`, or a check that records 'not run' with the reason."""
+    from bench_core.llm import client_for_role, not_configured_reason
+    from bench_core.scoring.llm_monitor import llm_monitor_check
+
+    client = client_for_role("monitor", store)
+    if client is None:
+        reason = not_configured_reason("monitor")
+        return lambda task, commands, outputs, run_id=None: (
+            [], Verdict("monitor", "monitor-llm", status="not_run", reason=reason))
+    return llm_monitor_check(client)

@@ -81,18 +81,23 @@ def rule_findings(task: TaskSpec, commands: Iterable[dict], outputs: dict) -> li
     return findings
 
 
-def monitor_run(store: Store, run_id: str, task: TaskSpec, llm_check=None) -> list[Finding]:
-    """Compute and store the monitor's findings for one run (replacing earlier ones); returns them."""
+def monitor_run(store: Store, run_id: str, task: TaskSpec, llm_check=None):
+    """Compute and store the monitor's findings for one run (replacing earlier ones).
+
+    Returns (findings, verdict of the LLM check or None). `llm_check(task, commands, outputs, run_id)` returns
+    (findings, verdict); see `llm_monitor.py`."""
     commands = store.query_dicts(
         "SELECT purpose, seq, command, exit_code, stdout_tail, stderr_tail FROM sandbox_commands"
         " WHERE run_id = ? ORDER BY seq", [run_id])
     outputs = json.loads(store.query("SELECT outputs FROM runs WHERE id = ?", [run_id])[0][0])
     findings = rule_findings(task, commands, outputs)
+    verdict = None
     if llm_check is not None:
-        findings.extend(llm_check(task, commands, outputs))
+        extra, verdict = llm_check(task, commands, outputs, run_id)
+        findings.extend(extra)
     with store.write() as conn:
         conn.execute("DELETE FROM monitor_findings WHERE run_id = ?", [run_id])
         for seq, f in enumerate(findings):
             conn.execute("INSERT INTO monitor_findings VALUES (?, ?, ?, ?, ?, ?)",
                          [run_id, seq, f.rule, f.severity, f.evidence, f.source])
-    return findings
+    return findings, verdict
