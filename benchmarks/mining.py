@@ -46,8 +46,9 @@ def _ari(labels_true: list[str], labels_pred: list[int]) -> float:
 def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
     import hashlib
 
-    from cluster import ClusterParams, run_clustering
     from corpus import generate
+
+    from cluster import ClusterParams, run_clustering
     from embed import embed_insights
     from failatlas.store import open_store
     from taxonomy.build import build_taxonomy
@@ -96,9 +97,9 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
 
 def child_bertopic(args: argparse.Namespace) -> dict[str, Any]:
     from bertopic import BERTopic
+    from corpus import generate
     from sentence_transformers import SentenceTransformer
 
-    from corpus import generate
     from embed.models import packaged_model_dir
 
     texts, labels = generate(args.n, args.seed)
