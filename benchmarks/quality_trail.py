@@ -1,10 +1,11 @@
 """Cluster quality on TRAIL's GAIA split (human-labelled agent errors): FailAtlas vs BERTopic's defaults.
 
-    python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--bertopic-runs 3] [--json OUT]
+    python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--model NAME] [--bertopic-runs 3] [--json OUT]
 
 Fills `insights` / `insight_sources` of a fresh store from trail_errors_gaia.jsonl (text = the annotator's
 `description`, label = `category`; duplicate descriptions become one insight whose label is the majority one),
-embeds them once with all-MiniLM-L6-v2 through the embed stage, then compares on those same vectors:
+embeds them once through the embed stage (all-MiniLM-L6-v2, or `--model`: any name `failatlas embed run --model`
+takes, e.g. all-mpnet-base-v2; a --db kept between runs keeps the vectors), then compares on those same vectors:
 BERTopic with every default (UMAP unseeded, so it runs several times), k-means on the raw embeddings, and the
 FailAtlas cluster stage step by step (each row adds one change to the row above: the ablation). Prints a
 Markdown table. Nothing is tuned here on anything but this split.
@@ -30,17 +31,31 @@ sys.path.insert(0, str(ROOT))
 
 from cluster import ClusterParams, evaluate_clustering, quality_metrics, run_clustering  # noqa: E402
 from cluster.metrics import agreement  # noqa: E402
-from embed import embed_insights, load_insight_vectors  # noqa: E402
+from embed import DEFAULT_MODEL, embed_insights, load_insight_vectors  # noqa: E402
 from failatlas.store import Store, open_store  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"
 PHASE = "other"  # TRAIL errors carry no FailAtlas phase
 
 
-def load_trail(store: Store, path: Path) -> int:
-    """Insert TRAIL rows as insights and sources with plain SQL; returns the rows that have a description."""
+TEXTS = {
+    "description": lambda r: r["description"],
+    # the annotator's description followed by the quoted trace span it is about (of the description's first row,
+    # so that the insights stay the same 501 distinct descriptions)
+    "description+evidence": lambda r: f"{r['description']} {r.get('evidence') or ''}".strip(),
+}
+
+
+def load_trail(store: Store, path: Path, text: str = "description") -> int:
+    """Insert TRAIL rows as insights and sources with plain SQL; returns the rows that have a description.
+
+    `text` picks what an insight's text is (a key of TEXTS)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r.get("description")]
+    first = {}
+    for r in rows:
+        first.setdefault(r["description"], TEXTS[text](r))
+    rows = [{**r, "description": first[r["description"]]} for r in rows]
 
     def iid(text: str) -> str:
         return hashlib.sha256(f"{PHASE}\x1f{text}".encode()).hexdigest()[:16]
@@ -135,6 +150,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRAIL_GAIA", DEFAULT_DATA)))
     ap.add_argument("--db", type=Path, default=None, help="store to fill (default: a temporary file)")
+    ap.add_argument("--model", default=DEFAULT_MODEL, help="embedding model (as `failatlas embed run --model`)")
+    ap.add_argument(
+        "--no-alternatives", action="store_true", help="only the ablation steps, not the 'alt:' rows"
+    )
+    ap.add_argument("--text", choices=sorted(TEXTS), default="description", help="what an insight's text is")
     ap.add_argument("--bertopic-runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=42, help="first of the seeds each configuration runs with")
     ap.add_argument("--seeds", type=int, default=5, help="how many seeds (their metrics are averaged)")
@@ -145,13 +165,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     db = args.db or Path(tempfile.mkdtemp(prefix="quality_trail_")) / "trail.duckdb"
     store = open_store(db)
-    n_rows = load_trail(store, args.data)
+    n_rows = load_trail(store, args.data, args.text)
     timing: dict[str, float] = {}
-    for norm in ("none", "mask"):
-        report = embed_insights(store, normalise=norm)
+    steps = [(n, s) for n, s in STEPS if not (args.no_alternatives and n.startswith("alt:"))]
+    norms = sorted({s.get("normalise", "none") for _, s in steps})
+    for norm in norms:
+        report = embed_insights(store, model=args.model, normalise=norm)
         timing[f"embed_{norm}"] = report.seconds
-    data = {norm: load_insight_vectors(store, normalise=norm) for norm in ("none", "mask")}
-    ids, texts, vectors = data["none"].ids, data["none"].texts, data["none"].vectors
+    data = load_insight_vectors(store, model=args.model, normalise="none")
+    ids, texts, vectors = data.ids, data.texts, data.vectors
     labels = majority_label(store, ids)
     n_labels = len(set(labels))
     results: list[dict[str, Any]] = []
@@ -200,12 +222,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         None,
     )
 
-    for name, settings in STEPS:
+    for name, settings in steps:
         preds, secs, stab = [], [], None
         for seed in seeds:
             first = seed == seeds[0]
             params = ClusterParams(
-                all_phases=True, seed=seed, stability_runs=2 if first else 0, map_2d=False, **settings
+                all_phases=True,
+                seed=seed,
+                stability_runs=2 if first else 0,
+                map_2d=False,
+                embed_model=args.model,
+                **settings,
             )
             result = run_clustering(store, params)
             metrics = evaluate_clustering(store, result.id, "label")
@@ -253,8 +280,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     print(
         f"TRAIL GAIA: {n_rows} labelled errors -> {len(ids)} distinct descriptions (insights), "
-        f"{n_labels} labels; all-MiniLM-L6-v2 vectors (embedding {timing['embed_none']:.1f} s raw, "
-        f"{timing['embed_mask']:.1f} s masked); bertopic {bertopic.__version__}; "
+        f"{n_labels} labels; text = {args.text}; {args.model} vectors (embedding "
+        + ", ".join(f"{t:.1f} s {k.removeprefix('embed_')}" for k, t in timing.items())
+        + f"); bertopic {bertopic.__version__}; "
         f"metrics are means over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}) or BERTopic runs.\n"
     )
     print("\n".join(lines))
@@ -267,7 +295,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sizes = {lab: labels.count(lab) for lab in set(labels)}
     for lab, rec in sorted(final["per_label_recall"].items(), key=lambda kv: -sizes[kv[0]]):
         print(f"| {lab} | {sizes[lab]} | {rec:.2f} |")
-    out = {"n_rows": n_rows, "n_insights": len(ids), "timing": timing, "rows": results}
+    out = {"model": args.model, "text": args.text, "n_rows": n_rows, "n_insights": len(ids), "timing": timing}
+    out["rows"] = results
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
     return out

