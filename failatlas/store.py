@@ -135,11 +135,20 @@ class Store:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
             except duckdb.ConnectionException as exc:
-                # Another thread of this process holds the file read-write: share that database instance.
+                # Another thread of this process holds the file read-write: a reader shares that database
+                # instance. A writer while another thread reads read-only waits below, like a lock conflict.
                 if read_only and "different configuration" in str(exc):
                     read_only = False
                     continue
-                raise StoreError(f"cannot open store {self.path}: {exc}") from exc
+                if not _is_lock_conflict(exc):
+                    raise StoreError(f"cannot open store {self.path}: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f"store {self.path} stayed open read-only in another thread for {self.lock_timeout:.0f} s",
+                        hint="close the reader, or raise --lock-timeout",
+                    ) from exc
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
             except duckdb.IOException as exc:
                 if not _is_lock_conflict(exc):
                     raise StoreError(f"cannot open store {self.path}: {exc}") from exc
