@@ -197,9 +197,16 @@ def run_structured(
     )
 
 
+AUTH_OR_MISSING = (401, 403, 404)
+
+
 def _fall_back(client: LLMClient, exc: LLMEndpointError, *args: Any) -> ChatResult:
-    """Retry in the next structured mode while the server refuses (not fails) the current one."""
-    while exc.kind == "client_error" and client.structured_mode != STRUCTURED_MODES[-1]:
+    """Retry in the next structured mode while the server refuses (not fails) the current one.
+
+    Authentication, permission and not-found answers (401, 403, 404) are not refusals of a format: they are raised.
+    """
+    while (exc.kind == "client_error" and exc.status_code not in AUTH_OR_MISSING
+           and client.structured_mode != STRUCTURED_MODES[-1]):
         refused = client.structured_mode
         client.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(refused) + 1]
         log.warning("endpoint %s refused structured mode %s (%s); using %s from now on",
