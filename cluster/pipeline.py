@@ -124,6 +124,14 @@ class ClusterPipeline:
                 clusterer = make_clusterer(self.clusterer, **(self.clusterer_params or {}))
             self.raw_labels_ = relabel_by_size(clusterer.fit_predict(self.reduced_))
             probabilities = getattr(clusterer, "probabilities_", None)
+            if (self.raw_labels_ < 0).all() and self.clusterer_used_ in ("hdbscan", "fast_hdbscan"):
+                # No dense region at all (a small phase): group the statements themselves, as for tiny phases,
+                # rather than leave every insight an outlier with no failure type.
+                self.clusterer_used_ = "agglomerative"
+                fallback = make_clusterer("agglomerative", linkage="average", metric="cosine",
+                                          distance_threshold=SMALL_N_DISTANCE)
+                self.raw_labels_ = relabel_by_size(fallback.fit_predict(X))
+                probabilities = None
         self.probabilities_ = None if probabilities is None else np.asarray(probabilities, dtype=np.float64)
         if self.reassign_outliers:
             self.labels_ = reassign_to_nearest(self.reduced_, self.raw_labels_)

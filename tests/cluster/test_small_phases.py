@@ -29,3 +29,14 @@ def test_larger_inputs_still_use_umap():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(SMALL_N + 20, 16)).astype(np.float32)
     assert ClusterPipeline(map_2d=False).fit(X).reducer_used_ == "umap"
+
+
+def test_when_hdbscan_finds_no_cluster_the_statements_are_grouped_not_dropped():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(SMALL_N + 4, 384)).astype(np.float32)  # no density structure at all
+    X[:6] = X[0] + 0.01 * rng.normal(size=(6, 384))  # but six near-copies of one statement
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    pipe = ClusterPipeline(clusterer_params={"min_cluster_size": 10}).fit(X)
+    assert pipe.clusterer_used_ == "agglomerative"
+    assert (pipe.raw_labels_ >= 0).all()
+    assert len(set(pipe.labels_[:6])) == 1

@@ -33,7 +33,8 @@ def judge_env(monkeypatch):
 def _verdicts(store) -> dict[str, dict[str, tuple]]:
     out: dict[str, dict[str, tuple]] = {}
     for run_id, phase, status, reason in store.query(
-            "SELECT run_id, phase, status, reason FROM judgements WHERE judge LIKE '%-llm' ORDER BY 1, 2"):
+            "SELECT run_id, phase, status, reason FROM judgements WHERE judge LIKE '%-llm' AND phase != 'monitor'"
+            " ORDER BY 1, 2"):
         out.setdefault(run_id, {})[phase] = (status, reason or "")
     return out
 
