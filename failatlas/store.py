@@ -134,27 +134,17 @@ class Store:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
-            except duckdb.ConnectionException as exc:
+            except (duckdb.ConnectionException, duckdb.IOException) as exc:
                 # Another thread of this process holds the file read-write: a reader shares that database
-                # instance. A writer while another thread reads read-only waits below, like a lock conflict.
-                if read_only and "different configuration" in str(exc):
+                # instance. Any other conflict (another process's lock, a reader thread in the other mode) waits.
+                if read_only and isinstance(exc, duckdb.ConnectionException) and "different configuration" in str(exc):
                     read_only = False
                     continue
                 if not _is_lock_conflict(exc):
                     raise StoreError(f"cannot open store {self.path}: {exc}") from exc
                 if time.monotonic() >= deadline:
                     raise StoreLockedError(
-                        f"store {self.path} stayed open read-only in another thread for {self.lock_timeout:.0f} s",
-                        hint="close the reader, or raise --lock-timeout",
-                    ) from exc
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
-            except duckdb.IOException as exc:
-                if not _is_lock_conflict(exc):
-                    raise StoreError(f"cannot open store {self.path}: {exc}") from exc
-                if time.monotonic() >= deadline:
-                    raise StoreLockedError(
-                        f"store {self.path} stayed locked by another process for {self.lock_timeout:.0f} s",
+                        f"store {self.path} stayed locked by another connection for {self.lock_timeout:.0f} s",
                         hint="wait for the other FailAtlas command to finish, or raise --lock-timeout",
                     ) from exc
                 time.sleep(delay * (0.5 + random.random()))
