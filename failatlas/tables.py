@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 _LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
                    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
+                   "<": r"\textless{}", ">": r"\textgreater{}",
                    "·": r"$\cdot$", "✓": r"\checkmark{}"}
 _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIALS))
 

@@ -7,25 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-}
-
-
-def latex_escape(text: str) -> str:
-    """Text safe inside a LaTeX table cell."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+from failatlas.tables import latex_escape  # the one LaTeX escaping of every export
 
 
 def pct(x: float | None) -> str:
