@@ -53,6 +53,13 @@ def run(
         int, typer.Option(help="Re-runs (other seed / resample) for the stability ARI.")
     ] = 2,
     no_map: Annotated[bool, typer.Option("--no-map", help="Skip the 2-D projection.")] = False,
+    reuse: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-reductions/--no-reuse-reductions",
+            help="Read seeded UMAP results cached in the store for the same vectors and parameters.",
+        ),
+    ] = True,
 ) -> None:
     """Cluster insights (per phase by default) from their cached embeddings and store the result."""
     from cluster.params import ClusterParams
@@ -78,7 +85,11 @@ def run(
         map_2d=not no_map,
     )
     s = store()
-    results = [run_clustering(s, params)] if phase or all_phases else run_clustering_per_phase(s, params)
+    results = (
+        [run_clustering(s, params, reuse_reductions=reuse)]
+        if phase or all_phases
+        else run_clustering_per_phase(s, params, reuse_reductions=reuse)
+    )
     table = Table(
         _id_column(), "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
     )
@@ -91,7 +102,7 @@ def run(
             f"{r.outlier_rate:.1%}",
             str(r.n_reassigned),
             "-" if r.stability_ari is None else f"{r.stability_ari:.3f}",
-            f"{r.seconds:.1f}",
+            f"{r.seconds:.1f}" + (f" ({r.reductions_reused} UMAP reused)" if r.reductions_reused else ""),
         )
     console.print(table)
     for r in results:

@@ -46,6 +46,9 @@ def _umap(
         import umap
     except ImportError:
         raise MissingDependencyError("umap-learn", "mining") from None
+    from cluster.jit import enable_numba_cache
+
+    enable_numba_cache()
     # a seed needs one thread: umap ignores random_state when it runs in parallel
     return umap.UMAP(
         n_neighbors=n_neighbors,

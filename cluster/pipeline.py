@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from cluster.components import make_clusterer, make_reducer
+from cluster.params import LARGE_N
+from cluster.reductions import ReductionCache, reduction_key, vectors_digest
 
 
 def reassign_to_nearest(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -45,6 +47,10 @@ def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
         return None
     from umap.umap_ import nearest_neighbors
 
+    from cluster.jit import enable_numba_cache
+
+    enable_numba_cache()
+
     metric = umap_params.get("metric", "cosine")
     return nearest_neighbors(
         X,
@@ -68,7 +74,8 @@ class ClusterPipeline:
     """reducer -> clusterer (-> outlier reassignment) (-> 2-D map). Follows scikit-learn's conventions.
 
     After `fit(X)`: `reduced_`, `labels_` (final, -1 = outlier unless reassigned), `raw_labels_` (before
-    reassignment), `reassigned_` (bool mask), `probabilities_` (or None), `embedding_2d_` (or None).
+    reassignment), `reassigned_` (bool mask), `probabilities_` (or None), `embedding_2d_` (or None),
+    `timings_`, `cache_hits_` (which seeded UMAP results came from `cache`: "reduce", "map").
     """
 
     def __init__(
@@ -80,6 +87,7 @@ class ClusterPipeline:
         reassign_outliers: bool = False,
         map_2d: bool = True,
         random_state: int | None = 42,
+        cache: ReductionCache | None = None,
     ) -> None:
         self.reducer = reducer
         self.reducer_params = reducer_params
@@ -88,6 +96,7 @@ class ClusterPipeline:
         self.reassign_outliers = reassign_outliers
         self.map_2d = map_2d
         self.random_state = random_state
+        self.cache = cache
 
     def _reducer_params(self, seed: int | None) -> dict[str, Any]:
         params = dict(self.reducer_params or {})
@@ -99,6 +108,9 @@ class ClusterPipeline:
         X = np.asarray(X, dtype=np.float32)
         n = X.shape[0]
         self.timings_: dict[str, float] = {}
+        self.cache_hits_: list[str] = []
+        self._digest = None
+        self._map_from_cache = None
         tick = time.perf_counter()
         probabilities = None
         self.reducer_used_ = "none" if self.reducer == "umap" and n < SMALL_N else self.reducer
@@ -108,12 +120,23 @@ class ClusterPipeline:
             self.raw_labels_ = np.zeros(n, dtype=np.int32)  # a single statement is its own type
         else:
             params = self._reducer_params(self.random_state) if self.reducer_used_ == self.reducer else {}
-            self.knn_ = shared_knn(X, params) if self.reducer_used_ == "umap" and self.map_2d else None
-            if self.knn_ is not None:
-                params["precomputed_knn"] = self.knn_
-            self.reduced_ = np.asarray(
-                make_reducer(self.reducer_used_, **params).fit_transform(X), dtype=np.float32
-            )
+            self._digest = vectors_digest(X) if self.cache is not None and self.reducer_used_ == "umap" else None
+            reduce_key = self._key("umap", params)
+            self.reduced_ = self.cache.get(reduce_key) if reduce_key else None
+            self._map_from_cache = self._cached_map(n)
+            self.knn_ = None
+            if self.reducer_used_ == "umap" and self.map_2d and (self.reduced_ is None or self._map_from_cache is None):
+                self.knn_ = shared_knn(X, params)
+            if self.reduced_ is not None:
+                self.cache_hits_.append("reduce")
+            else:
+                if self.knn_ is not None:
+                    params["precomputed_knn"] = self.knn_
+                self.reduced_ = np.asarray(
+                    make_reducer(self.reducer_used_, **params).fit_transform(X), dtype=np.float32
+                )
+                if reduce_key:
+                    self.cache.put(reduce_key, "umap", self.reduced_)
             self.timings_["reduce"], tick = time.perf_counter() - tick, time.perf_counter()
             if n < SMALL_N and self.clusterer in ("hdbscan", "fast_hdbscan"):
                 self.clusterer_used_ = "agglomerative"
@@ -156,12 +179,37 @@ class ClusterPipeline:
             return np.asarray(PCA(n_components=2, random_state=self.random_state).fit_transform(X), dtype=np.float64)
         if self.reducer == "umap" and self.reduced_.shape[1] == 2:
             return self.reduced_.astype(np.float64)
-        params = {**(self.reducer_params or {}), "n_components": 2, "min_dist": 0.1}
+        if self._map_from_cache is not None:
+            self.cache_hits_.append("map")
+            return self._map_from_cache.astype(np.float64)
+        params = self._map_params(n)
+        key = self._key("umap", params)
         if getattr(self, "knn_", None) is not None:
-            params["precomputed_knn"] = self.knn_
+            k = params["n_neighbors"]  # the shared graph's first k columns are the k nearest, in order
+            params["precomputed_knn"] = (self.knn_[0][:, :k].copy(), self.knn_[1][:, :k].copy(), None)
+        xy = np.asarray(make_reducer("umap", **params).fit_transform(X), dtype=np.float32)
+        if key:
+            self.cache.put(key, "umap", xy)
+        return xy.astype(np.float64)
+
+    def _map_params(self, n: int) -> dict[str, Any]:
+        """The 2-D map's UMAP: the reducer's neighbourhood and start, 2 dimensions, min_dist 0.1. From LARGE_N
+        insights on it uses the 15 nearest of the shared neighbour graph (UMAP's default neighbourhood): the
+        map is for the eye, and a wide neighbourhood made it cost as much as the reduction itself."""
+        params = {**(self.reducer_params or {}), "n_components": 2, "min_dist": 0.1}
         params.setdefault("n_neighbors", min(15, n - 1))
+        if n >= LARGE_N:
+            params["n_neighbors"] = min(params["n_neighbors"], 15)
         params.setdefault("metric", "cosine")
-        return np.asarray(
-            make_reducer("umap", **{**params, "random_state": self.random_state}).fit_transform(X),
-            dtype=np.float64,
-        )
+        return {**params, "random_state": self.random_state}
+
+    def _key(self, reducer: str, params: dict[str, Any]) -> str | None:
+        return reduction_key(self._digest, reducer, params) if self._digest else None
+
+    def _cached_map(self, n: int) -> np.ndarray | None:
+        """The 2-D map from the cache when `_project` would compute it with UMAP, else None."""
+        if not self.map_2d or n < SMALL_N or (self.reducer == "umap" and (self.reducer_params or {}).get(
+                "n_components") == 2):
+            return None
+        key = self._key("umap", self._map_params(n))
+        return self.cache.get(key) if key else None

@@ -1,4 +1,5 @@
-"""Tables owned by `cluster`: clusterings, assignments, the 2-D map, evaluations (docs/store/cluster.md)."""
+"""Tables owned by `cluster`: clusterings, assignments, the 2-D map, evaluations, cached reductions
+(docs/store/cluster.md)."""
 
 from failatlas.store import Migration
 
@@ -36,6 +37,21 @@ MIGRATIONS = [
             label_column VARCHAR NOT NULL,
             metrics JSON NOT NULL,             -- ari, nmi, homogeneity, ... (cluster/metrics.py)
             created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
+    Migration(
+        package="cluster",
+        version=2,
+        name="cluster_reductions",
+        sql="""
+        CREATE TABLE cluster_reductions (
+            key VARCHAR PRIMARY KEY,           -- sha256 of (vectors, reducer, its parameters, seed, library version)
+            reducer VARCHAR NOT NULL,
+            n_rows INTEGER NOT NULL,
+            n_dims INTEGER NOT NULL,
+            vectors BLOB NOT NULL,             -- float32, row-major, n_rows x n_dims
+            used_at TIMESTAMP NOT NULL DEFAULT current_timestamp
         );
         """,
     ),

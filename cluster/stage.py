@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from cluster.metrics import quality_metrics
 from cluster.params import ClusterParams
 from cluster.pipeline import ClusterPipeline
+from cluster.reductions import ReductionCache, StoreReductionCache
 from cluster.stability import stability
 from embed.stage import load_insight_vectors
 from failatlas import __version__
@@ -49,6 +50,7 @@ class ClusteringResult(BaseModel):
     params: dict[str, Any]
     seconds: float
     timings: dict[str, float]  # seconds: load, reduce, cluster, map, stability, write
+    reductions_reused: int = 0  # UMAP results read from cluster_reductions instead of computed
 
 
 def _clustering_id(resolved: dict[str, Any], ids: list[str]) -> str:
@@ -58,8 +60,9 @@ def _clustering_id(resolved: dict[str, Any], ids: list[str]) -> str:
     return "cl-" + h.hexdigest()[:12]
 
 
-def build_pipeline(params: ClusterParams, n: int) -> ClusterPipeline:
-    """The pipeline `params` describe for `n` insights (adaptive defaults resolved)."""
+def build_pipeline(params: ClusterParams, n: int, cache: ReductionCache | None = None) -> ClusterPipeline:
+    """The pipeline `params` describe for `n` insights (adaptive defaults resolved), reading and writing
+    seeded UMAP results through `cache` when given."""
     return ClusterPipeline(
         reducer=params.reducer,
         reducer_params=params.reducer_params(n),
@@ -68,14 +71,18 @@ def build_pipeline(params: ClusterParams, n: int) -> ClusterPipeline:
         reassign_outliers=params.reassign_outliers,
         map_2d=params.map_2d,
         random_state=None if params.parallel else params.seed,
+        cache=cache,
     )
 
 
-def run_clustering(store: Store, params: ClusterParams) -> ClusteringResult:
+def run_clustering(store: Store, params: ClusterParams, *, reuse_reductions: bool = True) -> ClusteringResult:
     """Cluster the insights of `params.phase` (or all insights with `all_phases`) from their cached vectors
     and write `clusterings` and `cluster_assignments` (2-D map included). Re-running with the same
-    parameters on the
-    same insights replaces the same clustering id.
+    parameters on the same insights replaces the same clustering id.
+
+    With `reuse_reductions`, seeded UMAP results (the reduction, the 2-D map, the stability re-runs' reductions)
+    are read from and written to `cluster_reductions`, keyed by the vectors' content and UMAP's parameters: a
+    re-run that changes only the clusterer, or repeats a run, skips UMAP. The result is the same either way.
 
     Raises ConfigError without a phase or all_phases, NotFoundError when there are no insights or some were
     never embedded."""
@@ -97,7 +104,8 @@ def run_clustering(store: Store, params: ClusterParams) -> ClusteringResult:
             hint="import some with `failatlas ingest`",
         )
     timings = {"load": time.perf_counter() - start}
-    pipeline = build_pipeline(params, n).fit(data.vectors)
+    cache = StoreReductionCache(store) if reuse_reductions else None
+    pipeline = build_pipeline(params, n, cache).fit(data.vectors)
     timings.update(pipeline.timings_)
     stab = (
         stability(
@@ -107,6 +115,7 @@ def run_clustering(store: Store, params: ClusterParams) -> ClusteringResult:
             runs=params.stability_runs,
             resample_fraction=params.resample_fraction,
             seed=params.seed,
+            max_items=params.stability_max_items,
         )
         if params.stability_runs
         else None
@@ -174,6 +183,7 @@ def run_clustering(store: Store, params: ClusterParams) -> ClusteringResult:
             k: round(v, 3)
             for k, v in {**timings, "write": time.perf_counter() - start - sum(timings.values())}.items()
         },
+        reductions_reused=cache.hits if cache else 0,
     )
 
 
@@ -182,7 +192,9 @@ def phases_present(store: Store) -> list[str]:
     return [r[0] for r in store.query("SELECT DISTINCT phase FROM insights ORDER BY phase")]
 
 
-def run_clustering_per_phase(store: Store, params: ClusterParams) -> list[ClusteringResult]:
+def run_clustering_per_phase(
+    store: Store, params: ClusterParams, *, reuse_reductions: bool = True
+) -> list[ClusteringResult]:
     """One clustering per phase present in `insights` (the default: kinds of error differ by phase).
 
     Raises NotFoundError when there are no insights at all."""
@@ -190,7 +202,9 @@ def run_clustering_per_phase(store: Store, params: ClusterParams) -> list[Cluste
     if not phases:
         raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
     return [
-        run_clustering(store, params.model_copy(update={"phase": phase, "all_phases": False}))
+        run_clustering(
+            store, params.model_copy(update={"phase": phase, "all_phases": False}), reuse_reductions=reuse_reductions
+        )
         for phase in phases
     ]
 
