@@ -12,8 +12,8 @@ statements end to end (tokenising included, vectors normalised and copied back t
 (CPU: sentence-transformers' own, and the fast path's) and the pure forward pass on pre-tokenised, length-sorted
 batches (GPU), and estimates how far the forward pass is from the card's peak: FLOPs per sentence (2 x
 non-embedding parameters per real token plus attention) x throughput vs the peak of the card (dense tensor-core
-fp16 / tf32 peak from a small table, or --peak-tflops). A last row times the fast path as `embed_insights` calls
-it by default (fp32 model, chunks of 4096 texts, batch size 64).
+fp16 / tf32 peak from a small table, or --peak-tflops). Last, `--stage-rows` time the fast path as `embed_insights`
+calls it (fp32 model, one encode per chunk of texts; by default its defaults, chunks of 4096 and batch size 64).
 Prints Markdown tables; writes gpu_embed.json into $OUT when it is set.
 """
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 FAST_ENCODE = Path(__file__).resolve().parents[1] / "embed" / "fast_encode.py"
-STAGE_CHUNK, STAGE_BATCH = 4096, 64  # embed/stage.py's WRITE_CHUNK and embed_insights' default batch size
+STAGE_ROWS = "4096:64"  # embed/stage.py's WRITE_CHUNK : embed_insights' default batch size
 
 # dense peak TFLOPs (fp16/bf16 tensor core, tf32 tensor core, fp32 CUDA core) by device-name substring
 PEAKS = {
@@ -142,12 +142,13 @@ def fast_tokenise_only(fast, texts: list[str], bs: int) -> float:  # noqa: ANN00
     return time.perf_counter() - t
 
 
-def stage_like(fast, texts: list[str]) -> float:  # noqa: ANN001
-    """Seconds for the fast path called as embed_insights calls it: chunks of 4096 texts, batch size 64."""
+def stage_like(fast, texts: list[str], chunk: int, bs: int) -> float:  # noqa: ANN001
+    """Seconds for the fast path called as embed_insights calls it: one encode per chunk of texts (the store write
+    between chunks not included)."""
     sync()
     t = time.perf_counter()
-    for lo in range(0, len(texts), STAGE_CHUNK):
-        fast.encode(texts[lo : lo + STAGE_CHUNK], STAGE_BATCH)
+    for lo in range(0, len(texts), chunk):
+        fast.encode(texts[lo : lo + chunk], bs)
     sync()
     return time.perf_counter() - t
 
@@ -200,7 +201,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cuda", help="cpu only for a smoke test of this script")
     ap.add_argument("--peak-tflops", type=float, help="the card's dense peak for fp16 (overrides the table)")
-    ap.add_argument("--no-stage-row", action="store_true", help="skip the embed_insights-like row")
+    ap.add_argument(
+        "--stage-rows",
+        default=STAGE_ROWS,
+        help="CHUNK:BATCH,... : fp32 fast path called once per chunk, as embed_insights does ('' for none)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -211,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
     texts = statements(args.n)
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     rows, best = [], {}
-    stage_row = None
+    stage_rows = []
     for dtype in args.dtypes.split(","):
         st = SentenceTransformer(str(args.model), device=args.device)
         st = st.half() if dtype == "fp16" else st.float()
@@ -277,15 +282,10 @@ def main(argv: list[str] | None = None) -> dict:
                 "fraction_of_forward": fast_best["sentences_per_s"] / plain_best["forward_sentences_per_s"],
             }
         )
-        if dtype == "fp32" and not args.no_stage_row:
-            secs = stage_like(fast, texts)
-            stage_row = {
-                "dtype": dtype,
-                "chunk": STAGE_CHUNK,
-                "batch_size": STAGE_BATCH,
-                "seconds": secs,
-                "sentences_per_s": args.n / secs,
-            }
+        for pair in args.stage_rows.split(",") if dtype == "fp32" and args.stage_rows else []:
+            chunk, bs = (int(x) for x in pair.split(":"))
+            secs = stage_like(fast, texts, chunk, bs)
+            stage_rows.append({"chunk": chunk, "batch_size": bs, "seconds": secs, "sentences_per_s": args.n / secs})
         del st, fast
         if args.device == "cuda":
             torch.cuda.empty_cache()
@@ -326,18 +326,18 @@ def main(argv: list[str] | None = None) -> dict:
             f"{b['mean_padded_tokens']:.1f}/{b['mean_real_tokens']:.1f} | {b['gflop_per_sentence']:.3f} | "
             f"{b['forward_tflops']:.1f} | {frac} |"
         )
-    if stage_row:
-        print(
-            f"\nfast path as embed_insights calls it ({stage_row['dtype']}, chunks of {stage_row['chunk']}, batch "
-            f"{stage_row['batch_size']}): {stage_row['seconds']:.2f} s, {stage_row['sentences_per_s']:,.0f} sent/s"
-        )
+    if stage_rows:
+        print("\nfast path as embed_insights calls it (fp32, one encode per chunk, store writes not included)\n")
+        print("| chunk | batch size | s | sentences/s |\n|---|---|---|---|")
+        for r in stage_rows:
+            print(f"| {r['chunk']} | {r['batch_size']} | {r['seconds']:.2f} | {r['sentences_per_s']:,.0f} |")
     result = {
         "device": name,
         "torch": torch.__version__,
         "n": args.n,
         "rows": rows,
         "best": {f"{d}/{p}": b for (d, p), b in best.items()},
-        "stage_like": stage_row,
+        "stage_like": stage_rows,
     }
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_embed.json").write_text(json.dumps(result, indent=1))

@@ -41,6 +41,20 @@ def test_gpu_statements_are_short_and_seeded():
     assert all(6 <= len(s.split()) <= 30 for s in xs)
 
 
+def test_gpu_benchmark_loads_the_fast_path_without_failatlas():
+    """The GPU host has torch and sentence-transformers but not duckdb or pydantic: the fast path must load alone."""
+    import subprocess
+
+    code = (
+        "import sys, gpu_embed; m = gpu_embed.load_fast_encode(); "
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('embed', 'failatlas', 'duckdb', 'pydantic')); "
+        "print(m.FastEncoder.__name__, bad)"
+    )
+    bench = Path(gpu_embed.__file__).parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=bench, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "FastEncoder []"
+
+
 def test_store_ingest_paths_store_the_same_rows(tmp_path):
     from failatlas.store import open_store
 
