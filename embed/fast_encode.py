@@ -62,7 +62,6 @@ class FastEncoder:
         self.pad_type_id = pad_type_id
         self.left_padding = left_padding
         self._encode_batch = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
-        self.transformer: Any = None  # replaces the model's first module when set (see _forward)
 
     @classmethod
     def for_model(cls, st: Any) -> FastEncoder | None:
@@ -160,7 +159,7 @@ class FastEncoder:
                     features = {
                         k: v.to(device, non_blocking=True) if hasattr(v, "to") else v for k, v in features.items()
                     }
-                    vectors = self._forward(features)
+                    vectors = self.st(features)["sentence_embedding"]
                     pending.append(torch.nn.functional.normalize(vectors.float(), p=2, dim=1))
                     if sum(len(p) for p in pending) >= FLUSH_ROWS:
                         done = _flush(pending, out, order, done)
@@ -168,16 +167,6 @@ class FastEncoder:
         finally:
             batches.close()
         return out
-
-    def _forward(self, features: dict[str, Any]) -> Any:
-        """The model's sentence embeddings of one batch; with `transformer` set, the first module's work is
-        done by it (e.g. ONNX Runtime) and the model's other modules (pooling, normalising) follow."""
-        if self.transformer is None:
-            return self.st(features)["sentence_embedding"]
-        features = {**features, "token_embeddings": self.transformer(features)}
-        for module in list(self.st)[1:]:
-            features = module(features)
-        return features["sentence_embedding"]
 
     def _tokenised_batches(
         self, texts: list[str], order: np.ndarray, batch_size: int, pin: bool

