@@ -9,14 +9,18 @@ model loading and numba's JIT count, as they do for a user:
 
 - failatlas cold: a new store, statements inserted as insights (one per distinct text, `n_occurrences`), then
   `embed_insights`, `run_clustering(all_phases=True)` (UMAP + HDBSCAN + 2-D map + stability re-runs) and
-  `build_taxonomy` with the offline labeller.
-- failatlas warm: a new process on that store: `embed_insights` (all cached), `run_clustering` with another
-  seed, `build_taxonomy`.
+  `build_taxonomy` with the offline labeller. First use on a new install: numba's file cache and the exported
+  ONNX model start empty (fresh NUMBA_CACHE_DIR and FAILATLAS_MODEL_CACHE), so compiling and exporting count.
+- failatlas warm, re-cluster: a new process on that store: `embed_insights` (all cached), `run_clustering` with
+  another HDBSCAN min_cluster_size (1.5x the adaptive one: the re-run a user makes to get coarser types; UMAP's
+  seeded results come from the store's cache), `build_taxonomy` (re-name).
+- failatlas warm, same parameters: the cold run's command again (a repeat, e.g. after the app asks to rebuild).
+- failatlas warm, other seed: UMAP recomputed (seed 43), numba's compiled code from the cold run's cache.
 - bertopic cold: `BERTopic(embedding_model=SentenceTransformer(<packaged model>)).fit_transform(statements)`,
-  every other setting default (it embeds every statement, repeats included).
+  every other setting default (it embeds every statement, repeats included), its own fresh numba cache folder.
 
 ARI is computed per statement (outliers count as one group on both sides) against the corpus labels.
-Order per repeat: failatlas cold, failatlas warm, bertopic cold. Prints a Markdown table and ratios.
+Order per repeat: the failatlas rows in the order above, then bertopic cold. Prints a Markdown table and ratios.
 """
 
 from __future__ import annotations
@@ -71,8 +75,13 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
     report = embed_insights(store, batch_size=args.batch_size)
     steps["embed"] = time.perf_counter() - tick
     tick = time.perf_counter()
-    params = ClusterParams(all_phases=True, seed=43 if args.warm else 42, stability_runs=args.stability_runs,
-                           clusterer=args.clusterer)
+    params = ClusterParams(all_phases=True, seed=43 if args.warm == "seed" else 42,
+                           stability_runs=args.stability_runs, clusterer=args.clusterer)
+    if args.warm == "recluster":
+        from cluster.params import adaptive_min_cluster_size
+
+        mcs = round(1.5 * adaptive_min_cluster_size(len(set(texts))))
+        params = params.model_copy(update={"min_cluster_size": mcs})
     result = run_clustering(store, params)
     steps["cluster"] = time.perf_counter() - tick
     tick = time.perf_counter()
@@ -84,9 +93,13 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
             " WHERE a.clustering_id = ?", [result.id]
         ).fetchall()
     cluster_of = dict(rows)
+    from cluster.jit import numba_cache_stats
+
     return {
         "steps": steps,
         "timings": result.timings,
+        "umap_reused": result.reductions_reused,
+        "numba": numba_cache_stats(),
         "n_texts_embedded": report.n_new,
         "n_distinct": report.n_texts,
         "n_clusters": result.n_clusters,
@@ -114,11 +127,12 @@ def child_bertopic(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_child(side: str, args: argparse.Namespace, db: Path, warm: bool = False) -> dict[str, Any]:
+def run_child(side: str, args: argparse.Namespace, db: Path, caches: Path, warm: str = "") -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", side, "--n", str(args.n), "--seed", str(args.seed),
            "--db", str(db), "--stability-runs", str(args.stability_runs), "--clusterer", args.clusterer,
-           "--batch-size", str(args.batch_size)] + (["--warm"] if warm else [])
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+           "--batch-size", str(args.batch_size)] + (["--warm", warm] if warm else [])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false",
+           "NUMBA_CACHE_DIR": str(caches / side / "numba"), "FAILATLAS_MODEL_CACHE": str(caches / side / "models")}
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -147,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--child", choices=["failatlas", "bertopic"])
     ap.add_argument("--db")
-    ap.add_argument("--warm", action="store_true")
+    ap.add_argument("--warm", choices=["", "recluster", "repeat", "seed"], default="")
     args = ap.parse_args(argv)
     if args.child:
         import warnings
@@ -158,15 +172,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return out
 
     sides = args.sides.split(",")
-    results: dict[str, list[dict[str, Any]]] = {"failatlas cold": [], "failatlas warm": [], "bertopic cold": []}
+    warm_runs = {"failatlas warm, re-cluster": "recluster", "failatlas warm, same parameters": "repeat",
+                 "failatlas warm, other seed": "seed"}
+    results: dict[str, list[dict[str, Any]]] = {"failatlas cold": [], **{k: [] for k in warm_runs},
+                                                "bertopic cold": []}
     for r in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            db = Path(tmp) / "bench.duckdb"
+            db, caches = Path(tmp) / "bench.duckdb", Path(tmp) / "caches"
             if "failatlas" in sides:
-                results["failatlas cold"].append(run_child("failatlas", args, db))
-                results["failatlas warm"].append(run_child("failatlas", args, db, warm=True))
+                results["failatlas cold"].append(run_child("failatlas", args, db, caches))
+                for name, warm in warm_runs.items():
+                    results[name].append(run_child("failatlas", args, db, caches, warm=warm))
             if "bertopic" in sides:
-                results["bertopic cold"].append(run_child("bertopic", args, db))
+                results["bertopic cold"].append(run_child("bertopic", args, db, caches))
         print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
             f"{k} {v[-1]['wall']:.1f} s" for k, v in results.items() if v), file=sys.stderr)
 
@@ -182,6 +200,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         step_txt = ", ".join(f"{k} {v:.1f}" for k, v in steps.items())
         if inner:
             step_txt += " (cluster: " + ", ".join(f"{k} {v:.1f}" for k, v in inner.items()) + ")"
+        if "umap_reused" in runs[0]:
+            step_txt += f"; UMAP results reused {runs[0]['umap_reused']}, numba {runs[0]['numba']}"
         print(f"| {name} | {spread([r['wall'] for r in runs])} | {step_txt} | "
               f"{statistics.median(r['n_clusters'] for r in runs):.0f} | "
               f"{statistics.median(r['outlier_rate'] for r in runs):.1%} | "
@@ -191,7 +211,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if "failatlas cold" in med and "bertopic cold" in med:
         ratios["failatlas cold / bertopic cold"] = med["failatlas cold"] / med["bertopic cold"]
     if "failatlas cold" in med:
-        ratios["failatlas warm / failatlas cold"] = med["failatlas warm"] / med["failatlas cold"]
+        for name in warm_runs:
+            ratios[f"{name} / failatlas cold"] = med[name] / med["failatlas cold"]
     print()
     for k, v in ratios.items():
         print(f"- {k}: {v:.2f}")
