@@ -22,7 +22,9 @@ def run(
             "--normalise/--no-normalise", help="Mask numbers, paths, identifiers and quoted values."
         ),
     ] = False,
-    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Texts per forward pass [default: 64 on the CPU, 1024 on a GPU].")
+    ] = None,
     phase: Annotated[list[str] | None, typer.Option(help="Only insights of this phase (repeatable).")] = None,
     device: Annotated[str | None, typer.Option(help="cuda, cpu, ... [default: cuda when present]")] = None,
 ) -> None:

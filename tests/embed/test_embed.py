@@ -88,3 +88,34 @@ def test_unknown_model_and_bad_batch_size_are_user_errors(tmp_path):
         resolve_model("no-such-org/no-such-model")
     with pytest.raises(ConfigError):
         get_embedder("all-MiniLM-L6-v2", device="cpu").encode(["x"], batch_size=0)
+
+
+def test_chunks_are_written_as_they_finish_and_an_interrupted_run_resumes(store, monkeypatch):
+    import embed.stage
+
+    monkeypatch.setattr(embed.stage, "WRITE_CHUNK", 4)
+    texts = [f"failure number {i}: the agent skipped step {i % 3}" for i in range(11)]
+    _add(store, "execution", texts)
+    seen: list[int] = []
+
+    def interrupt_after_two_chunks(total):
+        assert total == 11
+
+        def advance(n):
+            seen.append(n)
+            if len(seen) == 2:
+                raise KeyboardInterrupt  # Ctrl-C while the second chunk is being stored
+
+        return advance
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_insights(store, normalise="none", progress=interrupt_after_two_chunks)
+    stored = store.query("SELECT count(*) FROM embeddings")[0][0]
+    assert stored == 8  # both finished chunks are in, the third never started
+    report = embed_insights(store, normalise="none", progress=lambda total: seen.append)
+    assert (report.n_new, report.n_cached) == (3, 8)
+    assert store.query("SELECT count(*), count(DISTINCT text_hash) FROM embeddings")[0] == (11, 11)
+    whole = get_embedder(device="cpu").encode(texts)
+    loaded = load_insight_vectors(store, normalise="none")
+    order = [loaded.ids.index(insight_id("execution", t)) for t in texts]
+    np.testing.assert_allclose(loaded.vectors[order], whole, atol=1e-5)  # chunking changes no vector
