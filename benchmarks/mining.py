@@ -65,11 +65,15 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
         counts: dict[str, int] = {}
         for t in texts:
             counts[t] = counts.get(t, 0) + 1
+        import pyarrow as pa
+
+        rows = pa.table({  # noqa: F841 - read by the INSERT below (DuckDB's replacement scan), as ingest does
+            "id": [hashlib.sha256(f"other\x1f{t}".encode()).hexdigest()[:16] for t in counts],
+            "text": list(counts),
+            "n": list(counts.values()),
+        })
         with store.write() as conn:
-            conn.executemany(
-                "INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, 'other', ?, ?)",
-                [(hashlib.sha256(f"other\x1f{t}".encode()).hexdigest()[:16], t, c) for t, c in counts.items()],
-            )
+            conn.execute("INSERT INTO insights (id, phase, text, n_occurrences) SELECT id, 'other', text, n FROM rows")
     steps["load"] = time.perf_counter() - t0
     tick = time.perf_counter()
     report = embed_insights(store, batch_size=args.batch_size)

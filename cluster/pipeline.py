@@ -14,6 +14,7 @@ import numpy as np
 from cluster.components import make_clusterer, make_reducer
 from cluster.params import LARGE_N
 from cluster.reductions import ReductionCache, reduction_key, vectors_digest
+from cluster.side import SideWorker, fit_umap
 
 
 def reassign_to_nearest(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -104,8 +105,12 @@ class ClusterPipeline:
             params["random_state"] = seed
         return params
 
-    def fit(self, X: np.ndarray) -> ClusterPipeline:
+    def fit(self, X: np.ndarray, side: SideWorker | None = None) -> ClusterPipeline:
+        """Fit on X; with a parallel `side` worker the 2-D map is computed there while the reduction runs here
+        (same result)."""
         X = np.asarray(X, dtype=np.float32)
+        self._side = side if side is not None and side.parallel else None
+        self._map_future = None
         n = X.shape[0]
         self.timings_: dict[str, float] = {}
         self.cache_hits_: list[str] = []
@@ -127,6 +132,8 @@ class ClusterPipeline:
             self.knn_ = None
             if self.reducer_used_ == "umap" and self.map_2d and (self.reduced_ is None or self._map_from_cache is None):
                 self.knn_ = shared_knn(X, params)
+            if self._side is not None and self._needs_umap_map(n) and self._map_from_cache is None:
+                self._map_future = self._side.submit(fit_umap, X, self._map_fit_params(n))
             if self.reduced_ is not None:
                 self.cache_hits_.append("reduce")
             else:
@@ -182,15 +189,32 @@ class ClusterPipeline:
         if self._map_from_cache is not None:
             self.cache_hits_.append("map")
             return self._map_from_cache.astype(np.float64)
-        params = self._map_params(n)
-        key = self._key("umap", params)
-        if getattr(self, "knn_", None) is not None:
-            k = params["n_neighbors"]  # the shared graph's first k columns are the k nearest, in order
-            params["precomputed_knn"] = (self.knn_[0][:, :k].copy(), self.knn_[1][:, :k].copy(), None)
-        xy = np.asarray(make_reducer("umap", **params).fit_transform(X), dtype=np.float32)
+        key = self._key("umap", self._map_params(n))
+        future = self._map_future  # computed in the side process while the reduction ran here
+        xy = future.result() if future is not None else fit_umap(X, self._map_fit_params(n))
         if key:
             self.cache.put(key, "umap", xy)
         return xy.astype(np.float64)
+
+    def _needs_umap_map(self, n: int) -> bool:
+        """Whether `_project` computes the map with UMAP (not PCA, not the reduction itself)."""
+        return self.map_2d and n >= SMALL_N and not (
+            self.reducer == "umap" and (self.reducer_params or {}).get("n_components") == 2)
+
+    def _map_fit_params(self, n: int) -> dict[str, Any]:
+        """The map's UMAP parameters with the shared neighbour graph's first k columns (the k nearest, in order)."""
+        params = self._map_params(n)
+        if getattr(self, "knn_", None) is not None:
+            k = params["n_neighbors"]
+            params["precomputed_knn"] = (self.knn_[0][:, :k].copy(), self.knn_[1][:, :k].copy(), None)
+        return params
+
+    def reduction_key(self, X: np.ndarray) -> str | None:
+        """The cache key of this pipeline's UMAP reduction of X (None when not cacheable)."""
+        X = np.asarray(X, dtype=np.float32)
+        if self.reducer != "umap" or X.shape[0] < SMALL_N:
+            return None
+        return reduction_key(vectors_digest(X), "umap", self._reducer_params(self.random_state))
 
     def _map_params(self, n: int) -> dict[str, Any]:
         """The 2-D map's UMAP: the reducer's neighbourhood and start, 2 dimensions, min_dist 0.1. From LARGE_N
@@ -208,8 +232,7 @@ class ClusterPipeline:
 
     def _cached_map(self, n: int) -> np.ndarray | None:
         """The 2-D map from the cache when `_project` would compute it with UMAP, else None."""
-        if not self.map_2d or n < SMALL_N or (self.reducer == "umap" and (self.reducer_params or {}).get(
-                "n_components") == 2):
+        if not self._needs_umap_map(n):
             return None
         key = self._key("umap", self._map_params(n))
         return self.cache.get(key) if key else None

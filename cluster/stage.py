@@ -15,7 +15,8 @@ from cluster.metrics import quality_metrics
 from cluster.params import ClusterParams
 from cluster.pipeline import ClusterPipeline
 from cluster.reductions import ReductionCache, StoreReductionCache
-from cluster.stability import stability
+from cluster.side import SideWorker, default_workers
+from cluster.stability import plan_reruns, score_reruns, start_reruns
 from embed.stage import load_insight_vectors
 from failatlas import __version__
 from failatlas.errors import ConfigError, NotFoundError
@@ -75,7 +76,9 @@ def build_pipeline(params: ClusterParams, n: int, cache: ReductionCache | None =
     )
 
 
-def run_clustering(store: Store, params: ClusterParams, *, reuse_reductions: bool = True) -> ClusteringResult:
+def run_clustering(
+    store: Store, params: ClusterParams, *, reuse_reductions: bool = True, workers: int | None = None
+) -> ClusteringResult:
     """Cluster the insights of `params.phase` (or all insights with `all_phases`) from their cached vectors
     and write `clusterings` and `cluster_assignments` (2-D map included). Re-running with the same
     parameters on the same insights replaces the same clustering id.
@@ -83,6 +86,9 @@ def run_clustering(store: Store, params: ClusterParams, *, reuse_reductions: boo
     With `reuse_reductions`, seeded UMAP results (the reduction, the 2-D map, the stability re-runs' reductions)
     are read from and written to `cluster_reductions`, keyed by the vectors' content and UMAP's parameters: a
     re-run that changes only the clusterer, or repeats a run, skips UMAP. The result is the same either way.
+
+    `workers` 2 fits the 2-D map and the stability re-runs in a second process while the main reduction runs
+    (default: 2 from 4,096 insights on when there are 2 CPUs, cluster/side.py); the result does not depend on it.
 
     Raises ConfigError without a phase or all_phases, NotFoundError when there are no insights or some were
     never embedded."""
@@ -105,21 +111,20 @@ def run_clustering(store: Store, params: ClusterParams, *, reuse_reductions: boo
         )
     timings = {"load": time.perf_counter() - start}
     cache = StoreReductionCache(store) if reuse_reductions else None
-    pipeline = build_pipeline(params, n, cache).fit(data.vectors)
-    timings.update(pipeline.timings_)
-    stab = (
-        stability(
-            data.vectors,
-            pipeline.labels_,
-            pipeline,
-            runs=params.stability_runs,
-            resample_fraction=params.resample_fraction,
-            seed=params.seed,
-            max_items=params.stability_max_items,
+    pipeline = build_pipeline(params, n, cache)
+    with SideWorker(default_workers(n) if workers is None else workers) as side:
+        # the stability re-runs and the 2-D map go to the side process before the main reduction starts here
+        reruns = plan_reruns(n, pipeline, runs=params.stability_runs, resample_fraction=params.resample_fraction,
+                             seed=params.seed, max_items=params.stability_max_items)
+        futures = start_reruns(data.vectors, reruns, side)
+        pipeline.fit(data.vectors, side=side)
+        timings.update(pipeline.timings_)
+        stab = (
+            score_reruns(reruns, futures, pipeline.labels_, resample_fraction=params.resample_fraction,
+                         max_items=params.stability_max_items)
+            if reruns
+            else None
         )
-        if params.stability_runs
-        else None
-    )
     timings["stability"] = time.perf_counter() - start - sum(timings.values())
     resolved = params.resolve(n)
     resolved["embed_revision"] = data.revision
@@ -193,7 +198,7 @@ def phases_present(store: Store) -> list[str]:
 
 
 def run_clustering_per_phase(
-    store: Store, params: ClusterParams, *, reuse_reductions: bool = True
+    store: Store, params: ClusterParams, *, reuse_reductions: bool = True, workers: int | None = None
 ) -> list[ClusteringResult]:
     """One clustering per phase present in `insights` (the default: kinds of error differ by phase).
 
@@ -203,7 +208,10 @@ def run_clustering_per_phase(
         raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
     return [
         run_clustering(
-            store, params.model_copy(update={"phase": phase, "all_phases": False}), reuse_reductions=reuse_reductions
+            store,
+            params.model_copy(update={"phase": phase, "all_phases": False}),
+            reuse_reductions=reuse_reductions,
+            workers=workers,
         )
         for phase in phases
     ]

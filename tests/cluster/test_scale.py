@@ -55,3 +55,31 @@ def test_a_large_input_gets_a_pca_started_reduction_and_a_map_from_the_shared_gr
     found = pipe.labels_ >= 0
     assert set(blob[found]) == {0, 1, 2, 3}  # every blob found, and no cluster mixes two (leaf may split one)
     assert all(np.unique(blob[pipe.labels_ == c]).size == 1 for c in np.unique(pipe.labels_[found]))
+
+
+def test_a_second_worker_process_changes_nothing_and_fills_the_same_cache(store):
+    from cluster import run_clustering
+    from cluster.side import SIDE_MIN_N
+    from embed.cache import CacheKey, text_hashes, write_vectors
+    from embed.models import resolve_model
+    from tests.cluster.trail import insight_id
+
+    X = blobs(SIDE_MIN_N // 4 + 25, 4, seed=9)
+    texts = [f"statement {i}" for i in range(len(X))]
+    with store.write() as conn:
+        conn.executemany("INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, 'execution', ?, 1)",
+                         [(insight_id("execution", t), t) for t in texts])
+        key = CacheKey("all-MiniLM-L6-v2", resolve_model("all-MiniLM-L6-v2")[1], "none")
+        write_vectors(conn, text_hashes(texts), X, key)
+
+    def rows(result):
+        return store.query("SELECT insight_id, cluster, x, y FROM cluster_assignments WHERE clustering_id = ?"
+                           " ORDER BY insight_id", [result.id])
+
+    params = ClusterParams(phase="execution", normalise="none")
+    serial = run_clustering(store, params, workers=1, reuse_reductions=False)
+    parallel = run_clustering(store, params, workers=2)  # map + both re-runs in the side process, then cached
+    assert parallel.reductions_reused == 0 and store.query("SELECT count(*) FROM cluster_reductions")[0][0] == 4
+    assert rows(parallel) == rows(serial) and parallel.stability_ari == serial.stability_ari
+    again = run_clustering(store, params, workers=1)
+    assert again.reductions_reused == 4 and rows(again) == rows(serial)
