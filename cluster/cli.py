@@ -35,6 +35,9 @@ def run(
     ] = "hdbscan",
     n_neighbors: Annotated[int | None, typer.Option(help="UMAP neighbours [default: adapts to N].")] = None,
     n_components: Annotated[int | None, typer.Option(help="Reduced dimensions [default: 10].")] = None,
+    init: Annotated[
+        str | None, typer.Option(help="UMAP's start: spectral, pca, tswspectral or random [default: pca from 10k].")
+    ] = None,
     min_cluster_size: Annotated[
         int | None, typer.Option(help="HDBSCAN's smallest cluster [default: 2/3 sqrt(N)].")
     ] = None,
@@ -62,28 +65,36 @@ def run(
     ] = True,
 ) -> None:
     """Cluster insights (per phase by default) from their cached embeddings and store the result."""
+    from pydantic import ValidationError
+
     from cluster.params import ClusterParams
     from cluster.stage import run_clustering, run_clustering_per_phase
+    from failatlas.errors import ConfigError
 
-    params = ClusterParams(
-        phase=phase,
-        all_phases=all_phases,
-        seed=seed,
-        embed_model=model,
-        normalise="mask" if normalise else "none",
-        reducer=reducer,
-        clusterer=clusterer,
-        n_neighbors=n_neighbors,
-        n_components=n_components,
-        min_cluster_size=min_cluster_size,
-        min_samples=min_samples,
-        cluster_selection_method=selection,
-        n_clusters=n_clusters,
-        reassign_outliers=reassign_outliers,
-        parallel=parallel,
-        stability_runs=stability_runs,
-        map_2d=not no_map,
-    )
+    try:
+        params = ClusterParams(
+            phase=phase,
+            all_phases=all_phases,
+            seed=seed,
+            embed_model=model,
+            normalise="mask" if normalise else "none",
+            reducer=reducer,
+            clusterer=clusterer,
+            n_neighbors=n_neighbors,
+            n_components=n_components,
+            init=init,
+            min_cluster_size=min_cluster_size,
+            min_samples=min_samples,
+            cluster_selection_method=selection,
+            n_clusters=n_clusters,
+            reassign_outliers=reassign_outliers,
+            parallel=parallel,
+            stability_runs=stability_runs,
+            map_2d=not no_map,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid clustering option: {problems}") from None
     s = store()
     results = (
         [run_clustering(s, params, reuse_reductions=reuse)]
