@@ -22,6 +22,9 @@ MAX_ENTRIES = 24  # most recent reductions kept per store (about 4 MB each at 10
 
 
 class ReductionCache(Protocol):
+    def __contains__(self, key: str) -> bool:
+        return bool(self.store.query("SELECT 1 FROM cluster_reductions WHERE key = ?", [key]))
+
     def get(self, key: str) -> np.ndarray | None: ...
 
     def put(self, key: str, reducer: str, reduced: np.ndarray) -> None: ...
@@ -59,6 +62,9 @@ class StoreReductionCache:
         self.store = store
         self.hits = 0
         self.misses = 0
+
+    def __contains__(self, key: str) -> bool:
+        return bool(self.store.query("SELECT 1 FROM cluster_reductions WHERE key = ?", [key]))
 
     def get(self, key: str) -> np.ndarray | None:
         rows = self.store.query("SELECT n_rows, n_dims, vectors FROM cluster_reductions WHERE key = ?", [key])

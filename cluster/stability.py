@@ -81,7 +81,7 @@ def start_reruns(X: np.ndarray, reruns: list[Rerun], side: SideWorker) -> list[A
         pipeline, Xi = ClusterPipeline(**rerun.params), X[rerun.idx]
         cache = rerun.params.get("cache")
         key = pipeline.reduction_key(Xi) if cache is not None else None
-        if side.parallel and (key is None or cache.get(key) is None):
+        if side.parallel and (key is None or key not in cache):
             futures.append(_Collect(side.submit(fit_pipeline, {**rerun.params, "cache": None}, Xi), cache, key))
         else:
             futures.append(Later(_labels, (pipeline, Xi)))

@@ -74,3 +74,5 @@ def test_the_cache_keeps_only_the_newest_entries(store):
     last = cache.get(f"k{MAX_ENTRIES + 2:03d}")
     assert last.shape == (5, 2) and last.dtype == np.float32 and (last == MAX_ENTRIES + 2).all()
     assert (cache.hits, cache.misses) == (1, 1)
+    assert f"k{MAX_ENTRIES + 2:03d}" in cache and "k000" not in cache
+    assert (cache.hits, cache.misses) == (1, 1)  # a membership test reads no vectors and counts nothing

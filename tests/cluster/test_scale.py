@@ -83,3 +83,5 @@ def test_a_second_worker_process_changes_nothing_and_fills_the_same_cache(store)
     assert rows(parallel) == rows(serial) and parallel.stability_ari == serial.stability_ari
     again = run_clustering(store, params, workers=1)
     assert again.reductions_reused == 4 and rows(again) == rows(serial)
+    parallel_again = run_clustering(store, params, workers=2)  # cached re-runs are read here, not sent off
+    assert parallel_again.reductions_reused == 4 and rows(parallel_again) == rows(serial)
