@@ -17,6 +17,7 @@ import importlib
 import os
 import pkgutil
 import threading
+import warnings
 
 _lock = threading.Lock()
 _done = False
@@ -53,9 +54,12 @@ def enable_numba_cache() -> int:
             import pynndescent
             import umap
             from numba.core.caching import NullCache
+            from numba.core.errors import NumbaWarning
             from numba.core.registry import CPUDispatcher
         except ImportError:
             return 0
+        # functions taking another jitted function as an argument cannot be cached: numba says so at each save
+        warnings.filterwarnings("ignore", message="Cannot cache compiled function", category=NumbaWarning)
         for package in (umap, pynndescent):
             for module in _iter_modules(package):
                 for obj in list(vars(module).values()):
