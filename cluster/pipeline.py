@@ -126,7 +126,7 @@ class ClusterPipeline:
         else:
             params = self._reducer_params(self.random_state) if self.reducer_used_ == self.reducer else {}
             self._digest = vectors_digest(X) if self.cache is not None and self.reducer_used_ == "umap" else None
-            reduce_key = self._key("umap", params)
+            reduce_key = self.reduction_key(X, self._digest) if self._digest else None
             self.reduced_ = self.cache.get(reduce_key) if reduce_key else None
             self._map_from_cache = self._cached_map(n)
             self.knn_ = None
@@ -209,12 +209,13 @@ class ClusterPipeline:
             params["precomputed_knn"] = (self.knn_[0][:, :k].copy(), self.knn_[1][:, :k].copy(), None)
         return params
 
-    def reduction_key(self, X: np.ndarray) -> str | None:
-        """The cache key of this pipeline's UMAP reduction of X (None when not cacheable)."""
+    def reduction_key(self, X: np.ndarray, digest: str | None = None) -> str | None:
+        """The cache key of this pipeline's UMAP reduction of X (None when not cacheable); `digest` is X's
+        `vectors_digest` when already known."""
         X = np.asarray(X, dtype=np.float32)
         if self.reducer != "umap" or X.shape[0] < SMALL_N:
             return None
-        return reduction_key(vectors_digest(X), "umap", self._reducer_params(self.random_state))
+        return reduction_key(digest or vectors_digest(X), "umap", self._reducer_params(self.random_state))
 
     def _map_params(self, n: int) -> dict[str, Any]:
         """The 2-D map's UMAP: the reducer's neighbourhood and start, 2 dimensions, min_dist 0.1. From LARGE_N
