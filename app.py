@@ -1,48 +1,6 @@
-"""FailAtlas explorer (Streamlit): read-only over the DuckDB store named by $FAILATLAS_DB.
+"""FailAtlas explorer, the Streamlit entry script of a clone: `streamlit run app.py` (or `failatlas app`, which
+runs the installed `failatlas/appdata/main.py`). Read-only over the store named by $FAILATLAS_DB."""
 
-Run with `failatlas --db PATH app`. Pages: Overview, Taxonomy, Drill-down, Map, Compare; the page and the
-drill-down's selection live in the URL (`?page=drill&failure_type=...&insight=...&run=...`). The app opens the
-store only through `Store.read()` (short-lived read-only connections) and caches every query until the file
-changes, so it keeps working while a benchmark run writes.
-"""
+from failatlas.appdata.main import main
 
-from __future__ import annotations
-
-import os
-
-import streamlit as st
-
-from failatlas.appdata.pages import PAGES
-from failatlas.appdata.pages.common import Context, param
-from failatlas.errors import FailAtlasError, StoreLockedError
-from failatlas.store import Store
-
-st.set_page_config(page_title="FailAtlas", layout="wide")
-path = str(Store(os.environ.get("FAILATLAS_DB")).path.resolve())
-ctx = Context(path=path, status=None, taxonomy_id=None)  # type: ignore[arg-type]
-ctx.status = ctx.q("store_status")
-
-current = param("page") if param("page") in PAGES else "overview"
-st.sidebar.title("FailAtlas")
-keys = list(PAGES)
-page = st.sidebar.radio("Page", keys, index=keys.index(current), format_func=lambda k: PAGES[k][0])
-if page != current:
-    st.query_params.from_dict({"page": page})
-
-if ctx.status.has("taxonomies"):
-    snapshots = ctx.q("taxonomies")
-    ids = snapshots["id"].to_list()
-    labels = {r["id"]: f"v{r['version']} · {r['n_types']} types · {r['id']}" for r in snapshots.iter_rows(named=True)}
-    wanted = param("taxonomy")
-    ctx.taxonomy_id = st.sidebar.selectbox("Taxonomy", ids, index=ids.index(wanted) if wanted in ids else 0,
-                                           format_func=labels.get, key=f"taxonomy_{wanted}")
-st.sidebar.caption(f"Store: `{path}` (read-only)")
-if st.sidebar.button("Reload data", key="reload"):
-    st.cache_data.clear()
-
-try:
-    PAGES[page][1](ctx)
-except StoreLockedError as exc:
-    st.warning(f"The store is busy: {exc.one_line()}. Reload the page in a moment.")
-except FailAtlasError as exc:
-    st.error(exc.one_line())
+main()

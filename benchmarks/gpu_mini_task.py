@@ -15,11 +15,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench_core.runs.api import run_benchmark, select_tasks
-from bench_core.sandbox import detect_gpus
-from bench_core.scoring.api import score_runs
-from bench_core.suites import load_suite
-from bench_core.tasks import save_tasks
+from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+from failatlas.bench_core.sandbox import detect_gpus
+from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks import save_tasks
+
 from failatlas.store import open_store
 
 

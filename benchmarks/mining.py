@@ -54,11 +54,11 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
     import hashlib
 
     from corpus import generate
+    from failatlas.cluster import ClusterParams, run_clustering
+    from failatlas.embed import embed_insights
+    from failatlas.taxonomy.build import build_taxonomy
 
-    from cluster import ClusterParams, run_clustering
-    from embed import embed_insights
     from failatlas.store import open_store
-    from taxonomy.build import build_taxonomy
 
     t0 = time.perf_counter()
     steps: dict[str, float] = {}
@@ -85,7 +85,7 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
     params = ClusterParams(all_phases=True, seed=43 if args.warm == "seed" else 42,
                            stability_runs=args.stability_runs, clusterer=args.clusterer)
     if args.warm == "recluster":
-        from cluster.params import adaptive_min_cluster_size
+        from failatlas.cluster.params import adaptive_min_cluster_size
 
         mcs = round(1.5 * adaptive_min_cluster_size(len(set(texts))))
         params = params.model_copy(update={"min_cluster_size": mcs})
@@ -100,7 +100,7 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
             " WHERE a.clustering_id = ?", [result.id]
         ).fetchall()
     cluster_of = dict(rows)
-    from cluster.jit import numba_cache_stats
+    from failatlas.cluster.jit import numba_cache_stats
 
     return {
         "steps": steps,
@@ -118,9 +118,8 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
 def child_bertopic(args: argparse.Namespace) -> dict[str, Any]:
     from bertopic import BERTopic
     from corpus import generate
+    from failatlas.embed.models import packaged_model_dir
     from sentence_transformers import SentenceTransformer
-
-    from embed.models import packaged_model_dir
 
     texts, labels = generate(args.n, args.seed)
     tick = time.perf_counter()

@@ -21,7 +21,7 @@ def pack(out: Path, model: Path | None = None) -> int:
     from sentence_transformers import SentenceTransformer
 
     if model is None:
-        from embed.models import packaged_model_dir
+        from failatlas.embed.models import packaged_model_dir
 
         model = packaged_model_dir()
     st = SentenceTransformer(str(model), device="cpu")

@@ -29,9 +29,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cluster import ClusterParams, evaluate_clustering, quality_metrics, run_clustering  # noqa: E402
-from cluster.metrics import agreement  # noqa: E402
-from embed import DEFAULT_MODEL, embed_insights, load_insight_vectors  # noqa: E402
+from failatlas.cluster import ClusterParams, evaluate_clustering, quality_metrics, run_clustering  # noqa: E402
+from failatlas.cluster.metrics import agreement  # noqa: E402
+from failatlas.embed import DEFAULT_MODEL, embed_insights, load_insight_vectors  # noqa: E402
+
 from failatlas.store import Store, open_store  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"

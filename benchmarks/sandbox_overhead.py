@@ -40,7 +40,7 @@ def raw(image: str, limits: bool) -> float:
 
 
 def failatlas(image: str) -> float:
-    from bench_core.sandbox import SandboxSpec, TracedSandbox, create_sandbox
+    from failatlas.bench_core.sandbox import SandboxSpec, TracedSandbox, create_sandbox
 
     events: list = []
     t = time.perf_counter()
@@ -53,9 +53,9 @@ def failatlas(image: str) -> float:
 
 
 def harness(image: str, runs_dir: Path, i: int) -> dict[str, float]:
-    from bench_core.runs.execute import RunConfig, execute_run
-    from bench_core.runs.model import RunRequest
-    from bench_core.suites.loader import load_suite
+    from failatlas.bench_core.runs.execute import RunConfig, execute_run
+    from failatlas.bench_core.runs.model import RunRequest
+    from failatlas.bench_core.suites.loader import load_suite
 
     task = next(t for t in load_suite() if t.id.endswith("tree-depth"))
     request = RunRequest(task_id=task.id, agent="command", agent_params={"command": "true"}, attempt=i + 1)

@@ -31,7 +31,7 @@ COMMANDS = ["python train.py", "pip install -r requirements.txt", "ls -la", "cat
 
 
 def make_records(rows: int, per_run: int, seed: int = 0) -> list:
-    from bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest
+    from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest
 
     rng = random.Random(seed)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -68,7 +68,8 @@ def arrow_table(records: list):  # noqa: ANN201
 
 
 def bench_runner(path: Path, records: list) -> float:
-    from bench_core.runs.runner import write_run
+    from failatlas.bench_core.runs.runner import write_run
+
     from failatlas.store import open_store
 
     store = open_store(path)

@@ -1,12 +1,12 @@
 """Cluster stage: per-phase UMAP + HDBSCAN over cached embeddings, seeded, with stability scores, a 2-D
 map, and evaluation against human labels."""
 
-from cluster.components import CLUSTERERS, REDUCERS, make_clusterer, make_reducer
-from cluster.metrics import agreement, quality_metrics
-from cluster.params import ClusterParams
-from cluster.pipeline import ClusterPipeline, reassign_to_nearest
-from cluster.stability import stability
-from cluster.stage import (
+from failatlas.cluster.components import CLUSTERERS, REDUCERS, make_clusterer, make_reducer
+from failatlas.cluster.metrics import agreement, quality_metrics
+from failatlas.cluster.params import ClusterParams
+from failatlas.cluster.pipeline import ClusterPipeline, reassign_to_nearest
+from failatlas.cluster.stability import stability
+from failatlas.cluster.stage import (
     ClusteringResult,
     evaluate_clustering,
     list_clusterings,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
-from failatlas.cli_support import console, store
+from failatlas.core.cli import console, store
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -65,11 +65,11 @@ def run(
     ] = True,
 ) -> None:
     """Cluster insights (per phase by default) from their cached embeddings and store the result."""
+    from failatlas.cluster.params import ClusterParams
+    from failatlas.cluster.stage import run_clustering, run_clustering_per_phase
     from pydantic import ValidationError
 
-    from cluster.params import ClusterParams
-    from cluster.stage import run_clustering, run_clustering_per_phase
-    from failatlas.errors import ConfigError
+    from failatlas.core.errors import ConfigError
 
     try:
         params = ClusterParams(
@@ -123,7 +123,7 @@ def run(
 @app.command("list")
 def list_() -> None:
     """List clusterings, newest first."""
-    from cluster.stage import list_clusterings
+    from failatlas.cluster.stage import list_clusterings
 
     table = Table(
         _id_column(), "phase", "model", "insights", "clusters", "outliers", "stability ARI", "created"
@@ -148,7 +148,7 @@ def evaluate(
     labels: Annotated[str, typer.Option(help="insight_sources column holding the human labels.")] = "label",
 ) -> None:
     """Score a clustering against human labels: ARI, NMI, homogeneity, completeness, purity, recall."""
-    from cluster.stage import evaluate_clustering
+    from failatlas.cluster.stage import evaluate_clustering
 
     m = evaluate_clustering(store(create=False), clustering, labels)
     summary = Table("metric", "value", title=f"{m['clustering_id']} vs insight_sources.{labels}")

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from failatlas.errors import ConfigError, MissingDependencyError
+from failatlas.core.errors import ConfigError, MissingDependencyError
 
 
 @runtime_checkable
@@ -46,7 +46,7 @@ def _umap(
         import umap
     except ImportError:
         raise MissingDependencyError("umap-learn", "mining") from None
-    from cluster.jit import enable_numba_cache
+    from failatlas.cluster.jit import enable_numba_cache
 
     enable_numba_cache()
     # a seed needs one thread: umap ignores random_state when it runs in parallel

@@ -77,22 +77,3 @@ def numba_cache_stats() -> dict[str, int]:
     hits = sum(sum(d.stats.cache_hits.values()) for d in _dispatchers)
     misses = sum(sum(d.stats.cache_misses.values()) for d in _dispatchers)
     return {"functions": _enabled, "hits": hits, "misses": misses}
-
-
-def precompile() -> dict[str, int]:
-    """Compile (or load from numba's file cache) every UMAP and PyNNDescent code path a clustering at scale takes
-    (neighbour descent above 4,096 points, PCA start, 10-D reduction and 2-D map from a shared graph), by fitting
-    them on 4,500 random points; `scripts/setup.sh` calls it so that a user's first clustering does not compile.
-    Returns `numba_cache_stats()`."""
-    import numpy as np
-
-    from cluster.params import ClusterParams
-    from cluster.pipeline import ClusterPipeline
-
-    enable_numba_cache()
-    X = np.random.default_rng(0).normal(size=(4500, 32)).astype(np.float32)
-    for n_used in (len(X), 10_000):  # the spectral start below LARGE_N, PCA from there on
-        params = ClusterParams(all_phases=True, stability_runs=0)
-        ClusterPipeline(reducer_params=params.reducer_params(n_used),
-                        clusterer_params=params.clusterer_params(len(X))).fit(X)
-    return numba_cache_stats()

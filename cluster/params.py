@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+from failatlas.embed.models import DEFAULT_MODEL
 from pydantic import BaseModel, Field
-
-from embed.models import DEFAULT_MODEL
 
 
 def adaptive_n_neighbors(n: int) -> int:

@@ -10,11 +10,10 @@ import time
 from typing import Any
 
 import numpy as np
-
-from cluster.components import make_clusterer, make_reducer
-from cluster.params import LARGE_N
-from cluster.reductions import ReductionCache, reduction_key, vectors_digest
-from cluster.side import SideWorker, fit_umap
+from failatlas.cluster.components import make_clusterer, make_reducer
+from failatlas.cluster.params import LARGE_N
+from failatlas.cluster.reductions import ReductionCache, reduction_key, vectors_digest
+from failatlas.cluster.side import SideWorker, fit_umap
 
 
 def reassign_to_nearest(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -46,9 +45,8 @@ def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
     is cheap."""
     if X.shape[0] < 4096:
         return None
+    from failatlas.cluster.jit import enable_numba_cache
     from umap.umap_ import nearest_neighbors
-
-    from cluster.jit import enable_numba_cache
 
     enable_numba_cache()
 

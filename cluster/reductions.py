@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 MAX_ENTRIES = 24  # most recent reductions kept per store (about 4 MB each at 100k insights, 10 dims)
 

@@ -1,7 +1,7 @@
 """Tables owned by `cluster`: clusterings, assignments, the 2-D map, evaluations, cached reductions
 (docs/store/cluster.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

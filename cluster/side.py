@@ -73,14 +73,6 @@ def default_workers(n: int) -> int:
 
 def fit_umap(X: np.ndarray, params: dict[str, Any]) -> np.ndarray:
     """A UMAP fit (in the side process): float32 coordinates."""
-    from cluster.components import make_reducer
+    from failatlas.cluster.components import make_reducer
 
     return np.asarray(make_reducer("umap", **params).fit_transform(X), dtype=np.float32)
-
-
-def fit_pipeline(params: dict[str, Any], X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A ClusterPipeline fit without cache or map (in the side process): (labels, reduced)."""
-    from cluster.pipeline import ClusterPipeline
-
-    pipeline = ClusterPipeline(**{**params, "cache": None, "map_2d": False}).fit(X)
-    return pipeline.labels_, pipeline.reduced_

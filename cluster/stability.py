@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from cluster.metrics import agreement
-from cluster.pipeline import ClusterPipeline
-from cluster.side import Later, SideWorker, fit_pipeline
+from failatlas.cluster.metrics import agreement
+from failatlas.cluster.pipeline import ClusterPipeline
+from failatlas.cluster.side import Later, SideWorker
 
 # UMAP's own default below/above 10,000 points; a capped re-run keeps the epochs of the full fit
 _UMAP_EPOCHS_LARGE = 200
@@ -130,3 +129,9 @@ def stability(
                          max_items=max_items)
     futures = start_reruns(X, reruns, SideWorker(1))
     return score_reruns(reruns, futures, labels, resample_fraction=resample_fraction, max_items=max_items)
+
+
+def fit_pipeline(params: dict[str, Any], X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A ClusterPipeline fit without cache or map (in the side process): (labels, reduced)."""
+    pipeline = ClusterPipeline(**{**params, "cache": None, "map_2d": False}).fit(X)
+    return pipeline.labels_, pipeline.reduced_

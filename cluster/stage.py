@@ -9,18 +9,18 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from failatlas.cluster.metrics import quality_metrics
+from failatlas.cluster.params import ClusterParams
+from failatlas.cluster.pipeline import ClusterPipeline
+from failatlas.cluster.reductions import ReductionCache, StoreReductionCache
+from failatlas.cluster.side import SideWorker, default_workers
+from failatlas.cluster.stability import plan_reruns, score_reruns, start_reruns
+from failatlas.embed.stage import load_insight_vectors
 from pydantic import BaseModel
 
-from cluster.metrics import quality_metrics
-from cluster.params import ClusterParams
-from cluster.pipeline import ClusterPipeline
-from cluster.reductions import ReductionCache, StoreReductionCache
-from cluster.side import SideWorker, default_workers
-from cluster.stability import plan_reruns, score_reruns, start_reruns
-from embed.stage import load_insight_vectors
-from failatlas import __version__
-from failatlas.errors import ConfigError, NotFoundError
-from failatlas.store import Store
+from failatlas.core.errors import ConfigError, NotFoundError
+from failatlas.core.store import Store
+from failatlas.core.version import __version__
 
 PIPELINE_VERSION = "1"
 CODE_VERSION = f"failatlas {__version__} cluster-pipeline {PIPELINE_VERSION}"

@@ -1,8 +1,8 @@
 """Embed stage: sentence-transformers vectors for insights, cached in DuckDB by (text hash, model, revision,
 normalisation)."""
 
-from embed.cache import CacheKey, text_hash
-from embed.models import (
+from failatlas.embed.cache import CacheKey, text_hash
+from failatlas.embed.models import (
     DEFAULT_MODEL,
     EMBEDDERS,
     Embedder,
@@ -10,8 +10,8 @@ from embed.models import (
     get_embedder,
     resolve_model,
 )
-from embed.normalise import NORMALISERS, MaskNormaliser, Normaliser, get_normaliser
-from embed.stage import EmbedReport, InsightVectors, embed_insights, load_insight_vectors, read_insights
+from failatlas.embed.normalise import NORMALISERS, MaskNormaliser, Normaliser, get_normaliser
+from failatlas.embed.stage import EmbedReport, InsightVectors, embed_insights, load_insight_vectors, read_insights
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from failatlas.cli_support import console, progress_bar, store
+from failatlas.core.cli import console, progress_bar, store
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -31,7 +31,7 @@ def run(
     """Embed every insight whose text has no cached vector for this model yet."""
     from contextlib import ExitStack
 
-    from embed.stage import embed_insights
+    from failatlas.embed.stage import embed_insights
 
     with ExitStack() as stack:
         report = embed_insights(

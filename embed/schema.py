@@ -1,6 +1,6 @@
 """Tables owned by `embed`: embedding vectors cached by content (documented in docs/STORE.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

@@ -20,7 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from failatlas.errors import InputError, MissingDependencyError
+from failatlas.core.errors import InputError, MissingDependencyError
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from failatlas.embed.cache import CacheKey, cached_hashes, read_vectors, text_hashes, write_vectors
+from failatlas.embed.models import DEFAULT_MODEL, default_device, get_embedder, resolve_model
+from failatlas.embed.normalise import get_normaliser
 from pydantic import BaseModel
 
-from embed.cache import CacheKey, cached_hashes, read_vectors, text_hashes, write_vectors
-from embed.models import DEFAULT_MODEL, default_device, get_embedder, resolve_model
-from embed.normalise import get_normaliser
-from failatlas.errors import NotFoundError
-from failatlas.store import Store
+from failatlas.core.errors import NotFoundError
+from failatlas.core.store import Store
 
 Progress = Callable[[int], None]
 # Texts per encode call and transaction (an interrupted run keeps what it embedded) and texts per forward pass,

@@ -1,6 +1,9 @@
-"""FailAtlas core: the store, the error hierarchy and the command-line entry point shared by every stage."""
+"""FailAtlas: run AI-research-experiment benchmarks end to end and mine why agents fail.
 
-from failatlas.errors import (
+Layers, bottom to top: `failatlas.core` (store, errors, LLM client) -> the stages (`bench_core`, `ingest`,
+`embed`, `cluster`, `taxonomy`) -> the top (`cli`, `demo`, `store`, the app). docs/ARCHITECTURE.md."""
+
+from failatlas.core.errors import (
     ConfigError,
     FailAtlasError,
     InputError,
@@ -8,9 +11,8 @@ from failatlas.errors import (
     StoreError,
     StoreLockedError,
 )
-from failatlas.store import Migration, Store
-
-__version__ = "0.1.0"
+from failatlas.core.store import Migration, Store
+from failatlas.core.version import __version__
 
 __all__ = [
     "ConfigError",

@@ -8,16 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from failatlas.cli_support import db_path
-from failatlas.errors import MissingDependencyError, StoreError
-from failatlas.store import DB_ENV_VAR, resolve_db_path
+from failatlas.core.cli import db_path
+from failatlas.core.errors import MissingDependencyError, StoreError
+from failatlas.core.store import DB_ENV_VAR, resolve_db_path
 
 
 def app_script() -> Path:
-    """Path of app.py, whether FailAtlas runs from a checkout or an installed wheel (found without running it)."""
-    spec = importlib.util.find_spec("app")
+    """Path of the explorer's Streamlit script inside the package (found without running it), so that an installed
+    wheel needs no top-level `app` module."""
+    spec = importlib.util.find_spec("failatlas.appdata.main")
     if spec is None or spec.origin is None:
-        raise StoreError("cannot find the explorer's app.py", hint="reinstall FailAtlas")
+        raise StoreError("cannot find the explorer's script failatlas/appdata/main.py", hint="reinstall FailAtlas")
     return Path(spec.origin).resolve()
 
 

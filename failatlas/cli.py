@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Annotated
 
 import typer
 
-from failatlas import __version__
-from failatlas.cli_support import console, err_console, state
-from failatlas.errors import FailAtlasError
+from failatlas import db_cli
+from failatlas.bench_core.cli import bench as runs_cli
+from failatlas.bench_core.cli import sandbox as sandbox_cli
+from failatlas.bench_core.cli import tasks as tasks_cli
+from failatlas.cluster import cli as cluster_cli
+from failatlas.core.cli import console, err_console, state
+from failatlas.core.errors import FailAtlasError
+from failatlas.core.version import __version__
+from failatlas.embed import cli as embed_cli
+from failatlas.ingest import cli as ingest_cli
+from failatlas.store import all_migrations
+from failatlas.taxonomy import cli as taxonomy_cli
 
 app = typer.Typer(
     name="failatlas",
@@ -20,28 +28,20 @@ app = typer.Typer(
     add_completion=False,
 )
 
-# (name, module, attribute, help): each stage owns its own CLI module.
+# Each stage owns its own CLI module; this top layer alone names them all.
 SUBCOMMANDS = [
-    ("db", "failatlas.db_cli", "app", "Create, upgrade and describe the DuckDB store."),
-    ("tasks", "bench_core.tasks.cli", "app", "Import, list and show benchmark tasks; prepare masked repositories."),
-    ("sandbox", "bench_core.sandbox.cli", "app", "Build the sandbox image and clean up orphaned sandboxes."),
-    ("bench", "bench_core.runs.cli", "app", "Run agents on tasks in sandboxes, score the runs, report metrics."),
-    ("ingest", "ingest.cli", "app", "Collect raw failure insights from runs and from other tools' files."),
-    ("embed", "embed.cli", "app", "Embed insights with sentence-transformers (cached by content)."),
-    ("cluster", "cluster.cli", "app", "Cluster insights per phase and evaluate clusters against human labels."),
-    ("taxonomy", "taxonomy.cli", "app", "Name failure types, build the hierarchy, export tables and figures."),
+    ("db", db_cli.app, "Create, upgrade and describe the DuckDB store."),
+    ("tasks", tasks_cli.app, "Import, list and show benchmark tasks; prepare masked repositories."),
+    ("sandbox", sandbox_cli.app, "Build the sandbox image and clean up orphaned sandboxes."),
+    ("bench", runs_cli.app, "Run agents on tasks in sandboxes, score the runs, report metrics."),
+    ("ingest", ingest_cli.app, "Collect raw failure insights from runs and from other tools' files."),
+    ("embed", embed_cli.app, "Embed insights with sentence-transformers (cached by content)."),
+    ("cluster", cluster_cli.app, "Cluster insights per phase and evaluate clusters against human labels."),
+    ("taxonomy", taxonomy_cli.app, "Name failure types, build the hierarchy, export tables and figures."),
 ]
-
-
-def _register() -> None:
-    for name, module_name, attr, help_text in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # stage not present in this build
-            raise
-        app.add_typer(getattr(module, attr), name=name, help=help_text)
+for _name, _sub, _help in SUBCOMMANDS:
+    app.add_typer(_sub, name=_name, help=_help)
+state.migrations = all_migrations
 
 
 @app.callback()
@@ -88,7 +88,7 @@ def demo(
     and LLM names. Re-running does only what is missing."""
     from pathlib import Path
 
-    from failatlas.cli_support import db_path, store
+    from failatlas.core.cli import db_path, store
     from failatlas.demo import run_demo
 
     result = run_demo(store(), out_dir=Path(out), sandbox=sandbox, workers=workers,
@@ -100,7 +100,6 @@ def demo(
     console.print(f"explore: failatlas --db {db_path()} app   (then open http://localhost:8501)")
 
 
-_register()
 
 
 def main() -> None:

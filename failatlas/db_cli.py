@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from failatlas.cli_support import console, db_path, store
+from failatlas.core.cli import console, db_path, store
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -13,10 +13,10 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def migrate() -> None:
     """Create the store if missing and apply every pending migration."""
-    from failatlas.store import Store
+    from failatlas.store import Store, all_migrations
 
     s = Store(db_path())
-    applied = s.migrate()
+    applied = s.migrate(all_migrations())
     if applied:
         console.print(f"{s.path}: applied {len(applied)} migration(s): " + ", ".join(applied))
     else:

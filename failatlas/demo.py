@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 HARNESS_AGENTS = ("gold", "null", "fault-missing-component", "fault-wrong-constant", "fault-missing-package",
                   "fault-crash", "fault-no-conclusion", "fault-fabricated-results", "fault-peek")
@@ -33,16 +33,16 @@ class DemoResult:
 def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: int = 2,
              say: Callable[[str], None] = print, tick: Callable[[], None] | None = None) -> DemoResult:
     """Run the whole pipeline on the mini-suite into `store`, writing tables and figures under `out_dir`."""
-    from bench_core.llm import resolve_config
-    from bench_core.runs.api import run_benchmark, select_tasks
-    from bench_core.scoring.api import score_runs
-    from bench_core.scoring.report import report_table, write_report
-    from bench_core.suites import load_suite
-    from bench_core.tasks import save_tasks
-    from cluster import ClusterParams, run_clustering_per_phase
-    from embed import embed_insights
-    from ingest import extract_from_runs
-    from taxonomy import BuildParams, build_taxonomy, export_taxonomy
+    from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+    from failatlas.bench_core.scoring.api import score_runs
+    from failatlas.bench_core.scoring.report import report_table, write_report
+    from failatlas.bench_core.suites import load_suite
+    from failatlas.bench_core.tasks import save_tasks
+    from failatlas.cluster import ClusterParams, run_clustering_per_phase
+    from failatlas.core.llm import resolve_config
+    from failatlas.embed import embed_insights
+    from failatlas.ingest import extract_from_runs
+    from failatlas.taxonomy import BuildParams, build_taxonomy, export_taxonomy
 
     start = time.monotonic()
     result = DemoResult(out_dir=out_dir, db=store.path)
@@ -52,7 +52,7 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
         say(f"[{n}/8 {time.monotonic() - start:5.0f} s] {text}")
 
     if sandbox == "docker":
-        from bench_core.sandbox import DEFAULT_IMAGE, build_base_image
+        from failatlas.bench_core.sandbox import DEFAULT_IMAGE, build_base_image
 
         step(1, f"sandbox image {DEFAULT_IMAGE} (built offline once, minutes; reused afterwards)")
         build_base_image(DEFAULT_IMAGE)

@@ -1,269 +1,63 @@
-"""The DuckDB store: one file holds every table; each stage reads tables and writes tables.
+"""The whole store: every package's tables, assembled in the order their tables may depend on each other.
 
-Concurrency rule (DuckDB allows one read-write process, or many read-only ones, never both at once):
-connections are short-lived. A writer opens the file, writes one batch in one transaction and closes it;
-a reader opens it read-only, copies what it needs out and closes it. Both wait, with backoff, while the other
-kind holds the file. Parallel workers never open the file: they hand their rows to the one process that
-writes (the runner's parent, Ray's driver). So a benchmark can write while the app reads, neither failing.
-See docs/STORE.md.
+`failatlas.core.store` is the DuckDB handle and knows no stage; this module (top layer) names each package's
+`schema` module by a real import, so the dependency is visible, and opens a store migrated to all of them.
+docs/STORE.md documents every table.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import os
-import random
-import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from types import ModuleType
 
-import duckdb
+from failatlas.bench_core.runs import schema as runs_schema
+from failatlas.bench_core.scoring import schema as scoring_schema
+from failatlas.bench_core.tasks import schema as tasks_schema
+from failatlas.cluster import schema as cluster_schema
+from failatlas.core import schema as core_schema
+from failatlas.core.errors import StoreError
+from failatlas.core.llm import schema as llm_schema
+from failatlas.core.store import DB_ENV_VAR, DEFAULT_DB, Migration, Store, resolve_db_path
+from failatlas.embed import schema as embed_schema
+from failatlas.ingest import schema as ingest_schema
+from failatlas.taxonomy import schema as taxonomy_schema
 
-from failatlas.errors import StoreError, StoreLockedError
-
-DEFAULT_DB = "failatlas.duckdb"
-DB_ENV_VAR = "FAILATLAS_DB"
-
-# Modules whose `MIGRATIONS` make up the store, in the order their tables may depend on each other.
-# Each module owns its tables; docs/STORE.md documents them all.
-SCHEMA_MODULES = (
-    "failatlas.schema",
-    "bench_core.tasks.schema",
-    "bench_core.llm.schema",
-    "bench_core.runs.schema",
-    "bench_core.scoring.schema",
-    "ingest.schema",
-    "embed.schema",
-    "cluster.schema",
-    "taxonomy.schema",
+# (package id recorded in `schema_migrations`, module). The ids are the names the packages had when their
+# migrations shipped; they are data in every store and never change with the code's layout.
+SCHEMAS: tuple[tuple[str, ModuleType], ...] = (
+    ("failatlas", core_schema),
+    ("bench_core.tasks", tasks_schema),
+    ("bench_core.llm", llm_schema),
+    ("bench_core.runs", runs_schema),
+    ("bench_core.scoring", scoring_schema),
+    ("ingest", ingest_schema),
+    ("embed", embed_schema),
+    ("cluster", cluster_schema),
+    ("taxonomy", taxonomy_schema),
 )
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One versioned, append-only step of a package's schema. Never edit one that has shipped: add another."""
-
-    package: str
-    version: int
-    name: str
-    sql: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.package}:{self.version:03d}_{self.name}"
-
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.strip().encode()).hexdigest()[:16]
-
-
-def _schema_module(module_name: str):  # noqa: ANN202
-    """Load a schema module without importing its package's `__init__` (which may pull in heavy libraries):
-    opening a store must not need torch, polars or openai."""
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    top, *rest = module_name.split(".")
-    spec = importlib.util.find_spec(top)
-    if spec is None or not spec.submodule_search_locations:
-        return importlib.import_module(module_name)
-    path = Path(next(iter(spec.submodule_search_locations)), *rest[:-1], rest[-1] + ".py")
-    private = importlib.util.spec_from_file_location(f"_failatlas_schema.{module_name}", path)
-    module = importlib.util.module_from_spec(private)
-    private.loader.exec_module(module)
-    return module
 
 
 def all_migrations() -> list[Migration]:
     """Every package's migrations in the order they are applied."""
     found: list[Migration] = []
-    for module_name in SCHEMA_MODULES:
-        module = _schema_module(module_name)
+    for package, module in SCHEMAS:
         migrations = sorted(module.MIGRATIONS, key=lambda m: m.version)
         versions = [m.version for m in migrations]
         if len(set(versions)) != len(versions):
-            raise StoreError(f"{module_name} declares the same migration version twice: {versions}")
+            raise StoreError(f"{module.__name__} declares the same migration version twice: {versions}")
         owners = {m.package for m in migrations}
-        if owners - {module_name.removesuffix(".schema")}:
-            raise StoreError(f"{module_name} declares migrations for another package: {sorted(owners)}")
+        if owners - {package}:
+            raise StoreError(f"{module.__name__} declares migrations for another package: {sorted(owners)}")
         found.extend(migrations)
     return found
-
-
-def resolve_db_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The store's path: the argument, else $FAILATLAS_DB, else ./failatlas.duckdb."""
-    return Path(path or os.environ.get(DB_ENV_VAR) or DEFAULT_DB)
-
-
-def _is_lock_conflict(exc: Exception) -> bool:
-    text = str(exc).lower()
-    if "different configuration" in text:  # another thread of this process holds the file in the other mode
-        return True
-    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
-
-
-class Store:
-    """A handle on one DuckDB file. Cheap to create; holds no connection between calls."""
-
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 120.0) -> None:
-        self.path = resolve_db_path(path)
-        self.lock_timeout = lock_timeout
-        self._local = threading.local()
-
-    def __repr__(self) -> str:
-        return f"Store({str(self.path)!r})"
-
-    # -- connections -------------------------------------------------------------------------------------------
-    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
-        if read_only and not self.path.exists():
-            raise StoreError(
-                f"no store at {self.path}",
-                hint="create it with a command that writes (for example `failatlas tasks import-mini`) "
-                "or point --db / $FAILATLAS_DB at an existing file",
-            )
-        if not read_only and self.path.parent and not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout
-        delay = 0.01
-        while True:
-            try:
-                return duckdb.connect(str(self.path), read_only=read_only)
-            except (duckdb.ConnectionException, duckdb.IOException) as exc:
-                # Another thread of this process holds the file read-write: a reader shares that database
-                # instance. Any other conflict (another process's lock, a reader thread in the other mode) waits.
-                if read_only and isinstance(exc, duckdb.ConnectionException) and "different configuration" in str(exc):
-                    read_only = False
-                    continue
-                if not _is_lock_conflict(exc):
-                    raise StoreError(f"cannot open store {self.path}: {exc}") from exc
-                if time.monotonic() >= deadline:
-                    raise StoreLockedError(
-                        f"store {self.path} stayed locked by another connection for {self.lock_timeout:.0f} s",
-                        hint="wait for the other FailAtlas command to finish, or raise --lock-timeout",
-                    ) from exc
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
-            except duckdb.Error as exc:
-                raise StoreError(f"cannot open store {self.path}: {exc}") from exc
-
-    @contextmanager
-    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """One all-or-nothing write: a transaction that commits on success and rolls back on any error.
-
-        Re-entrant within a thread: a nested `write()` joins the outer transaction.
-        """
-        outer = getattr(self._local, "conn", None)
-        if outer is not None:
-            yield outer
-            return
-        conn = self._connect(read_only=False)
-        self._local.conn = conn
-        try:
-            conn.execute("BEGIN TRANSACTION")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        finally:
-            self._local.conn = None
-            conn.close()
-
-    @contextmanager
-    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection, closed on exit. Copy results out before leaving the block."""
-        outer = getattr(self._local, "conn", None)
-        if outer is not None:
-            yield outer
-            return
-        conn = self._connect(read_only=True)
-        try:
-            yield conn
-        finally:
-            conn.close()
-
-    # -- conveniences ------------------------------------------------------------------------------------------
-    def query(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
-        """Run a read query and return all rows."""
-        with self.read() as conn:
-            return conn.execute(sql, params or []).fetchall()
-
-    def query_dicts(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None) -> list[dict[str, Any]]:
-        """Run a read query and return rows as dicts keyed by column name."""
-        with self.read() as conn:
-            cur = conn.execute(sql, params or [])
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-    def query_polars(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None):  # noqa: ANN201
-        """Run a read query and return a polars DataFrame."""
-        import polars as pl
-
-        with self.read() as conn:
-            return pl.from_arrow(conn.sql(sql, params=params or None).to_arrow_table())
-
-    # -- schema ------------------------------------------------------------------------------------------------
-    def migrate(self) -> list[str]:
-        """Create or upgrade the store to the newest schema; returns the ids of the migrations applied now."""
-        migrations = all_migrations()
-        applied_now: list[str] = []
-        with self.write() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " seq INTEGER NOT NULL, id VARCHAR PRIMARY KEY, package VARCHAR NOT NULL, version INTEGER NOT NULL,"
-                " checksum VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
-            )
-            done = dict(conn.execute("SELECT id, checksum FROM schema_migrations").fetchall())
-            for migration in migrations:
-                if migration.id in done:
-                    if done[migration.id] != migration.checksum:
-                        raise StoreError(
-                            f"migration {migration.id} changed after it was applied to {self.path}",
-                            hint="shipped migrations are append-only: add a new migration instead",
-                        )
-                    continue
-                try:
-                    conn.execute(migration.sql)
-                except duckdb.Error as exc:
-                    raise StoreError(f"migration {migration.id} failed on {self.path}: {exc}") from exc
-                conn.execute(
-                    "INSERT INTO schema_migrations (seq, id, package, version, checksum)"
-                    " SELECT coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM schema_migrations",
-                    [migration.id, migration.package, migration.version, migration.checksum],
-                )
-                applied_now.append(migration.id)
-        return applied_now
-
-    def applied_migrations(self) -> list[str]:
-        """Ids of migrations already in the store (empty when the file does not exist yet)."""
-        if not self.path.exists():
-            return []
-        with self.read() as conn:
-            has = conn.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
-            ).fetchone()[0]
-            if not has:
-                return []
-            return [r[0] for r in conn.execute("SELECT id FROM schema_migrations ORDER BY seq").fetchall()]
-
-    def tables(self) -> list[str]:
-        """Names of base tables and views in the store."""
-        with self.read() as conn:
-            rows = conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY 1"
-            ).fetchall()
-        return [r[0] for r in rows]
 
 
 def open_store(path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 120.0) -> Store:
     """A store at `path` (or the default), created and migrated to the newest schema."""
     store = Store(path, lock_timeout=lock_timeout)
-    store.migrate()
+    store.migrate(all_migrations())
     return store
+
+
+__all__ = ["DB_ENV_VAR", "DEFAULT_DB", "SCHEMAS", "Migration", "Store", "all_migrations", "open_store",
+           "resolve_db_path"]

@@ -1,12 +1,12 @@
 """Raw failure insights: from our own runs (judges, monitor, validator) and from other tools' files."""
 
-from ingest.importers import FORMATS, IMPORTERS, detect_format, import_insights, parse_file
-from ingest.llm_extractor import LLMExtractor, StructuredLLM
-from ingest.model import PHASES, IngestReport, RawInsight, insight_id, normalise_text
-from ingest.runs import extract_from_runs
-from ingest.sentences import error_sentences, split_sentences
-from ingest.signatures import SIGNATURE_PATTERNS, Signature, error_signatures
-from ingest.stats import insight_stats
+from failatlas.ingest.importers import FORMATS, IMPORTERS, detect_format, import_insights, parse_file
+from failatlas.ingest.llm_extractor import LLMExtractor
+from failatlas.ingest.model import PHASES, IngestReport, RawInsight, insight_id, normalise_text
+from failatlas.ingest.runs import extract_from_runs
+from failatlas.ingest.sentences import error_sentences, split_sentences
+from failatlas.ingest.signatures import SIGNATURE_PATTERNS, Signature, error_signatures
+from failatlas.ingest.stats import insight_stats
 
 __all__ = [
     "FORMATS",
@@ -17,7 +17,6 @@ __all__ = [
     "LLMExtractor",
     "RawInsight",
     "Signature",
-    "StructuredLLM",
     "detect_format",
     "error_sentences",
     "error_signatures",

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from failatlas.ingest.importers import FORMATS, import_insights
+from failatlas.ingest.model import PHASES, IngestReport
+from failatlas.ingest.runs import EXTRACTORS, extract_from_runs
+from failatlas.ingest.stats import insight_stats
 from rich.table import Table
 
-from failatlas.cli_support import console, err_console, store
-from ingest.importers import FORMATS, import_insights
-from ingest.model import PHASES, IngestReport
-from ingest.runs import EXTRACTORS, extract_from_runs
-from ingest.stats import insight_stats
+from failatlas.core.cli import console, err_console, store
 
 app = typer.Typer(no_args_is_help=True)
 

@@ -2,7 +2,7 @@
 
 Follows the EXP-Bench paper's insight extraction. Written against a small protocol, `StructuredLLM`, so any
 client with `structured(messages, schema, *, run_id, purpose) -> result` (with `.ok`, `.value`, `.error`)
-fits, FailAtlas's `bench_core.llm` client included (it caches and logs each call in `llm_calls`). Inputs
+fits, FailAtlas's `failatlas.core.llm` client included (it caches and logs each call in `llm_calls`). Inputs
 longer than a field's budget are cut with an explicit marker saying how much was left out, never silently.
 """
 
@@ -12,14 +12,14 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal
 
+from failatlas.ingest.model import RawInsight, RunRecord
 from pydantic import BaseModel, Field, ValidationError
 
-from failatlas.errors import ConfigError, InfrastructureError
-from failatlas.store import Store
-from ingest.model import RawInsight
-from ingest.runs import RunRecord
+from failatlas.core.errors import ConfigError, InfrastructureError
+from failatlas.core.llm import StructuredLLM, client_for_role, not_configured_reason
+from failatlas.core.store import Store
 
 PURPOSE = "ingest:extract"
 FIELD_BUDGET = 4000
@@ -45,25 +45,6 @@ class ExtractedInsights(BaseModel):
     """The structured answer the LLM must give."""
 
     insights: list[ExtractedInsight]
-
-
-class StructuredResult(Protocol):
-    ok: bool
-    value: Any
-    error: Any
-
-
-class StructuredLLM(Protocol):
-    """Any client that answers chat messages with a value conforming to a pydantic schema."""
-
-    def structured(
-        self,
-        messages: list[dict[str, str]],
-        schema: type[BaseModel],
-        *,
-        run_id: str | None = None,
-        purpose: str | None = None,
-    ) -> StructuredResult: ...
 
 
 def _cut(text: str | None, budget: int, *, keep: Literal["head", "tail"] = "head") -> str:
@@ -166,15 +147,9 @@ class LLMExtractor:
         return outcome
 
 
-def default_extractor_llm(store: Store | None = None) -> StructuredLLM:
-    """The client configured for the role "extractor" in `bench_core.llm`; ConfigError when there is none."""
+def default_extractor_llm(store: Store) -> StructuredLLM:
+    """The client configured for the role "extractor" in `failatlas.core.llm`; ConfigError when there is none."""
     hint = "configure an OpenAI-compatible endpoint for the role 'extractor' or use --extractor deterministic"
-    try:
-        from bench_core.llm import client_for_role, not_configured_reason
-    except ImportError as exc:
-        raise ConfigError(
-            "no LLM for the role 'extractor': bench_core.llm offers no client", hint=hint
-        ) from exc
     client = client_for_role("extractor", store)
     if client is None:
         raise ConfigError(not_configured_reason("extractor"), hint=hint)

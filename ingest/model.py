@@ -149,3 +149,23 @@ class IngestReport(BaseModel):
         if self.failed:
             parts.append(f"{len(self.failed)} failed")
         return ", ".join(parts)
+
+
+@dataclass
+class RunRecord:
+    """Everything scored about one run, read from the store."""
+
+    run: dict[str, Any]
+    judgements: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    validation: dict[str, Any] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run["id"]
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            name: self.run.get(name) or None
+            for name in ("task_id", "agent", "model", "benchmark", "paper_id")
+        }

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from failatlas.errors import ConfigError, NotFoundError
-from failatlas.store import Store
-from ingest.model import PHASES, IngestReport, RawInsight
-from ingest.sentences import error_sentences
-from ingest.signatures import error_signatures
-from ingest.writer import write_insights
+from failatlas.ingest.llm_extractor import LLMExtractor, default_extractor_llm
+from failatlas.ingest.model import PHASES, IngestReport, RawInsight, RunRecord
+from failatlas.ingest.sentences import error_sentences
+from failatlas.ingest.signatures import error_signatures
+from failatlas.ingest.writer import write_insights
+
+from failatlas.core.errors import ConfigError, NotFoundError
+from failatlas.core.store import Store
 
 EXTRACTORS = ("deterministic", "llm")
 
@@ -41,26 +42,6 @@ MONITOR_RULE_TEXTS: dict[str, str] = {
     "fabricated_results": "The agent reported results it did not produce",
 }
 _EVIDENCE_LIMIT = 500
-
-
-@dataclass
-class RunRecord:
-    """Everything scored about one run, read from the store."""
-
-    run: dict[str, Any]
-    judgements: list[dict[str, Any]] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    validation: dict[str, Any] | None = None
-
-    @property
-    def run_id(self) -> str:
-        return self.run["id"]
-
-    def provenance(self) -> dict[str, Any]:
-        return {
-            name: self.run.get(name) or None
-            for name in ("task_id", "agent", "model", "benchmark", "paper_id")
-        }
 
 
 def _dicts(conn: Any, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
@@ -284,8 +265,6 @@ def extract_from_runs(
         for record in usable:
             insights.extend(deterministic_insights(record))
     else:
-        from ingest.llm_extractor import LLMExtractor, default_extractor_llm
-
         client = llm if llm is not None else default_extractor_llm(store)
         done = set() if redo else _runs_extracted_by_llm(store)
         todo = []

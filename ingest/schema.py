@@ -1,6 +1,6 @@
 """Tables owned by `ingest`: raw failure insights and every place each was stated (docs/store/ingest.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 
 class StatsRow(BaseModel):

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from failatlas import __version__
-from failatlas.store import Store
-from ingest.model import SOURCE_COLUMNS, IngestReport, RawInsight
+from failatlas.ingest.model import SOURCE_COLUMNS, IngestReport, RawInsight
+
+from failatlas.core.store import Store
+from failatlas.core.version import __version__
 
 _BATCH_SCHEMA = {
     "source_key": "str",

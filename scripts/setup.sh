@@ -24,5 +24,5 @@ if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
   python3 -m failatlas sandbox build-image
 fi
 echo "== compiling UMAP's numba code into numba's file cache (once; a first clustering then need not)"
-python3 -c "from cluster.jit import precompile; precompile()" 2>/dev/null || echo "   (skipped: mining extra missing)"
+python3 -c "from failatlas.cluster.warmup import precompile; precompile()" 2>/dev/null || echo "   (skipped: mining extra missing)"
 echo "== ready: run 'failatlas demo'"

@@ -5,16 +5,16 @@ into categories per phase, assign new insights without re-clustering, compute pr
 and export LaTeX / Markdown / CSV tables and figures. Every function works over the store's tables.
 """
 
-from taxonomy.assign import AssignSummary, assign_insights, nearest_centroid
-from taxonomy.build import build_taxonomy
-from taxonomy.export import FORMATS, ExportResult, export_taxonomy
-from taxonomy.funnel import funnel
-from taxonomy.keywords import class_tfidf
-from taxonomy.labelling import LABELLERS, Labeller, StructuredLLM, make_labeller, register_labeller
-from taxonomy.merge import merge_groups
-from taxonomy.model import UNASSIGNED, BuildParams, FailureCategory, FailureType, Taxonomy, TypeEvidence
-from taxonomy.prevalence import prevalence, prevalence_table
-from taxonomy.read import list_taxonomies, load_taxonomy
+from failatlas.taxonomy.assign import AssignSummary, assign_insights, nearest_centroid
+from failatlas.taxonomy.build import build_taxonomy
+from failatlas.taxonomy.export import FORMATS, ExportResult, export_taxonomy
+from failatlas.taxonomy.funnel import funnel
+from failatlas.taxonomy.keywords import class_tfidf
+from failatlas.taxonomy.labelling import LABELLERS, Labeller, make_labeller, register_labeller
+from failatlas.taxonomy.merge import merge_groups
+from failatlas.taxonomy.model import UNASSIGNED, BuildParams, FailureCategory, FailureType, Taxonomy, TypeEvidence
+from failatlas.taxonomy.prevalence import prevalence, prevalence_table
+from failatlas.taxonomy.read import list_taxonomies, load_taxonomy
 
 __all__ = [
     "FORMATS",
@@ -26,7 +26,6 @@ __all__ = [
     "FailureCategory",
     "FailureType",
     "Labeller",
-    "StructuredLLM",
     "Taxonomy",
     "TypeEvidence",
     "assign_insights",

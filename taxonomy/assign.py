@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
+from failatlas.taxonomy.inputs import normalise, require_vectors
+from failatlas.taxonomy.model import UNASSIGNED
 from pydantic import BaseModel
 
-from failatlas.errors import NotFoundError
-from failatlas.store import Store
-from taxonomy.inputs import normalise, require_vectors
-from taxonomy.model import UNASSIGNED
+from failatlas.core.errors import NotFoundError
+from failatlas.core.store import Store
 
 
 def nearest_centroid(

@@ -12,17 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from failatlas import __version__
-from failatlas.errors import ConfigError
-from failatlas.store import Store
-from taxonomy.assign import assign_by_phase, write_assignments
-from taxonomy.hierarchy import group_centroids
-from taxonomy.inputs import ClusteringInput, latest_clusterings, load_clustering, normalise, require_vectors
-from taxonomy.keywords import class_tfidf
-from taxonomy.labelling import Labeller, make_labeller
-from taxonomy.merge import merge_groups
-from taxonomy.model import (
+from failatlas.taxonomy.assign import assign_by_phase, write_assignments
+from failatlas.taxonomy.hierarchy import group_centroids
+from failatlas.taxonomy.inputs import ClusteringInput, latest_clusterings, load_clustering, normalise, require_vectors
+from failatlas.taxonomy.keywords import class_tfidf
+from failatlas.taxonomy.labelling import Labeller, make_labeller
+from failatlas.taxonomy.merge import merge_groups
+from failatlas.taxonomy.model import (
     UNASSIGNED,
     BuildParams,
     CategoryEvidence,
@@ -33,6 +29,10 @@ from taxonomy.model import (
     TypeLabel,
     phase_rank,
 )
+
+from failatlas.core.errors import ConfigError
+from failatlas.core.store import Store
+from failatlas.core.version import __version__
 
 
 @dataclass
@@ -229,7 +229,7 @@ def build_taxonomy(
     phases_seen = [ci.phase for ci in inputs]
     if len(set(phases_seen)) != len(phases_seen):
         raise ConfigError(f"two clusterings cover the same phase: {phases_seen}", hint="pass one per phase")
-    labeller = labeller or make_labeller(params.labeller, **params.labeller_args)
+    labeller = labeller or make_labeller(params.labeller, store=store, **params.labeller_args)
 
     drafts: list[_Draft] = []
     outliers: list[tuple[str, str, np.ndarray]] = []  # (insight_id, phase, vector)

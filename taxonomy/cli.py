@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from failatlas.cli_support import console, store
+from failatlas.core.cli import console, store
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -38,8 +38,8 @@ def build(
     seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
 ) -> None:
     """Build a new taxonomy snapshot from clusterings: name, merge, group into categories, assign members."""
-    from taxonomy.build import build_taxonomy
-    from taxonomy.model import BuildParams
+    from failatlas.taxonomy.build import build_taxonomy
+    from failatlas.taxonomy.model import BuildParams
 
     params = BuildParams(
         labeller=labeller,
@@ -49,13 +49,7 @@ def build(
         seed=seed,
     )
     s = store()
-    named_by = None
-    if labeller == "llm":
-        from taxonomy.labelling import make_labeller
-        from taxonomy.labelling.endpoint import labeller_client
-
-        named_by = make_labeller("llm", client=labeller_client(s))
-    tax = build_taxonomy(s, clustering, params, labeller=named_by)
+    tax = build_taxonomy(s, clustering, params)
     table = Table("id", "category", "name", "n", "method", title=f"taxonomy v{tax.version} ({tax.id})")
     cats = {c.id: c.name for c in tax.categories}
     for t in tax.types:
@@ -72,7 +66,7 @@ def build(
 @app.command(name="list")
 def list_() -> None:
     """List taxonomy snapshots, newest first."""
-    from taxonomy.read import list_taxonomies
+    from failatlas.taxonomy.read import list_taxonomies
 
     frame = list_taxonomies(store(create=False))
     table = Table("version", "id", "created", "types", "categories", "insights", "embed model")
@@ -101,8 +95,8 @@ def show(
     ] = False,
 ) -> None:
     """Show a taxonomy's failure types with prevalence (counts, shares, 95% CIs)."""
-    from taxonomy.prevalence import prevalence
-    from taxonomy.read import load_taxonomy
+    from failatlas.taxonomy.prevalence import prevalence
+    from failatlas.taxonomy.read import load_taxonomy
 
     s = store(create=False)
     tax = load_taxonomy(s, taxonomy_id)
@@ -145,7 +139,7 @@ def assign(
     ] = None,
 ) -> None:
     """Assign insights not yet in the taxonomy (e.g. a new agent's runs) to its types, or to 'unassigned'."""
-    from taxonomy.assign import assign_insights
+    from failatlas.taxonomy.assign import assign_insights
 
     summary = assign_insights(store(), taxonomy_id, threshold=threshold)
     phases = sorted(set(summary.assigned) | set(summary.unassigned))
@@ -169,7 +163,7 @@ def export(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
     """Write the prevalence table (LaTeX booktabs, Markdown, CSV), a types appendix and figures (PNG, PDF)."""
-    from taxonomy.export import export_taxonomy
+    from failatlas.taxonomy.export import export_taxonomy
 
     result = export_taxonomy(
         store(create=False),

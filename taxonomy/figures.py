@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from failatlas.taxonomy.model import phase_rank
 
-from failatlas.errors import MissingDependencyError
-from taxonomy.model import phase_rank
+from failatlas.core.errors import MissingDependencyError
 
 
 def _figure(width: float, height: float):  # noqa: ANN202
@@ -131,7 +131,7 @@ def agent_heatmap(
 
 def funnel_figure(frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf")) -> list[Path]:
     """Grouped bars: share of runs passing each conjunctive stage, per agent, labelled k/n."""
-    from taxonomy.funnel import STAGES
+    from failatlas.taxonomy.funnel import STAGES
 
     agents = sorted(frame["agent"].unique().to_list())
     fig = _figure(7.0, 3.6)

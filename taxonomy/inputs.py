@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from failatlas.errors import ConfigError, InputError, NotFoundError
-from failatlas.store import Store
+from failatlas.core.errors import ConfigError, InputError, NotFoundError
+from failatlas.core.store import Store
 
 
 def text_hash(text: str) -> str:
@@ -27,7 +27,7 @@ def text_normaliser(name: str | None) -> Callable[[Sequence[str]], list[str]]:
     if name in (None, "none"):
         return list
     try:
-        from embed import NORMALISERS
+        from failatlas.embed import NORMALISERS
     except ImportError as exc:
         raise ConfigError(
             f"the embeddings were made with normaliser '{name}', but the embed package is missing",

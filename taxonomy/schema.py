@@ -1,7 +1,7 @@
 """Tables owned by `taxonomy`: versioned taxonomy snapshots, their failure types and categories, and which
 failure type each insight belongs to (documented in docs/store/taxonomy.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

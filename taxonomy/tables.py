@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from failatlas.tables import latex_escape  # the one LaTeX escaping of every export
+from failatlas.core.tables import latex_escape  # the one LaTeX escaping of every export
 
 
 def pct(x: float | None) -> str:

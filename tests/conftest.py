@@ -31,7 +31,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def sandbox_image() -> str:
     """The real sandbox image; built once (minutes) when the tag is missing, reused afterwards."""
-    from bench_core.sandbox import DEFAULT_IMAGE, build_base_image
+    from failatlas.bench_core.sandbox import DEFAULT_IMAGE, build_base_image
 
     build_base_image(DEFAULT_IMAGE)
     return DEFAULT_IMAGE
@@ -45,10 +45,11 @@ HARNESS_AGENTS = ("gold", "null", "fault-missing-component", "fault-wrong-consta
 def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real store in which every harness agent ran on every CPU task of the mini-suite, in Docker, and was
     scored offline. Built once per test session (a few minutes); tests that write must use `mini_store_copy`."""
-    from bench_core.runs.api import run_benchmark, select_tasks
-    from bench_core.scoring.api import score_runs
-    from bench_core.suites import load_suite
-    from bench_core.tasks import save_tasks
+    from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+    from failatlas.bench_core.scoring.api import score_runs
+    from failatlas.bench_core.suites import load_suite
+    from failatlas.bench_core.tasks import save_tasks
+
     from failatlas.store import open_store
 
     root = tmp_path_factory.mktemp("mini-runs")

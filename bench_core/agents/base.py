@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from failatlas.bench_core.tasks.model import AgentView, TaskSpec
 from pydantic import BaseModel, Field
 
-from bench_core.tasks.model import AgentView, TaskSpec
-from failatlas.errors import ConfigError
+from failatlas.core.errors import ConfigError
 
 OUTPUT_DIR = ".failatlas"
 DESIGN_FILE = f"{OUTPUT_DIR}/design.json"
@@ -124,27 +124,17 @@ def register_agent(name: str) -> Callable[[Callable[..., Agent]], Callable[..., 
 
 
 def agent_names() -> list[str]:
-    _load_builtins()
     return sorted(_REGISTRY)
 
 
 def create_agent(name: str, **params: Any) -> Agent:
     """An agent by registry name, constructed with `params` (recorded with the run)."""
-    _load_builtins()
     if name not in _REGISTRY:
         raise ConfigError(f"unknown agent '{name}'", hint="known agents: " + ", ".join(sorted(_REGISTRY)))
     try:
         return _REGISTRY[name](**params)
     except TypeError as exc:
         raise ConfigError(f"agent '{name}' does not take these parameters: {params} ({exc})") from exc
-
-
-def _load_builtins() -> None:
-    import bench_core.agents.builtin  # noqa: F401
-    import bench_core.agents.external  # noqa: F401
-    import bench_core.agents.faults  # noqa: F401
-    import bench_core.agents.hostile  # noqa: F401
-    import bench_core.agents.react  # noqa: F401
 
 
 def task_prompt(view: AgentView, workdir: str = "/workspace") -> str:

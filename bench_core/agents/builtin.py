@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench_core.agents.base import (
+from failatlas.bench_core.agents.base import (
     CONCLUSION_FILE,
     DESIGN_FILE,
     RUN_SCRIPT,
@@ -12,13 +12,14 @@ from bench_core.agents.base import (
     AgentOutcome,
     register_agent,
 )
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import ConfigError
+from failatlas.bench_core.tasks.model import TaskSpec
+
+from failatlas.core.errors import ConfigError
 
 
 def restorable_paths(task: TaskSpec) -> list[str]:
     """Files the masking removed, stubbed or replaced by a base version: what a perfect agent would (re)write."""
-    from bench_core.prepare.leaks import task_path
+    from failatlas.bench_core.prepare.leaks import task_path
 
     paths = list(task.masking.files) + [f.path for f in task.masking.functions]
     if task.masking.overlay:

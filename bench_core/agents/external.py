@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from bench_core.agents.base import OUTPUT_DIR, AgentContext, AgentOutcome, register_agent, task_prompt
+from failatlas.bench_core.agents.base import OUTPUT_DIR, AgentContext, AgentOutcome, register_agent, task_prompt
 
 PROMPT_FILE = f"{OUTPUT_DIR}/task.md"
 

@@ -12,8 +12,8 @@ import json
 import re
 from abc import ABC, abstractmethod
 
-from bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, AgentContext, AgentOutcome, register_agent
-from bench_core.agents.builtin import GoldAgent, restorable_paths
+from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, AgentContext, AgentOutcome, register_agent
+from failatlas.bench_core.agents.builtin import GoldAgent, restorable_paths
 
 MISSING_PACKAGE = "sklearn_extra"
 

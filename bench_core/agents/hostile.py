@@ -8,7 +8,7 @@ the budget's `command_timeout_s`; the sandbox's deadline, memory, process and ou
 
 from __future__ import annotations
 
-from bench_core.agents.base import CONCLUSION_FILE, OUTPUT_DIR, AgentContext, AgentOutcome, register_agent
+from failatlas.bench_core.agents.base import CONCLUSION_FILE, OUTPUT_DIR, AgentContext, AgentOutcome, register_agent
 
 SURVIVED = "echo sandbox-still-usable"
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 
-from bench_core.agents.base import AgentContext, AgentOutcome, StepEvent, register_agent, task_prompt
-from failatlas.errors import ConfigError
+from failatlas.bench_core.agents.base import AgentContext, AgentOutcome, StepEvent, register_agent, task_prompt
+
+from failatlas.core.errors import ConfigError
 
 TOOLS = [
     {"type": "function", "function": {
@@ -39,7 +40,7 @@ class ReactAgent:
     needs_reference = False
 
     def __init__(self, temperature: float = 0.0) -> None:
-        from bench_core.llm import not_configured_reason, resolve_config
+        from failatlas.core.llm import not_configured_reason, resolve_config
 
         self.config = resolve_config("agent")
         if self.config is None:
@@ -64,7 +65,7 @@ class ReactAgent:
         return f"error: unknown tool {name}"
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
-        from bench_core.llm import LLMClient
+        from failatlas.core.llm import LLMClient
 
         client = LLMClient(self.config, None, use_cache=False)
         ctx.sh("mkdir -p .failatlas")

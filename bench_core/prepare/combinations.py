@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from bench_core.tasks.model import TaskKind, TaskSpec
-from failatlas.errors import InputError
+from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
+
+from failatlas.core.errors import InputError
 
 
 def function_combinations(task: TaskSpec, n: int) -> list[TaskSpec]:

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from failatlas.errors import InfrastructureError
+from failatlas.core.errors import InfrastructureError
 
 COMMIT_DATE = "2000-01-01T00:00:00+0000"
 COMMIT_AUTHOR = ("FailAtlas", "failatlas@localhost")

@@ -11,9 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_core.prepare.stubs import function_bodies
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import FailAtlasError
+from failatlas.bench_core.prepare.stubs import function_bodies
+from failatlas.bench_core.tasks.model import TaskSpec
+
+from failatlas.core.errors import FailAtlasError
 
 MIN_SECRET_CHARS = 30
 

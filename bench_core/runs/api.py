@@ -6,15 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_core.tasks.catalog import get_task, list_tasks
+from failatlas.bench_core.agents.base import Budget, create_agent
+from failatlas.bench_core.runs.execute import RunConfig
+from failatlas.bench_core.runs.model import RunRecord
+from failatlas.bench_core.runs.runner import BatchReport, plan_runs, run_batch
+from failatlas.bench_core.tasks.catalog import get_task, list_tasks
+from failatlas.bench_core.tasks.model import TaskSpec
 
-from bench_core.agents.base import Budget, create_agent
-from bench_core.runs.execute import RunConfig
-from bench_core.runs.model import RunRecord
-from bench_core.runs.runner import BatchReport, plan_runs, run_batch
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import ConfigError, NotFoundError
-from failatlas.store import Store
+from failatlas.core.errors import ConfigError, NotFoundError
+from failatlas.core.store import Store
 
 
 def select_tasks(store: Store, *, task_ids: list[str] | None = None, benchmark: str | None = None,

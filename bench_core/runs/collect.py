@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, OUTPUT_DIR, RUN_SCRIPT
-from bench_core.runs.model import RunOutputs
+from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, OUTPUT_DIR, RUN_SCRIPT
+from failatlas.bench_core.runs.model import RunOutputs
 
 MAX_DIFF_BYTES = 8 * 1024 * 1024
 MAX_OUTPUT_FILE = 1024 * 1024

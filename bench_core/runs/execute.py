@@ -10,13 +10,13 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
+from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
+from failatlas.bench_core.runs.collect import collect_outputs
+from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
+from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import BaseModel
 
-from bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
-from bench_core.runs.collect import collect_outputs
-from bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import InfrastructureError
+from failatlas.core.errors import InfrastructureError
 
 TAIL = 4000
 
@@ -53,9 +53,9 @@ def _command_row(event, redact=lambda text: text) -> CommandRow:
 def _redactor():
     """Redacts the API keys of every configured LLM role (and key-shaped strings): an endpoint or a model may echo
     a key into a reply, and from there into the agent's steps, commands and outputs, all of which are stored."""
-    from bench_core.llm.config import ROLES, resolve_config
-    from bench_core.llm.redact import Redactor
-    from failatlas.errors import ConfigError
+    from failatlas.core.errors import ConfigError
+    from failatlas.core.llm.config import ROLES, resolve_config
+    from failatlas.core.llm.redact import Redactor
 
     secrets: list[str] = []
     for role in ROLES:
@@ -69,7 +69,7 @@ def _redactor():
 
 
 def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
-    from bench_core.sandbox import SandboxSpec
+    from failatlas.bench_core.sandbox import SandboxSpec
 
     fields = dict(
         cpus=config.cpus, memory_mb=max(config.memory_mb, int(task.resources.memory_gb * 1024)),
@@ -84,8 +84,8 @@ def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
 
 def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
     """Run `request` to completion and return everything it produced. Never raises for agent or infra failures."""
-    from bench_core.prepare import prepare_workspace, reference_workspace
-    from bench_core.sandbox import TracedSandbox, create_sandbox
+    from failatlas.bench_core.prepare import prepare_workspace, reference_workspace
+    from failatlas.bench_core.sandbox import TracedSandbox, create_sandbox
 
     started = _now()
     scratch = config.runs_dir / request.run_id

@@ -12,10 +12,11 @@ import multiprocessing as mp
 from collections.abc import Iterator
 from typing import Protocol
 
-from bench_core.runs.execute import RunConfig, execute_run
-from bench_core.runs.model import RunRecord, RunRequest
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import ConfigError, MissingDependencyError
+from failatlas.bench_core.runs.execute import RunConfig, execute_run
+from failatlas.bench_core.runs.model import RunRecord, RunRequest
+from failatlas.bench_core.tasks.model import TaskSpec
+
+from failatlas.core.errors import ConfigError, MissingDependencyError
 
 Work = list[tuple[RunRequest, TaskSpec]]
 
@@ -29,7 +30,7 @@ class Executor(Protocol):
 def _run_with_gpus(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
     if task.resources.gpus <= 0:
         return execute_run(request, task, config)
-    from bench_core.sandbox import GpuAllocator
+    from failatlas.bench_core.sandbox import GpuAllocator
 
     allocator = GpuAllocator()
     with allocator.lease(task.resources.gpus, owner=request.run_id, wait_s=config.gpu_wait_s) as lease:

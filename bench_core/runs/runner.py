@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from failatlas.bench_core.runs.execute import RunConfig
+from failatlas.bench_core.runs.model import RunRecord, RunRequest
+from failatlas.bench_core.tasks.model import TaskSpec
 
-from bench_core.runs.execute import RunConfig
-from bench_core.runs.model import RunRecord, RunRequest
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import InfrastructureError
-from failatlas.store import Store
+from failatlas.core.errors import InfrastructureError
+from failatlas.core.store import Store
 
 
 @dataclass
@@ -114,13 +114,13 @@ def run_batch(
     on_done: Callable[[RunRecord], None] | None = None,
 ) -> BatchReport:
     """Execute `work` and store each run as soon as it finishes."""
-    from bench_core.runs.executors import create_executor
+    from failatlas.bench_core.runs.executors import create_executor
 
     report = BatchReport(planned=len(work))
     if not work:
         return report
     if config.sandbox == "docker":
-        from bench_core.sandbox import cleanup_orphans
+        from failatlas.bench_core.sandbox import cleanup_orphans
 
         # with the daemon unreachable each run records that itself, as infra_error (retryable with --retry-infra)
         with contextlib.suppress(InfrastructureError):

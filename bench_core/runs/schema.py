@@ -1,6 +1,6 @@
 """Tables owned by `bench_core.runs`: runs, agent steps, sandbox commands (documented in docs/STORE.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

@@ -2,7 +2,7 @@
 
 The API the runner and agents use::
 
-    from bench_core.sandbox import (SandboxSpec, create_sandbox, TracedSandbox, GpuAllocator,
+    from failatlas.bench_core.sandbox import (SandboxSpec, create_sandbox, TracedSandbox, GpuAllocator,
                                     cleanup_orphans, SandboxError)
 
     cleanup_orphans()                                   # reap containers of dead runners (do it at start)
@@ -44,27 +44,27 @@ Contract:
 What each backend enforces is in the docstrings of `docker_sandbox` and `local`, and in docs/sandbox.md.
 """
 
-from bench_core.sandbox.cleanup import cleanup_orphans, list_sandboxes
-from bench_core.sandbox.errors import (
+from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, list_sandboxes
+from failatlas.bench_core.sandbox.errors import (
     GpuUnavailableError,
     SandboxError,
     SandboxFileNotFoundError,
     SandboxPathError,
     SandboxTimeoutError,
 )
-from bench_core.sandbox.gpus import GpuAllocator, GpuLease, detect_gpus
-from bench_core.sandbox.image import DEFAULT_PACKAGES, ImageBuild, build_base_image, detect_debian_mirror
-from bench_core.sandbox.local import cleanup_local_orphans
-from bench_core.sandbox.model import (
+from failatlas.bench_core.sandbox.gpus import GpuAllocator, GpuLease, detect_gpus
+from failatlas.bench_core.sandbox.image import DEFAULT_PACKAGES, ImageBuild, build_base_image, detect_debian_mirror
+from failatlas.bench_core.sandbox.local import cleanup_local_orphans
+from failatlas.bench_core.sandbox.model import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
     ExecResult,
     KilledReason,
     SandboxSpec,
 )
-from bench_core.sandbox.protocol import Sandbox, backend_names, create_sandbox, register_backend
-from bench_core.sandbox.spec import spec_for_task
-from bench_core.sandbox.tracing import SandboxEvent, TracedSandbox
+from failatlas.bench_core.sandbox.protocol import Sandbox, backend_names, create_sandbox, register_backend
+from failatlas.bench_core.sandbox.spec import spec_for_task
+from failatlas.bench_core.sandbox.tracing import SandboxEvent, TracedSandbox
 
 __all__ = [
     "DEFAULT_IMAGE",

@@ -6,9 +6,9 @@ import os
 import socket
 from typing import Any
 
-from bench_core.sandbox import procs
-from bench_core.sandbox.errors import SandboxError
-from bench_core.sandbox.model import SandboxSpec
+from failatlas.bench_core.sandbox import procs
+from failatlas.bench_core.sandbox.errors import SandboxError
+from failatlas.bench_core.sandbox.model import SandboxSpec
 
 LABEL = "failatlas.sandbox"
 LABEL_RUN = "failatlas.run_id"
@@ -50,7 +50,7 @@ def docker_client(client: Any = None) -> Any:
     try:
         import docker
     except ImportError as exc:
-        from failatlas.errors import MissingDependencyError
+        from failatlas.core.errors import MissingDependencyError
 
         raise MissingDependencyError("docker", "all") from exc
     try:

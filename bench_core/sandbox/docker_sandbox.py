@@ -25,16 +25,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_core.sandbox import tarballs
-from bench_core.sandbox.cleanup import docker_client, sandbox_labels
-from bench_core.sandbox.errors import (
+from failatlas.bench_core.sandbox import tarballs
+from failatlas.bench_core.sandbox.cleanup import docker_client, sandbox_labels
+from failatlas.bench_core.sandbox.errors import (
     SandboxError,
     SandboxFileNotFoundError,
     SandboxPathError,
     SandboxTimeoutError,
 )
-from bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
-from bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
+from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
 GRACE_S = 2.0

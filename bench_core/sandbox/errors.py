@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from failatlas.errors import FailAtlasError, InfrastructureError, NotFoundError
+from failatlas.core.errors import FailAtlasError, InfrastructureError, NotFoundError
 
 
 class SandboxError(InfrastructureError):

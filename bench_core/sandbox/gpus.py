@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench_core.sandbox import procs
-from bench_core.sandbox.errors import GpuUnavailableError
+from failatlas.bench_core.sandbox import procs
+from failatlas.bench_core.sandbox.errors import GpuUnavailableError
 
 DEFAULT_STATE_DIR = "/tmp/failatlas-gpus"
 

@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from failatlas.bench_core.sandbox.cleanup import docker_client
+from failatlas.bench_core.sandbox.errors import SandboxError
+from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE
 from pydantic import BaseModel
-
-from bench_core.sandbox.cleanup import docker_client
-from bench_core.sandbox.errors import SandboxError
-from bench_core.sandbox.model import DEFAULT_IMAGE
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

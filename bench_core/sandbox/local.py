@@ -28,11 +28,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bench_core.sandbox import procs
-from bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError
-from bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
-from bench_core.sandbox.output import CappedBuffer, command_argv, command_text
-from failatlas.errors import InputError
+from failatlas.bench_core.sandbox import procs
+from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError
+from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
+from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+
+from failatlas.core.errors import InputError
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
 LOCAL_PREFIX = "failatlas-sbx-"

@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, SandboxSpec
-from failatlas.errors import ConfigError
+from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, SandboxSpec
+
+from failatlas.core.errors import ConfigError
 
 
 @runtime_checkable
@@ -81,13 +82,13 @@ def create_sandbox(backend: str, spec: SandboxSpec, *, workspace: str | Path | N
 
 
 def _docker_loader() -> SandboxFactory:
-    from bench_core.sandbox.docker_sandbox import DockerSandbox
+    from failatlas.bench_core.sandbox.docker_sandbox import DockerSandbox
 
     return DockerSandbox.start
 
 
 def _local_loader() -> SandboxFactory:
-    from bench_core.sandbox.local import LocalSandbox
+    from failatlas.bench_core.sandbox.local import LocalSandbox
 
     return LocalSandbox.start
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench_core.sandbox.model import DEFAULT_IMAGE, SandboxSpec
-from bench_core.tasks.model import TaskSpec
+from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE, SandboxSpec
+from failatlas.bench_core.tasks.model import TaskSpec
 
 
 def spec_for_task(

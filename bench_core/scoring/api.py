@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_core.scoring.monitor import monitor_run
-from bench_core.scoring.offline_judges import Verdict, judge_conclusion, judge_design, judge_hidden_tests
-from bench_core.scoring.validator import Validation, validate
-from bench_core.tasks.catalog import get_task
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import InfrastructureError
-from failatlas.store import Store
+from failatlas.bench_core.scoring.monitor import monitor_run
+from failatlas.bench_core.scoring.offline_judges import Verdict, judge_conclusion, judge_design, judge_hidden_tests
+from failatlas.bench_core.scoring.validator import Validation, validate
+from failatlas.bench_core.tasks.catalog import get_task
+from failatlas.bench_core.tasks.model import TaskSpec
+
+from failatlas.core.errors import InfrastructureError
+from failatlas.core.store import Store
 
 
 @dataclass
@@ -67,7 +68,7 @@ def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
         lease = None
         try:
             if task.resources.gpus > 0:  # the clean re-run gets its own GPUs, by device id, like the agent did
-                from bench_core.sandbox import GpuAllocator
+                from failatlas.bench_core.sandbox import GpuAllocator
 
                 lease = GpuAllocator().lease(task.resources.gpus, owner=f"{run_id}-validate", wait_s=3600)
                 spec["gpu_ids"] = list(lease.ids)
@@ -107,7 +108,7 @@ def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None
     judging altogether.
     """
     if llm_judges is None:
-        from bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
+        from failatlas.bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
 
         llm_judges = [llm_judges_for(store)]
         llm_monitor = llm_monitor if llm_monitor is not None else llm_monitor_for(store)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from failatlas.bench_core.scoring.offline_judges import Verdict
+from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import BaseModel, Field
-
-from bench_core.scoring.offline_judges import Verdict
-from bench_core.tasks.model import TaskSpec
 
 CHUNK_CHARS = 12_000
 
@@ -79,7 +78,7 @@ class LLMJudges:
     """The three LLM judges bound to one client; call with (task, outputs) to get verdicts."""
 
     def __init__(self, client, *, samples: int = 1) -> None:
-        from bench_core.llm.redact import Redactor
+        from failatlas.core.llm.redact import Redactor
 
         self.client = client
         self.samples = samples
@@ -88,7 +87,7 @@ class LLMJudges:
         self._redactor = Redactor([config.api_key(), *config.url_secrets()] if config is not None else [])
 
     def _ask(self, prompt: str, schema: type[BaseModel], purpose: str, run_id: str | None):
-        from bench_core.llm import LLMEndpointError
+        from failatlas.core.llm import LLMEndpointError
 
         results = []
         for i in range(self.samples):
@@ -187,7 +186,7 @@ def not_run_judges(reason: str):
 
 def llm_judges_for(store, *, samples: int = 1):
     """The LLM judges for role `judge`, or judges that record 'not run' with the reason when none is configured."""
-    from bench_core.llm import client_for_role, not_configured_reason
+    from failatlas.core.llm import client_for_role, not_configured_reason
 
     client = client_for_role("judge", store)
     if client is None:
@@ -197,8 +196,9 @@ def llm_judges_for(store, *, samples: int = 1):
 
 def llm_monitor_for(store):
     """The monitor's LLM check for role `monitor`, or a check that records 'not run' with the reason."""
-    from bench_core.llm import client_for_role, not_configured_reason
-    from bench_core.scoring.llm_monitor import llm_monitor_check
+    from failatlas.bench_core.scoring.llm_monitor import llm_monitor_check
+
+    from failatlas.core.llm import client_for_role, not_configured_reason
 
     client = client_for_role("monitor", store)
     if client is None:

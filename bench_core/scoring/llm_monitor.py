@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from failatlas.bench_core.scoring.monitor import Finding
+from failatlas.bench_core.scoring.offline_judges import Verdict
+from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import BaseModel
-
-from bench_core.scoring.monitor import Finding
-from bench_core.scoring.offline_judges import Verdict
-from bench_core.tasks.model import TaskSpec
 
 MAX_LOG_CHARS = 30_000
 
@@ -49,7 +48,7 @@ def command_log(commands: list[dict]) -> str:
 
 def llm_monitor_check(client):
     """A check for `monitor_run`: returns (findings, verdict) for one run's task, commands and outputs."""
-    from bench_core.llm import LLMEndpointError
+    from failatlas.core.llm import LLMEndpointError
 
     def check(task: TaskSpec, commands: list[dict], outputs: dict, run_id: str | None = None):
         log = command_log(commands)

@@ -20,7 +20,7 @@ from math import comb
 import numpy as np
 import polars as pl
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 PHASES = ("M", "D", "I", "E", "C")
 CONJUNCTIVE = {

@@ -12,8 +12,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench_core.tasks.model import TaskSpec
-from failatlas.store import Store
+from failatlas.bench_core.tasks.model import TaskSpec
+
+from failatlas.core.store import Store
 
 GROUND_TRUTH_PATTERNS = [
     r"/(reference|groundtruth|ground_truth|gold)\b",

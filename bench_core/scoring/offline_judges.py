@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_core.tasks.model import DesignSpec, TaskSpec
+from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
 
 DESIGN_PASS = 0.8
 CONCLUSION_PASS = 0.6
@@ -116,7 +116,7 @@ def judge_conclusion(task: TaskSpec, conclusion: str | None) -> Verdict:
 
 def hidden_test_paths(task: TaskSpec) -> list[Path]:
     """Paths of the task's hidden test files (relative entries are relative to the task file's folder)."""
-    from bench_core.prepare.leaks import task_path
+    from failatlas.bench_core.prepare.leaks import task_path
 
     paths: list[Path] = []
     for entry in task.implementation.hidden_tests:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
 
-from bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
-from failatlas.errors import NotFoundError
-from failatlas.store import Store
-from failatlas.tables import fmt, to_csv, to_latex, to_markdown
+from failatlas.core.errors import NotFoundError
+from failatlas.core.store import Store
+from failatlas.core.tables import fmt, to_csv, to_latex, to_markdown
 
 GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"], "benchmark": ["benchmark", "agent"],
              "fault": ["fault_injected", "agent"]}

@@ -1,6 +1,6 @@
 """Tables owned by `bench_core.scoring`: validator outcomes, monitor findings, judge verdicts, per-run scores."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

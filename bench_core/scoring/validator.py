@@ -15,8 +15,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_core.agents.base import RUN_SCRIPT
-from bench_core.tasks.model import TaskSpec
+from failatlas.bench_core.agents.base import RUN_SCRIPT
+from failatlas.bench_core.tasks.model import TaskSpec
 
 OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
             "fabricated_result")
@@ -147,8 +147,8 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
 
     The caller closes the sandbox (the hidden-test judge reuses it).
     """
-    from bench_core.prepare import prepare_workspace
-    from bench_core.sandbox import SandboxSpec, create_sandbox
+    from failatlas.bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     if scratch.exists():
         shutil.rmtree(scratch)

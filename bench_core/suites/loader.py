@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import ValidationError
 
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import InputError, NotFoundError
+from failatlas.core.errors import InputError, NotFoundError
 
 SUITES: dict[str, Path] = {"failatlas-mini": Path(__file__).resolve().parent / "mini"}
 TASK_FILE = "task.yaml"

@@ -1,6 +1,6 @@
 """Task specs for every benchmark, their importers and the catalog in the store."""
 
-from bench_core.tasks.catalog import (
+from failatlas.bench_core.tasks.catalog import (
     FileReport,
     ImportReport,
     SaveReport,
@@ -11,7 +11,7 @@ from bench_core.tasks.catalog import (
     public_view,
     save_tasks,
 )
-from bench_core.tasks.importers import (
+from failatlas.bench_core.tasks.importers import (
     FORMATS,
     IMPORTERS,
     detect_format,
@@ -21,7 +21,7 @@ from bench_core.tasks.importers import (
     load_expbench,
     load_rexbench,
 )
-from bench_core.tasks.model import (
+from failatlas.bench_core.tasks.model import (
     AgentView,
     Benchmark,
     DesignSpec,

@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from failatlas.bench_core.tasks.importers import IMPORTERS, Found, discover
+from failatlas.bench_core.tasks.importers._common import warning_code
+from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
 from pydantic import BaseModel, Field
 
-from bench_core.tasks.importers import IMPORTERS, Found, discover
-from bench_core.tasks.importers._common import warning_code
-from bench_core.tasks.model import TaskKind, TaskSpec
-from failatlas.errors import ConfigError, InputError, NotFoundError
-from failatlas.store import Store
+from failatlas.core.errors import ConfigError, InputError, NotFoundError
+from failatlas.core.store import Store
 
 GROUND_TRUTH_FIELDS = frozenset(
     {

@@ -1,6 +1,6 @@
 """Tables owned by `bench_core.tasks`: the task catalog (documented in docs/store/tasks.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from failatlas.appdata import queries
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 TTL = 600
 LOCK_TIMEOUT = 60.0

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 Dimension = Literal["agent", "model", "benchmark", "paper"]
 DIMENSIONS: tuple[str, ...] = ("agent", "model", "benchmark", "paper")
@@ -129,7 +129,7 @@ def llm_spend(store: Store) -> pl.DataFrame:
 
 def score_summary(store: Store, by: tuple[str, ...] = ("agent", "model"), n_boot: int = 1000) -> pl.DataFrame:
     """Phase and conjunctive scores with bootstrap intervals per group (`bench_core.scoring.metrics`)."""
-    from bench_core.scoring.metrics import run_scores, summarise
+    from failatlas.bench_core.scoring.metrics import run_scores, summarise
 
     scores = run_scores(store)
     if scores.height == 0:
@@ -139,7 +139,7 @@ def score_summary(store: Store, by: tuple[str, ...] = ("agent", "model"), n_boot
 
 def funnel_frame(store: Store) -> pl.DataFrame:
     """The M -> M·C·D·I·E funnel per agent (`taxonomy.funnel`)."""
-    from taxonomy import funnel
+    from failatlas.taxonomy import funnel
 
     return funnel(store)
 
@@ -147,7 +147,7 @@ def funnel_frame(store: Store) -> pl.DataFrame:
 # -- taxonomy ---------------------------------------------------------------------------------------------------
 def taxonomies(store: Store) -> pl.DataFrame:
     """Stored taxonomy snapshots, newest first (`taxonomy.list_taxonomies`)."""
-    from taxonomy import list_taxonomies
+    from failatlas.taxonomy import list_taxonomies
 
     return list_taxonomies(store)
 
@@ -180,7 +180,7 @@ def prevalence_frame(store: Store, taxonomy_id: str, *, unit: str = "insights", 
     """Prevalence rows (`taxonomy.prevalence`) of the whole taxonomy, or of one agent, model or benchmark (its
     group of `prevalence(by=...)`, so the numbers equal the exports'). For one paper, which `prevalence` does not
     break down, the rows carry counts and shares of insight occurrences without intervals (ci columns null)."""
-    from taxonomy import prevalence
+    from failatlas.taxonomy import prevalence
 
     if dimension is None or value is None:
         return prevalence(store, taxonomy_id, unit=unit, n_boot=n_boot)  # type: ignore[arg-type]
@@ -212,7 +212,7 @@ def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: 
                   n_boot: int = 1000) -> pl.DataFrame:
     """Two agents (or models, benchmarks) side by side on the same taxonomy: one row per failure type with each
     side's count, share and interval from `prevalence(by=...)`, and the difference of shares."""
-    from taxonomy import prevalence
+    from failatlas.taxonomy import prevalence
 
     frame = prevalence(store, taxonomy_id, unit=unit, by=by, n_boot=n_boot)  # type: ignore[arg-type]
     keys = ["phase", "category", "failure_type_id", "failure_type"]
@@ -222,7 +222,7 @@ def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: 
             keys + [pl.col(c).alias(f"{name}_{c}") for c in ("count", "total", "share", "ci_low", "ci_high")])
         sides.append(part)
     out = sides[0].join(sides[1], on=keys, how="full", coalesce=True)
-    from taxonomy.model import phase_rank
+    from failatlas.taxonomy.model import phase_rank
 
     return out.with_columns(
         (pl.col("left_share").fill_null(0) - pl.col("right_share").fill_null(0)).alias("difference"),
@@ -242,7 +242,7 @@ def taxonomy_types(store: Store, taxonomy_id: str) -> pl.DataFrame:
 def export_files(store: Store, taxonomy_id: str, n_boot: int = 1000) -> dict[str, bytes]:
     """The files `failatlas taxonomy export` writes as tables (prevalence.tex/.md/.csv, failure_types.md), made
     by `taxonomy.export_taxonomy` itself, so the app's downloads are those exports byte for byte."""
-    from taxonomy import export_taxonomy
+    from failatlas.taxonomy import export_taxonomy
 
     with tempfile.TemporaryDirectory(prefix="failatlas-app-export-") as tmp:
         result = export_taxonomy(store, taxonomy_id, tmp, formats=("tex", "md", "csv"), n_boot=n_boot)
@@ -413,7 +413,7 @@ def map_points(store: Store, taxonomy_id: str, phase: str, *, limit: int = 20000
 
 def taxonomy_phases(store: Store, taxonomy_id: str) -> list[str]:
     """Phases that have failure types in the snapshot, in paper order."""
-    from taxonomy.model import phase_rank
+    from failatlas.taxonomy.model import phase_rank
 
     rows = store.query("SELECT DISTINCT phase FROM failure_types WHERE taxonomy_id = ?", [taxonomy_id])
     return sorted((r[0] for r in rows), key=lambda p: (phase_rank(p), p))

@@ -8,17 +8,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from failatlas.ingest.importers.base import Importer, ImportOptions, ParsedFile
+from failatlas.ingest.importers.expbench import ExpBenchImporter
+from failatlas.ingest.importers.generic import CsvImporter, JsonlImporter
+from failatlas.ingest.importers.inspect_log import InspectImporter
+from failatlas.ingest.importers.trail import TrailImporter
+from failatlas.ingest.model import FileReport, IngestReport
+from failatlas.ingest.writer import write_insights
 from pydantic import ValidationError
 
-from failatlas.errors import InputError
-from failatlas.store import Store
-from ingest.importers.base import Importer, ImportOptions, ParsedFile
-from ingest.importers.expbench import ExpBenchImporter
-from ingest.importers.generic import CsvImporter, JsonlImporter
-from ingest.importers.inspect_log import InspectImporter
-from ingest.importers.trail import TrailImporter
-from ingest.model import FileReport, IngestReport
-from ingest.writer import write_insights
+from failatlas.core.errors import InputError
+from failatlas.core.store import Store
 
 IMPORTERS: dict[str, Importer] = {
     importer.name: importer

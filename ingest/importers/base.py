@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from failatlas.ingest.model import PHASES, RawInsight
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from failatlas.errors import InputError
-from ingest.model import PHASES, RawInsight
+from failatlas.core.errors import InputError
 
 MAX_LISTED_PROBLEMS = 20
 

@@ -20,10 +20,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
-from ingest.model import PROVENANCE_FIELDS, RawInsight
-from ingest.sentences import error_sentences
-from ingest.signatures import error_signatures, mask_message
+from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
+from failatlas.ingest.model import PROVENANCE_FIELDS, RawInsight
+from failatlas.ingest.sentences import error_sentences
+from failatlas.ingest.signatures import error_signatures, mask_message
 
 FIELD_PHASES: dict[str, str] = {
     "design_error_analysis": "design",

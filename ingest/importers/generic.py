@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, read_text
-from ingest.model import PHASES, PROVENANCE_FIELDS, RawInsight
+from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, read_text
+from failatlas.ingest.model import PHASES, PROVENANCE_FIELDS, RawInsight
 
 
 def _row_insight(
@@ -110,7 +110,7 @@ class JsonlImporter:
     def _parse_array(
         self, path: Path, text: str, options: ImportOptions, problems: Problems, parsed: ParsedFile
     ) -> None:
-        from ingest.importers.base import load_json_lenient
+        from failatlas.ingest.importers.base import load_json_lenient
 
         rows, parsed.warnings = load_json_lenient(path, text)
         for index, row in enumerate(rows):

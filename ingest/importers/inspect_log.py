@@ -22,11 +22,12 @@ import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from failatlas.errors import InputError
-from ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
-from ingest.model import PHASES, RawInsight
-from ingest.sentences import error_sentences
-from ingest.signatures import error_signatures, mask_message
+from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
+from failatlas.ingest.model import PHASES, RawInsight
+from failatlas.ingest.sentences import error_sentences
+from failatlas.ingest.signatures import error_signatures, mask_message
+
+from failatlas.core.errors import InputError
 
 _LETTER_VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 

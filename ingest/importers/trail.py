@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
-from ingest.model import RawInsight
+from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
+from failatlas.ingest.model import RawInsight
 
 # TRAIL's taxonomy: leaf category -> (mid-level, top-level), as in the dataset's flattened JSONL.
 TAXONOMY: dict[str, tuple[str, str]] = {

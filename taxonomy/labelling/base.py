@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from failatlas.errors import ConfigError
-from taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
+from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
+
+from failatlas.core.errors import ConfigError
 
 
 @runtime_checkable
@@ -35,7 +36,8 @@ def register_labeller(name: str) -> Callable[[Callable[..., Labeller]], Callable
 
 
 def make_labeller(name: str, **kwargs: Any) -> Labeller:
-    """The labeller registered as `name`, built with `kwargs`. Raises ConfigError for an unknown name."""
+    """The labeller registered as `name`, built with `kwargs` (every labeller takes `store=`, where an LLM
+    labeller caches and logs its calls). Raises ConfigError for an unknown name."""
     if name not in LABELLERS:
         raise ConfigError(f"unknown labeller '{name}'", hint=f"choose one of: {', '.join(sorted(LABELLERS))}")
     return LABELLERS[name](**kwargs)

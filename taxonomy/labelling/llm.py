@@ -4,29 +4,15 @@ types, and must answer in a JSON schema that is checked before use. Prompts and 
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol, runtime_checkable
 
+from failatlas.taxonomy.labelling.base import register_labeller
+from failatlas.taxonomy.labelling.offline import OfflineLabeller, category_definition, examples_of
+from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taxonomy.labelling.base import register_labeller
-from taxonomy.labelling.offline import OfflineLabeller, category_definition, examples_of
-from taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
-
-
-@runtime_checkable
-class StructuredResult(Protocol):
-    """What `bench_core.llm`'s client returns for a structured call."""
-
-    ok: bool
-    value: Any
-    error: str | None
-
-
-@runtime_checkable
-class StructuredLLM(Protocol):
-    """The one call the labeller needs from an LLM client."""
-
-    def structured(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> StructuredResult: ...
+from failatlas.core.errors import ConfigError
+from failatlas.core.llm import StructuredLLM, StructuredResult, client_for_role, not_configured_reason
+from failatlas.core.store import Store
 
 
 class LLMTypeLabel(BaseModel):
@@ -126,18 +112,23 @@ class LLMLabeller:
     name = "llm"
 
     def __init__(
-        self, client: StructuredLLM | None = None, n_inside: int = 10, n_outside: int = 3, n_examples: int = 5
+        self,
+        client: StructuredLLM | None = None,
+        n_inside: int = 10,
+        n_outside: int = 3,
+        n_examples: int = 5,
+        *,
+        store: Store | None = None,
     ) -> None:
         self.client = client
+        self.store = store
         self.n_inside = n_inside
         self.n_outside = n_outside
         self.n_examples = n_examples
 
     def label(self, evidence: TypeEvidence) -> TypeLabel:
         if self.client is None:
-            from taxonomy.labelling.endpoint import labeller_client
-
-            self.client = labeller_client()
+            self.client = labeller_client(self.store)
         messages = build_messages(evidence, n_inside=self.n_inside, n_outside=self.n_outside)
         result = self.client.structured(messages, LLMTypeLabel.model_json_schema())
         raw = _raw_reply(result)
@@ -184,9 +175,7 @@ class LLMLabeller:
         if len(evidence.type_names) < 2 or not evidence.other_categories:
             return offline
         if self.client is None:
-            from taxonomy.labelling.endpoint import labeller_client
-
-            self.client = labeller_client()
+            self.client = labeller_client(self.store)
         messages = build_category_messages(evidence)
         result = self.client.structured(messages, LLMCategoryLabel.model_json_schema())
         raw = _raw_reply(result)
@@ -212,3 +201,18 @@ class LLMLabeller:
             prompt=messages,
             raw_reply=raw,
         )
+
+
+_HINT = "configure an endpoint for the 'labeller' role (docs/llm.md) or use --labeller offline"
+
+
+def labeller_client(store: Store | None) -> StructuredLLM:
+    """The client of the `labeller` role, caching replies and logging every call in `store`. Raises ConfigError
+    when no endpoint is configured for the role."""
+    client = client_for_role("labeller", store)
+    if client is None:
+        raise ConfigError(
+            f"no LLM endpoint is configured for the 'labeller' role: {not_configured_reason('labeller')}",
+            hint=_HINT,
+        )
+    return client

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from taxonomy.labelling.base import register_labeller
-from taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
+from failatlas.taxonomy.labelling.base import register_labeller
+from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
 
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z_][a-zA-Z0-9_\-]+\b")
 
@@ -93,7 +93,8 @@ class OfflineLabeller:
 
     name = "offline"
 
-    def __init__(self, n_examples: int = 5, name_parts: int = 2) -> None:
+    def __init__(self, n_examples: int = 5, name_parts: int = 2, *, store: object = None) -> None:
+        # `store` is part of every labeller's constructor (an LLM labeller logs its calls there); unused here.
         self.n_examples = n_examples
         self.name_parts = name_parts
 

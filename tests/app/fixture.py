@@ -8,8 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from failatlas.taxonomy import build_taxonomy
+
 from failatlas.store import Store
-from taxonomy import build_taxonomy
 from tests.taxonomy.mini import fill_mini_suite
 
 DIFF = """diff --git a/train.py b/train.py

@@ -17,7 +17,7 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 @pytest.mark.slow
 @pytest.mark.docker
 def test_overview_and_every_run_of_a_real_benchmark(mini_store_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench_core.scoring.metrics import run_scores
+    from failatlas.bench_core.scoring.metrics import run_scores
 
     monkeypatch.setenv("FAILATLAS_DB", str(mini_store_copy))
     at = AppTest.from_file(APP, default_timeout=300)

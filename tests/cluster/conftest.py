@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from failatlas.embed.cache import CacheKey, text_hashes, write_vectors
+from failatlas.embed.models import resolve_model
 
-from embed.cache import CacheKey, text_hashes, write_vectors
-from embed.models import resolve_model
 from tests.cluster.trail import insight_id
 
 

@@ -50,7 +50,7 @@ def test_embed_cluster_evaluate_through_the_cli_on_trail(db_path, shared_data, m
 def test_invalid_clustering_options_are_named_without_a_traceback(db_path):
     result = CliRunner().invoke(app, ["--db", str(db_path), "cluster", "run", "--all-phases",
                                       "--selection", "nope", "--init", "bad"])
-    from failatlas.errors import ConfigError
+    from failatlas.core.errors import ConfigError
 
     assert result.exit_code != 0 and isinstance(result.exception, ConfigError)  # main() prints it as one line
     message = str(result.exception)

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIT = """
 import json, sys
 import numpy as np
-from cluster.components import make_reducer
-from cluster.jit import numba_cache_stats
+from failatlas.cluster.components import make_reducer
+from failatlas.cluster.jit import numba_cache_stats
 X = np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32)
 Y = make_reducer("umap", n_neighbors=10, n_components=3, random_state=1).fit_transform(X)
 np.save(sys.argv[1], Y)

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-
-from cluster.metrics import agreement, quality_metrics
+from failatlas.cluster.metrics import agreement, quality_metrics
 
 
 def test_metrics_on_a_hand_made_labelling():

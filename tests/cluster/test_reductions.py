@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import numpy as np
-
-from cluster import ClusterParams, run_clustering
-from cluster.reductions import MAX_ENTRIES, StoreReductionCache, reduction_key, vectors_digest
+from failatlas.cluster import ClusterParams, run_clustering
+from failatlas.cluster.reductions import MAX_ENTRIES, StoreReductionCache, reduction_key, vectors_digest
 
 FAST = {"normalise": "none", "stability_runs": 2}
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from failatlas.cluster.params import LARGE_N, ClusterParams
+from failatlas.cluster.pipeline import ClusterPipeline
+from failatlas.cluster.stability import _scaled, stability
 
-from cluster.params import LARGE_N, ClusterParams
-from cluster.pipeline import ClusterPipeline
-from cluster.stability import _scaled, stability
 from tests.cluster.conftest import blobs
 
 
@@ -58,10 +58,11 @@ def test_a_large_input_gets_a_pca_started_reduction_and_a_map_from_the_shared_gr
 
 
 def test_a_second_worker_process_changes_nothing_and_fills_the_same_cache(store):
-    from cluster import run_clustering
-    from cluster.side import SIDE_MIN_N
-    from embed.cache import CacheKey, text_hashes, write_vectors
-    from embed.models import resolve_model
+    from failatlas.cluster import run_clustering
+    from failatlas.cluster.side import SIDE_MIN_N
+    from failatlas.embed.cache import CacheKey, text_hashes, write_vectors
+    from failatlas.embed.models import resolve_model
+
     from tests.cluster.trail import insight_id
 
     X = blobs(SIDE_MIN_N // 4 + 25, 4, seed=9)

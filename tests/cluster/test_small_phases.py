@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.pipeline import SMALL_N, ClusterPipeline
+from failatlas.cluster.pipeline import SMALL_N, ClusterPipeline
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, SMALL_N - 1])

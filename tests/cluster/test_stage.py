@@ -4,15 +4,15 @@ import json
 
 import numpy as np
 import pytest
-
-from cluster import (
+from failatlas.cluster import (
     ClusterParams,
     evaluate_clustering,
     list_clusterings,
     run_clustering,
     run_clustering_per_phase,
 )
-from failatlas.errors import ConfigError, NotFoundError
+
+from failatlas.core.errors import ConfigError, NotFoundError
 
 FAST = {"normalise": "none", "stability_runs": 2}
 

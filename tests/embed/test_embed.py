@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from failatlas.embed import embed_insights, get_embedder, load_insight_vectors, resolve_model
 
-from embed import embed_insights, get_embedder, load_insight_vectors, resolve_model
-from failatlas.errors import ConfigError, NotFoundError
+from failatlas.core.errors import ConfigError, NotFoundError
 from tests.cluster.trail import insight_id, load_trail
 
 
@@ -71,7 +71,7 @@ def test_real_minilm_loads_offline_from_its_package(monkeypatch):
 
 
 def test_a_model_folder_is_its_own_model_with_its_own_revision(store):
-    from embed.models import packaged_model_dir
+    from failatlas.embed.models import packaged_model_dir
 
     folder = str(packaged_model_dir())
     source, revision = resolve_model(folder)
@@ -91,9 +91,9 @@ def test_unknown_model_and_bad_batch_size_are_user_errors(tmp_path):
 
 
 def test_chunks_are_written_as_they_finish_and_an_interrupted_run_resumes(store, monkeypatch):
-    import embed.stage
+    import failatlas.embed.stage as embed_stage
 
-    monkeypatch.setattr(embed.stage, "WRITE_CHUNK", 4)
+    monkeypatch.setattr(embed_stage, "WRITE_CHUNK", 4)
     texts = [f"failure number {i}: the agent skipped step {i % 3}" for i in range(11)]
     _add(store, "execution", texts)
     seen: list[int] = []

@@ -7,9 +7,8 @@ import random
 
 import numpy as np
 import pytest
-
-from embed import SentenceTransformerEmbedder, get_embedder
-from embed.fast_encode import FastEncoder
+from failatlas.embed import SentenceTransformerEmbedder, get_embedder
+from failatlas.embed.fast_encode import FastEncoder
 
 WORDS = ["model", "train", "CUDA", "memory", "NaN", "loss", "import", "failed", "baseline", "seed", "GPU", "epoch"]
 ODD = [

@@ -6,32 +6,33 @@ import time
 import duckdb
 import pytest
 
-from failatlas.errors import StoreError, StoreLockedError
+from failatlas.core.errors import StoreError, StoreLockedError
 from failatlas.store import Migration, Store, all_migrations, open_store
 
 
 def test_migrate_creates_every_declared_migration_once(db_path):
     store = Store(db_path)
-    first = store.migrate()
+    first = store.migrate(all_migrations())
     assert first == [m.id for m in all_migrations()]
-    assert store.migrate() == []
+    assert store.migrate(all_migrations()) == []
     assert store.applied_migrations() == first
     assert {"schema_migrations", "stage_runs", "tasks", "insights"} <= set(store.tables())
 
 
 def test_edited_migration_is_refused(db_path, monkeypatch):
     store = open_store(db_path)
-    import failatlas.schema as core_schema
+    import failatlas.core.schema as core_schema
 
     edited = Migration("failatlas", 1, "stage_runs", core_schema.MIGRATIONS[0].sql + " -- changed")
     monkeypatch.setattr(core_schema, "MIGRATIONS", [edited])
     with pytest.raises(StoreError, match="changed after it was applied"):
-        store.migrate()
+        store.migrate(all_migrations())
 
 
 def test_write_is_all_or_nothing(store):
     with pytest.raises(RuntimeError, match="boom"), store.write() as conn:
-        conn.execute("INSERT INTO stage_runs VALUES ('a', 's', '{}', 'v', now(), NULL, 'ok', NULL)")
+        conn.execute("INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
+                     " VALUES ('a', 's', '{}', 'v', now(), 'ok')")
         raise RuntimeError("boom")
     assert store.query("SELECT count(*) FROM stage_runs") == [(0,)]
 
@@ -66,7 +67,8 @@ def _writer(path: str, worker: int, n: int) -> None:
     for i in range(n):
         with store.write() as conn:
             conn.execute(
-                "INSERT INTO stage_runs VALUES (?, 'w', '{}', 'v', now(), NULL, 'ok', NULL)", [f"{worker}-{i}"]
+                "INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
+                " VALUES (?, 'w', '{}', 'v', now(), 'ok')", [f"{worker}-{i}"]
             )
 
 
@@ -101,7 +103,8 @@ def test_a_thread_can_read_while_another_thread_of_the_process_writes(store):
 
     def writer():
         with store.write() as conn:
-            conn.execute("INSERT INTO stage_runs VALUES ('t', 's', '{}', 'v', now(), NULL, 'ok', NULL)")
+            conn.execute("INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
+                         " VALUES ('t', 's', '{}', 'v', now(), 'ok')")
             holding.set()
             release.wait(10)
 

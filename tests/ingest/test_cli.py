@@ -1,7 +1,7 @@
 from typer.testing import CliRunner
 
 from failatlas.cli import app
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 from failatlas.store import Store
 
 runner = CliRunner()

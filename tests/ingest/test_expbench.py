@@ -1,6 +1,6 @@
 import json
 
-from ingest import import_insights
+from failatlas.ingest import import_insights
 
 
 def test_expbench_judge_outputs_become_phase_insights_with_provenance(store, fixtures):

@@ -2,9 +2,9 @@ import json
 import shutil
 
 import pytest
+from failatlas.ingest import import_insights, insight_id
 
-from failatlas.errors import InputError
-from ingest import import_insights, insight_id
+from failatlas.core.errors import InputError
 from tests.ingest.conftest import table_snapshot
 
 

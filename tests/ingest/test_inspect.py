@@ -2,10 +2,10 @@ import json
 import zipfile
 
 import pytest
+from failatlas.ingest import detect_format, import_insights
+from failatlas.ingest.importers.inspect_log import value_to_float
 
-from failatlas.errors import InputError
-from ingest import detect_format, import_insights
-from ingest.importers.inspect_log import value_to_float
+from failatlas.core.errors import InputError
 
 LOG = "inspect/2025-06-02T09-14-05+00-00_research-repro_Fk3jQ9pLmZ2.json"
 

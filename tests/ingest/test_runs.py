@@ -4,10 +4,10 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from failatlas.ingest import extract_from_runs
+from failatlas.ingest.llm_extractor import ExtractedInsights
 
-from failatlas.errors import ConfigError, InfrastructureError, NotFoundError
-from ingest import extract_from_runs
-from ingest.llm_extractor import ExtractedInsights
+from failatlas.core.errors import ConfigError, InfrastructureError, NotFoundError
 from tests.ingest.conftest import table_snapshot
 
 T0 = datetime(2026, 11, 20, 10, 0, 0)

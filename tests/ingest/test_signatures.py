@@ -1,5 +1,5 @@
-from ingest import error_signatures
-from ingest.signatures import mask_path
+from failatlas.ingest import error_signatures
+from failatlas.ingest.signatures import mask_path
 
 
 def test_module_not_found_variants_collapse_to_one_signature_with_module_details():

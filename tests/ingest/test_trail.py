@@ -2,10 +2,10 @@ import json
 from collections import Counter
 
 import pytest
+from failatlas.ingest import detect_format, import_insights
+from failatlas.ingest.importers.trail import TAXONOMY, normalise_category
 
-from failatlas.errors import InputError
-from ingest import detect_format, import_insights
-from ingest.importers.trail import TAXONOMY, normalise_category
+from failatlas.core.errors import InputError
 
 README_LABELS = {
     "Formatting Errors": 124,

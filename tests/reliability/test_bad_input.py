@@ -12,14 +12,14 @@ import re
 from pathlib import Path
 
 import polars as pl
+from failatlas.bench_core.tasks.catalog import import_path
+from failatlas.ingest import import_insights
+from failatlas.taxonomy.tables import to_csv, to_latex, to_markdown
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench_core.tasks.catalog import import_path
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 from failatlas.store import open_store
-from ingest import import_insights
-from taxonomy.tables import to_csv, to_latex, to_markdown
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

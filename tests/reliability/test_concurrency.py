@@ -75,7 +75,7 @@ def test_workers_writers_readers_and_the_app_at_once(sandbox_image, tmp_path, mo
             time.sleep(0.1)
 
     def thread_writes() -> None:
-        from ingest import import_insights
+        from failatlas.ingest import import_insights
 
         for path in copies[3:]:
             try:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench_core.agents.hostile import HOSTILE_AGENTS
+from failatlas.bench_core.agents.hostile import HOSTILE_AGENTS
+
 from tests.reliability.make_table import DOC, _cell
 from tests.reliability.rows import ROWS
 

@@ -7,16 +7,16 @@ import json
 import os
 
 import pytest
+from failatlas.bench_core.agents.base import Budget
+from failatlas.bench_core.agents.hostile import HOSTILE_AGENTS
+from failatlas.bench_core.runs.execute import RunConfig
+from failatlas.bench_core.runs.runner import plan_runs, run_batch
+from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core.scoring.monitor import monitor_run
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks import save_tasks
+from failatlas.bench_core.tasks.catalog import get_task
 
-from bench_core.agents.base import Budget
-from bench_core.agents.hostile import HOSTILE_AGENTS
-from bench_core.runs.execute import RunConfig
-from bench_core.runs.runner import plan_runs, run_batch
-from bench_core.scoring.api import score_runs
-from bench_core.scoring.monitor import monitor_run
-from bench_core.suites import load_suite
-from bench_core.tasks import save_tasks
-from bench_core.tasks.catalog import get_task
 from failatlas.store import open_store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -80,7 +80,7 @@ def _stored_once(batch, agent: str) -> tuple[int, int]:
 
 
 def test_every_run_is_stored_once_and_no_container_is_left(batch):
-    from bench_core.sandbox import list_sandboxes
+    from failatlas.bench_core.sandbox import list_sandboxes
 
     store = batch["store"]
     assert batch["before"] == 0

@@ -5,12 +5,12 @@ of scoring completes the runs whose judge was stopped by the endpoint."""
 from __future__ import annotations
 
 import pytest
+from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks import save_tasks
 
-from bench_core.llm.testing import ScriptedOpenAIServer, ScriptedReply
-from bench_core.runs.api import run_benchmark, select_tasks
-from bench_core.scoring.api import score_runs
-from bench_core.suites import load_suite
-from bench_core.tasks import save_tasks
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = ["mini-ridge-cv", "mini-logreg-scaling", "mini-kmeans-init"]  # distinct prompts: no LLM cache hits

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from bench_core.llm import LLMClient, LLMConfig, LLMEndpointError
-from bench_core.llm.testing import ScriptedOpenAIServer, ScriptedReply
+from failatlas.core.llm import LLMClient, LLMConfig, LLMEndpointError
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 
 
 class Verdict(BaseModel):

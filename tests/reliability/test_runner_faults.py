@@ -37,7 +37,7 @@ def _stored(db: Path) -> int:
 
 
 def test_sigkill_midway_then_resume(sandbox_image: str, tmp_path: Path, table):
-    from bench_core.sandbox import list_sandboxes
+    from failatlas.bench_core.sandbox import list_sandboxes
 
     db = tmp_path / "kill.duckdb"
     assert _cli(db, "tasks", "import-mini").returncode == 0

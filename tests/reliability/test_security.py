@@ -11,13 +11,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks import save_tasks
+from failatlas.bench_core.tasks.catalog import get_task
 
-from bench_core.llm.testing import ScriptedOpenAIServer, ScriptedReply
-from bench_core.runs.api import run_benchmark, select_tasks
-from bench_core.scoring.api import score_runs
-from bench_core.suites import load_suite
-from bench_core.tasks import save_tasks
-from bench_core.tasks.catalog import get_task
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 from failatlas.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
             monkeypatch.setenv(f"FAILATLAS_LLM_JUDGE_{name}", value)
         score_runs(store, runs_dir=tmp_path / "runs", image=sandbox_image)
         assert server.requests[0].headers.get("authorization") == f"Bearer {KEY}"  # it was really used
-    from bench_core.scoring.report import report_table, write_report
+    from failatlas.bench_core.scoring.report import report_table, write_report
     exports = write_report(report_table(store, by="agent", n_boot=50), "agent", tmp_path / "report")
     texts = {**_everything_in(store), **{p.name: p.read_text() for p in exports}}
     captured = capfd.readouterr()

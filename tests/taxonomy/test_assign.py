@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from failatlas.taxonomy import UNASSIGNED, assign_insights, build_taxonomy, load_taxonomy, nearest_centroid, prevalence
 
-from failatlas.errors import InputError, NotFoundError
-from taxonomy import UNASSIGNED, assign_insights, build_taxonomy, load_taxonomy, nearest_centroid, prevalence
+from failatlas.core.errors import InputError, NotFoundError
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 from tests.taxonomy.fill import add_embeddings, add_insights, insight_id
 
@@ -92,7 +92,7 @@ def test_vectors_can_be_passed_in_and_missing_ones_are_reported(mini_store):
 
 def test_vectors_are_looked_up_under_the_clusterings_normalisation(store):
     """embed hashes the normalised text: look vectors up the same way, and say so when that is impossible."""
-    from failatlas.errors import ConfigError
+    from failatlas.core.errors import ConfigError
     from tests.taxonomy.fill import add_clustering
 
     texts = ["ImportError: no module named torch", "CUDA out of memory while training"]

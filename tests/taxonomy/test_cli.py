@@ -5,7 +5,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from failatlas.cli import app
-from failatlas.errors import NotFoundError
+from failatlas.core.errors import NotFoundError
 from tests.taxonomy.conftest import TRAIL_CLUSTERING
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from failatlas.taxonomy import build_taxonomy, export_taxonomy, prevalence
+from failatlas.taxonomy.tables import latex_escape
 
-from failatlas.errors import ConfigError
-from taxonomy import build_taxonomy, export_taxonomy, prevalence
-from taxonomy.tables import latex_escape
+from failatlas.core.errors import ConfigError
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from failatlas.taxonomy import BuildParams, build_taxonomy
+from failatlas.taxonomy.labelling import LLMLabeller, make_labeller
 from typer.testing import CliRunner
 
 from failatlas.cli import app
-from failatlas.errors import ConfigError
-from taxonomy import BuildParams, build_taxonomy
-from taxonomy.labelling import LLMLabeller, make_labeller
+from failatlas.core.errors import ConfigError
 from tests.taxonomy.mini import INSIGHTS
 
 
@@ -28,7 +28,7 @@ class FakeResult:
 
 @dataclass
 class FakeStructuredLLM:
-    """Stands in for bench_core.llm's client: answers from a script and records every call."""
+    """Stands in for failatlas.core.llm's client: answers from a script and records every call."""
 
     answer: Any
     calls: list[tuple[list[dict[str, str]], dict[str, Any]]] = field(default_factory=list)

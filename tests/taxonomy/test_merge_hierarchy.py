@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from failatlas.taxonomy import BuildParams, build_taxonomy, merge_groups
+from failatlas.taxonomy.hierarchy import group_centroids, n_categories
 
-from taxonomy import BuildParams, build_taxonomy, merge_groups
-from taxonomy.hierarchy import group_centroids, n_categories
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 
 

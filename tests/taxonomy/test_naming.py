@@ -6,9 +6,9 @@ import json
 import re
 
 import numpy as np
+from failatlas.taxonomy import build_taxonomy, class_tfidf
+from failatlas.taxonomy.labelling import readable_name
 
-from taxonomy import build_taxonomy, class_tfidf
-from taxonomy.labelling import readable_name
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from failatlas.taxonomy import UNASSIGNED, build_taxonomy, funnel, prevalence
 
-from failatlas.errors import ConfigError, InputError
-from taxonomy import UNASSIGNED, build_taxonomy, funnel, prevalence
+from failatlas.core.errors import ConfigError, InputError
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 from tests.taxonomy.mini import OPENHANDS, REACT
 

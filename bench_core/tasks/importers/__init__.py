@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_core.tasks.importers import autoexperiment, expbench, rexbench
-from bench_core.tasks.importers._common import load_json, read_text
-from bench_core.tasks.importers.autoexperiment import load_autoexperiment
-from bench_core.tasks.importers.expbench import load_expbench
-from bench_core.tasks.importers.rexbench import load_rexbench
-from bench_core.tasks.model import TaskSpec
-from failatlas.errors import ConfigError, InputError
+from failatlas.bench_core.tasks.importers import autoexperiment, expbench, rexbench
+from failatlas.bench_core.tasks.importers._common import load_json, read_text
+from failatlas.bench_core.tasks.importers.autoexperiment import load_autoexperiment
+from failatlas.bench_core.tasks.importers.expbench import load_expbench
+from failatlas.bench_core.tasks.importers.rexbench import load_rexbench
+from failatlas.bench_core.tasks.model import TaskSpec
+
+from failatlas.core.errors import ConfigError, InputError
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
 

@@ -11,9 +11,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import yaml
-
-from bench_core.tasks.importers._common import Warnings, is_fenced, jsonable, unfence_json
-from bench_core.tasks.model import DesignSpec
+from failatlas.bench_core.tasks.importers._common import Warnings, is_fenced, jsonable, unfence_json
+from failatlas.bench_core.tasks.model import DesignSpec
 
 NOTE_KEYS = (
     "design_ambiguity",

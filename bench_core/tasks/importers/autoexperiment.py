@@ -30,10 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
-from bench_core.tasks.model import (
+from failatlas.bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
+from failatlas.bench_core.tasks.model import (
     Benchmark,
     ExpectedMetric,
     FunctionRef,
@@ -46,7 +44,9 @@ from bench_core.tasks.model import (
     TaskKind,
     TaskSpec,
 )
-from failatlas.errors import InputError
+from pydantic import ValidationError
+
+from failatlas.core.errors import InputError
 
 FORMAT = "autoexperiment"
 DEFAULT_RTOL = 0.05

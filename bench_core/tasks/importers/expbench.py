@@ -39,9 +39,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bench_core.tasks.importers._common import (
+from failatlas.bench_core.tasks.importers._common import (
     Warnings,
     jsonable,
     load_json,
@@ -49,7 +47,7 @@ from bench_core.tasks.importers._common import (
     unfence_json,
     validation_error,
 )
-from bench_core.tasks.importers._expbench_fields import (
+from failatlas.bench_core.tasks.importers._expbench_fields import (
     NOTE_KEYS,
     coerce_dict,
     design_spec,
@@ -59,7 +57,7 @@ from bench_core.tasks.importers._expbench_fields import (
     text_field,
     unique,
 )
-from bench_core.tasks.model import (
+from failatlas.bench_core.tasks.model import (
     Benchmark,
     ImplementationTruth,
     Masking,
@@ -68,7 +66,9 @@ from bench_core.tasks.model import (
     TaskSpec,
     stable_id,
 )
-from failatlas.errors import InputError
+from pydantic import ValidationError
+
+from failatlas.core.errors import InputError
 
 FORMAT = "expbench"
 FINAL_MARK = "_complete_final"

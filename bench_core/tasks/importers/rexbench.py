@@ -31,10 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
-
-from bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
-from bench_core.tasks.model import (
+from failatlas.bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
+from failatlas.bench_core.tasks.model import (
     Benchmark,
     ExpectedMetric,
     PaperMeta,
@@ -45,7 +43,9 @@ from bench_core.tasks.model import (
     TaskKind,
     TaskSpec,
 )
-from failatlas.errors import InputError
+from pydantic import ValidationError
+
+from failatlas.core.errors import InputError
 
 FORMAT = "rexbench"
 INSTRUCTIONS = "instructions.md"

@@ -7,7 +7,7 @@ import polars as pl
 import streamlit as st
 
 from failatlas.appdata.pages.common import Context, show_next_steps, with_intervals
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 
 UNITS = {"share of insights": "insights", "share of runs": "runs"}
 

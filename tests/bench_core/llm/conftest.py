@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench_core.llm import LLMConfig
-from bench_core.llm.testing import ScriptedOpenAIServer
+from failatlas.core.llm import LLMConfig
+from failatlas.core.llm.testing import ScriptedOpenAIServer
 
 
 @pytest.fixture

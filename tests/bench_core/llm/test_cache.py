@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from bench_core.llm import LLMClient, LLMEndpointError, MemoryRecords, llm_usage
-from bench_core.llm.testing import ScriptedReply
+from failatlas.core.llm import LLMClient, LLMEndpointError, MemoryRecords, llm_usage
+from failatlas.core.llm.testing import ScriptedReply
 from failatlas.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
@@ -80,7 +80,7 @@ def test_rescoring_a_structured_reply_replays_the_repair_from_the_cache(server, 
 
 _CHILD = """
 import json, sys
-from bench_core.llm import LLMClient, LLMConfig
+from failatlas.core.llm import LLMClient, LLMConfig
 from failatlas.store import Store
 config = LLMConfig.model_validate_json(sys.argv[2])
 result = LLMClient(config, Store(sys.argv[1])).chat([{"role": "user", "content": "Grade this."}])

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from bench_core.llm import LLMClient, LLMEndpointError
-from bench_core.llm.testing import ScriptedOpenAIServer, ScriptedReply
-from failatlas.errors import InfrastructureError
+from failatlas.core.errors import InfrastructureError
+from failatlas.core.llm import LLMClient, LLMEndpointError
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 
 HELLO = [{"role": "user", "content": "Say hello."}]
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench_core.llm import ROLES, LLMClient, LLMConfig, client_for_role, not_configured_reason, resolve_config
-from failatlas.errors import ConfigError
+from failatlas.core.errors import ConfigError
+from failatlas.core.llm import ROLES, LLMClient, LLMConfig, client_for_role, not_configured_reason, resolve_config
 
 
 def test_no_endpoint_means_none_and_a_not_run_reason(monkeypatch, store):

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 from pydantic import BaseModel
 
-from bench_core.llm import LLMClient, LLMConfig
+from failatlas.core.llm import LLMClient, LLMConfig
 
 pytestmark = pytest.mark.slow
 

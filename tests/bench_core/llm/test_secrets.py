@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from bench_core.llm import LLMClient, LLMEndpointError
-from bench_core.llm.redact import Redactor
-from bench_core.llm.testing import ScriptedReply
+from failatlas.core.llm import LLMClient, LLMEndpointError
+from failatlas.core.llm.redact import Redactor
+from failatlas.core.llm.testing import ScriptedReply
 
 KEY = "sk-failatlas-PLANTED-7f3a9c2e41d86b05"
 MARKER = "MARKER-prompt-stored-4d1c"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, Field
 
-from bench_core.llm import LLMClient, LLMEndpointError, parse_json_reply
-from bench_core.llm.testing import ScriptedReply
+from failatlas.core.llm import LLMClient, LLMEndpointError, parse_json_reply
+from failatlas.core.llm.testing import ScriptedReply
 
 ASK = [{"role": "system", "content": "You grade designs."}, {"role": "user", "content": "Grade this design."}]
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from failatlas.bench_core.prepare import function_combinations, prepare_workspace, stubbed_correctly
+from failatlas.bench_core.suites import load_task, suite_dir
+from failatlas.bench_core.tasks import TaskKind
 
-from bench_core.prepare import function_combinations, prepare_workspace, stubbed_correctly
-from bench_core.suites import load_task, suite_dir
-from bench_core.tasks import TaskKind
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 
 
 def _task(name: str):

@@ -4,9 +4,8 @@ import inspect
 import types
 
 import pytest
-
-from bench_core.prepare import function_bodies, stub_functions, stubbed_correctly
-from bench_core.prepare.stubs import StubError
+from failatlas.bench_core.prepare import function_bodies, stub_functions, stubbed_correctly
+from failatlas.bench_core.prepare.stubs import StubError
 
 SOURCE = '''"""A module with the shapes of function a masker meets."""
 

@@ -7,18 +7,18 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from bench_core.prepare import (
+from failatlas.bench_core.prepare import (
     GroundTruthLeakError,
     function_bodies,
     prepare_workspace,
     reference_workspace,
     run_hidden_tests,
 )
-from bench_core.prepare.leaks import normalise
-from bench_core.suites import load_suite, load_task, suite_dir
-from bench_core.tasks import TaskSpec
-from failatlas.errors import InputError
+from failatlas.bench_core.prepare.leaks import normalise
+from failatlas.bench_core.suites import load_suite, load_task, suite_dir
+from failatlas.bench_core.tasks import TaskSpec
+
+from failatlas.core.errors import InputError
 
 
 def _task(name: str) -> TaskSpec:

@@ -7,10 +7,9 @@ import json
 
 import pytest
 import ray
-
-from bench_core.runs.api import run_benchmark, select_tasks
-from bench_core.suites import load_suite
-from bench_core.tasks import save_tasks
+from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks import save_tasks
 
 
 @pytest.fixture(scope="module")

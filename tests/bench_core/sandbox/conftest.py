@@ -5,9 +5,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from bench_core.sandbox import SandboxSpec, create_sandbox
-from bench_core.sandbox.docker_sandbox import DockerSandbox
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.sandbox.docker_sandbox import DockerSandbox
 
 
 @pytest.fixture

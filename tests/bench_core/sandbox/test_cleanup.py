@@ -7,15 +7,14 @@ import sys
 
 import docker
 import pytest
-
-from bench_core.sandbox import SandboxSpec, cleanup_orphans, create_sandbox, list_sandboxes
-from bench_core.sandbox.cleanup import LABEL_RUN
+from failatlas.bench_core.sandbox import SandboxSpec, cleanup_orphans, create_sandbox, list_sandboxes
+from failatlas.bench_core.sandbox.cleanup import LABEL_RUN
 
 pytestmark = pytest.mark.docker
 
 _ORPHAN = """
 import os, sys
-from bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 box = create_sandbox("docker", SandboxSpec(image=sys.argv[1], run_id=sys.argv[2]))
 print(box.container.id, flush=True)
 os._exit(0)  # dies without closing: the container is an orphan

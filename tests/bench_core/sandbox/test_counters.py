@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_core.sandbox.docker_sandbox import _parse_counters
+from failatlas.bench_core.sandbox.docker_sandbox import _parse_counters
 
 V1 = """== /sys/fs/cgroup/memory/memory.oom_control
 oom_kill_disable 0

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import docker
 import pytest
-
-from bench_core.sandbox import (
+from failatlas.bench_core.sandbox import (
     SandboxError,
     SandboxEvent,
     SandboxFileNotFoundError,
@@ -17,7 +16,7 @@ from bench_core.sandbox import (
     TracedSandbox,
     create_sandbox,
 )
-from bench_core.sandbox.cleanup import LABEL, LABEL_PID, LABEL_RUN
+from failatlas.bench_core.sandbox.cleanup import LABEL, LABEL_PID, LABEL_RUN
 
 pytestmark = pytest.mark.docker
 
@@ -204,7 +203,7 @@ def test_copy_out_skips_links_that_escape(shared_box, tmp_path: Path) -> None:
 
 
 def test_gpus_are_requested_by_id_never_all() -> None:
-    from bench_core.sandbox.docker_sandbox import DockerSandbox
+    from failatlas.bench_core.sandbox.docker_sandbox import DockerSandbox
 
     options = DockerSandbox._run_options(SandboxSpec(gpu_ids=["1", "3"]))
     (request,) = options["device_requests"]

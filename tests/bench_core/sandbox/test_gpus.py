@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from bench_core.sandbox import GpuAllocator, GpuUnavailableError, SandboxSpec, detect_gpus
+from failatlas.bench_core.sandbox import GpuAllocator, GpuUnavailableError, SandboxSpec, detect_gpus
 
 
 def _worker(state_dir: str, rounds: int, out: mp.Queue) -> None:

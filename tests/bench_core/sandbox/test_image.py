@@ -6,9 +6,8 @@ from pathlib import Path
 
 import docker
 import pytest
-
-from bench_core.sandbox import DEFAULT_PACKAGES, detect_debian_mirror
-from bench_core.sandbox.image import IMAGE_LABEL, recipe_hash
+from failatlas.bench_core.sandbox import DEFAULT_PACKAGES, detect_debian_mirror
+from failatlas.bench_core.sandbox.image import IMAGE_LABEL, recipe_hash
 
 
 def test_mirror_is_read_from_apt_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,16 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from bench_core.sandbox import (
+from failatlas.bench_core.sandbox import (
     SandboxError,
     SandboxFileNotFoundError,
     SandboxSpec,
     cleanup_local_orphans,
     create_sandbox,
 )
-from bench_core.sandbox.procs import is_alive
-from failatlas.errors import InputError
+from failatlas.bench_core.sandbox.procs import is_alive
+
+from failatlas.core.errors import InputError
 
 
 @pytest.fixture

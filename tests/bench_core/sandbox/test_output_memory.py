@@ -6,12 +6,11 @@ import subprocess
 import sys
 
 import pytest
-
-from bench_core.sandbox import DEFAULT_IMAGE
+from failatlas.bench_core.sandbox import DEFAULT_IMAGE
 
 _MEASURE = """
 import resource, sys
-from bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 with create_sandbox(sys.argv[1], SandboxSpec(image=sys.argv[2], memory_mb=1024)) as box:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     r = box.exec(["python3", "-c", "import sys; sys.stdout.write('x' * 100_000_000)"], timeout=60,

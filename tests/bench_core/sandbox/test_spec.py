@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from bench_core.sandbox import (
+from failatlas.bench_core.sandbox import (
     DEFAULT_IMAGE,
     Sandbox,
     SandboxSpec,
@@ -12,8 +11,9 @@ from bench_core.sandbox import (
     create_sandbox,
     spec_for_task,
 )
-from bench_core.tasks.model import Resources, TaskKind, TaskSpec
-from failatlas.errors import ConfigError
+from failatlas.bench_core.tasks.model import Resources, TaskKind, TaskSpec
+
+from failatlas.core.errors import ConfigError
 
 
 def _task(**resources) -> TaskSpec:

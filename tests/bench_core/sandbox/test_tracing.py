@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_core.sandbox import SandboxEvent, SandboxSpec, TracedSandbox, create_sandbox
+from failatlas.bench_core.sandbox import SandboxEvent, SandboxSpec, TracedSandbox, create_sandbox
 
 
 def test_one_event_per_exec_stored_in_sandbox_commands(repo: Path, store) -> None:
@@ -43,8 +43,7 @@ def test_tails_are_bounded(repo: Path) -> None:
 
 def test_a_broken_sandbox_is_traced_then_raised() -> None:
     import pytest
-
-    from bench_core.sandbox import SandboxError
+    from failatlas.bench_core.sandbox import SandboxError
 
     events: list[SandboxEvent] = []
     inner = create_sandbox("local", SandboxSpec())

@@ -1,16 +1,16 @@
 """LLM judges and the monitor's LLM check over real HTTP, against the scripted fake OpenAI-compatible server
-(`bench_core.llm.testing`, a stand-in for a paid remote model): verdicts, judge failures that are never scores,
+(`failatlas.core.llm.testing`, a stand-in for a paid remote model): verdicts, judge failures that are never scores,
 every diff chunk judged, majority votes, and 'not run' reasons without an endpoint."""
 
 from __future__ import annotations
 
 import pytest
+from failatlas.bench_core.scoring.llm_judges import LLMJudges, llm_judges_for, llm_monitor_for, split_diff
+from failatlas.bench_core.scoring.llm_monitor import llm_monitor_check
+from failatlas.bench_core.suites import load_suite
 
-from bench_core.llm import LLMClient, LLMConfig
-from bench_core.llm.testing import ScriptedOpenAIServer, ScriptedReply
-from bench_core.scoring.llm_judges import LLMJudges, llm_judges_for, llm_monitor_for, split_diff
-from bench_core.scoring.llm_monitor import llm_monitor_check
-from bench_core.suites import load_suite
+from failatlas.core.llm import LLMClient, LLMConfig
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 
 
 @pytest.fixture(scope="module")

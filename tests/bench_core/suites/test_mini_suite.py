@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from failatlas.bench_core.prepare import reference_workspace
+from failatlas.bench_core.suites import load_suite, load_task, suite_names
+from failatlas.bench_core.tasks import ExpectedMetric, TaskKind, TaskSpec
 
-from bench_core.prepare import reference_workspace
-from bench_core.suites import load_suite, load_task, suite_names
-from bench_core.tasks import ExpectedMetric, TaskKind, TaskSpec
-from failatlas.errors import InputError, NotFoundError
+from failatlas.core.errors import InputError, NotFoundError
 
 SUITE = load_suite()
 CPU_RUNNABLE = [t.id for t in SUITE if t.run.command and t.resources.gpus == 0]

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from failatlas.bench_core.tasks import TaskKind, load_autoexperiment
 
-from bench_core.tasks import TaskKind, load_autoexperiment
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 
 
 @pytest.fixture

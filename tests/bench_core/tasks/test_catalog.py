@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from bench_core.tasks import (
+from failatlas.bench_core.tasks import (
     TaskKind,
     get_task,
     import_path,
@@ -17,7 +16,8 @@ from bench_core.tasks import (
     public_view,
     save_tasks,
 )
-from failatlas.errors import ConfigError, InputError, NotFoundError
+
+from failatlas.core.errors import ConfigError, InputError, NotFoundError
 
 
 def _count(store) -> int:

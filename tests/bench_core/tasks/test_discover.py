@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from failatlas.bench_core.tasks import detect_format, discover, get_importer
 
-from bench_core.tasks import detect_format, discover, get_importer
-from failatlas.errors import ConfigError, InputError
+from failatlas.core.errors import ConfigError, InputError
 
 
 def test_formats_are_told_apart_by_content(iclr2024: Path, fixtures: Path, tmp_path: Path):

@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from failatlas.bench_core.tasks import TaskKind, load_expbench
+from failatlas.bench_core.tasks.importers._common import warning_code
+from failatlas.bench_core.tasks.importers.expbench import paper_id_from_name
 
-from bench_core.tasks import TaskKind, load_expbench
-from bench_core.tasks.importers._common import warning_code
-from bench_core.tasks.importers.expbench import paper_id_from_name
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 
 KNOWN_CODES = {
     "missing-design",

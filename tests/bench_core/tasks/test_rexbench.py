@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from failatlas.bench_core.tasks import TaskKind, load_rexbench
+from failatlas.bench_core.tasks.importers.rexbench import split_hints
 
-from bench_core.tasks import TaskKind, load_rexbench
-from bench_core.tasks.importers.rexbench import split_hints
-from failatlas.errors import InputError
+from failatlas.core.errors import InputError
 
 
 def test_extension_task_with_hint_levels_and_an_oracle_band(fixtures: Path):

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from failatlas.bench_core.agents.base import Budget, agent_names
+from failatlas.bench_core.runs.api import get_run, list_runs, run_benchmark, select_tasks
 from rich.table import Table
 
-from bench_core.agents.base import Budget, agent_names
-from bench_core.runs.api import get_run, list_runs, run_benchmark, select_tasks
-from failatlas.cli_support import console, db_path, progress_bar, store
-from failatlas.errors import ConfigError
+from failatlas.core.cli import console, db_path, progress_bar, store
+from failatlas.core.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -117,8 +117,8 @@ def score(
     samples: Annotated[int, typer.Option(help="LLM judge samples per verdict (majority vote).")] = 1,
 ) -> None:
     """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured)."""
-    from bench_core.scoring.api import score_runs
-    from bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
+    from failatlas.bench_core.scoring.api import score_runs
+    from failatlas.bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
 
     s = store()
     judges = [llm_judges_for(s, samples=samples)]  # each records "not run" with the reason when no endpoint
@@ -143,7 +143,7 @@ def report(
     n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals.")] = 1000,
 ) -> None:
     """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md."""
-    from bench_core.scoring.report import render_terminal, report_table, write_report
+    from failatlas.bench_core.scoring.report import render_terminal, report_table, write_report
 
     table = report_table(store(create=False), by=by, k=k, n_boot=n_boot)
     headers, rows = render_terminal(table, by)

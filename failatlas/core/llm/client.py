@@ -12,59 +12,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import openai
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 from .config import LLMConfig
 from .errors import LLMEndpointError
 from .records import LLMRecords, StoreRecords, request_key
 from .redact import Redactor
+from .results import ChatResult, ToolCall
+from .structured import run_structured
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP_S = 600.0
-
-
-class ToolCall(BaseModel):
-    """A function call the model asked for; `arguments` is the JSON text exactly as the model wrote it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    name: str
-    arguments: str
-
-
-class ChatResult(BaseModel):
-    """One chat completion. Tokens are the response's usage; `cost_usd` is what this call cost
-    (0 on a cache hit, None when the config has no price)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    content: str | None
-    tool_calls: list[ToolCall]
-    finish_reason: str | None
-    model: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    cached: bool
-    latency_s: float
-    http_attempts: int
-    key: str
-    call_id: str
-    raw: dict[str, Any]
-
-    def as_message(self) -> dict[str, Any]:
-        """This reply as an assistant message, ready to append to the conversation (tool calls included)."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
-        return message
 
 
 class _Failure(Exception):
@@ -242,8 +203,6 @@ class LLMClient:
         Returns a StructuredResult; `ok=False` with `error` when the budget is spent (a judge failure, never a
         score). Raises LLMEndpointError when the endpoint itself fails.
         """
-        from .structured import run_structured
-
         return run_structured(
             self,
             messages,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from failatlas.errors import InfrastructureError
+from failatlas.core.errors import InfrastructureError
 
 
 class LLMEndpointError(InfrastructureError):

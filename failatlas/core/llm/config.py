@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from failatlas.errors import ConfigError
+from failatlas.core.errors import ConfigError
 
 ROLES = ("agent", "judge", "monitor", "extractor", "labeller")
 ENV_PREFIX = "FAILATLAS_LLM_"

@@ -6,15 +6,15 @@ Stage CLIs stay thin: parse flags, call `store()`, call the stage's function, pr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from failatlas.errors import StoreError
-from failatlas.store import Store, open_store, resolve_db_path
+from failatlas.core.errors import StoreError
+from failatlas.core.store import Migration, Store, resolve_db_path
 
 console = Console()
 err_console = Console(stderr=True)
@@ -25,6 +25,8 @@ T = TypeVar("T")
 class _State:
     db: str | None = None
     lock_timeout: float = 120.0
+    # Every package's migrations, set by the top-level CLI (`failatlas.cli`), which alone knows all stages.
+    migrations: Callable[[], Sequence[Migration]] | None = None
 
 
 state = _State()
@@ -36,9 +38,13 @@ def db_path() -> str:
 
 def store(*, create: bool = True) -> Store:
     """The store named by --db / $FAILATLAS_DB, migrated to the newest schema (created when `create`)."""
-    if create:
-        return open_store(state.db, lock_timeout=state.lock_timeout)
     s = Store(state.db, lock_timeout=state.lock_timeout)
+    if create:
+        if state.migrations is None:
+            raise StoreError("this command was started without the failatlas CLI, which knows every stage's tables",
+                             hint="run it as `failatlas ...`")
+        s.migrate(state.migrations())
+        return s
     if not s.path.exists():
         raise StoreError(
             f"no store at {s.path}",

@@ -19,11 +19,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from .client import ChatResult
 from .config import STRUCTURED_MODES
 from .errors import LLMEndpointError
+from .results import ChatResult, StructuredResult
 
 if TYPE_CHECKING:
     from .client import LLMClient
@@ -31,37 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.DOTALL)
-
-
-class StructuredResult(BaseModel):
-    """The outcome of `LLMClient.structured`: `value` (a model instance or a dict) when `ok`, else `error`."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    ok: bool
-    value: Any = None
-    error: str | None = None
-    attempts: int
-    raw_replies: list[str | None]
-    calls: list[ChatResult]
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(c.prompt_tokens or 0 for c in self.calls)
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(c.completion_tokens or 0 for c in self.calls)
-
-    @property
-    def cost_usd(self) -> float | None:
-        costs = [c.cost_usd for c in self.calls]
-        return None if any(c is None for c in costs) else sum(costs)  # type: ignore[arg-type]
-
-    @property
-    def cached(self) -> bool:
-        """True when every attempt was answered from the cache (re-scoring cost nothing)."""
-        return all(c.cached for c in self.calls)
 
 
 def parse_json_reply(text: str | None) -> Any:

@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 import click
 import typer
+from failatlas.bench_core.tasks.catalog import get_task, import_found, list_tasks, public_view, save_tasks
+from failatlas.bench_core.tasks.importers import FORMATS, discover
+from failatlas.bench_core.tasks.model import TaskSpec
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from bench_core.tasks.catalog import get_task, import_found, list_tasks, public_view, save_tasks
-from bench_core.tasks.importers import FORMATS, discover
-from bench_core.tasks.model import TaskSpec
-from failatlas.cli_support import console, err_console, progress_bar, store
-from failatlas.errors import ConfigError, FailAtlasError
+from failatlas.core.cli import console, err_console, progress_bar, store
+from failatlas.core.errors import ConfigError, FailAtlasError
 
 
 class _ErrorsAsOneLine(TyperGroup):
@@ -82,7 +82,7 @@ def import_cmd(
 def import_mini() -> None:
     """Import FailAtlas's bundled mini-suite (`failatlas-mini`) into the catalog."""
     try:
-        from bench_core.suites import load_suite
+        from failatlas.bench_core.suites import load_suite
     except ImportError as exc:
         raise ConfigError(
             "the bundled suites are not part of this build (bench_core.suites is missing)"
@@ -166,7 +166,7 @@ def prepare_cmd(
     force: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
 ) -> None:
     """Prepare a task's workspace: the repository with its ground-truth files or functions masked."""
-    from bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.prepare import prepare_workspace
 
     task = get_task(store(create=False), task_id)
     ws = prepare_workspace(task, Path(out), repo=Path(repo) if repo else None, force=force)

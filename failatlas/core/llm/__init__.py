@@ -2,7 +2,7 @@
 
 Used by agents, judges, the monitor, insight extraction and taxonomy labelling. The whole API:
 
-    from bench_core.llm import client_for_role, not_configured_reason, LLMEndpointError
+    from failatlas.core.llm import client_for_role, not_configured_reason, LLMEndpointError
 
     client = client_for_role("judge", store)          # None when no endpoint is configured for the role
     if client is None:
@@ -32,7 +32,7 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
     back to json_object+schema, then to the schema in the prompt, when the server refuses (structured.py).
   - Retries 429 (honouring Retry-After), 5xx, 408, timeouts and connection errors with exponential back-off
     and jitter, `max_retries` times; other 4xx are not retried. Then raises `LLMEndpointError`
-    (a `failatlas.errors.InfrastructureError`) with `.kind`, `.status_code`, `.attempts`.
+    (a `failatlas.core.errors.InfrastructureError`) with `.kind`, `.status_code`, `.attempts`.
   - With a store: replies are cached in `llm_cache` by sha256(endpoint, model, messages, params, schema,
     sample_index) -- a hit sends no HTTP request and costs 0 -- and every call, hit or miss, ok or failed, is
     a row of `llm_calls` (docs/store/llm.md). Another `sample_index` draws a fresh sample.
@@ -44,16 +44,17 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
     replies handed to callers (so a fresh reply and its cached replay are identical).
 - `llm_usage(store, *, run_id=None, role=None) -> LLMUsage`: calls, cached/failed calls, tokens and cost spent
   (cache hits excluded), and how many fresh calls had no price (for `runs.tokens` / `runs.cost_usd`).
-- `bench_core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
+- `failatlas.core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
 
 Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
 """
 
-from .client import ChatResult, LLMClient, ToolCall
+from .client import LLMClient
 from .config import ROLES, LLMConfig, load_config_file, not_configured_reason, resolve_config
 from .errors import LLMEndpointError
 from .records import LLMRecords, MemoryRecords, StoreRecords
-from .structured import StructuredResult, parse_json_reply
+from .results import ChatResult, StructuredLLM, StructuredResult, ToolCall
+from .structured import parse_json_reply
 from .usage import LLMUsage, llm_usage
 
 
@@ -76,6 +77,7 @@ __all__ = [
     "LLMUsage",
     "MemoryRecords",
     "StoreRecords",
+    "StructuredLLM",
     "StructuredResult",
     "ToolCall",
     "client_for_role",

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from failatlas.cli_support import console, err_console, progress_enabled
+from failatlas.core.cli import console, err_console, progress_enabled
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
@@ -21,7 +21,7 @@ def build_image(
     suite: Annotated[str, typer.Option(help="Debian suite.")] = "bookworm",
 ) -> None:
     """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag."""
-    from bench_core.sandbox.image import build_base_image
+    from failatlas.bench_core.sandbox.image import build_base_image
 
     status = err_console.status("building the sandbox image", spinner="dots") if progress_enabled() else None
 
@@ -40,7 +40,7 @@ def build_image(
 @app.command("list")
 def list_cmd() -> None:
     """List FailAtlas sandbox containers with their run and whether their owner process still runs."""
-    from bench_core.sandbox.cleanup import list_sandboxes
+    from failatlas.bench_core.sandbox.cleanup import list_sandboxes
 
     rows = list_sandboxes()
     if not rows:
@@ -57,9 +57,9 @@ def cleanup(
     run_id: Annotated[str | None, typer.Option(help="Only the sandboxes of this run.")] = None,
 ) -> None:
     """Remove orphaned sandboxes (their owner process has died): containers and local folders."""
-    from bench_core.sandbox.cleanup import cleanup_orphans
-    from bench_core.sandbox.errors import SandboxError
-    from bench_core.sandbox.local import cleanup_local_orphans
+    from failatlas.bench_core.sandbox.cleanup import cleanup_orphans
+    from failatlas.bench_core.sandbox.errors import SandboxError
+    from failatlas.bench_core.sandbox.local import cleanup_local_orphans
 
     try:
         removed = cleanup_orphans(run_id=run_id, include_live=all_)
@@ -74,7 +74,7 @@ def cleanup(
 @app.command()
 def gpus() -> None:
     """Show this host's GPUs and which run holds each."""
-    from bench_core.sandbox.gpus import GpuAllocator
+    from failatlas.bench_core.sandbox.gpus import GpuAllocator
 
     alloc = GpuAllocator()
     held = alloc.in_use()

@@ -1,6 +1,6 @@
-"""Tables owned by `bench_core.llm`: the response cache and the log of every call (docs/store/llm.md)."""
+"""Tables owned by `failatlas.core.llm`: the response cache and the log of every call (docs/store/llm.md)."""
 
-from failatlas.store import Migration
+from failatlas.core.store import Migration
 
 MIGRATIONS = [
     Migration(

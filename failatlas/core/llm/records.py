@@ -12,7 +12,7 @@ import json
 import threading
 from typing import Any, Protocol
 
-from failatlas.store import Store
+from failatlas.core.store import Store
 
 CALL_COLUMNS = (
     "id", "key", "role", "run_id", "purpose", "endpoint", "model", "sample_index", "status", "cached",

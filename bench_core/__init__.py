@@ -1,0 +1,1 @@
+"""The benchmark core: tasks, masked repositories, sandboxes, agents, runs and their scoring."""

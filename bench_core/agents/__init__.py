@@ -1,0 +1,5 @@
+"""Agents: one protocol (`base.Agent`), a registry by name, and the built-in, fault-injecting, hostile, LLM and
+external-CLI agents. Importing any agents module registers the built-in ones (this file imports them); a new agent
+is a module that registers itself with `@register_agent("name")` plus one import line here."""
+
+from failatlas.bench_core.agents import builtin, external, faults, hostile, react  # noqa: F401 - they register

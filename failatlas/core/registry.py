@@ -1,0 +1,60 @@
+"""Registries by name: how agents, sandboxes, judges, importers, embedders, clusterers and labellers are found.
+
+An extension is a module that registers its factory with a decorator; the package's `__init__` imports its
+built-in modules, so adding one is the new module plus one import line. Unknown names and wrong constructor
+arguments are `ConfigError`s that list what is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from failatlas.core.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Factories of one kind of extension (`kind`: "agent", "judge", ...) by name."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._factories: dict[str, Callable[..., T]] = {}
+
+    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: register a factory (a class or a function) under `name`. Registering a name twice with
+        another factory is a programming error (ValueError)."""
+
+        def decorate(factory: Callable[..., T]) -> Callable[..., T]:
+            known = self._factories.get(name)
+            if known is not None and known is not factory and getattr(known, "__qualname__", None) != getattr(
+                    factory, "__qualname__", None):
+                raise ValueError(f"{self.kind} '{name}' is registered twice")
+            self._factories[name] = factory
+            return factory
+
+        return decorate
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+    def factory(self, name: str) -> Callable[..., T]:
+        """The factory registered as `name`. Raises ConfigError naming the known ones."""
+        try:
+            return self._factories[name]
+        except KeyError:
+            raise ConfigError(f"unknown {self.kind} '{name}'",
+                              hint=f"known {self.kind}s: {', '.join(self.names()) or 'none'}") from None
+
+    def create(self, name: str, **params: Any) -> T:
+        """An instance of `name` built with `params`. Raises ConfigError for an unknown name or parameters the
+        factory does not take."""
+        factory = self.factory(name)
+        try:
+            return factory(**params)
+        except TypeError as exc:
+            raise ConfigError(f"{self.kind} '{name}' does not take these parameters: {params} ({exc})") from exc

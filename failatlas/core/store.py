@@ -1,0 +1,215 @@
+"""The DuckDB store: one file holds every table; each stage reads tables and writes tables.
+
+This module knows no stage: `failatlas.store` assembles every package's migrations and opens a store with them.
+
+Concurrency rule (DuckDB allows one read-write process, or many read-only ones, never both at once):
+connections are short-lived. A writer opens the file, writes one batch in one transaction and closes it;
+a reader opens it read-only, copies what it needs out and closes it. Both wait, with backoff, while the other
+kind holds the file. Parallel workers never open the file: they hand their rows to the one process that
+writes (the runner's parent, Ray's driver). So a benchmark can write while the app reads, neither failing.
+See docs/STORE.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from failatlas.core.errors import StoreError, StoreLockedError
+
+DEFAULT_DB = "failatlas.duckdb"
+DB_ENV_VAR = "FAILATLAS_DB"
+
+@dataclass(frozen=True)
+class Migration:
+    """One versioned, append-only step of a package's schema. Never edit one that has shipped: add another."""
+
+    package: str
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.package}:{self.version:03d}_{self.name}"
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.strip().encode()).hexdigest()[:16]
+
+
+def resolve_db_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The store's path: the argument, else $FAILATLAS_DB, else ./failatlas.duckdb."""
+    return Path(path or os.environ.get(DB_ENV_VAR) or DEFAULT_DB)
+
+
+def _is_lock_conflict(exc: Exception) -> bool:
+    text = str(exc).lower()
+    if "different configuration" in text:  # another thread of this process holds the file in the other mode
+        return True
+    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
+
+
+class Store:
+    """A handle on one DuckDB file. Cheap to create; holds no connection between calls."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 120.0) -> None:
+        self.path = resolve_db_path(path)
+        self.lock_timeout = lock_timeout
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # -- connections -------------------------------------------------------------------------------------------
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        if read_only and not self.path.exists():
+            raise StoreError(
+                f"no store at {self.path}",
+                hint="create it with a command that writes (for example `failatlas tasks import-mini`) "
+                "or point --db / $FAILATLAS_DB at an existing file",
+            )
+        if not read_only and self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.01
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except (duckdb.ConnectionException, duckdb.IOException) as exc:
+                # Another thread of this process holds the file read-write: a reader shares that database
+                # instance. Any other conflict (another process's lock, a reader thread in the other mode) waits.
+                if read_only and isinstance(exc, duckdb.ConnectionException) and "different configuration" in str(exc):
+                    read_only = False
+                    continue
+                if not _is_lock_conflict(exc):
+                    raise StoreError(f"cannot open store {self.path}: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f"store {self.path} stayed locked by another connection for {self.lock_timeout:.0f} s",
+                        hint="wait for the other FailAtlas command to finish, or raise --lock-timeout",
+                    ) from exc
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot open store {self.path}: {exc}") from exc
+
+    @contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One all-or-nothing write: a transaction that commits on success and rolls back on any error.
+
+        Re-entrant within a thread: a nested `write()` joins the outer transaction.
+        """
+        outer = getattr(self._local, "conn", None)
+        if outer is not None:
+            yield outer
+            return
+        conn = self._connect(read_only=False)
+        self._local.conn = conn
+        try:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            self._local.conn = None
+            conn.close()
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection, closed on exit. Copy results out before leaving the block."""
+        outer = getattr(self._local, "conn", None)
+        if outer is not None:
+            yield outer
+            return
+        conn = self._connect(read_only=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    # -- conveniences ------------------------------------------------------------------------------------------
+    def query(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
+        """Run a read query and return all rows."""
+        with self.read() as conn:
+            return conn.execute(sql, params or []).fetchall()
+
+    def query_dicts(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None) -> list[dict[str, Any]]:
+        """Run a read query and return rows as dicts keyed by column name."""
+        with self.read() as conn:
+            cur = conn.execute(sql, params or [])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def query_polars(self, sql: str, params: list[Any] | tuple[Any, ...] | None = None):  # noqa: ANN201
+        """Run a read query and return a polars DataFrame."""
+        import polars as pl
+
+        with self.read() as conn:
+            return pl.from_arrow(conn.sql(sql, params=params or None).to_arrow_table())
+
+    # -- schema ------------------------------------------------------------------------------------------------
+    def migrate(self, migrations: Sequence[Migration]) -> list[str]:
+        """Create or upgrade the store with `migrations` (every package's, in order: `failatlas.store`
+        assembles them); returns the ids of the migrations applied now."""
+        applied_now: list[str] = []
+        with self.write() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " seq INTEGER NOT NULL, id VARCHAR PRIMARY KEY, package VARCHAR NOT NULL, version INTEGER NOT NULL,"
+                " checksum VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
+            )
+            done = dict(conn.execute("SELECT id, checksum FROM schema_migrations").fetchall())
+            for migration in migrations:
+                if migration.id in done:
+                    if done[migration.id] != migration.checksum:
+                        raise StoreError(
+                            f"migration {migration.id} changed after it was applied to {self.path}",
+                            hint="shipped migrations are append-only: add a new migration instead",
+                        )
+                    continue
+                try:
+                    conn.execute(migration.sql)
+                except duckdb.Error as exc:
+                    raise StoreError(f"migration {migration.id} failed on {self.path}: {exc}") from exc
+                conn.execute(
+                    "INSERT INTO schema_migrations (seq, id, package, version, checksum)"
+                    " SELECT coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM schema_migrations",
+                    [migration.id, migration.package, migration.version, migration.checksum],
+                )
+                applied_now.append(migration.id)
+        return applied_now
+
+    def applied_migrations(self) -> list[str]:
+        """Ids of migrations already in the store (empty when the file does not exist yet)."""
+        if not self.path.exists():
+            return []
+        with self.read() as conn:
+            has = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+            ).fetchone()[0]
+            if not has:
+                return []
+            return [r[0] for r in conn.execute("SELECT id FROM schema_migrations ORDER BY seq").fetchall()]
+
+    def tables(self) -> list[str]:
+        """Names of base tables and views in the store."""
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY 1"
+            ).fetchall()
+        return [r[0] for r in rows]
+
