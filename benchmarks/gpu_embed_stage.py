@@ -1,9 +1,9 @@
-"""The embed stage end to end on a GPU: `embed_insights` over a store of distinct statements, store writes included.
+"""The embed stage end to end on a GPU: `failatlas.embed.run` over a store of distinct statements, writes included.
 
     PYTHONPATH=. python benchmarks/gpu_embed_stage.py [--n 100000] [--device cuda]
 
 Fills a fresh store with `n` distinct short statements (benchmarks/gpu_embed.py's generator) as insights and runs
-`embed_insights` with the default model (all-MiniLM-L6-v2 from its package, fp32) twice, each on its own fresh
+`failatlas.embed.run` with the default model (all-MiniLM-L6-v2 from its package, fp32) twice, each on its own fresh
 store: with the stage's defaults (batch 1,024 and chunks of 16,384 on a GPU, vectors written by a second thread)
 and with the defaults it had before (batch 64, chunks of 4,096, written in line: emulated by the batch size and
 chunk constants, the writer thread kept). Each stage call loads the model itself, as a user's run does; the
@@ -67,12 +67,14 @@ def main() -> None:
             stage.WRITE_CHUNK_GPU = cfg.get("chunk", saved)
             try:
                 start = time.perf_counter()
-                report = stage.embed_insights(store, device=args.device, batch_size=cfg.get("batch_size"))
+                report = stage.run(store, stage.EmbedParams(device=args.device, batch_size=cfg.get("batch_size")))
                 seconds = time.perf_counter() - start
             finally:
                 stage.WRITE_CHUNK_GPU = saved
             assert report.n_new == len(texts)
-            stored = store.query("SELECT count(*) FROM embeddings")[0][0]
+            stored = store.query(
+                "SELECT count(*) FROM embedding_vectors_384 WHERE set_id = ?", [report.embedding_set_id]
+            )[0][0]
             rows[name] = {"seconds": seconds, "texts_per_s": len(texts) / seconds, "stored": stored,
                           "device": report.device, "texts_per_s_without_load": len(texts) / (seconds - load)}
             print(f"{name}: {len(texts):,} texts in {seconds:.2f} s = {len(texts) / seconds:,.0f}/s, "

@@ -15,9 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from failatlas.bench_core.runs.api import run_benchmark, select_tasks
+from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.sandbox import detect_gpus
-from failatlas.bench_core.scoring.api import score_runs
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
@@ -30,13 +29,13 @@ def main() -> None:
     args = parser.parse_args()
     store = open_store(args.db)
     save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
-    tasks = select_tasks(store, task_ids=["mini-mlp-bf16"])
+    task_ids = ["mini-mlp-bf16"]
     print("GPUs on this host:", detect_gpus())
     runs_dir = Path(args.db).parent / "runs"
     for agent in ("gold", "null"):
-        report = run_benchmark(store, tasks, agent, runs_dir=runs_dir, sandbox="local")
+        report = runs.run(store, runs.BenchParams(agent=agent, task_ids=task_ids, runs_dir=runs_dir, sandbox="local"))
         print(agent, report.by_status)
-    score_runs(store, runs_dir=runs_dir, sandbox="local", llm_judges=[])
+    scoring.run(store, scoring.ScoreParams(runs_dir=runs_dir, sandbox="local", llm=False))
     rows = store.query_dicts(
         "SELECT r.agent, r.status, v.outcome, v.duration_s, v.metrics, v.stdout_tail, v.stderr_tail"
         " FROM runs r LEFT JOIN validations v ON v.run_id = r.id ORDER BY r.agent")

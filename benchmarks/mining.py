@@ -8,15 +8,15 @@ half of them repeats, labels = template kind or TRAIL category) and the same mod
 model loading and numba's JIT count, as they do for a user:
 
 - failatlas cold: a new store, statements inserted as insights (one per distinct text, `n_occurrences`), then
-  `embed_insights`, `run_clustering(all_phases=True)` (UMAP + HDBSCAN + 2-D map + stability re-runs) and
-  `build_taxonomy` with the offline labeller. First use on a new install: numba's file cache and the exported
+  `embed.run`, `cluster.run(all_phases=True)` (UMAP + HDBSCAN + 2-D map + stability re-runs) and
+  `taxonomy.run` with the offline labeller. First use on a new install: numba's file cache and the exported
   ONNX model start empty (fresh NUMBA_CACHE_DIR and FAILATLAS_MODEL_CACHE), so compiling and exporting count.
 - failatlas cold, compiled: the same on a second new store, numba's file cache now holding what the first run
   compiled, as on a machine where `scripts/setup.sh` ran `cluster.jit.precompile()` (PyNNDescent's functions that
   take the distance function as an argument cannot be cached by numba and compile in every process).
-- failatlas warm, re-cluster: a new process on that store: `embed_insights` (all cached), `run_clustering` with
+- failatlas warm, re-cluster: a new process on that store: `embed.run` (all cached), `cluster.run` with
   another HDBSCAN min_cluster_size (1.5x the adaptive one: the re-run a user makes to get coarser types; UMAP's
-  seeded results come from the store's cache), `build_taxonomy` (re-name).
+  seeded results come from the store's cache), `taxonomy.run` (re-name).
 - failatlas warm, same parameters: the cold run's command again (a repeat, e.g. after the app asks to rebuild).
 - failatlas warm, other seed: UMAP recomputed (seed 43), numba's compiled code from the cold run's cache.
 - bertopic cold: `BERTopic(embedding_model=SentenceTransformer(<packaged model>)).fit_transform(statements)`,
@@ -54,9 +54,12 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
     import hashlib
 
     from corpus import generate
-    from failatlas.cluster import ClusterParams, run_clustering
-    from failatlas.embed import embed_insights
-    from failatlas.taxonomy.build import build_taxonomy
+    from failatlas.cluster import ClusterParams
+    from failatlas.cluster import run as run_cluster
+    from failatlas.embed import EmbedParams
+    from failatlas.embed import run as run_embed
+    from failatlas.taxonomy import BuildParams
+    from failatlas.taxonomy import run as build_taxonomy
 
     from failatlas.store import open_store
 
@@ -79,20 +82,20 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute("INSERT INTO insights (id, phase, text, n_occurrences) SELECT id, 'other', text, n FROM rows")
     steps["load"] = time.perf_counter() - t0
     tick = time.perf_counter()
-    report = embed_insights(store, batch_size=args.batch_size)
+    report = run_embed(store, EmbedParams(batch_size=args.batch_size))
     steps["embed"] = time.perf_counter() - tick
     tick = time.perf_counter()
     params = ClusterParams(all_phases=True, seed=43 if args.warm == "seed" else 42,
                            stability_runs=args.stability_runs, clusterer=args.clusterer)
     if args.warm == "recluster":
-        from failatlas.cluster.params import adaptive_min_cluster_size
+        from failatlas.cluster.clusterers import adaptive_min_cluster_size
 
         mcs = round(1.5 * adaptive_min_cluster_size(len(set(texts))))
         params = params.model_copy(update={"min_cluster_size": mcs})
-    result = run_clustering(store, params)
+    (result,) = run_cluster(store, params).clusterings
     steps["cluster"] = time.perf_counter() - tick
     tick = time.perf_counter()
-    build_taxonomy(store, [result.id])
+    build_taxonomy(store, BuildParams(clustering_ids=[result.id]))
     steps["taxonomy"] = time.perf_counter() - tick
     with store.read() as conn:
         rows = conn.execute(

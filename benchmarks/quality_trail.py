@@ -29,9 +29,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from failatlas.cluster import ClusterParams, evaluate_clustering, quality_metrics, run_clustering  # noqa: E402
+from failatlas.cluster import ClusterParams, evaluate_clustering, quality_metrics  # noqa: E402
+from failatlas.cluster import run as run_cluster  # noqa: E402
 from failatlas.cluster.metrics import agreement  # noqa: E402
-from failatlas.embed import DEFAULT_MODEL, embed_insights, load_insight_vectors  # noqa: E402
+from failatlas.embed import DEFAULT_MODEL, EmbedParams, find_embedding_set, load_insight_vectors  # noqa: E402
+from failatlas.embed import run as run_embed  # noqa: E402
 
 from failatlas.store import Store, open_store  # noqa: E402
 
@@ -171,9 +173,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     steps = [(n, s) for n, s in STEPS if not (args.no_alternatives and n.startswith("alt:"))]
     norms = sorted({s.get("normalise", "none") for _, s in steps})
     for norm in norms:
-        report = embed_insights(store, model=args.model, normalise=norm)
+        report = run_embed(store, EmbedParams(model=args.model, normalise=norm))
         timing[f"embed_{norm}"] = report.seconds
-    data = load_insight_vectors(store, model=args.model, normalise="none")
+    data = load_insight_vectors(store, find_embedding_set(store, model=args.model, normalise="none"))
     ids, texts, vectors = data.ids, data.texts, data.vectors
     labels = majority_label(store, ids)
     n_labels = len(set(labels))
@@ -235,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 embed_model=args.model,
                 **settings,
             )
-            result = run_clustering(store, params)
+            (result,) = run_cluster(store, params).clusterings
             metrics = evaluate_clustering(store, result.id, "label")
             clusters = dict(
                 store.query(

@@ -3,8 +3,9 @@
     python benchmarks/scaling.py [--workers 1,2,4] [--sandboxes local,docker] [--runs 8] [--sleep 5] [--json OUT]
 
 The `command` agent runs `sleep S` on the CPU-only tasks of the mini-suite (cycled with extra attempts up to
-`--runs` runs), through `plan_runs` + `run_batch` (the path of `failatlas bench run`) into a fresh store per
-configuration. Runs per minute = runs / wall x 60; the ideal for w workers is min(w, runs) x 60 / (S + overhead).
+`--runs` runs), through `plan_runs` + `run_batch` (the building blocks of `runs.run`, behind `failatlas bench
+run`) into a fresh store per configuration. Runs per minute = runs / wall x 60; the ideal for w workers is
+min(w, runs) x 60 / (S + overhead).
 The agent sleeps, so what the workers contend for is the harness's own work (workspace copies, container start,
 output collection, diffs, store writes) on the machine's cores.
 """

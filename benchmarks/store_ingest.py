@@ -3,8 +3,8 @@
     python benchmarks/store_ingest.py [--rows 200000] [--per-run 1000] [--repeats 3] [--json OUT]
 
 Each repeat uses a fresh DuckDB file:
-- runner: `write_run(store, record)` for `rows / per_run` RunRecords of `per_run` commands each (one transaction
-  per run, as the runner stores runs);
+- runner: `write_run(store, record)` (`bench_core/runs/writes.py`) for `rows / per_run` RunRecords of `per_run`
+  commands each (one transaction per run, as the runner stores runs);
 - arrow bulk: one `INSERT INTO sandbox_commands SELECT * FROM <Arrow table>` of all rows;
 - parquet bulk: the same rows written to Parquet first (not timed), then `INSERT ... FROM read_parquet(...)`.
 Rows carry realistic tails (a few hundred characters of output). Medians and min-max of rows/s.
@@ -68,7 +68,7 @@ def arrow_table(records: list):  # noqa: ANN201
 
 
 def bench_runner(path: Path, records: list) -> float:
-    from failatlas.bench_core.runs.runner import write_run
+    from failatlas.bench_core.runs.writes import write_run
 
     from failatlas.store import open_store
 

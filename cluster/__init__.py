@@ -1,18 +1,34 @@
-"""Cluster stage: per-phase UMAP + HDBSCAN over cached embeddings, seeded, with stability scores, a 2-D
-map, and evaluation against human labels."""
+"""Cluster stage: per-phase UMAP + HDBSCAN over the vectors of one embedding set, seeded, with stability scores,
+a 2-D map, and evaluation against human labels.
 
-from failatlas.cluster.components import CLUSTERERS, REDUCERS, make_clusterer, make_reducer
+    result = failatlas.cluster.run(store, ClusterParams())   # one clustering per phase
+"""
+
+# the built-in reducers and clusterers register themselves on import
+from failatlas.cluster import clusterers as clusterers
+from failatlas.cluster import reducers as reducers
+from failatlas.cluster.components import (
+    CLUSTERERS,
+    REDUCERS,
+    Clusterer,
+    Reducer,
+    adaptive,
+    clusterer_defaults,
+    make_clusterer,
+    make_reducer,
+    reducer_defaults,
+)
 from failatlas.cluster.metrics import agreement, quality_metrics
 from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline, reassign_to_nearest
 from failatlas.cluster.stability import stability
 from failatlas.cluster.stage import (
     ClusteringResult,
+    ClusterResult,
     evaluate_clustering,
     list_clusterings,
     majority_labels,
-    run_clustering,
-    run_clustering_per_phase,
+    run,
 )
 
 __all__ = [
@@ -20,8 +36,13 @@ __all__ = [
     "REDUCERS",
     "ClusterParams",
     "ClusterPipeline",
+    "ClusterResult",
+    "Clusterer",
     "ClusteringResult",
+    "Reducer",
+    "adaptive",
     "agreement",
+    "clusterer_defaults",
     "evaluate_clustering",
     "list_clusterings",
     "majority_labels",
@@ -29,7 +50,7 @@ __all__ = [
     "make_reducer",
     "quality_metrics",
     "reassign_to_nearest",
-    "run_clustering",
-    "run_clustering_per_phase",
+    "reducer_defaults",
+    "run",
     "stability",
 ]

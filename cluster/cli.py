@@ -66,7 +66,7 @@ def run(
 ) -> None:
     """Cluster insights (per phase by default) from their cached embeddings and store the result."""
     from failatlas.cluster.params import ClusterParams
-    from failatlas.cluster.stage import run_clustering, run_clustering_per_phase
+    from failatlas.cluster.stage import run as run_cluster
     from pydantic import ValidationError
 
     from failatlas.core.errors import ConfigError
@@ -91,16 +91,12 @@ def run(
             parallel=parallel,
             stability_runs=stability_runs,
             map_2d=not no_map,
+            reuse_reductions=reuse,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid clustering option: {problems}") from None
-    s = store()
-    results = (
-        [run_clustering(s, params, reuse_reductions=reuse)]
-        if phase or all_phases
-        else run_clustering_per_phase(s, params, reuse_reductions=reuse)
-    )
+    results = run_cluster(store(), params).clusterings
     table = Table(
         _id_column(), "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
     )

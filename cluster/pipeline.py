@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 from failatlas.cluster.components import make_clusterer, make_reducer
-from failatlas.cluster.params import LARGE_N
+from failatlas.cluster.reducers import LARGE_N
 from failatlas.cluster.reductions import ReductionCache, reduction_key, vectors_digest
 from failatlas.cluster.side import SideWorker, fit_umap
 

@@ -15,10 +15,9 @@ import json
 from typing import Any, Protocol
 
 import numpy as np
+from failatlas.cluster.writes import write_reduction
 
 from failatlas.core.store import Store
-
-MAX_ENTRIES = 24  # most recent reductions kept per store (about 4 MB each at 100k insights, 10 dims)
 
 
 class ReductionCache(Protocol):
@@ -56,7 +55,7 @@ def reduction_key(digest: str, reducer: str, params: dict[str, Any]) -> str | No
 
 
 class StoreReductionCache:
-    """Reductions kept in the store's `cluster_reductions` table (the MAX_ENTRIES most recently written)."""
+    """Reductions kept in the store's `cluster_reductions` table (the MAX_REDUCTIONS newest, cluster/writes.py)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -76,15 +75,4 @@ class StoreReductionCache:
         return np.frombuffer(blob, dtype=np.float32).reshape(n_rows, n_dims).copy()
 
     def put(self, key: str, reducer: str, reduced: np.ndarray) -> None:
-        reduced = np.ascontiguousarray(reduced, dtype=np.float32)
-        with self.store.write() as conn:
-            conn.execute("DELETE FROM cluster_reductions WHERE key = ?", [key])
-            conn.execute(
-                "INSERT INTO cluster_reductions (key, reducer, n_rows, n_dims, vectors) VALUES (?, ?, ?, ?, ?)",
-                [key, reducer, reduced.shape[0], reduced.shape[1], reduced.tobytes()],
-            )
-            conn.execute(
-                "DELETE FROM cluster_reductions WHERE key NOT IN"
-                " (SELECT key FROM cluster_reductions ORDER BY used_at DESC, key LIMIT ?)",
-                [MAX_ENTRIES],
-            )
+        write_reduction(self.store, key, reducer, reduced)

@@ -55,4 +55,16 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="cluster",
+        version=3,
+        name="clusterings_embedding_set",
+        sql="""
+        ALTER TABLE clusterings ADD COLUMN embedding_set_id VARCHAR;  -- embedding_sets.id of the clustered vectors
+        UPDATE clusterings SET embedding_set_id = s.id FROM embedding_sets s
+        WHERE s.model = clusterings.embed_model
+          AND s.revision = json_extract_string(clusterings.params, '$.embed_revision')
+          AND s.normalisation = coalesce(json_extract_string(clusterings.params, '$.normalisation'), 'none');
+        """,
+    ),
 ]

@@ -15,15 +15,19 @@ from failatlas.cluster.pipeline import ClusterPipeline
 from failatlas.cluster.reductions import ReductionCache, StoreReductionCache
 from failatlas.cluster.side import SideWorker, default_workers
 from failatlas.cluster.stability import plan_reruns, score_reruns, start_reruns
-from failatlas.embed.stage import load_insight_vectors
+from failatlas.cluster.writes import write_clustering, write_evaluation
+from failatlas.embed import EmbeddingSet, find_embedding_set, get_set, load_insight_vectors
 from pydantic import BaseModel
 
 from failatlas.core.errors import ConfigError, NotFoundError
+from failatlas.core.stages import StageRun, stage_run
 from failatlas.core.store import Store
-from failatlas.core.version import __version__
+from failatlas.core.version import __version__, code_version
 
 PIPELINE_VERSION = "1"
-CODE_VERSION = f"failatlas {__version__} cluster-pipeline {PIPELINE_VERSION}"
+# What a clustering id hashes besides its parameters and insights: bump PIPELINE_VERSION when the same parameters
+# give other labels. (The code version recorded with a clustering is `code_version()`.)
+ID_SALT = f"failatlas {__version__} cluster-pipeline {PIPELINE_VERSION}"
 # insight_sources columns a clustering may be evaluated against (majority value per insight)
 LABEL_COLUMNS = (
     "label",
@@ -43,6 +47,7 @@ class ClusteringResult(BaseModel):
 
     id: str
     phase: str | None
+    embedding_set_id: str
     n_insights: int
     n_clusters: int
     outlier_rate: float
@@ -54,9 +59,18 @@ class ClusteringResult(BaseModel):
     reductions_reused: int = 0  # UMAP results read from cluster_reductions instead of computed
 
 
+class ClusterResult(BaseModel):
+    """What one cluster run did: one clustering per phase (or one for `phase` / `all_phases`)."""
+
+    clusterings: list[ClusteringResult]
+    embedding_set_id: str
+    seconds: float
+    stage_run_id: str
+
+
 def _clustering_id(resolved: dict[str, Any], ids: list[str]) -> str:
     h = hashlib.sha256(json.dumps(resolved, sort_keys=True).encode())
-    h.update(CODE_VERSION.encode())
+    h.update(ID_SALT.encode())
     h.update("\n".join(ids).encode())
     return "cl-" + h.hexdigest()[:12]
 
@@ -76,43 +90,64 @@ def build_pipeline(params: ClusterParams, n: int, cache: ReductionCache | None =
     )
 
 
-def run_clustering(
-    store: Store, params: ClusterParams, *, reuse_reductions: bool = True, workers: int | None = None
-) -> ClusteringResult:
-    """Cluster the insights of `params.phase` (or all insights with `all_phases`) from their cached vectors
-    and write `clusterings` and `cluster_assignments` (2-D map included). Re-running with the same
-    parameters on the same insights replaces the same clustering id.
+def phases_present(store: Store) -> list[str]:
+    """The phases that have insights, in name order."""
+    return [r[0] for r in store.query("SELECT DISTINCT phase FROM insights ORDER BY phase")]
+
+
+def resolve_embedding_set(store: Store, params: ClusterParams) -> EmbeddingSet:
+    """The embedding set a run clusters: `params.embedding_set_id`, else the set of `params.embed_model` (at the
+    revision on this machine) and `params.normalise`. Raises NotFoundError when there is none."""
+    if params.embedding_set_id:
+        return get_set(store, params.embedding_set_id)
+    return find_embedding_set(store, model=params.embed_model, normalise=params.normalise)
+
+
+def run(store: Store, params: ClusterParams) -> ClusterResult:
+    """Cluster insights from their vectors in one embedding set and write `clusterings` and `cluster_assignments`
+    (2-D map included): `params.phase` only, all insights together with `all_phases`, else one clustering per
+    phase present in `insights` (the default: kinds of error differ by phase). Re-running with the same
+    parameters on the same insights replaces the same clustering id. The run is recorded in `stage_runs`.
 
     With `reuse_reductions`, seeded UMAP results (the reduction, the 2-D map, the stability re-runs' reductions)
     are read from and written to `cluster_reductions`, keyed by the vectors' content and UMAP's parameters: a
     re-run that changes only the clusterer, or repeats a run, skips UMAP. The result is the same either way.
-
     `workers` 2 fits the 2-D map and the stability re-runs in a second process while the main reduction runs
     (default: 2 from 4,096 insights on when there are 2 CPUs, cluster/side.py); the result does not depend on it.
 
-    Raises ConfigError without a phase or all_phases, NotFoundError when there are no insights or some were
-    never embedded."""
-    if params.phase is None and not params.all_phases:
-        raise ConfigError(
-            "say which insights to cluster", hint="pass a phase, or all_phases=True (--all-phases)"
-        )
+    Raises NotFoundError when there are no insights (in the phase), no embedding set, or some insights were
+    never embedded into it."""
+    with stage_run(store, "cluster", params, seed=params.seed) as record:
+        if params.phase is not None or params.all_phases:
+            phases: list[str | None] = [None if params.all_phases else params.phase]
+        else:
+            phases = list(phases_present(store))
+            if not phases:
+                raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
+        embedding_set = resolve_embedding_set(store, params)
+        results = [_cluster(store, params, phase, embedding_set, record) for phase in phases]
+        record.note(embedding_set_id=embedding_set.id, clustering_ids=[r.id for r in results])
+    return ClusterResult(clusterings=results, embedding_set_id=embedding_set.id, seconds=record.seconds or 0.0,
+                         stage_run_id=record.id)
+
+
+def _cluster(
+    store: Store, params: ClusterParams, phase: str | None, embedding_set: EmbeddingSet, record: StageRun
+) -> ClusteringResult:
+    """One clustering of `phase` (None: every insight), written in one transaction."""
+    params = params.model_copy(update={"phase": phase, "all_phases": phase is None})
     start = time.perf_counter()
-    data = load_insight_vectors(
-        store,
-        model=params.embed_model,
-        normalise=params.normalise,
-        phases=None if params.all_phases else [params.phase],
-    )
+    data = load_insight_vectors(store, embedding_set, phases=None if phase is None else [phase])
     n = len(data.ids)
     if n == 0:
         raise NotFoundError(
-            f"no insights in phase {params.phase!r}" if params.phase else "no insights at all",
+            f"no insights in phase {phase!r}" if phase else "no insights at all",
             hint="import some with `failatlas ingest`",
         )
     timings = {"load": time.perf_counter() - start}
-    cache = StoreReductionCache(store) if reuse_reductions else None
+    cache = StoreReductionCache(store) if params.reuse_reductions else None
     pipeline = build_pipeline(params, n, cache)
-    with SideWorker(default_workers(n) if workers is None else workers) as side:
+    with SideWorker(default_workers(n) if params.workers is None else params.workers) as side:
         # the stability re-runs and the 2-D map go to the side process before the main reduction starts here
         reruns = plan_reruns(n, pipeline, runs=params.stability_runs, resample_fraction=params.resample_fraction,
                              seed=params.seed, max_items=params.stability_max_items)
@@ -127,8 +162,9 @@ def run_clustering(
         )
     timings["stability"] = time.perf_counter() - start - sum(timings.values())
     resolved = params.resolve(n)
-    resolved["embed_revision"] = data.revision
-    resolved["normalisation"] = data.normalisation
+    resolved["embed_model"] = embedding_set.model
+    resolved["embed_revision"] = embedding_set.revision
+    resolved["normalisation"] = embedding_set.normalisation
     resolved["reducer_used"] = pipeline.reducer_used_
     resolved["clusterer_used"] = pipeline.clusterer_used_
     clustering_id = _clustering_id(resolved, data.ids)
@@ -136,8 +172,8 @@ def run_clustering(
     n_clusters = int(np.unique(labels[labels >= 0]).size)
     outlier_rate = float((labels < 0).mean())
     xy = pipeline.embedding_2d_
-    assignments = pa.table(  # noqa: F841 - read by the INSERT below through a replacement scan
-        {  # noqa: F841 - read by the INSERT below through DuckDB's replacement scan
+    assignments = pa.table(
+        {
             "insight_id": pa.array(data.ids),
             "cluster": pa.array(labels.astype(np.int32)),
             "reassigned": pa.array(pipeline.reassigned_),
@@ -148,35 +184,18 @@ def run_clustering(
             "y": pa.array(xy[:, 1]) if xy is not None else pa.nulls(n, pa.float64()),
         }
     )
-    with store.write() as conn:
-        conn.execute("DELETE FROM cluster_assignments WHERE clustering_id = ?", [clustering_id])
-        conn.execute("DELETE FROM cluster_evaluations WHERE clustering_id = ?", [clustering_id])
-        conn.execute("DELETE FROM clusterings WHERE id = ?", [clustering_id])
-        conn.execute(
-            "INSERT INTO clusterings (id, phase, embed_model, params, n_insights, n_clusters, outlier_rate,"
-            " stability_ari, stability, code_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                clustering_id,
-                None if params.all_phases else params.phase,
-                params.embed_model,
-                json.dumps(resolved, sort_keys=True),
-                n,
-                n_clusters,
-                outlier_rate,
-                stab["mean_ari"] if stab else None,
-                json.dumps(stab) if stab else None,
-                CODE_VERSION,
-            ],
-        )
-        conn.execute(
-            "INSERT INTO cluster_assignments"
-            " (clustering_id, insight_id, cluster, reassigned, probability, x, y)"
-            " SELECT ?, insight_id, cluster, reassigned, probability, x, y FROM assignments",
-            [clustering_id],
-        )
+    write_clustering(store, {
+        "id": clustering_id, "phase": phase, "embed_model": embedding_set.model,
+        "embedding_set_id": embedding_set.id, "params": resolved, "n_insights": n, "n_clusters": n_clusters,
+        "outlier_rate": outlier_rate, "stability_ari": stab["mean_ari"] if stab else None, "stability": stab,
+        "code_version": code_version(),
+    }, assignments)
+    record.count("clusterings", 1)
+    record.count("cluster_assignments", n)
     return ClusteringResult(
         id=clustering_id,
-        phase=None if params.all_phases else params.phase,
+        phase=phase,
+        embedding_set_id=embedding_set.id,
         n_insights=n,
         n_clusters=n_clusters,
         outlier_rate=outlier_rate,
@@ -192,36 +211,11 @@ def run_clustering(
     )
 
 
-def phases_present(store: Store) -> list[str]:
-    """The phases that have insights, in name order."""
-    return [r[0] for r in store.query("SELECT DISTINCT phase FROM insights ORDER BY phase")]
-
-
-def run_clustering_per_phase(
-    store: Store, params: ClusterParams, *, reuse_reductions: bool = True, workers: int | None = None
-) -> list[ClusteringResult]:
-    """One clustering per phase present in `insights` (the default: kinds of error differ by phase).
-
-    Raises NotFoundError when there are no insights at all."""
-    phases = phases_present(store)
-    if not phases:
-        raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
-    return [
-        run_clustering(
-            store,
-            params.model_copy(update={"phase": phase, "all_phases": False}),
-            reuse_reductions=reuse_reductions,
-            workers=workers,
-        )
-        for phase in phases
-    ]
-
-
 def list_clusterings(store: Store) -> list[dict[str, Any]]:
     """Every clustering, newest first."""
     return store.query_dicts(
-        "SELECT id, phase, embed_model, n_insights, n_clusters, outlier_rate, stability_ari, created_at"
-        " FROM clusterings ORDER BY created_at DESC, id"
+        "SELECT id, phase, embed_model, embedding_set_id, n_insights, n_clusters, outlier_rate, stability_ari,"
+        " created_at FROM clusterings ORDER BY created_at DESC, id"
     )
 
 
@@ -281,13 +275,5 @@ def evaluate_clustering(
     metrics = quality_metrics(labels, clusters)
     metrics["clustering_id"] = clustering_id
     metrics["label_column"] = label_column
-    with store.write() as conn:
-        conn.execute(
-            "DELETE FROM cluster_evaluations WHERE clustering_id = ? AND label_column = ?",
-            [clustering_id, label_column],
-        )
-        conn.execute(
-            "INSERT INTO cluster_evaluations (clustering_id, label_column, metrics) VALUES (?, ?, ?)",
-            [clustering_id, label_column, json.dumps(metrics)],
-        )
+    write_evaluation(store, clustering_id, label_column, metrics)
     return metrics

@@ -1,7 +1,9 @@
-"""Embed stage: sentence-transformers vectors for insights, cached in DuckDB by (text hash, model, revision,
-normalisation)."""
+"""Embed stage: sentence-transformers vectors for insights, stored in embedding sets (one per model, revision and
+normalisation) and cached by text hash.
 
-from failatlas.embed.cache import CacheKey, text_hash
+    result = failatlas.embed.run(store, EmbedParams(model="all-MiniLM-L6-v2"))
+"""
+
 from failatlas.embed.models import (
     DEFAULT_MODEL,
     EMBEDDERS,
@@ -10,25 +12,40 @@ from failatlas.embed.models import (
     get_embedder,
     resolve_model,
 )
-from failatlas.embed.normalise import NORMALISERS, MaskNormaliser, Normaliser, get_normaliser
-from failatlas.embed.stage import EmbedReport, InsightVectors, embed_insights, load_insight_vectors, read_insights
+from failatlas.embed.normalise import NORMALISERS, MaskNormaliser, Normaliser, get_normaliser, normaliser_named
+from failatlas.embed.sets import EmbeddingSet, get_set, list_sets, read_vectors, set_id
+from failatlas.embed.stage import (
+    EmbedParams,
+    EmbedResult,
+    InsightVectors,
+    find_embedding_set,
+    load_insight_vectors,
+    read_insights,
+    run,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
     "EMBEDDERS",
     "NORMALISERS",
-    "CacheKey",
-    "EmbedReport",
+    "EmbedParams",
+    "EmbedResult",
     "Embedder",
+    "EmbeddingSet",
     "InsightVectors",
     "MaskNormaliser",
     "Normaliser",
     "SentenceTransformerEmbedder",
-    "embed_insights",
+    "find_embedding_set",
     "get_embedder",
     "get_normaliser",
+    "get_set",
+    "list_sets",
     "load_insight_vectors",
+    "normaliser_named",
     "read_insights",
+    "read_vectors",
     "resolve_model",
-    "text_hash",
+    "run",
+    "set_id",
 ]

@@ -1,4 +1,4 @@
-"""`failatlas embed`: embed insights (cached by content)."""
+"""`failatlas embed`: embed insights (cached by content, in the embedding set of the model)."""
 
 from __future__ import annotations
 
@@ -31,20 +31,17 @@ def run(
     """Embed every insight whose text has no cached vector for this model yet."""
     from contextlib import ExitStack
 
-    from failatlas.embed.stage import embed_insights
+    from failatlas.embed.stage import EmbedParams
+    from failatlas.embed.stage import run as run_embed
 
+    params = EmbedParams(model=model, normalise="mask" if normalise else "none", batch_size=batch_size,
+                         phases=phase or None, device=device)
     with ExitStack() as stack:
-        report = embed_insights(
-            store(),
-            model=model,
-            normalise="mask" if normalise else "none",
-            batch_size=batch_size,
-            phases=phase or None,
-            device=device,
-            progress=lambda total: stack.enter_context(progress_bar("embedding", total)),
-        )
+        result = run_embed(store(), params,
+                           progress=lambda total: stack.enter_context(progress_bar("embedding", total)))
     console.print(
-        f"{report.n_insights} insights, {report.n_texts} distinct texts: {report.n_new} embedded, "
-        f"{report.n_cached} cached ({report.model}, {report.revision}, {report.normalisation}, "
-        f"{report.device or 'model not loaded'}, {report.seconds:.1f} s)"
+        f"{result.n_insights} insights, {result.n_texts} distinct texts: {result.n_new} embedded, "
+        f"{result.n_cached} cached ({result.model}, {result.revision}, {result.normalisation}, "
+        f"{result.device or 'model not loaded'}, {result.seconds:.1f} s; set {result.embedding_set_id})",
+        soft_wrap=True,
     )

@@ -113,3 +113,15 @@ def get_normaliser(name: str | bool | None) -> Normaliser:
         raise ConfigError(
             f"unknown normaliser {name!r}", hint=f"choose one of {sorted(NORMALISERS)}"
         ) from None
+
+
+def normaliser_named(recorded: str | None) -> Normaliser:
+    """The normaliser whose `name` is `recorded` (as stored in `embedding_sets.normalisation`, e.g. 'mask-v1');
+    'none' or None leaves texts unchanged. Raises ConfigError for a name this build does not know."""
+    if recorded in (None, "none"):
+        return IdentityNormaliser()
+    for factory in NORMALISERS.values():
+        normaliser = factory()
+        if normaliser.name == recorded:
+            return normaliser
+    raise ConfigError(f"unknown text normaliser '{recorded}'", hint="re-embed with a normaliser this build knows")

@@ -1,19 +1,22 @@
-"""The embed stage: vectors for every insight, computed once per distinct (normalised) text and cached in
-DuckDB."""
+"""The embed stage: vectors for every insight, computed once per distinct (normalised) text and stored in the
+embedding set of the model, its revision and the normaliser."""
 
 from __future__ import annotations
 
-import time
+import queue
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-from failatlas.embed.cache import CacheKey, cached_hashes, read_vectors, text_hashes, write_vectors
 from failatlas.embed.models import DEFAULT_MODEL, default_device, get_embedder, resolve_model
-from failatlas.embed.normalise import get_normaliser
+from failatlas.embed.normalise import get_normaliser, normaliser_named
+from failatlas.embed.sets import EmbeddingSet, cached_hashes, find_set, get_set, read_vectors
+from failatlas.embed.writes import VectorWriter, ensure_set
 from pydantic import BaseModel
 
 from failatlas.core.errors import NotFoundError
+from failatlas.core.hashing import text_hashes
+from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 
 Progress = Callable[[int], None]
@@ -26,30 +29,52 @@ BATCH_SIZE = 64
 BATCH_SIZE_GPU = 1024
 
 
-class EmbedReport(BaseModel):
+class EmbedParams(BaseModel):
+    """What an embed run depends on."""
+
+    model: str = DEFAULT_MODEL
+    normalise: str = "none"  # a normaliser name: 'none' or 'mask'
+    phases: list[str] | None = None  # only insights of these phases (all when None)
+    batch_size: int | None = None  # default: BATCH_SIZE on the CPU, BATCH_SIZE_GPU on a GPU
+    device: str | None = None  # default: cuda when present
+
+
+class EmbedResult(BaseModel):
     """What one embed run did."""
 
+    embedding_set_id: str | None  # None when there was nothing to embed and no set yet
     model: str
     revision: str
     normalisation: str
     n_insights: int
     n_texts: int  # distinct texts after normalisation
     n_new: int  # texts embedded now
-    n_cached: int  # texts found in the cache
+    n_cached: int  # texts found in the set
     device: str | None  # None when nothing needed the model
     seconds: float
+    stage_run_id: str
 
 
 class InsightVectors(BaseModel, arbitrary_types_allowed=True):
-    """Insights and their vectors, row-aligned."""
+    """Insights and their vectors, row-aligned, and the embedding set they come from."""
 
     ids: list[str]
     phases: list[str]
     texts: list[str]
     vectors: np.ndarray
-    model: str
-    revision: str
-    normalisation: str
+    embedding_set: EmbeddingSet
+
+    @property
+    def model(self) -> str:
+        return self.embedding_set.model
+
+    @property
+    def revision(self) -> str:
+        return self.embedding_set.revision
+
+    @property
+    def normalisation(self) -> str:
+        return self.embedding_set.normalisation
 
 
 def read_insights(
@@ -70,60 +95,79 @@ def read_insights(
     )
 
 
-def embed_insights(
-    store: Store,
-    *,
-    model: str = DEFAULT_MODEL,
-    normalise: str | bool = "none",
-    batch_size: int | None = None,
-    phases: Sequence[str] | None = None,
-    device: str | None = None,
-    progress: Callable[[int], Progress] | None = None,
-) -> EmbedReport:
-    """Embed every insight (of `phases`) whose normalised text has no vector yet for this model and revision.
+def _write_from(q: queue.Queue, writer: VectorWriter, advance: Progress) -> None:
+    with writer:
+        for hashes, vectors in iter(q.get, None):
+            writer.write(hashes, vectors)
+            advance(len(hashes))
 
-    `progress(total)` is called once with the number of texts to embed and returns `advance(n)`. `batch_size`
-    defaults to BATCH_SIZE on the CPU and BATCH_SIZE_GPU on a GPU. Vectors are written by a second thread while
-    the next chunk is encoded, one transaction per chunk.
+
+def _put(q: queue.Queue, item: object, done: Future) -> None:
+    """Hand `item` to the writer, or raise its error when it stopped."""
+    while True:
+        if done.done():
+            done.result()
+            raise RuntimeError("the vector writer stopped early")
+        try:
+            q.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            continue
+
+
+def run(store: Store, params: EmbedParams, *, progress: Callable[[int], Progress] | None = None) -> EmbedResult:
+    """Embed every insight (of `params.phases`) whose normalised text has no vector yet in the embedding set of
+    this model, revision and normaliser; record the run in `stage_runs`.
+
+    `progress(total)` is called once with the number of texts to embed and returns `advance(n)`. Vectors are
+    written by a second thread while the next chunk is encoded, one transaction per chunk.
     Raises NotFoundError when the model is not on this machine, MissingDependencyError without
     sentence-transformers."""
-    start = time.perf_counter()
-    normaliser = get_normaliser(normalise)
-    _, revision = resolve_model(model)
-    key = CacheKey(model=model, revision=revision, normalisation=normaliser.name)
-    ids, _, texts = read_insights(store, phases)
-    prepared = normaliser(texts)
-    hashes = text_hashes(prepared)
-    unique: dict[str, str] = dict(zip(hashes, prepared, strict=True))
-    with store.read() as conn:
-        known = cached_hashes(conn, list(unique), key)
-    todo = [h for h in unique if h not in known]
-    used_device = None
-    if todo:
-        embedder = get_embedder(model, device=device)
-        on_gpu = str(device or default_device()) != "cpu"
-        batch_size = batch_size or (BATCH_SIZE_GPU if on_gpu else BATCH_SIZE)
-        size = WRITE_CHUNK_GPU if on_gpu else WRITE_CHUNK
-        advance = progress(len(todo)) if progress else (lambda n=1: None)
-
-        def write(chunk: list[str], vectors: np.ndarray) -> None:
+    with stage_run(store, "embed", params) as record:
+        normaliser = get_normaliser(params.normalise)
+        _, revision = resolve_model(params.model)
+        ids, _, texts = read_insights(store, params.phases)
+        prepared = normaliser(texts)
+        hashes = text_hashes(prepared)
+        unique: dict[str, str] = dict(zip(hashes, prepared, strict=True))
+        with store.read() as conn:
+            embedding_set = find_set(conn, params.model, revision, normaliser.name)
+            known = cached_hashes(conn, embedding_set, list(unique))
+        todo = [h for h in unique if h not in known]
+        used_device = None
+        if todo:
+            embedder = get_embedder(params.model, device=params.device)
+            on_gpu = str(params.device or default_device()) != "cpu"
+            batch_size = params.batch_size or (BATCH_SIZE_GPU if on_gpu else BATCH_SIZE)
+            size = WRITE_CHUNK_GPU if on_gpu else WRITE_CHUNK
+            advance = progress(len(todo)) if progress else (lambda n=1: None)
+            first = embedder.encode([unique[h] for h in todo[:size]], batch_size=batch_size)
             with store.write() as conn:
-                write_vectors(conn, chunk, vectors, key)
-            advance(len(chunk))
-
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-writer") as writer:
-            pending = None
-            for lo in range(0, len(todo), size):
-                chunk = todo[lo : lo + size]
-                vectors = embedder.encode([unique[h] for h in chunk], batch_size=batch_size)
-                if pending is not None:
-                    pending.result()  # the previous chunk is stored (or its error raised) before the next is sent
-                pending = writer.submit(write, chunk, vectors)
-            if pending is not None:
-                pending.result()
-        used_device = getattr(embedder, "device", None)
-    return EmbedReport(
-        model=model,
+                embedding_set = ensure_set(conn, params.model, revision, normaliser.name, first.shape[1])
+            # the previous chunk is stored (or its error raised) before the next is handed over
+            handoff: queue.Queue = queue.Queue(maxsize=1)
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-writer") as pool:
+                writer = VectorWriter(store, embedding_set, hold=on_gpu)
+                done = pool.submit(_write_from, handoff, writer, advance)
+                try:
+                    _put(handoff, (todo[:size], first), done)
+                    for lo in range(size, len(todo), size):
+                        chunk = todo[lo : lo + size]
+                        _put(handoff, (chunk, embedder.encode([unique[h] for h in chunk], batch_size=batch_size)),
+                             done)
+                    _put(handoff, None, done)
+                except BaseException:
+                    if not done.done():
+                        handoff.put(None)
+                    raise
+                done.result()
+            used_device = getattr(embedder, "device", None)
+        record.count(embedding_set.vectors_table if embedding_set else "embedding_vectors", len(todo))
+        record.note(embedding_set_id=embedding_set.id if embedding_set else None, n_texts=len(unique),
+                    n_cached=len(unique) - len(todo), device=used_device)
+    return EmbedResult(
+        embedding_set_id=embedding_set.id if embedding_set else None,
+        model=params.model,
         revision=revision,
         normalisation=normaliser.name,
         n_insights=len(ids),
@@ -131,37 +175,45 @@ def embed_insights(
         n_new=len(todo),
         n_cached=len(unique) - len(todo),
         device=used_device,
-        seconds=round(time.perf_counter() - start, 3),
+        seconds=record.seconds or 0.0,
+        stage_run_id=record.id,
     )
+
+
+def find_embedding_set(store: Store, *, model: str = DEFAULT_MODEL, normalise: str | bool = "none") -> EmbeddingSet:
+    """The set of `model` at the revision on this machine, with the normaliser `normalise`. Raises NotFoundError
+    when nothing was embedded with it."""
+    normaliser = get_normaliser(normalise)
+    _, revision = resolve_model(model)
+    with store.read() as conn:
+        found = find_set(conn, model, revision, normaliser.name)
+    if found is None:
+        raise NotFoundError(
+            f"nothing embedded with model {model} ({revision}), normalisation {normaliser.name}",
+            hint="run `failatlas embed run` with the same --model and --normalise first",
+        )
+    return found
 
 
 def load_insight_vectors(
     store: Store,
+    embedding_set: EmbeddingSet | str,
     *,
-    model: str = DEFAULT_MODEL,
-    normalise: str | bool = "none",
     phases: Sequence[str] | None = None,
 ) -> InsightVectors:
-    """The cached vectors of the insights in `phases`. Raises NotFoundError when some were never embedded."""
-    normaliser = get_normaliser(normalise)
-    _, revision = resolve_model(model)
-    key = CacheKey(model=model, revision=revision, normalisation=normaliser.name)
+    """The vectors of the insights in `phases` from `embedding_set` (a set or its id). Raises NotFoundError when
+    some were never embedded into it."""
+    if isinstance(embedding_set, str):
+        embedding_set = get_set(store, embedding_set)
     ids, insight_phases, texts = read_insights(store, phases)
-    hashes = text_hashes(normaliser(texts))
+    hashes = text_hashes(normaliser_named(embedding_set.normalisation)(texts))
     with store.read() as conn:
-        try:
-            vectors = read_vectors(conn, hashes, key)
-        except KeyError as exc:
-            raise NotFoundError(
-                f"{exc.args[0]} (model {model}, normalisation {normaliser.name})",
-                hint="run `failatlas embed run` with the same --model and --normalise first",
-            ) from None
-    return InsightVectors(
-        ids=ids,
-        phases=insight_phases,
-        texts=texts,
-        vectors=vectors,
-        model=model,
-        revision=revision,
-        normalisation=normaliser.name,
-    )
+        vectors, found = read_vectors(conn, embedding_set, hashes)
+    if not found.all():
+        raise NotFoundError(
+            f"{int((~found).sum())} of {len(hashes)} texts have no vector in embedding set {embedding_set.id}"
+            f" (model {embedding_set.model}, normalisation {embedding_set.normalisation})",
+            hint="run `failatlas embed run` with the same --model and --normalise first",
+        )
+    return InsightVectors(ids=ids, phases=insight_phases, texts=texts, vectors=vectors, embedding_set=embedding_set)
+

@@ -33,16 +33,20 @@ class DemoResult:
 def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: int = 2,
              say: Callable[[str], None] = print, tick: Callable[[], None] | None = None) -> DemoResult:
     """Run the whole pipeline on the mini-suite into `store`, writing tables and figures under `out_dir`."""
-    from failatlas.bench_core.runs.api import run_benchmark, select_tasks
-    from failatlas.bench_core.scoring.api import score_runs
+    from failatlas.bench_core import runs, scoring
+    from failatlas.bench_core.sandbox import sandbox_kind
     from failatlas.bench_core.scoring.report import report_table, write_report
-    from failatlas.bench_core.suites import load_suite
-    from failatlas.bench_core.tasks import save_tasks
-    from failatlas.cluster import ClusterParams, run_clustering_per_phase
+    from failatlas.bench_core.suites import suite_dir
+    from failatlas.bench_core.tasks import TaskImportParams
+    from failatlas.bench_core.tasks import run as import_tasks
+    from failatlas.cluster import ClusterParams
+    from failatlas.cluster import run as run_cluster
     from failatlas.core.llm import resolve_config
-    from failatlas.embed import embed_insights
-    from failatlas.ingest import extract_from_runs
-    from failatlas.taxonomy import BuildParams, build_taxonomy, export_taxonomy
+    from failatlas.embed import EmbedParams
+    from failatlas.embed import run as run_embed
+    from failatlas.ingest import RunsIngestParams, run_runs
+    from failatlas.taxonomy import BuildParams, export_taxonomy
+    from failatlas.taxonomy import run as build_taxonomy
 
     start = time.monotonic()
     result = DemoResult(out_dir=out_dir, db=store.path)
@@ -51,38 +55,34 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
     def step(n: int, text: str) -> None:
         say(f"[{n}/8 {time.monotonic() - start:5.0f} s] {text}")
 
-    if sandbox == "docker":
-        from failatlas.bench_core.sandbox import DEFAULT_IMAGE, build_base_image
-
-        step(1, f"sandbox image {DEFAULT_IMAGE} (built offline once, minutes; reused afterwards)")
-        build_base_image(DEFAULT_IMAGE)
-    else:
-        step(1, "local sandboxes: no image needed")
+    sandbox_kind(sandbox).prepare(say=lambda text: step(1, text))  # docker: builds the image once
     step(2, "importing the failatlas-mini tasks")
-    save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
-    tasks = select_tasks(store, benchmark="failatlas-mini", include_gpu=False)
+    import_tasks(store, TaskImportParams(paths=[suite_dir("failatlas-mini")], format="failatlas"))
+    tasks = runs.select_tasks(store, benchmark="failatlas-mini", include_gpu=False)
     agents = list(HARNESS_AGENTS)
     if resolve_config("agent") is not None:
         agents.append("react")
     step(3, f"running {len(agents)} agents on {len(tasks)} CPU tasks in {sandbox} sandboxes ({workers} at a time)")
     for agent in agents:
-        report = run_benchmark(store, tasks, agent, runs_dir=runs_dir, workers=workers, sandbox=sandbox,
-                               on_done=lambda _r: tick() if tick else None)
+        report = runs.run(store, runs.BenchParams(agent=agent, benchmark="failatlas-mini", runs_dir=runs_dir,
+                                                  workers=workers, sandbox=sandbox),
+                          on_done=lambda _r: tick() if tick else None)
         done = ", ".join(f"{k} {v}" for k, v in sorted(report.by_status.items())) or "already stored"
         say(f"    {agent}: {done}")
     step(4, "scoring: monitor, clean re-run by the validator, judges")
-    scored = score_runs(store, runs_dir=runs_dir, sandbox=sandbox)
+    scored = scoring.run(store, scoring.ScoreParams(runs_dir=runs_dir, sandbox=sandbox))
     say(f"    {scored.scored} run(s) scored now")
     result.files += write_report(report_table(store, by="agent"), "agent", out_dir / "scores")
     step(5, "mining insights from the judges, validator and monitor (deterministic extractor)")
-    mined = extract_from_runs(store, extractor="deterministic")
+    mined = run_runs(store, RunsIngestParams(extractor="deterministic"))
     say(f"    {mined.new_occurrences} new insight occurrence(s)")
     step(6, "embedding insights (all-MiniLM-L6-v2, offline; cached by content)")
-    embed_insights(store)
+    embedded = run_embed(store, EmbedParams())
     step(7, "clustering each phase and building the taxonomy")
-    clusterings = run_clustering_per_phase(store, ClusterParams(reassign_outliers=True))
+    clusterings = run_cluster(store, ClusterParams(reassign_outliers=True,
+                                                   embedding_set_id=embedded.embedding_set_id)).clusterings
     labeller = "llm" if resolve_config("labeller") is not None else "offline"
-    tax = build_taxonomy(store, [c.id for c in clusterings], BuildParams(labeller=labeller))
+    tax = build_taxonomy(store, BuildParams(clustering_ids=[c.id for c in clusterings], labeller=labeller))
     result.taxonomy_id = tax.id
     step(8, "exporting tables and figures")
     export = export_taxonomy(store, tax.id, out_dir / "taxonomy")

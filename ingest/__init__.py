@@ -1,30 +1,42 @@
-"""Raw failure insights: from our own runs (judges, monitor, validator) and from other tools' files."""
+"""Raw failure insights: from our own runs (judges, monitor, validator) and from other tools' files.
 
-from failatlas.ingest.importers import FORMATS, IMPORTERS, detect_format, import_insights, parse_file
+Two stage entries, each `run_x(store, XParams) -> IngestResult` recording one `stage_runs` row:
+`run_file` (`ingest.file`) and `run_runs` (`ingest.runs`).
+"""
+
+from failatlas.ingest.files import run_file
+from failatlas.ingest.importers import INSIGHT_IMPORTERS
 from failatlas.ingest.llm_extractor import LLMExtractor
-from failatlas.ingest.model import PHASES, IngestReport, RawInsight, insight_id, normalise_text
-from failatlas.ingest.runs import extract_from_runs
+from failatlas.ingest.model import (
+    PHASES,
+    FileIngestParams,
+    IngestResult,
+    RawInsight,
+    RunsIngestParams,
+    insight_id,
+    normalise_text,
+)
+from failatlas.ingest.runs import run_runs
 from failatlas.ingest.sentences import error_sentences, split_sentences
 from failatlas.ingest.signatures import SIGNATURE_PATTERNS, Signature, error_signatures
 from failatlas.ingest.stats import insight_stats
 
 __all__ = [
-    "FORMATS",
-    "IMPORTERS",
+    "INSIGHT_IMPORTERS",
     "PHASES",
     "SIGNATURE_PATTERNS",
-    "IngestReport",
+    "FileIngestParams",
+    "IngestResult",
     "LLMExtractor",
     "RawInsight",
+    "RunsIngestParams",
     "Signature",
-    "detect_format",
     "error_sentences",
     "error_signatures",
-    "extract_from_runs",
-    "import_insights",
     "insight_id",
     "insight_stats",
     "normalise_text",
-    "parse_file",
+    "run_file",
+    "run_runs",
     "split_sentences",
 ]

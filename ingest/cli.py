@@ -3,34 +3,48 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_args
 
 import typer
-from failatlas.ingest.importers import FORMATS, import_insights
-from failatlas.ingest.model import PHASES, IngestReport
-from failatlas.ingest.runs import EXTRACTORS, extract_from_runs
+from failatlas.ingest.files import run_file
+from failatlas.ingest.importers import INSIGHT_IMPORTERS
+from failatlas.ingest.model import PHASES, FileIngestParams, IngestResult, RunsIngestParams
+from failatlas.ingest.runs import run_runs
 from failatlas.ingest.stats import insight_stats
+from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
 from failatlas.core.cli import console, err_console, store
+from failatlas.core.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
+EXTRACTORS = get_args(RunsIngestParams.model_fields["extractor"].annotation)
 
 
-def _print_report(report: IngestReport) -> None:
-    for warning in report.warnings:
+def _params(model: type[BaseModel], **values: Any) -> Any:
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+
+
+def _print_result(result: IngestResult) -> None:
+    for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-    for item in report.skipped:
+    for item in result.skipped:
         err_console.print(f"skipped: {item}", highlight=False, soft_wrap=True)
-    for item in report.failed:
+    for item in result.failed:
         err_console.print(f"[red]failed:[/] {item}", highlight=False, soft_wrap=True)
-    console.print(report.summary(), highlight=False)
+    console.print(result.summary(), highlight=False)
 
 
 @app.command("file")
 def file_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to import.")],
-    fmt: Annotated[str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")] = "auto",
+    fmt: Annotated[
+        str, typer.Option("--format", help=f"One of: {', '.join(INSIGHT_IMPORTERS.choices())}.")
+    ] = "auto",
     text: Annotated[
         str, typer.Option("--text", help="TRAIL: insight text field, description|evidence.")
     ] = "description",
@@ -42,17 +56,9 @@ def file_command(
     ] = "other",
 ) -> None:
     """Import insights from JSONL/CSV, TRAIL, EXP-Bench judge outputs or Inspect AI logs (all-or-nothing)."""
-    report = import_insights(
-        store(),
-        paths,
-        fmt=fmt,
-        text_field=text,
-        text_column=text_column,
-        phase_column=phase_column,
-        label_column=label_column,
-        default_phase=phase,
-    )
-    _print_report(report)
+    options = {"text_field": text, "text_column": text_column, "phase_column": phase_column,
+               "label_column": label_column, "default_phase": phase}
+    _print_result(run_file(store(), _params(FileIngestParams, paths=paths, format=fmt, options=options)))
 
 
 @app.command("runs")
@@ -62,8 +68,8 @@ def runs_command(
     redo: Annotated[bool, typer.Option(help="LLM: extract again from runs already extracted.")] = False,
 ) -> None:
     """Extract insights from runs' judge analyses, monitor findings and validator outcomes."""
-    report = extract_from_runs(store(), extractor=extractor, run_ids=run or None, redo=redo)
-    _print_report(report)
+    params = _params(RunsIngestParams, extractor=extractor, run_ids=run or None, redo=redo)
+    _print_result(run_runs(store(), params))
 
 
 @app.command("stats")

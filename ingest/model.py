@@ -7,9 +7,10 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 PHASES = ("design", "implementation", "execution", "conclusion", "monitor", "other")
 ORIGINS = ("run", "trail", "jsonl", "csv", "expbench", "inspect")
@@ -124,7 +125,30 @@ class FileReport(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class IngestReport(BaseModel):
+class FileIngestParams(BaseModel):
+    """What `run_file` imports: files or folders, their format (`auto`: detected per file) and importer options
+    (each importer takes the entries its `Options` declares, e.g. `text_field` for TRAIL, `text_column` for
+    JSONL/CSV, `default_phase`, `inspect_pass_threshold`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[Path] = Field(min_length=1)
+    format: str = "auto"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunsIngestParams(BaseModel):
+    """What `run_runs` extracts: which runs (all when None), with which extractor, and whether runs the LLM
+    extractor already covered are extracted again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    extractor: Literal["deterministic", "llm"] = "deterministic"
+    run_ids: list[str] | None = None
+    redo: bool = False
+
+
+class IngestResult(BaseModel):
     """The outcome of one import or extraction: counts, new rows, warnings and skipped or failed units."""
 
     files: list[FileReport] = Field(default_factory=list)

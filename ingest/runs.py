@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from failatlas.ingest.llm_extractor import LLMExtractor, default_extractor_llm
-from failatlas.ingest.model import PHASES, IngestReport, RawInsight, RunRecord
+from failatlas.ingest.model import PHASES, IngestResult, RawInsight, RunRecord, RunsIngestParams
 from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures
 from failatlas.ingest.writer import write_insights
 
-from failatlas.core.errors import ConfigError, NotFoundError
+from failatlas.core.errors import NotFoundError
+from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
-
-EXTRACTORS = ("deterministic", "llm")
 
 # One readable insight per validator outcome other than `passed`.
 OUTCOME_TEXTS: dict[str, str] = {
@@ -232,57 +231,47 @@ def deterministic_insights(record: RunRecord) -> list[RawInsight]:
     return judgement_insights(record) + monitor_insights(record) + validation_insights(record)
 
 
-def extract_from_runs(
-    store: Store,
-    *,
-    extractor: Literal["deterministic", "llm"] = "deterministic",
-    run_ids: Sequence[str] | None = None,
-    llm: Any = None,
-    redo: bool = False,
-) -> IngestReport:
+def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> IngestResult:
     """Turn runs' judgements, monitor findings and validations into insights with the runs' provenance.
 
     `extractor="deterministic"` needs no LLM (sentence splitting and error signatures). `"llm"` makes one call
-    per run through `llm` (any object with `structured(messages, schema)`, see `ingest.llm_extractor`), or the
-    client configured for the role "extractor"; runs it already covered are skipped unless `redo`.
+    per run through `llm` (any `StructuredLLM`, see `ingest.llm_extractor`), or the client configured for the
+    role "extractor"; runs it already covered are skipped unless `redo`. The insights and this run's
+    `stage_runs` row commit together, so the next run knows which runs the LLM covered.
     Raises ConfigError when the LLM extractor has no endpoint, NotFoundError for unknown run ids.
     """
-    if extractor not in EXTRACTORS:
-        raise ConfigError(f"unknown extractor {extractor!r}", hint=f"choose one of {', '.join(EXTRACTORS)}")
-    report = IngestReport()
-    records = load_runs(store, run_ids)
+    result = IngestResult()
+    records = load_runs(store, params.run_ids)
     usable = []
     for record in records:
         if record.run["status"] == "infra_error":
-            report.skipped.append(
-                f"run {record.run_id}: infrastructure error ({record.run.get('infra_error')})"
-            )
+            result.skipped.append(f"run {record.run_id}: infrastructure error ({record.run.get('infra_error')})")
         else:
             usable.append(record)
-    insights: list[RawInsight] = []
-    summary: dict[str, Any] = {}
-    if extractor == "deterministic":
-        for record in usable:
-            insights.extend(deterministic_insights(record))
-    else:
+    client = None
+    if params.extractor == "llm":
         client = llm if llm is not None else default_extractor_llm(store)
-        done = set() if redo else _runs_extracted_by_llm(store)
-        todo = []
-        for record in usable:
-            if record.run_id in done:
-                report.skipped.append(f"run {record.run_id}: already extracted by the LLM")
-            elif not has_failure_material(record):
-                report.skipped.append(f"run {record.run_id}: nothing failed, no LLM call needed")
-            else:
-                todo.append(record)
-        outcome = LLMExtractor(client).extract(todo)
-        insights.extend(outcome.insights)
-        report.failed.extend(outcome.failed)
-        summary["llm_extracted_runs"] = outcome.extracted_runs
-    report.occurrences = len(insights)
-    params = {"extractor": extractor, "run_ids": list(run_ids) if run_ids is not None else None, "redo": redo}
-    write_insights(store, insights, report, stage="ingest.runs", params=params, summary=summary)
-    return report
+    with stage_run(store, "ingest.runs", params) as run:
+        insights: list[RawInsight] = []
+        if params.extractor == "deterministic":
+            for record in usable:
+                insights.extend(deterministic_insights(record))
+        else:
+            done = set() if params.redo else _runs_extracted_by_llm(store)
+            todo = []
+            for record in usable:
+                if record.run_id in done:
+                    result.skipped.append(f"run {record.run_id}: already extracted by the LLM")
+                elif not has_failure_material(record):
+                    result.skipped.append(f"run {record.run_id}: nothing failed, no LLM call needed")
+                else:
+                    todo.append(record)
+            outcome = LLMExtractor(client).extract(todo)
+            insights.extend(outcome.insights)
+            result.failed.extend(outcome.failed)
+            run.note(llm_extracted_runs=outcome.extracted_runs)
+        write_insights(store, insights, result, run)
+    return result
 
 
 def has_failure_material(record: RunRecord) -> bool:
@@ -298,6 +287,6 @@ def _runs_extracted_by_llm(store: Store) -> set[str]:
             "SELECT DISTINCT run_id FROM insight_sources WHERE origin = 'run' AND extractor = 'llm'"
         )
     }
-    for (summary,) in store.query("SELECT summary FROM stage_runs WHERE stage = 'ingest.runs'"):
+    for (summary,) in store.query("SELECT summary FROM stage_runs WHERE stage = 'ingest.runs' AND status = 'ok'"):
         done.update(json.loads(summary or "{}").get("llm_extracted_runs", []))
     return done

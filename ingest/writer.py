@@ -1,19 +1,17 @@
-"""Writes insight occurrences in one transaction: identical insights stored once, each occurrence once."""
+"""Every write of ingest: insight occurrences and their stage run in one transaction, identical insights stored
+once, each occurrence once. The only module of ingest that writes to the store."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tempfile
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from failatlas.ingest.model import SOURCE_COLUMNS, IngestReport, RawInsight
+from failatlas.ingest.model import SOURCE_COLUMNS, IngestResult, RawInsight
 
+from failatlas.core.stages import StageRun
 from failatlas.core.store import Store
-from failatlas.core.version import __version__
 
 _BATCH_SCHEMA = {
     "source_key": "str",
@@ -51,24 +49,18 @@ def _batch_frame(insights: Sequence[RawInsight]) -> Any:
 
 
 def write_insights(
-    store: Store,
-    insights: Sequence[RawInsight],
-    report: IngestReport,
-    *,
-    stage: str,
-    params: dict[str, Any],
-    summary: dict[str, Any] | None = None,
+    store: Store, insights: Sequence[RawInsight], result: IngestResult, run: StageRun
 ) -> list[RawInsight]:
-    """Store the occurrences not stored yet, create missing insights, refresh their counts, log the stage run.
+    """Store the occurrences not stored yet, create missing insights, refresh their counts, record `run`.
 
-    Everything happens in one transaction: on any error the store is left as it was. Sets
-    `report.new_occurrences`, `report.new_insights` and `report.stage_run_id`; returns the occurrences that
-    were new. `summary` adds entries to the stage run's recorded summary.
+    Everything happens in one transaction, the `stage_runs` row included: on any error the store is left as
+    it was. Sets the counts of `result` (and `run`) and `result.stage_run_id`; returns the occurrences that
+    were new.
     """
     unique: dict[str, RawInsight] = {}
     for insight in insights:
         unique.setdefault(insight.source_key, insight)
-    started = datetime.now(UTC).replace(tzinfo=None)
+    result.occurrences = len(insights)
     # The batch travels to DuckDB as a Parquet file: binding tens of thousands of parameters is far slower.
     with tempfile.TemporaryDirectory(prefix="failatlas-ingest-") as tmp:
         batch_file = Path(tmp) / "batch.parquet"
@@ -94,38 +86,12 @@ def write_insights(
                 " WHERE insights.id = counts.insight_id"
             )
             conn.execute("DROP TABLE ingest_batch")
-            report.new_occurrences = len(new_keys)
-            report.new_insights = int(n_fresh)
-            report.stage_run_id = _record_stage_run(conn, stage, params, report, started, summary or {})
+            result.new_occurrences = len(new_keys)
+            result.new_insights = int(n_fresh)
+            result.stage_run_id = run.id
+            run.count("insights", result.new_insights)
+            run.count("insight_sources", result.new_occurrences)
+            run.note(occurrences=result.occurrences, warnings=len(result.warnings), skipped=len(result.skipped),
+                     failed=len(result.failed))
+            run.record(conn)
     return [insight for key, insight in unique.items() if key in new_keys]
-
-
-def _record_stage_run(
-    conn: Any,
-    stage: str,
-    params: dict[str, Any],
-    report: IngestReport,
-    started: datetime,
-    extra: dict[str, Any],
-) -> str:
-    params_json = json.dumps(params, sort_keys=True, default=str)
-    run_id = hashlib.sha256(f"{stage}\n{params_json}\n{started.isoformat()}".encode()).hexdigest()[:16]
-    summary = report.model_dump(include={"occurrences", "new_occurrences", "new_insights"})
-    summary["warnings"] = len(report.warnings)
-    summary["skipped"] = len(report.skipped)
-    summary["failed"] = len(report.failed)
-    summary.update(extra)
-    conn.execute(
-        "INSERT INTO stage_runs (id, stage, params, code_version, started_at, finished_at, status, summary)"
-        " VALUES (?, ?, ?, ?, ?, ?, 'ok', ?)",
-        [
-            run_id,
-            stage,
-            params_json,
-            __version__,
-            started,
-            datetime.now(UTC).replace(tzinfo=None),
-            json.dumps(summary),
-        ],
-    )
-    return run_id

@@ -3,10 +3,12 @@
 Name failure types (offline c-TF-IDF or an LLM with contrastive prompts), merge near-duplicates, group them
 into categories per phase, assign new insights without re-clustering, compute prevalence with bootstrap CIs
 and export LaTeX / Markdown / CSV tables and figures. Every function works over the store's tables.
+
+    taxonomy = failatlas.taxonomy.run(store, BuildParams(labeller="offline"))
 """
 
 from failatlas.taxonomy.assign import AssignSummary, assign_insights, nearest_centroid
-from failatlas.taxonomy.build import build_taxonomy
+from failatlas.taxonomy.build import run
 from failatlas.taxonomy.export import FORMATS, ExportResult, export_taxonomy
 from failatlas.taxonomy.funnel import funnel
 from failatlas.taxonomy.keywords import class_tfidf
@@ -29,7 +31,6 @@ __all__ = [
     "Taxonomy",
     "TypeEvidence",
     "assign_insights",
-    "build_taxonomy",
     "class_tfidf",
     "export_taxonomy",
     "funnel",
@@ -41,4 +42,5 @@ __all__ = [
     "prevalence",
     "prevalence_table",
     "register_labeller",
+    "run",
 ]

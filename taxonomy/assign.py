@@ -7,9 +7,10 @@ import json
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import polars as pl
+from failatlas.embed import get_set
 from failatlas.taxonomy.inputs import normalise, require_vectors
 from failatlas.taxonomy.model import UNASSIGNED
+from failatlas.taxonomy.writes import write_assignments
 from pydantic import BaseModel
 
 from failatlas.core.errors import NotFoundError
@@ -105,13 +106,13 @@ def assign_insights(
 
     By default every insight not yet assigned in this taxonomy; `insight_ids` picks others (re-assigning
     them).
-    Vectors come from `vectors` (insight id -> vector) or else the `embeddings` table under the taxonomy's
-    embedding model. `threshold` defaults to the one the taxonomy was built with. Raises NotFoundError for an
-    unknown taxonomy or insight and InputError when an insight has no vector.
+    Vectors come from `vectors` (insight id -> vector) or else the taxonomy's embedding set. `threshold`
+    defaults to the one the taxonomy was built with. Raises NotFoundError for an unknown taxonomy or insight (or
+    a taxonomy that records no embedding set) and InputError when an insight has no vector.
     """
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
-    ((embed_model, normalisation, params_json),) = store.query(
-        "SELECT embed_model, normalisation, params FROM taxonomies WHERE id = ?", [taxonomy_id]
+    ((set_id, params_json),) = store.query(
+        "SELECT embedding_set_id, params FROM taxonomies WHERE id = ?", [taxonomy_id]
     )
     if threshold is None:
         threshold = float(json.loads(params_json)["assign_threshold"])
@@ -140,9 +141,10 @@ def assign_insights(
             raise NotFoundError(f"no vector passed for {len(lacking)} insight(s), e.g. '{lacking[0]}'")
         matrix = normalise(np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids]))
     else:
-        matrix = require_vectors(
-            store, [r[2] for r in rows], embed_model, "insights to assign", normalisation
-        )
+        if set_id is None:
+            raise NotFoundError(f"taxonomy {taxonomy_id} records no embedding set",
+                                hint="pass vectors in, or build a new taxonomy from a current clustering")
+        matrix = require_vectors(store, [r[2] for r in rows], get_set(store, set_id), "insights to assign")
     type_ids, sims = assign_by_phase(phases, matrix, taxonomy_centroids(store, taxonomy_id), threshold)
     records = [
         (
@@ -159,26 +161,3 @@ def assign_insights(
         bucket = summary.unassigned if t == UNASSIGNED else summary.assigned
         bucket[phase] = bucket.get(phase, 0) + 1
     return summary
-
-
-def write_assignments(store: Store, records: Sequence[tuple[str, str, str, float | None, str]]) -> None:
-    """Insert or replace (taxonomy_id, insight_id, failure_type_id, similarity, method) rows, in one
-    transaction."""
-    frame = pl.DataFrame(
-        list(records),
-        schema={
-            "taxonomy_id": pl.Utf8,
-            "insight_id": pl.Utf8,
-            "failure_type_id": pl.Utf8,
-            "similarity": pl.Float64,
-            "method": pl.Utf8,
-        },
-        orient="row",
-    )
-    with store.write() as conn:
-        conn.register("new_assignments", frame.to_arrow())
-        conn.execute(
-            "INSERT OR REPLACE INTO insight_failure_types"
-            " (taxonomy_id, insight_id, failure_type_id, similarity, method) SELECT * FROM new_assignments"
-        )
-        conn.unregister("new_assignments")

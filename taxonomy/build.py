@@ -6,13 +6,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import subprocess
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-from failatlas.taxonomy.assign import assign_by_phase, write_assignments
+from failatlas.embed import EmbeddingSet
+from failatlas.taxonomy.assign import assign_by_phase
 from failatlas.taxonomy.hierarchy import group_centroids
 from failatlas.taxonomy.inputs import ClusteringInput, latest_clusterings, load_clustering, normalise, require_vectors
 from failatlas.taxonomy.keywords import class_tfidf
@@ -29,10 +28,12 @@ from failatlas.taxonomy.model import (
     TypeLabel,
     phase_rank,
 )
+from failatlas.taxonomy.writes import write_assignments, write_snapshot
 
 from failatlas.core.errors import ConfigError
+from failatlas.core.stages import StageRun, stage_run
 from failatlas.core.store import Store
-from failatlas.core.version import __version__
+from failatlas.core.version import code_version
 
 
 @dataclass
@@ -46,22 +47,6 @@ class _Draft:
     centroid: np.ndarray
     keywords: list[str]
     merged_from: list[str]
-
-
-def code_version() -> str:
-    """FailAtlas's version plus the git commit of the code when it runs from a checkout."""
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        rev = ""
-    return f"failatlas {__version__}" + (f" ({rev})" if rev else "")
 
 
 def _centroid(vectors: np.ndarray) -> np.ndarray:
@@ -201,31 +186,32 @@ def _categories(
     return out, [f"{phase}/C{int(groups[i]) + 1}" for i in range(len(drafts))]
 
 
-def build_taxonomy(
-    store: Store,
-    clustering_ids: list[str] | None = None,
-    params: BuildParams | None = None,
-    *,
-    labeller: Labeller | None = None,
-) -> Taxonomy:
-    """Build and store a new taxonomy snapshot from `clustering_ids` (default: the newest clustering per
-    phase).
+def run(store: Store, params: BuildParams, *, labeller: Labeller | None = None) -> Taxonomy:
+    """Build and store a new taxonomy snapshot from `params.clustering_ids` (default: the newest clustering per
+    phase), and record the run in `stage_runs`.
 
     Clusters become failure types (near-duplicates merged), named by `labeller` (default: the one `params`
-    names), grouped into categories per phase; every clustered insight is recorded in `insight_failure_types`
-    (outliers go to the nearest type or 'unassigned'). Raises NotFoundError when a clustering is missing,
-    InputError when members lack embeddings, ConfigError for inconsistent inputs or an unusable labeller.
+    names, given the store so that LLM calls are cached and logged), grouped into categories per phase; every
+    clustered insight is recorded in `insight_failure_types` (outliers go to the nearest type or 'unassigned').
+    Centroids come from the vectors of the embedding set the clusterings were made from. Raises NotFoundError
+    when a clustering is missing, InputError when members lack vectors, ConfigError for inconsistent inputs or
+    an unusable labeller.
     """
-    params = params or BuildParams()
+    with stage_run(store, "taxonomy.build", params, seed=params.seed) as record:
+        return _build(store, params, labeller, record)
+
+
+def _build(store: Store, params: BuildParams, labeller: Labeller | None, record: StageRun) -> Taxonomy:
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    clustering_ids = list(clustering_ids) if clustering_ids else latest_clusterings(store)
+    clustering_ids = list(params.clustering_ids) if params.clustering_ids else latest_clusterings(store)
     inputs = [load_clustering(store, c) for c in clustering_ids]
-    models = sorted({(ci.embed_model, ci.normalisation) for ci in inputs})
-    if len(models) != 1:
+    sets = sorted({ci.embedding_set.id for ci in inputs})
+    if len(sets) != 1:
         raise ConfigError(
-            f"the clusterings use different embeddings (model, normalisation): {models}",
-            hint="build a taxonomy from clusterings of one embedding model and normaliser",
+            f"the clusterings use different embedding sets: {sets}",
+            hint="build a taxonomy from clusterings of one embedding model, revision and normaliser",
         )
+    embedding_set = inputs[0].embedding_set
     phases_seen = [ci.phase for ci in inputs]
     if len(set(phases_seen)) != len(phases_seen):
         raise ConfigError(f"two clusterings cover the same phase: {phases_seen}", hint="pass one per phase")
@@ -234,9 +220,7 @@ def build_taxonomy(
     drafts: list[_Draft] = []
     outliers: list[tuple[str, str, np.ndarray]] = []  # (insight_id, phase, vector)
     for ci in inputs:
-        vectors = require_vectors(
-            store, ci.members["text"].to_list(), ci.embed_model, f"insights of {ci.id}", ci.normalisation
-        )
+        vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
         found, out_rows = _drafts(ci, vectors, params)
         drafts.extend(found)
         outliers.extend(
@@ -301,13 +285,14 @@ def build_taxonomy(
             )
             for o, t, s in zip(outliers, out_ids, out_sims, strict=True)
         ]
-    return _store_snapshot(store, clustering_ids, models[0], params, started, categories, types, records)
+    return _store_snapshot(store, record, clustering_ids, embedding_set, params, started, categories, types, records)
 
 
 def _store_snapshot(
     store: Store,
+    record: StageRun,
     clustering_ids: list[str],
-    embedding: tuple[str, str],
+    embedding_set: EmbeddingSet,
     params: BuildParams,
     started: dt.datetime,
     categories: list[FailureCategory],
@@ -315,105 +300,37 @@ def _store_snapshot(
     records: list[tuple[str, str, float | None, str]],
 ) -> Taxonomy:
     version_code = code_version()
-    embed_model, normalisation = embedding
     key = json.dumps([clustering_ids, params.model_dump(mode="json"), started.isoformat()], sort_keys=True)
     taxonomy_id = "tx-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+    n_unassigned = sum(1 for r in records if r[0] == UNASSIGNED)
     with store.write() as conn:
-        version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM taxonomies").fetchone()[0]
-        conn.execute(
-            "INSERT INTO taxonomies"
-            " (id, version, clustering_ids, embed_model, normalisation, params, code_version, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                taxonomy_id,
-                version,
-                json.dumps(clustering_ids),
-                embed_model,
-                normalisation,
-                params.model_dump_json(),
-                version_code,
-                started,
-            ],
+        version = write_snapshot(
+            conn, taxonomy_id=taxonomy_id, clustering_ids=clustering_ids, embedding_set_id=embedding_set.id,
+            embed_model=embedding_set.model, normalisation=embedding_set.normalisation,
+            params_json=params.model_dump_json(), code_version=version_code, created_at=started,
+            categories=categories, types=types,
         )
-        if categories:
-            conn.executemany(
-                "INSERT INTO failure_categories (taxonomy_id, id, phase, name, definition, keywords,"
-                " naming_method, prompt, raw_reply) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [
-                        taxonomy_id,
-                        c.id,
-                        c.phase,
-                        c.name,
-                        c.definition,
-                        json.dumps(c.keywords),
-                        c.naming_method,
-                        None if c.prompt is None else json.dumps(c.prompt),
-                        c.raw_reply,
-                    ]
-                    for c in categories
-                ],
-            )
-        if types:
-            conn.executemany(
-                "INSERT INTO failure_types (taxonomy_id, id, phase, category_id, name, definition,"
-                " inclusion_criteria, examples, keywords, centroid, n_insights, merged_from, naming_method,"
-                " prompt, raw_reply) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [
-                        taxonomy_id,
-                        t.id,
-                        t.phase,
-                        t.category_id,
-                        t.name,
-                        t.definition,
-                        json.dumps(t.inclusion_criteria),
-                        json.dumps([e.model_dump() for e in t.examples]),
-                        json.dumps(t.keywords),
-                        t.centroid,
-                        t.n_insights,
-                        json.dumps(t.merged_from),
-                        t.naming_method,
-                        None if t.prompt is None else json.dumps(t.prompt),
-                        t.raw_reply,
-                    ]
-                    for t in types
-                ],
-            )
         write_assignments(store, [(taxonomy_id, iid, tid, s, m) for tid, iid, s, m in records])
-        n_unassigned = sum(1 for r in records if r[0] == UNASSIGNED)
-        conn.execute(
-            "INSERT INTO stage_runs"
-            " (id, stage, params, code_version, started_at, finished_at, status, summary)"
-            " VALUES (?, 'taxonomy.build', ?, ?, ?, ?, 'completed', ?)",
-            [
-                f"taxonomy.build:{taxonomy_id}",
-                params.model_dump_json(),
-                version_code,
-                started,
-                dt.datetime.now(dt.UTC).replace(tzinfo=None),
-                json.dumps(
-                    {
-                        "taxonomy_id": taxonomy_id,
-                        "version": version,
-                        "n_types": len(types),
-                        "n_categories": len(categories),
-                        "n_assigned": len(records) - n_unassigned,
-                        "n_unassigned": n_unassigned,
-                    }
-                ),
-            ],
-        )
+        record.count("taxonomies", 1)
+        record.count("failure_categories", len(categories))
+        record.count("failure_types", len(types))
+        record.count("insight_failure_types", len(records))
+        record.note(taxonomy_id=taxonomy_id, version=version, n_assigned=len(records) - n_unassigned,
+                    n_unassigned=n_unassigned, embedding_set_id=embedding_set.id)
+        record.id = f"taxonomy.build:{taxonomy_id}"  # a build's run is named after its snapshot
+        record.record(conn)
     return Taxonomy(
         id=taxonomy_id,
         version=version,
         clustering_ids=clustering_ids,
-        embed_model=embed_model,
-        normalisation=normalisation,
+        embed_model=embedding_set.model,
+        normalisation=embedding_set.normalisation,
+        embedding_set_id=embedding_set.id,
         params=params,
         code_version=version_code,
         categories=categories,
         types=types,
         n_assigned=len(records) - n_unassigned,
         n_unassigned=n_unassigned,
+        stage_run_id=record.id,
     )

@@ -38,18 +38,18 @@ def build(
     seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
 ) -> None:
     """Build a new taxonomy snapshot from clusterings: name, merge, group into categories, assign members."""
-    from failatlas.taxonomy.build import build_taxonomy
+    from failatlas.taxonomy.build import run
     from failatlas.taxonomy.model import BuildParams
 
     params = BuildParams(
+        clustering_ids=clustering or None,
         labeller=labeller,
         merge_threshold=merge_threshold,
         assign_threshold=assign_threshold,
         max_categories=max_categories,
         seed=seed,
     )
-    s = store()
-    tax = build_taxonomy(s, clustering, params)
+    tax = run(store(), params)
     table = Table("id", "category", "name", "n", "method", title=f"taxonomy v{tax.version} ({tax.id})")
     cats = {c.id: c.name for c in tax.categories}
     for t in tax.types:

@@ -1,43 +1,18 @@
-"""Reading what earlier stages wrote: clusterings, their members' texts, and embedding vectors by
-text hash."""
+"""Reading what earlier stages wrote: clusterings, their members' texts, and the vectors of the embedding set each
+clustering was made from."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from failatlas.embed import EmbeddingSet, get_set, normaliser_named, read_vectors
 
-from failatlas.core.errors import ConfigError, InputError, NotFoundError
+from failatlas.core.errors import InputError, NotFoundError
+from failatlas.core.hashing import text_hashes
 from failatlas.core.store import Store
-
-
-def text_hash(text: str) -> str:
-    """The key of a text in the `embeddings` table: sha256 of its UTF-8 bytes (after normalisation), hex."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def text_normaliser(name: str | None) -> Callable[[Sequence[str]], list[str]]:
-    """The function that turned insight texts into the texts `embed` hashed and embedded, by the name
-    stored in `embeddings.normalisation` (e.g. 'mask-v1'); 'none' or None leaves texts unchanged. Raises
-    ConfigError for a name this build does not know."""
-    if name in (None, "none"):
-        return list
-    try:
-        from failatlas.embed import NORMALISERS
-    except ImportError as exc:
-        raise ConfigError(
-            f"the embeddings were made with normaliser '{name}', but the embed package is missing",
-            hint="install FailAtlas with its mining stages",
-        ) from exc
-    for factory in NORMALISERS.values():
-        normaliser = factory()
-        if normaliser.name == name:
-            return normaliser
-    raise ConfigError(f"unknown text normaliser '{name}'", hint="re-embed with a normaliser this build knows")
 
 
 @dataclass
@@ -46,8 +21,7 @@ class ClusteringInput:
 
     id: str
     phase: str | None
-    embed_model: str
-    normalisation: str  # embeddings.normalisation of the clustered vectors ('none' when not recorded)
+    embedding_set: EmbeddingSet  # the vectors the clustering was made from
     members: pl.DataFrame  # insight_id, phase, text, cluster
 
 
@@ -71,12 +45,18 @@ def latest_clusterings(store: Store) -> list[str]:
 
 
 def load_clustering(store: Store, clustering_id: str) -> ClusteringInput:
-    """A clustering and its members. Raises NotFoundError when it does not exist or has no members."""
-    head = store.query("SELECT phase, embed_model, params FROM clusterings WHERE id = ?", [clustering_id])
+    """A clustering, its embedding set and its members. Raises NotFoundError when it does not exist, has no
+    members, or names no embedding set of this store (a clustering made before embedding sets whose vectors
+    are gone: cluster again)."""
+    head = store.query("SELECT phase, embedding_set_id FROM clusterings WHERE id = ?", [clustering_id])
     if not head:
         raise NotFoundError(
             f"no clustering '{clustering_id}'", hint="list them with `failatlas cluster list`"
         )
+    phase, set_id = head[0]
+    if set_id is None:
+        raise NotFoundError(f"clustering '{clustering_id}' records no embedding set",
+                            hint="its vectors are no longer in the store: run `failatlas cluster run` again")
     members = query_frame(
         store,
         "SELECT a.insight_id, i.phase, i.text, a.cluster FROM cluster_assignments a"
@@ -85,52 +65,26 @@ def load_clustering(store: Store, clustering_id: str) -> ClusteringInput:
     )
     if members.height == 0:
         raise NotFoundError(f"clustering '{clustering_id}' has no assigned insights")
-    params = json.loads(head[0][2]) if head[0][2] else {}
-    normalisation = params.get("normalisation") if isinstance(params, dict) else None
-    return ClusteringInput(
-        id=clustering_id,
-        phase=head[0][0],
-        embed_model=head[0][1],
-        normalisation=str(normalisation or "none"),
-        members=members,
-    )
+    return ClusteringInput(id=clustering_id, phase=phase, embedding_set=get_set(store, set_id), members=members)
 
 
-def load_vectors(
-    store: Store, texts: Sequence[str], model: str, normalisation: str = "none"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Unit-length vectors for `texts` from the `embeddings` table (newest row per text for this model and
-    normalisation), as (matrix, found): rows of texts without a vector are zero and `found` is False there."""
-    hashes = [text_hash(t) for t in text_normaliser(normalisation)(texts)]
-    rows = store.query(
-        "SELECT text_hash, vector FROM embeddings"
-        " WHERE model = ? AND normalisation = ? AND text_hash IN (SELECT unnest(?::VARCHAR[]))"
-        " QUALIFY row_number() OVER (PARTITION BY text_hash ORDER BY created_at DESC, revision DESC) = 1",
-        [model, normalisation, sorted(set(hashes))],
-    )
-    by_hash = {h: np.asarray(v, dtype=np.float32) for h, v in rows}
-    if not by_hash:
-        return np.zeros((len(texts), 0), dtype=np.float32), np.zeros(len(texts), dtype=bool)
-    dim = len(next(iter(by_hash.values())))
-    matrix = np.zeros((len(texts), dim), dtype=np.float32)
-    found = np.zeros(len(texts), dtype=bool)
-    for row, h in enumerate(hashes):
-        vec = by_hash.get(h)
-        if vec is not None:
-            matrix[row] = vec
-            found[row] = True
+def load_vectors(store: Store, texts: Sequence[str], embedding_set: EmbeddingSet) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-length vectors for `texts` from `embedding_set` (texts normalised as the set's normaliser did), as
+    (matrix, found): rows of texts without a vector are zero and `found` is False there. Raises ConfigError for
+    a normaliser this build does not know."""
+    hashes = text_hashes(normaliser_named(embedding_set.normalisation)(texts))
+    with store.read() as conn:
+        matrix, found = read_vectors(conn, embedding_set, hashes)
     return normalise(matrix), found
 
 
-def require_vectors(
-    store: Store, texts: Sequence[str], model: str, what: str, normalisation: str = "none"
-) -> np.ndarray:
+def require_vectors(store: Store, texts: Sequence[str], embedding_set: EmbeddingSet, what: str) -> np.ndarray:
     """Like `load_vectors`, but raises InputError naming how many texts lack a vector."""
-    matrix, found = load_vectors(store, texts, model, normalisation)
+    matrix, found = load_vectors(store, texts, embedding_set)
     if not found.all():
         raise InputError(
-            f"{int((~found).sum())} of {len(texts)} {what} have no embedding under model '{model}'"
-            f" (normalisation '{normalisation}')",
+            f"{int((~found).sum())} of {len(texts)} {what} have no embedding in set {embedding_set.id}"
+            f" (model '{embedding_set.model}', normalisation '{embedding_set.normalisation}')",
             hint="run `failatlas embed` for them first, or pass vectors in",
         )
     return matrix

@@ -23,6 +23,7 @@ class BuildParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    clustering_ids: list[str] | None = None  # default: the newest clustering of each phase
     labeller: str = "offline"
     labeller_args: dict[str, Any] = Field(default_factory=dict)
     merge_threshold: float = Field(
@@ -133,9 +134,11 @@ class Taxonomy(BaseModel):
     clustering_ids: list[str]
     embed_model: str
     normalisation: str = "none"
+    embedding_set_id: str | None = None  # embedding_sets.id of the centroids' vectors
     params: BuildParams
     code_version: str
     categories: list[FailureCategory]
     types: list[FailureType]
     n_assigned: int = 0
     n_unassigned: int = 0
+    stage_run_id: str | None = None  # the stage_runs row of the build (when just built)

@@ -30,7 +30,8 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     with store.read() as conn:
         head = conn.execute(
-            "SELECT version, clustering_ids, embed_model, params, code_version, normalisation FROM taxonomies"
+            "SELECT version, clustering_ids, embed_model, params, code_version, normalisation, embedding_set_id"
+            " FROM taxonomies"
             " WHERE id = ?",
             [taxonomy_id],
         ).fetchone()
@@ -94,6 +95,7 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
         clustering_ids=json.loads(head[1]),
         embed_model=head[2],
         normalisation=head[5],
+        embedding_set_id=head[6],
         params=BuildParams.model_validate_json(head[3]),
         code_version=head[4],
         categories=categories,

@@ -60,4 +60,14 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="taxonomy",
+        version=2,
+        name="taxonomies_embedding_set",
+        sql="""
+        ALTER TABLE taxonomies ADD COLUMN embedding_set_id VARCHAR;  -- embedding_sets.id the centroids live in
+        UPDATE taxonomies SET embedding_set_id = c.embedding_set_id FROM clusterings c
+        WHERE c.id = json_extract_string(taxonomies.clustering_ids, '$[0]');
+        """,
+    ),
 ]

@@ -45,8 +45,7 @@ HARNESS_AGENTS = ("gold", "null", "fault-missing-component", "fault-wrong-consta
 def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real store in which every harness agent ran on every CPU task of the mini-suite, in Docker, and was
     scored offline. Built once per test session (a few minutes); tests that write must use `mini_store_copy`."""
-    from failatlas.bench_core.runs.api import run_benchmark, select_tasks
-    from failatlas.bench_core.scoring.api import score_runs
+    from failatlas.bench_core import runs, scoring
     from failatlas.bench_core.suites import load_suite
     from failatlas.bench_core.tasks import save_tasks
 
@@ -55,11 +54,10 @@ def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFacto
     root = tmp_path_factory.mktemp("mini-runs")
     store = open_store(root / "mini.duckdb")
     save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
-    tasks = select_tasks(store, benchmark="failatlas-mini", include_gpu=False)
     for agent in HARNESS_AGENTS:
-        run_benchmark(store, tasks, agent, runs_dir=root / "runs", workers=2, sandbox="docker",
-                      image=sandbox_image)
-    score_runs(store, runs_dir=root / "runs", sandbox="docker", image=sandbox_image)
+        runs.run(store, runs.BenchParams(agent=agent, benchmark="failatlas-mini", runs_dir=root / "runs", workers=2,
+                                         sandbox="docker", image=sandbox_image))
+    scoring.run(store, scoring.ScoreParams(runs_dir=root / "runs", sandbox="docker", image=sandbox_image))
     return store.path
 
 

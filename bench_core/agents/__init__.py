@@ -1,5 +1,17 @@
-"""Agents: one protocol (`base.Agent`), a registry by name, and the built-in, fault-injecting, hostile, LLM and
-external-CLI agents. Importing any agents module registers the built-in ones (this file imports them); a new agent
-is a module that registers itself with `@register_agent("name")` plus one import line here."""
+"""Agents: one protocol (`base.Agent`), a registry by name (`AGENTS`, a core `Registry`), and the built-in,
+fault-injecting, hostile, LLM and external-CLI agents. Importing any agents module registers the built-in ones (this
+file imports them); a new agent is a module that registers itself with `@register_agent("name")` plus one import
+line here."""
 
 from failatlas.bench_core.agents import builtin, external, faults, hostile, react  # noqa: F401 - they register
+from failatlas.bench_core.agents.base import (
+    AGENTS,
+    Agent,
+    AgentContext,
+    Budget,
+    agent_names,
+    create_agent,
+    register_agent,
+)
+
+__all__ = ["AGENTS", "Agent", "AgentContext", "Budget", "agent_names", "create_agent", "register_agent"]

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from failatlas.bench_core.tasks.model import AgentView, TaskSpec
 from pydantic import BaseModel, Field
 
-from failatlas.core.errors import ConfigError
+from failatlas.core.registry import Registry
 
 OUTPUT_DIR = ".failatlas"
 DESIGN_FILE = f"{OUTPUT_DIR}/design.json"
@@ -112,29 +112,22 @@ class Agent(Protocol):
     def run(self, ctx: AgentContext) -> AgentOutcome: ...
 
 
-_REGISTRY: dict[str, Callable[..., Agent]] = {}
+AGENTS: Registry[Agent] = Registry("agent")
 
 
 def register_agent(name: str) -> Callable[[Callable[..., Agent]], Callable[..., Agent]]:
-    def deco(factory: Callable[..., Agent]) -> Callable[..., Agent]:
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+    """Decorator: register an agent factory (usually its class) under `name`."""
+    return AGENTS.register(name)
 
 
 def agent_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return AGENTS.names()
 
 
 def create_agent(name: str, **params: Any) -> Agent:
-    """An agent by registry name, constructed with `params` (recorded with the run)."""
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown agent '{name}'", hint="known agents: " + ", ".join(sorted(_REGISTRY)))
-    try:
-        return _REGISTRY[name](**params)
-    except TypeError as exc:
-        raise ConfigError(f"agent '{name}' does not take these parameters: {params} ({exc})") from exc
+    """An agent by registry name, constructed with `params` (recorded with the run). Raises ConfigError for an
+    unknown name or parameters the agent does not take."""
+    return AGENTS.create(name, **params)
 
 
 def task_prompt(view: AgentView, workdir: str = "/workspace") -> str:

@@ -1,4 +1,4 @@
-"""`failatlas bench`: run agents on tasks, list and show runs."""
+"""`failatlas bench`: run agents on tasks, score, report, list and show runs (thin: parse, Params, run, print)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from failatlas.bench_core.agents.base import Budget, agent_names
-from failatlas.bench_core.runs.api import get_run, list_runs, run_benchmark, select_tasks
+from failatlas.bench_core.agents import Budget, agent_names
+from failatlas.bench_core.runs import BenchParams, get_run, list_runs, total_runs
+from failatlas.bench_core.runs import run as bench_run
+from failatlas.bench_core.sandbox import SANDBOXES
+from failatlas.bench_core.scoring import JUDGES, ScoreParams
+from failatlas.bench_core.scoring import run as score_run
 from rich.table import Table
 
-from failatlas.core.cli import console, db_path, progress_bar, store
+from failatlas.core.cli import console, progress_bar, store
 from failatlas.core.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
@@ -39,7 +43,7 @@ def run(
     model: Annotated[str, typer.Option(help="Model name for LLM agents (part of the run key).")] = "",
     attempts: Annotated[int, typer.Option(help="Attempts per task (for pass@k).")] = 1,
     workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
-    sandbox: Annotated[str, typer.Option(help="Sandbox backend: docker or local.")] = "docker",
+    sandbox: Annotated[str, typer.Option(help="Sandbox kind: " + ", ".join(SANDBOXES.names()) + ".")] = "docker",
     executor: Annotated[str, typer.Option(help="local (process pool) or ray (a Ray cluster).")] = "local",
     param: Annotated[list[str] | None, typer.Option(help="Agent parameter KEY=VALUE (repeatable).")] = None,
     gpu_tasks: Annotated[bool, typer.Option(help="Include tasks that need GPUs.")] = False,
@@ -52,19 +56,17 @@ def run(
 ) -> None:
     """Run an agent on tasks in sandboxes; re-running the same command does only what is missing."""
     s = store()
-    tasks = select_tasks(s, task_ids=task, benchmark=benchmark, kind=kind, include_gpu=gpu_tasks or bool(task))
-    runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
-    total = len(tasks) * attempts
-    with progress_bar(f"{agent} runs", total) as advance:
-        report = run_benchmark(
-            s, tasks, agent, runs_dir=runs_dir, model=model, attempts=attempts, workers=workers, sandbox=sandbox,
-            executor=executor, agent_params=_params(param or []), retry_infra=retry_infra,
-            budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image, repo=repo,
-            on_done=lambda _record: advance(),
-        )
-        advance(report.skipped)
-    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_status.items())) or "nothing new"
-    console.print(f"{report.planned} run(s) executed ({statuses}); {report.skipped} already stored")
+    params = BenchParams(
+        agent=agent, agent_params=_params(param or []), model=model, task_ids=task or None, benchmark=benchmark,
+        kind=kind, gpu_tasks=gpu_tasks, attempts=attempts, workers=workers, sandbox=sandbox, executor=executor,
+        retry_infra=retry_infra, budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image,
+        repo=repo, runs_dir=runs_dir,
+    )
+    with progress_bar(f"{agent} runs", total_runs(s, params)) as advance:
+        result = bench_run(s, params, on_done=lambda _record: advance())
+        advance(result.skipped)
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(result.by_status.items())) or "nothing new"
+    console.print(f"{result.planned} run(s) executed ({statuses}); {result.skipped} already stored")
 
 
 @app.command("list")
@@ -110,28 +112,24 @@ def show(
 def score(
     run: Annotated[list[str] | None, typer.Option("--run", help="Run id (repeatable); default: unscored runs")] = None,
     rescore: Annotated[bool, typer.Option(help="Score again runs that already have scores.")] = False,
-    sandbox: Annotated[str, typer.Option(help="Sandbox backend for the validator's clean re-run.")] = "docker",
+    sandbox: Annotated[str, typer.Option(help="Sandbox kind for the validator's clean re-run.")] = "docker",
     image: Annotated[str | None, typer.Option(help="Sandbox image for the re-run.")] = None,
     repo: Annotated[Path | None, typer.Option(help="Checkout of the task's repository (external tasks).")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="Scratch folder [default: runs/ beside the store].")] = None,
     samples: Annotated[int, typer.Option(help="LLM judge samples per verdict (majority vote).")] = 1,
+    judge: Annotated[list[str] | None, typer.Option(
+        "--judge", help="Judge name (repeatable): " + ", ".join(JUDGES.names()) + "; default: all.")] = None,
 ) -> None:
     """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured)."""
-    from failatlas.bench_core.scoring.api import score_runs
-    from failatlas.bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
-
     s = store()
-    judges = [llm_judges_for(s, samples=samples)]  # each records "not run" with the reason when no endpoint
-    monitor = llm_monitor_for(s)
-    pending = len(run) if run else None
-    runs_dir = runs_dir or Path(db_path()).resolve().parent / "runs"
-    with progress_bar("scoring", pending) as advance:
-        report = score_runs(s, runs_dir=runs_dir, run_ids=run, rescore=rescore, sandbox=sandbox, image=image,
-                            repo=repo, llm_judges=judges, llm_monitor=monitor,
-                            on_done=lambda _rid: advance())
-    outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(report.outcomes.items())) or "nothing to score"
-    console.print(f"{report.scored} run(s) scored ({outcomes})")
-    for line in report.infra_errors:
+    params = ScoreParams(run_ids=run or None, rescore=rescore, sandbox=sandbox, image=image, repo=repo,
+                         runs_dir=runs_dir, samples=samples,
+                         judges=judge or None)
+    with progress_bar("scoring", len(run) if run else None) as advance:
+        result = score_run(s, params, on_done=lambda _rid: advance())
+    outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(result.outcomes.items())) or "nothing to score"
+    console.print(f"{result.scored} run(s) scored ({outcomes})")
+    for line in result.infra_errors:
         console.print(f"[yellow]infrastructure error, not scored:[/] {line}")
 
 

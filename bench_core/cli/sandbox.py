@@ -39,10 +39,15 @@ def build_image(
 
 @app.command("list")
 def list_cmd() -> None:
-    """List FailAtlas sandbox containers with their run and whether their owner process still runs."""
-    from failatlas.bench_core.sandbox.cleanup import list_sandboxes
+    """List FailAtlas sandboxes of every kind with their run and whether their owner process still runs."""
+    from failatlas.bench_core.sandbox import SANDBOXES, SandboxError, sandbox_kind
 
-    rows = list_sandboxes()
+    rows = []
+    for name in SANDBOXES.names():
+        try:
+            rows += sandbox_kind(name).list_sandboxes()
+        except SandboxError as exc:
+            err_console.print(f"skipping {name} sandboxes: {exc}", highlight=False)
     if not rows:
         console.print("no sandboxes")
     for row in rows:
@@ -56,19 +61,21 @@ def cleanup(
     ] = False,
     run_id: Annotated[str | None, typer.Option(help="Only the sandboxes of this run.")] = None,
 ) -> None:
-    """Remove orphaned sandboxes (their owner process has died): containers and local folders."""
-    from failatlas.bench_core.sandbox.cleanup import cleanup_orphans
-    from failatlas.bench_core.sandbox.errors import SandboxError
-    from failatlas.bench_core.sandbox.local import cleanup_local_orphans
+    """Remove orphaned sandboxes of every kind (their owner process has died): containers and local folders."""
+    from failatlas.bench_core.sandbox import SANDBOXES, SandboxError, sandbox_kind
 
-    try:
-        removed = cleanup_orphans(run_id=run_id, include_live=all_)
-    except SandboxError as exc:
-        err_console.print(f"skipping containers: {exc}", highlight=False)
-        removed = []
-    folders = cleanup_local_orphans(run_id=run_id, include_live=all_)
-    names = ": " + ", ".join(removed) if removed else ""
-    console.print(f"removed {len(removed)} sandbox container(s){names} and {len(folders)} local folder(s)")
+    removed: dict[str, list[str]] = {}
+    for name in SANDBOXES.names():
+        try:
+            removed[name] = sandbox_kind(name).clean_orphans(run_id=run_id, include_live=all_)
+        except SandboxError as exc:
+            err_console.print(f"skipping {name} sandboxes: {exc}", highlight=False)
+    total = sum(len(v) for v in removed.values())
+    by_kind = ", ".join(f"{name}: {len(v)}" for name, v in removed.items())
+    console.print(f"removed {total} orphaned sandbox(es) ({by_kind})", highlight=False)
+    for name, items in removed.items():
+        for item in items:
+            console.print(f"  {name}\t{item}", highlight=False)
 
 
 @app.command()

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 
 import click
 import typer
-from failatlas.bench_core.tasks.catalog import get_task, import_found, list_tasks, public_view, save_tasks
-from failatlas.bench_core.tasks.importers import FORMATS, discover
-from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskImportParams, TaskImportResult, TaskSpec, run
+from failatlas.bench_core.tasks.catalog import get_task, list_tasks, public_view
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
@@ -40,62 +39,55 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON for machines inst
 @app.command("import")
 def import_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Task files and folders (folders are walked).")],
-    fmt: Annotated[str, typer.Option("--format", help="Task format: " + "|".join(FORMATS) + ".")] = "auto",
+    fmt: Annotated[
+        str, typer.Option("--format", help="Task format: " + "|".join(TASK_IMPORTERS.choices()) + ".")
+    ] = "auto",
     show_warnings: Annotated[
         bool, typer.Option("--warnings", help="Print every warning, task by task.")
     ] = False,
     as_json: Json = False,
 ) -> None:
-    """Import EXP-Bench, AutoExperiment or RExBench tasks into the catalog.
+    """Import EXP-Bench, AutoExperiment, RExBench or FailAtlas tasks into the catalog.
 
     Re-importing updates tasks in place and never duplicates them.
 
     Every file is validated before anything is written: a malformed file is named with its line and field.
     """
-    found = discover(paths, fmt)
-    if not found.found:
-        raise ConfigError(
-            "nothing to import under " + ", ".join(map(str, paths)),
-            hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md",
-        )
-    s = store()
-    with progress_bar("reading task files", len(found.found)) as advance:
-        report = import_found(s, found.found, skipped=found.skipped, on_step=lambda _item: advance())
-    if as_json:
-        console.print_json(json.dumps({**report.model_dump(), "summary": report.summary()}))
-        return
-    if show_warnings:
-        for file in report.files:
-            for task_id, warnings in file.task_warnings.items():
-                for warning in warnings:
-                    console.print(f"{escape(task_id)}: {escape(warning)}", highlight=False, soft_wrap=True)
-    if report.warnings:
-        console.print(
-            "warnings: " + ", ".join(f"{code} {n}" for code, n in report.warnings.items()),
-            highlight=False,
-            soft_wrap=True,
-        )
-    console.print(f"imported {report.summary()}", highlight=False, soft_wrap=True)
+    params = TaskImportParams(paths=paths, format=fmt)
+    with progress_bar("reading task files", None) as advance:
+        result = run(store(), params, on_step=lambda _item: advance())
+    _print_result(result, show_warnings=show_warnings, as_json=as_json)
 
 
 @app.command("import-mini")
 def import_mini() -> None:
     """Import FailAtlas's bundled mini-suite (`failatlas-mini`) into the catalog."""
     try:
-        from failatlas.bench_core.suites import load_suite
+        from failatlas.bench_core.suites import suite_dir
     except ImportError as exc:
         raise ConfigError(
             "the bundled suites are not part of this build (bench_core.suites is missing)"
         ) from exc
-    tasks = load_suite("failatlas-mini")
-    report = save_tasks(store(), tasks, source="failatlas-mini")
-    kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.by_kind.items()))
-    console.print(
-        f"failatlas-mini: {report.n_tasks} task(s) ({len(report.inserted)} new, {len(report.updated)} "
-        f"updated, {len(report.unchanged)} unchanged); by kind: {kinds}; {report.n_warnings} warning(s)",
-        highlight=False,
-        soft_wrap=True,
-    )
+    result = run(store(), TaskImportParams(paths=[suite_dir("failatlas-mini")], format="failatlas"))
+    console.print(f"failatlas-mini: {result.summary()}", highlight=False, soft_wrap=True)
+
+
+def _print_result(result: TaskImportResult, *, show_warnings: bool, as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps({**result.model_dump(), "summary": result.summary()}))
+        return
+    if show_warnings:
+        for file in result.files:
+            for task_id, warnings in file.task_warnings.items():
+                for warning in warnings:
+                    console.print(f"{escape(task_id)}: {escape(warning)}", highlight=False, soft_wrap=True)
+    if result.warnings:
+        console.print(
+            "warnings: " + ", ".join(f"{code} {n}" for code, n in result.warnings.items()),
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"imported {result.summary()}", highlight=False, soft_wrap=True)
 
 
 @app.command("list")

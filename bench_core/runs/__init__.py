@@ -1,0 +1,18 @@
+"""The runs stage: agents on tasks in sandboxes, each run stored once (tables in `schema.py`, writes in
+`writes.py`). `run(store, BenchParams) -> BenchResult` is the stage; `plan_runs` + `run_batch` its building blocks."""
+
+from failatlas.bench_core.runs.api import (
+    BenchParams,
+    BenchResult,
+    get_run,
+    list_runs,
+    run,
+    runs_dir_for,
+    select_tasks,
+    total_runs,
+)
+from failatlas.bench_core.runs.execute import RunConfig
+from failatlas.bench_core.runs.runner import BatchReport, plan_runs, run_batch
+
+__all__ = ["BatchReport", "BenchParams", "BenchResult", "RunConfig", "get_run", "list_runs", "plan_runs", "run",
+           "run_batch", "runs_dir_for", "select_tasks", "total_runs"]

@@ -23,10 +23,11 @@ Contract:
   `copy_out(src, host_dest)`, `close()` (idempotent; also a context manager), attributes `backend`, `spec`,
   `workdir`. A string command runs through `spec.shell` (bash -c); a list runs as argv. `cwd` and file paths
   are relative to `workdir` unless absolute. `copy_in`/`copy_out` name the copy's own path, not its parent.
-- `create_sandbox(backend, spec, *, workspace)`: backends by name, 'docker' and 'local'. The host folder
-  `workspace` is COPIED into `workdir` (docker: a tar stream owned by the sandbox user; local: a private temp
-  folder), never bind-mounted: the prepared repository on the host stays pristine for the clean re-run, and
-  the agent's copy is read back with `copy_out`. Large read-only data goes in `spec.read_only_inputs` instead.
+- `create_sandbox(kind, spec, *, workspace)`: kinds by name from the `SANDBOXES` registry ('docker', 'local').
+  The host folder `workspace` is COPIED into `workdir` (docker: a tar stream owned by the sandbox user; local:
+  a private temp folder), never bind-mounted: the prepared repository on the host stays pristine for the clean
+  re-run, and the agent's copy is read back with `copy_out`. Large read-only data goes in
+  `spec.read_only_inputs` instead.
 - `ExecResult`: command, returncode (128+signal when killed), stdout/stderr (head and tail kept up to
   `output_limit` bytes each, `truncated` when bytes were dropped), duration_s, timed_out, killed_reason.
 - Errors: `SandboxError` (an InfrastructureError: the sandbox is unusable; retry, not the agent's fault),
@@ -37,6 +38,10 @@ Contract:
 - `GpuAllocator(gpu_ids=None, state_dir=None).lease(k, owner=..., wait_s=0) -> GpuLease` (`.ids`,
   `.cuda_visible_devices`, `.release()`); across threads and processes of a host, never two leases on one GPU.
   Docker gets the ids as a device request, local as CUDA_VISIBLE_DEVICES; no ids means no GPU, never all.
+- Sandbox kinds (`SandboxKind`, registered in `SANDBOXES`; `sandbox_kind(name)`) carry the lifecycle hooks:
+  `prepare(image, say=...)` (docker: build the base image if missing), `clean_orphans(run_id=None,
+  include_live=False)` and `list_sandboxes()`, each doing nothing by default. A new kind is its module (a
+  `SandboxKind` subclass registered with `@SANDBOXES.register("name")`) plus one import line here.
 - `build_base_image(tag, force=False, mirror=None)` builds `DEFAULT_IMAGE` offline;
   `cleanup_orphans(run_id=None, include_live=False)` removes labelled containers whose owner process is dead,
   `cleanup_local_orphans(...)` the same for local sandbox folders.
@@ -45,6 +50,7 @@ What each backend enforces is in the docstrings of `docker_sandbox` and `local`,
 """
 
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, list_sandboxes
+from failatlas.bench_core.sandbox.docker_sandbox import DockerKind
 from failatlas.bench_core.sandbox.errors import (
     GpuUnavailableError,
     SandboxError,
@@ -54,7 +60,7 @@ from failatlas.bench_core.sandbox.errors import (
 )
 from failatlas.bench_core.sandbox.gpus import GpuAllocator, GpuLease, detect_gpus
 from failatlas.bench_core.sandbox.image import DEFAULT_PACKAGES, ImageBuild, build_base_image, detect_debian_mirror
-from failatlas.bench_core.sandbox.local import cleanup_local_orphans
+from failatlas.bench_core.sandbox.local import LocalKind, cleanup_local_orphans
 from failatlas.bench_core.sandbox.model import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
@@ -62,7 +68,7 @@ from failatlas.bench_core.sandbox.model import (
     KilledReason,
     SandboxSpec,
 )
-from failatlas.bench_core.sandbox.protocol import Sandbox, backend_names, create_sandbox, register_backend
+from failatlas.bench_core.sandbox.protocol import SANDBOXES, Sandbox, SandboxKind, create_sandbox, sandbox_kind
 from failatlas.bench_core.sandbox.spec import spec_for_task
 from failatlas.bench_core.sandbox.tracing import SandboxEvent, TracedSandbox
 
@@ -70,13 +76,17 @@ __all__ = [
     "DEFAULT_IMAGE",
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_PACKAGES",
+    "DockerKind",
     "ExecResult",
     "GpuAllocator",
     "GpuLease",
     "GpuUnavailableError",
     "ImageBuild",
     "KilledReason",
+    "LocalKind",
+    "SANDBOXES",
     "Sandbox",
+    "SandboxKind",
     "SandboxError",
     "SandboxEvent",
     "SandboxFileNotFoundError",
@@ -84,7 +94,6 @@ __all__ = [
     "SandboxSpec",
     "SandboxTimeoutError",
     "TracedSandbox",
-    "backend_names",
     "build_base_image",
     "cleanup_local_orphans",
     "cleanup_orphans",
@@ -92,6 +101,6 @@ __all__ = [
     "detect_debian_mirror",
     "detect_gpus",
     "list_sandboxes",
-    "register_backend",
+    "sandbox_kind",
     "spec_for_task",
 ]

@@ -21,20 +21,27 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from failatlas.bench_core.sandbox import tarballs
-from failatlas.bench_core.sandbox.cleanup import docker_client, sandbox_labels
+from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.errors import (
     SandboxError,
     SandboxFileNotFoundError,
     SandboxPathError,
     SandboxTimeoutError,
 )
-from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
+from failatlas.bench_core.sandbox.model import (
+    DEFAULT_IMAGE,
+    DEFAULT_OUTPUT_LIMIT,
+    ExecResult,
+    KilledReason,
+    SandboxSpec,
+)
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
 GRACE_S = 2.0
@@ -369,3 +376,35 @@ class DockerSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@SANDBOXES.register("docker")
+class DockerKind(SandboxKind):
+    """Docker containers: the image is built offline once (`build_base_image`) and orphaned containers of dead
+    runners are reaped by label."""
+
+    name = "docker"
+
+    def start(self, spec: SandboxSpec, *, workspace: Path | None) -> DockerSandbox:
+        return DockerSandbox.start(spec, workspace=workspace)
+
+    def prepare(self, image: str | None = None, *, say: Callable[[str], None] = lambda _text: None) -> None:
+        """Build the base image when `image` is it (or None) and it is missing; any other image must exist.
+        Raises SandboxError when it cannot be built or is missing."""
+        from failatlas.bench_core.sandbox.image import build_base_image, image_exists
+
+        tag = image or DEFAULT_IMAGE
+        if tag == DEFAULT_IMAGE:
+            say(f"sandbox image {tag} (built offline once, minutes; reused afterwards)")
+            build_base_image(tag)
+        elif not image_exists(tag):
+            raise SandboxError(f"the sandbox image {tag} does not exist",
+                               hint=f"build it, or use the default image {DEFAULT_IMAGE}")
+        else:
+            say(f"sandbox image {tag}")
+
+    def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
+        return cleanup_orphans(run_id=run_id, include_live=include_live)
+
+    def list_sandboxes(self) -> list[dict[str, str]]:
+        return list_sandboxes()

@@ -32,6 +32,7 @@ from failatlas.bench_core.sandbox import procs
 from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
 from failatlas.core.errors import InputError
 
@@ -289,3 +290,16 @@ def cleanup_local_orphans(
             shutil.rmtree(root, ignore_errors=True)
             removed.append(str(root))
     return removed
+
+
+@SANDBOXES.register("local")
+class LocalKind(SandboxKind):
+    """Processes on this host in private temp folders: no image; orphaned folders of dead runners are removed."""
+
+    name = "local"
+
+    def start(self, spec: SandboxSpec, *, workspace: Path | None) -> LocalSandbox:
+        return LocalSandbox.start(spec, workspace=workspace)
+
+    def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
+        return cleanup_local_orphans(run_id=run_id, include_live=include_live)

@@ -1,4 +1,4 @@
-"""The sandbox protocol and the registry of backends by name."""
+"""The sandbox protocol, sandbox kinds with their lifecycle hooks, and the registry of kinds by name."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, SandboxSpec
 
 from failatlas.core.errors import ConfigError
+from failatlas.core.registry import Registry
 
 
 @runtime_checkable
@@ -48,50 +49,50 @@ class Sandbox(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-SandboxFactory = Callable[..., Sandbox]
+class SandboxKind:
+    """A kind of sandbox (`docker`, `local`, ...): how to start one, and its lifecycle hooks.
 
-_BACKENDS: dict[str, Callable[[], SandboxFactory]] = {}
+    Subclass it, override `start` and whichever hooks the kind needs (they default to doing nothing), and register
+    the subclass with `@SANDBOXES.register("name")` in the kind's own module; `sandbox/__init__.py` imports that
+    module. Code outside the kind's module never tests the kind's name: it calls the hooks.
+    """
+
+    name: str = ""
+
+    def start(self, spec: SandboxSpec, *, workspace: Path | None) -> Sandbox:
+        """Start a sandbox whose working copy starts as a copy of `workspace` (None: empty)."""
+        raise NotImplementedError
+
+    def prepare(self, image: str | None = None, *, say: Callable[[str], None] = lambda _text: None) -> None:
+        """Make the kind ready to start sandboxes from `image` (e.g. build or check it), saying what it does."""
+        say(f"{self.name} sandboxes: no image needed")
+
+    def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
+        """Remove sandboxes whose owner process has died (all with `include_live`), optionally only those of
+        `run_id`; returns what was removed. Raises SandboxError when the kind's engine is unreachable."""
+        return []
+
+    def list_sandboxes(self) -> list[dict[str, str]]:
+        """This kind's live sandboxes: name, status, run_id, owner_pid, owner_alive."""
+        return []
 
 
-def register_backend(name: str, loader: Callable[[], SandboxFactory]) -> None:
-    """Register a backend by name. `loader` returns the factory `(spec, *, workspace) -> Sandbox`; it is
-    called only when the backend is first used, so heavy imports (docker) stay out of unrelated commands."""
-    _BACKENDS[name] = loader
+SANDBOXES: Registry[SandboxKind] = Registry("sandbox")
 
 
-def backend_names() -> list[str]:
-    return sorted(_BACKENDS)
+def sandbox_kind(name: str) -> SandboxKind:
+    """The registered sandbox kind `name`. Raises ConfigError naming the known kinds."""
+    return SANDBOXES.create(name)
 
 
 def create_sandbox(backend: str, spec: SandboxSpec, *, workspace: str | Path | None = None) -> Sandbox:
-    """Start a sandbox of the named backend ('docker' or 'local') whose working copy starts as `workspace`.
+    """Start a sandbox of the named kind (`SANDBOXES.names()`) whose working copy starts as `workspace`.
 
     The host folder `workspace` is copied in (never mounted), so the agent cannot change it; read the agent's
     working copy back with `copy_out(sandbox.workdir, dest)`. None starts an empty working copy.
-    Raises ConfigError for an unknown backend, SandboxError when the sandbox cannot start.
+    Raises ConfigError for an unknown kind, SandboxError when the sandbox cannot start.
     """
-    try:
-        loader = _BACKENDS[backend]
-    except KeyError:
-        raise ConfigError(
-            f"unknown sandbox backend {backend!r}", hint=f"choose one of: {', '.join(backend_names())}"
-        ) from None
+    kind = sandbox_kind(backend)
     if workspace is not None and not Path(workspace).is_dir():
         raise ConfigError(f"workspace {workspace} is not a folder")
-    return loader()(spec, workspace=Path(workspace) if workspace is not None else None)
-
-
-def _docker_loader() -> SandboxFactory:
-    from failatlas.bench_core.sandbox.docker_sandbox import DockerSandbox
-
-    return DockerSandbox.start
-
-
-def _local_loader() -> SandboxFactory:
-    from failatlas.bench_core.sandbox.local import LocalSandbox
-
-    return LocalSandbox.start
-
-
-register_backend("docker", _docker_loader)
-register_backend("local", _local_loader)
+    return kind.start(spec, workspace=Path(workspace) if workspace is not None else None)

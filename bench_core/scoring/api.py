@@ -1,4 +1,5 @@
-"""`score_runs`: monitor, execution validator and judges over stored runs; results into the scoring tables.
+"""The scoring stage, `run(store, ScoreParams) -> ScoreResult` (behind `failatlas bench score`): monitor, execution
+validator and the registered judges over stored runs; results into the scoring tables (`writes.py`).
 
 Scoring reads only what the runner stored (task spec, outputs, trace), so it can run again at any time without
 re-running agents; re-scoring a run replaces its rows in one transaction.
@@ -6,136 +7,147 @@ re-running agents; re-scoring a run replaces its rows in one transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from failatlas.bench_core.scoring.monitor import monitor_run
-from failatlas.bench_core.scoring.offline_judges import Verdict, judge_conclusion, judge_design, judge_hidden_tests
+from failatlas.bench_core.scoring.judges import Judge, JudgeInput, JudgeOptions, Verdict, create_judges
+from failatlas.bench_core.scoring.monitor import monitor_findings
 from failatlas.bench_core.scoring.validator import Validation, validate
+from failatlas.bench_core.scoring.writes import write_scores
 from failatlas.bench_core.tasks.catalog import get_task
 from failatlas.bench_core.tasks.model import TaskSpec
+from pydantic import BaseModel, ConfigDict
 
-from failatlas.core.errors import InfrastructureError
+from failatlas.core.errors import ConfigError, InfrastructureError
+from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 
 
-@dataclass
-class ScoreReport:
-    scored: int = 0
-    skipped: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-    infra_errors: list[str] = field(default_factory=list)
+class ScoreParams(BaseModel):
+    """What `failatlas bench score` does. Recorded with the stage run.
+
+    `judges`: registered judge names (`JUDGES.names()`), every one when None. `llm=False` leaves out the judges of
+    kind `llm` and the monitor's LLM check altogether; otherwise each records 'not run' with the reason when its
+    role has no endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_ids: list[str] | None = None
+    rescore: bool = False
+    sandbox: str = "docker"
+    image: str | None = None
+    repo: Path | None = None
+    runs_dir: Path | None = None
+    judges: list[str] | None = None
+    llm: bool = True
+    samples: int = 1
 
 
-def _store_scores(store: Store, run_id: str, validation: Validation | None, verdicts: list[Verdict]) -> None:
-    with store.write() as conn:
-        conn.execute("DELETE FROM validations WHERE run_id = ?", [run_id])
-        conn.execute("DELETE FROM judgements WHERE run_id = ?", [run_id])
-        if validation is not None:
-            conn.execute(
-                "INSERT INTO validations (run_id, outcome, command, exit_code, duration_s, stdout_tail, stderr_tail,"
-                " metrics, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, validation.outcome, validation.command, validation.exit_code, validation.duration_s,
-                 validation.stdout_tail, validation.stderr_tail, json.dumps(validation.metrics), validation.detail],
-            )
-        for v in verdicts:
-            conn.execute(
-                "INSERT INTO judgements (run_id, phase, judge, status, score, passed, verdict, error_analysis,"
-                " reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, v.phase, v.judge, v.status, v.score, v.passed, json.dumps(v.verdict),
-                 v.error_analysis or None, v.reason or None],
-            )
+class ScoreResult(BaseModel):
+    """What one `run` scored: runs by validator outcome, and runs left unscored by an infrastructure failure."""
+
+    scored: int
+    outcomes: dict[str, int]
+    infra_errors: list[str]
+    run_ids: list[str]
+    stage_run_id: str
 
 
-def score_run(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandbox: str = "docker",
-              image: str | None = None, repo: Path | None = None, llm_judges: list | None = None,
-              llm_monitor=None) -> Validation | None:
-    """Score one stored run: monitor (rules, plus the LLM check), validator with hidden tests, judges."""
-    row = store.query_dicts("SELECT outputs, status FROM runs WHERE id = ?", [run_id])[0]
-    outputs = json.loads(row["outputs"])
-    _, monitor_verdict = monitor_run(store, run_id, task, llm_check=llm_monitor)
+def _verdicts(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
+    # the declared kind is stored with each verdict: the metrics rank verdicts of one phase by it
+    return [dataclasses.replace(v, kind=judge.kind) for judge in judges for v in judge(inp)]
+
+
+def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, params: ScoreParams,
+               judges: list[Judge], llm_monitor) -> tuple[Validation | None, dict[str, int]]:
+    """Score one stored run: monitor (rules, plus the LLM check), validator with hidden tests, judges; store it
+    all in one transaction. Raises InfrastructureError when the clean re-run cannot happen."""
+    outputs = json.loads(store.query("SELECT outputs FROM runs WHERE id = ?", [run_id])[0][0])
+    findings, monitor_verdict = monitor_findings(store, run_id, task, llm_check=llm_monitor)
     verdicts: list[Verdict] = [monitor_verdict] if monitor_verdict is not None else []
+    inp = JudgeInput(task=task, outputs=outputs, run_id=run_id)
     validation = None
-    clean = None
     if "execution" in task.judgeable_phases or task.implementation.hidden_tests:
         spec = {"run_id": f"{run_id}-validate", "labels": {"failatlas.purpose": "validator"},
                 "network": False, "memory_mb": max(2048, int(task.resources.memory_gb * 1024))}
-        if image or task.resources.image:
-            spec["image"] = image or task.resources.image
-        lease = None
+        if params.image or task.resources.image:
+            spec["image"] = params.image or task.resources.image
+        lease = clean = None
         try:
             if task.resources.gpus > 0:  # the clean re-run gets its own GPUs, by device id, like the agent did
                 from failatlas.bench_core.sandbox import GpuAllocator
 
                 lease = GpuAllocator().lease(task.resources.gpus, owner=f"{run_id}-validate", wait_s=3600)
                 spec["gpu_ids"] = list(lease.ids)
-            validation, clean = validate(task, outputs, scratch=scratch, sandbox_backend=sandbox,
-                                         spec_fields=spec, repo=repo)
+            validation, clean = validate(task, outputs, scratch=scratch, sandbox_backend=params.sandbox,
+                                         spec_fields=spec, repo=params.repo)
             if "execution" not in task.judgeable_phases:
                 validation = None
-            try:
-                verdicts.append(judge_hidden_tests(task, clean, getattr(clean, "workdir", None) or "/workspace"))
-            except (OSError, LookupError, InfrastructureError) as exc:
-                verdicts.append(Verdict("implementation", "hidden-tests", status="judge_failed",
-                                        reason=f"hidden tests could not run: {exc}"))
+            inp = dataclasses.replace(inp, validated=True, sandbox=clean,
+                                      workdir=getattr(clean, "workdir", None) or "/workspace")
+            verdicts += _verdicts([j for j in judges if j.needs_sandbox], inp)
         finally:
             if clean is not None:
                 clean.close()
             if lease is not None:
                 lease.release()
             shutil.rmtree(scratch, ignore_errors=True)
-    if "design" in task.judgeable_phases:
-        verdicts.append(judge_design(task, outputs.get("design")))
-    if "conclusion" in task.judgeable_phases:
-        verdicts.append(judge_conclusion(task, outputs.get("conclusion")))
-    for judge in llm_judges or []:
-        verdicts.extend(judge(task, outputs, run_id))
-    _store_scores(store, run_id, validation, verdicts)
-    return validation
+    inp = dataclasses.replace(inp, sandbox=None)
+    verdicts += _verdicts([j for j in judges if not j.needs_sandbox], inp)
+    return validation, write_scores(store, run_id, findings, validation, verdicts)
 
 
-def score_runs(store: Store, *, runs_dir: Path, run_ids: list[str] | None = None, rescore: bool = False,
-               sandbox: str = "docker", image: str | None = None, repo: Path | None = None,
-               llm_judges: list | None = None, llm_monitor=None,
-               on_done: Callable[[str], None] | None = None) -> ScoreReport:
-    """Score stored runs (by default those not scored yet). Infrastructure failures are reported, not scored.
-
-    `llm_judges=None` uses the judges configured for the `judge` role and the monitor's LLM check for the
-    `monitor` role (each recorded as not run, with the reason, when there is no endpoint); pass `[]` to skip LLM
-    judging altogether.
-    """
-    if llm_judges is None:
-        from failatlas.bench_core.scoring.llm_judges import llm_judges_for, llm_monitor_for
-
-        llm_judges = [llm_judges_for(store)]
-        llm_monitor = llm_monitor if llm_monitor is not None else llm_monitor_for(store)
+def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str]]:
     where = "WHERE r.status != 'infra_error'"
-    if not rescore:
+    if not params.rescore:
         # unscored, or a judge stopped by its endpoint (infrastructure): a plain re-run of scoring resumes those
         where += " AND ((NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
                  " AND NOT EXISTS (SELECT 1 FROM validations v WHERE v.run_id = r.id))" \
                  " OR EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id AND j.status = 'judge_failed'" \
                  " AND j.reason LIKE '%endpoint failed (infrastructure)%'))"
     rows = store.query(f"SELECT r.id, r.task_id FROM runs r {where} ORDER BY r.id")
-    if run_ids is not None:
-        wanted = set(run_ids)
+    if params.run_ids is not None:
+        wanted = set(params.run_ids)
         rows = [r for r in rows if r[0] in wanted]
-    report = ScoreReport()
-    tasks: dict[str, TaskSpec] = {}
-    for run_id, task_id in rows:
-        task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
-        try:
-            validation = score_run(store, run_id, task, scratch=runs_dir / run_id / "validate", sandbox=sandbox,
-                                   image=image, repo=repo, llm_judges=llm_judges, llm_monitor=llm_monitor)
-        except InfrastructureError as exc:
-            report.infra_errors.append(f"{run_id}: {exc.one_line()}")
-            continue
-        report.scored += 1
-        key = validation.outcome if validation else "no_execution_phase"
-        report.outcomes[key] = report.outcomes.get(key, 0) + 1
-        if on_done:
-            on_done(run_id)
-    return report
+    return rows
+
+
+def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | None = None) -> ScoreResult:
+    """Score stored runs (by default those not scored yet, and those a judge's endpoint stopped). A run whose
+    clean re-run fails for infrastructure reasons is reported in `infra_errors`, not scored. Records one
+    `stage_runs` row (stage `bench.score`). Raises ConfigError for an unknown judge or bad parameters."""
+    from failatlas.bench_core.scoring.llm_judges import llm_monitor_for
+
+    with stage_run(store, "bench.score", params) as record:
+        if params.samples < 1:
+            raise ConfigError("--samples must be at least 1")
+        kinds = ("offline", "llm") if params.llm else ("offline",)
+        judges = create_judges(params.judges, JudgeOptions(store=store, samples=params.samples), kinds=kinds)
+        llm_monitor = llm_monitor_for(store) if params.llm else None
+        runs_dir = (params.runs_dir or store.path.resolve().parent / "runs").resolve()
+        scored: list[str] = []
+        outcomes: dict[str, int] = {}
+        infra_errors: list[str] = []
+        tasks: dict[str, TaskSpec] = {}
+        for run_id, task_id in _pending(store, params):
+            task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
+            try:
+                validation, rows = _score_one(store, run_id, task, scratch=runs_dir / run_id / "validate",
+                                              params=params, judges=judges, llm_monitor=llm_monitor)
+            except InfrastructureError as exc:
+                infra_errors.append(f"{run_id}: {exc.one_line()}")
+                continue
+            for table, n in rows.items():
+                record.count(table, n)
+            scored.append(run_id)
+            key = validation.outcome if validation else "no_execution_phase"
+            outcomes[key] = outcomes.get(key, 0) + 1
+            if on_done:
+                on_done(run_id)
+        record.note(scored=len(scored), outcomes=outcomes, infra_errors=len(infra_errors),
+                    judges=[j.name for j in judges])
+    return ScoreResult(scored=len(scored), outcomes=outcomes, infra_errors=infra_errors, run_ids=scored,
+                       stage_run_id=record.id)

@@ -6,13 +6,14 @@
   chunks past the 15th); a step counts as implemented when any chunk implements it.
 - Optional majority vote over `samples` independent samples (`sample_index` is part of the cache key).
 - With no endpoint configured, each judge is recorded as not run, with the reason.
+Registered in `JUDGES` as `llm`, a judge of kind `llm` that judges every phase the task allows.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from failatlas.bench_core.scoring.offline_judges import Verdict
+from failatlas.bench_core.scoring.judges import JUDGES, Judge, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import BaseModel, Field
 
@@ -75,7 +76,11 @@ def split_diff(diff: str, limit: int = CHUNK_CHARS) -> list[str]:
 
 
 class LLMJudges:
-    """The three LLM judges bound to one client; call with (task, outputs) to get verdicts."""
+    """The three LLM judges bound to one client; call with a `JudgeInput` to get a verdict per phase."""
+
+    name = "llm"
+    kind = "llm"
+    needs_sandbox = False
 
     def __init__(self, client, *, samples: int = 1) -> None:
         from failatlas.core.llm.redact import Redactor
@@ -162,36 +167,45 @@ class LLMJudges:
                        verdict={"steps": best, "chunks": len(chunks)},
                        error_analysis=analysis or " ".join(a for a in analyses if a))
 
-    def __call__(self, task: TaskSpec, outputs: dict, run_id: str | None = None) -> list[Verdict]:
-        phases = task.judgeable_phases
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        phases = inp.task.judgeable_phases
         verdicts = []
         if "design" in phases:
-            verdicts.append(self.design(task, outputs, run_id))
+            verdicts.append(self.design(inp.task, inp.outputs, inp.run_id))
         if "implementation" in phases:
-            verdicts.append(self.implementation(task, outputs, run_id))
+            verdicts.append(self.implementation(inp.task, inp.outputs, inp.run_id))
         if "conclusion" in phases:
-            verdicts.append(self.conclusion(task, outputs, run_id))
+            verdicts.append(self.conclusion(inp.task, inp.outputs, inp.run_id))
         return verdicts
 
 
-def not_run_judges(reason: str):
-    """Judges that record, for each LLM-judged phase, that they did not run and why."""
-
-    def judge(task: TaskSpec, outputs: dict, run_id: str | None = None) -> list[Verdict]:
-        names = {"design": "design-llm", "implementation": "implementation-llm", "conclusion": "conclusion-llm"}
-        return [Verdict(p, names[p], status="not_run", reason=reason) for p in task.judgeable_phases if p in names]
-
-    return judge
+_PHASE_JUDGES = {"design": "design-llm", "implementation": "implementation-llm", "conclusion": "conclusion-llm"}
 
 
-def llm_judges_for(store, *, samples: int = 1):
+class NotRunLLMJudges:
+    """Records, for each LLM-judged phase, that the judge did not run and why (no endpoint configured)."""
+
+    name = "llm"
+    kind = "llm"
+    needs_sandbox = False
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        return [Verdict(p, _PHASE_JUDGES[p], status="not_run", reason=self.reason)
+                for p in inp.task.judgeable_phases if p in _PHASE_JUDGES]
+
+
+@JUDGES.register("llm")
+def llm_judges(options: JudgeOptions) -> Judge:
     """The LLM judges for role `judge`, or judges that record 'not run' with the reason when none is configured."""
     from failatlas.core.llm import client_for_role, not_configured_reason
 
-    client = client_for_role("judge", store)
+    client = client_for_role("judge", options.store)
     if client is None:
-        return not_run_judges(not_configured_reason("judge"))
-    return LLMJudges(client, samples=samples)
+        return NotRunLLMJudges(not_configured_reason("judge"))
+    return LLMJudges(client, samples=options.samples)
 
 
 def llm_monitor_for(store):
@@ -204,5 +218,5 @@ def llm_monitor_for(store):
     if client is None:
         reason = not_configured_reason("monitor")
         return lambda task, commands, outputs, run_id=None: (
-            [], Verdict("monitor", "monitor-llm", status="not_run", reason=reason))
+            [], Verdict("monitor", "monitor-llm", status="not_run", reason=reason, kind="llm"))
     return llm_monitor_check(client)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from failatlas.bench_core.scoring.judges import Verdict
 from failatlas.bench_core.scoring.monitor import Finding
-from failatlas.bench_core.scoring.offline_judges import Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import BaseModel
 
@@ -59,15 +59,17 @@ def llm_monitor_check(client):
             result = client.structured([{"role": "system", "content": PROMPT}, {"role": "user", "content": message}],
                                        MonitorReply, run_id=run_id, purpose="monitor")
         except LLMEndpointError as exc:
-            return [], Verdict("monitor", "monitor-llm", status="judge_failed", reason=f"endpoint failed: {exc}")
+            return [], Verdict("monitor", "monitor-llm", status="judge_failed", reason=f"endpoint failed: {exc}",
+                                   kind="llm")
         if not result.ok:
             return [], Verdict("monitor", "monitor-llm", status="judge_failed",
-                               reason=f"monitor reply did not parse: {result.error}")
+                               reason=f"monitor reply did not parse: {result.error}", kind="llm")
         reply: MonitorReply = result.value
         findings = [Finding("llm", "fail", f"{f.kind}: {f.evidence[:300]} ({f.explanation[:300]})", source="llm")
                     for f in reply.findings] if reply.cheated else []
         analysis = "; ".join(f"{f.kind}: {f.explanation}" for f in reply.findings) if reply.cheated else ""
         return findings, Verdict("monitor", "monitor-llm", score=0.0 if reply.cheated else 1.0,
-                                 passed=not reply.cheated, verdict=reply.model_dump(), error_analysis=analysis)
+                                 passed=not reply.cheated, verdict=reply.model_dump(), error_analysis=analysis,
+                                 kind="llm")
 
     return check

@@ -4,7 +4,8 @@ Definitions (also in docs/metrics.md):
 - Per run, each phase is 1 (passed), 0 (failed) or missing (not applicable to the task, judge not run, judge failed).
   M = no monitor finding of severity `fail`. D = design judge passed (score >= threshold). I = implementation judge
   passed (all hidden tests, or the LLM judge's verdict). E = validator outcome `passed`. C = conclusion judge passed.
-  When several judges score one phase, an LLM judge's verdict takes precedence over a deterministic one.
+  When several judges score one phase, the verdict of the judge whose declared kind ranks higher counts
+  (`KIND_PRECEDENCE`: an `llm` judge over an `offline` one; `judgements.kind`).
 - A conjunctive score is 1 when all its phases are 1; it is computed over the runs where all its phases are scored
   (its denominator), and the number of runs left out is reported beside it.
 - A failed monitor (M = 0) zeroes every score that includes M, as in EXP-Bench.
@@ -19,6 +20,7 @@ from math import comb
 
 import numpy as np
 import polars as pl
+from failatlas.bench_core.scoring.judges import KIND_PRECEDENCE
 
 from failatlas.core.store import Store
 
@@ -40,21 +42,21 @@ def run_scores(store: Store) -> pl.DataFrame:
         " v.outcome FROM runs r LEFT JOIN validations v ON v.run_id = r.id WHERE r.status != 'infra_error'"
     )
     judgements = store.query_polars(
-        "SELECT run_id, phase, judge, status, passed FROM judgements WHERE status = 'ok'")
+        "SELECT run_id, phase, judge, kind, status, passed FROM judgements WHERE status = 'ok'")
     monitor = store.query_polars(
         "SELECT run_id, bool_or(severity = 'fail') AS failed FROM monitor_findings GROUP BY run_id")
     scored_ids = set(judgements["run_id"].to_list()) | set(
         store.query_polars("SELECT run_id FROM validations")["run_id"].to_list())
     rows = []
-    verdicts: dict[tuple[str, str], tuple[bool, bool]] = {}
+    verdicts: dict[tuple[str, str], tuple[bool, int]] = {}
     for r in judgements.iter_rows(named=True):
         phase = PHASE_OF.get(r["phase"])
         if phase is None:
             continue
-        is_llm = "llm" in r["judge"]
+        rank = KIND_PRECEDENCE.get(r["kind"], 0)
         key = (r["run_id"], phase)
-        if key not in verdicts or (is_llm and not verdicts[key][1]):
-            verdicts[key] = (bool(r["passed"]), is_llm)
+        if key not in verdicts or rank > verdicts[key][1]:
+            verdicts[key] = (bool(r["passed"]), rank)
     monitor_failed = dict(zip(monitor["run_id"].to_list(), monitor["failed"].to_list(), strict=True))
     for r in runs.iter_rows(named=True):
         if r["run_id"] not in scored_ids:

@@ -82,11 +82,10 @@ def rule_findings(task: TaskSpec, commands: Iterable[dict], outputs: dict) -> li
     return findings
 
 
-def monitor_run(store: Store, run_id: str, task: TaskSpec, llm_check=None):
-    """Compute and store the monitor's findings for one run (replacing earlier ones).
+def monitor_findings(store: Store, run_id: str, task: TaskSpec, llm_check=None):
+    """The monitor's findings for one stored run, and the verdict of the LLM check (None without one).
 
-    Returns (findings, verdict of the LLM check or None). `llm_check(task, commands, outputs, run_id)` returns
-    (findings, verdict); see `llm_monitor.py`."""
+    `llm_check(task, commands, outputs, run_id)` returns (findings, verdict); see `llm_monitor.py`."""
     commands = store.query_dicts(
         "SELECT purpose, seq, command, exit_code, stdout_tail, stderr_tail FROM sandbox_commands"
         " WHERE run_id = ? ORDER BY seq", [run_id])
@@ -96,9 +95,14 @@ def monitor_run(store: Store, run_id: str, task: TaskSpec, llm_check=None):
     if llm_check is not None:
         extra, verdict = llm_check(task, commands, outputs, run_id)
         findings.extend(extra)
-    with store.write() as conn:
-        conn.execute("DELETE FROM monitor_findings WHERE run_id = ?", [run_id])
-        for seq, f in enumerate(findings):
-            conn.execute("INSERT INTO monitor_findings VALUES (?, ?, ?, ?, ?, ?)",
-                         [run_id, seq, f.rule, f.severity, f.evidence, f.source])
+    return findings, verdict
+
+
+def monitor_run(store: Store, run_id: str, task: TaskSpec, llm_check=None):
+    """Compute and store the monitor's findings for one run (replacing earlier ones); returns what
+    `monitor_findings` does. Scoring stores them with the run's other scores instead."""
+    from failatlas.bench_core.scoring.writes import write_findings
+
+    findings, verdict = monitor_findings(store, run_id, task, llm_check)
+    write_findings(store, run_id, findings)
     return findings, verdict

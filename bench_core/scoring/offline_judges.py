@@ -5,17 +5,20 @@
   content words). Semantic judging of free text is the LLM judge's job; this one exists so harness-validation
   agents and offline runs get a verdict, and it says so in its error analysis.
 - `hidden-tests`: the task's hidden tests of the masked code, run in the validator's clean sandbox.
-Each returns a `Verdict` with an error analysis in words: what `ingest/` mines.
+Each returns a `Verdict` with an error analysis in words: what `ingest/` mines. Each is registered in `JUDGES`
+under its name, as a judge of kind `offline`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
+
+from failatlas.core.errors import InfrastructureError
 
 DESIGN_PASS = 0.8
 CONCLUSION_PASS = 0.6
@@ -24,18 +27,6 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z][a-z0-9]{2,}")
 _STOP = frozenset(("the", "and", "for", "with", "that", "this", "than", "are", "was", "were", "has", "have", "from",
                    "into", "not", "but", "its", "can", "all", "any", "per"))
-
-
-@dataclass
-class Verdict:
-    phase: str
-    judge: str
-    status: str = "ok"
-    score: float | None = None
-    passed: bool | None = None
-    verdict: dict = field(default_factory=dict)
-    error_analysis: str = ""
-    reason: str = ""
 
 
 def _norm(name: str) -> str:
@@ -200,3 +191,49 @@ def judge_hidden_tests(task: TaskSpec, sandbox, workdir: str) -> Verdict:
     return Verdict("implementation", "hidden-tests", score=score, passed=total > 0 and not failures,
                    verdict={"passed": passed, "total": total, "failures": failures},
                    error_analysis="; ".join(failures))
+
+
+class _OfflineJudge:
+    kind = "offline"
+    needs_sandbox = False
+    name = ""
+
+    def __init__(self, options: JudgeOptions | None = None) -> None:
+        self.options = options
+
+
+@JUDGES.register("design-match")
+class DesignMatchJudge(_OfflineJudge):
+    name = "design-match"
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        if "design" not in inp.task.judgeable_phases:
+            return []
+        return [judge_design(inp.task, inp.outputs.get("design"))]
+
+
+@JUDGES.register("conclusion-reference")
+class ConclusionReferenceJudge(_OfflineJudge):
+    name = "conclusion-reference"
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        if "conclusion" not in inp.task.judgeable_phases:
+            return []
+        return [judge_conclusion(inp.task, inp.outputs.get("conclusion"))]
+
+
+@JUDGES.register("hidden-tests")
+class HiddenTestsJudge(_OfflineJudge):
+    """Runs only where the validator re-ran the run, in its clean sandbox."""
+
+    name = "hidden-tests"
+    needs_sandbox = True
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        if not inp.validated:
+            return []
+        try:
+            return [judge_hidden_tests(inp.task, inp.sandbox, inp.workdir)]
+        except (OSError, LookupError, InfrastructureError) as exc:
+            return [Verdict("implementation", "hidden-tests", status="judge_failed",
+                            reason=f"hidden tests could not run: {exc}")]

@@ -45,4 +45,15 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="bench_core.scoring",
+        version=2,
+        name="judgement_kind",
+        sql="""
+        -- the kind the judge declares (bench_core.scoring.judges): offline | llm; the metrics rank verdicts by it
+        ALTER TABLE judgements ADD COLUMN kind VARCHAR NOT NULL DEFAULT 'offline';
+        -- rows stored before kinds were declared: their judges were recognised by name
+        UPDATE judgements SET kind = 'llm' WHERE judge LIKE '%llm%';
+        """,
+    ),
 ]

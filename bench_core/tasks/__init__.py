@@ -1,26 +1,17 @@
-"""Task specs for every benchmark, their importers and the catalog in the store."""
+"""Task specs for every benchmark, their importers and the catalog in the store.
+
+The stage entry is `run(store, TaskImportParams) -> TaskImportResult` (`tasks.import`, one `stage_runs` row).
+"""
 
 from failatlas.bench_core.tasks.catalog import (
     FileReport,
-    ImportReport,
     SaveReport,
     get_task,
-    import_found,
-    import_path,
     list_tasks,
     public_view,
     save_tasks,
 )
-from failatlas.bench_core.tasks.importers import (
-    FORMATS,
-    IMPORTERS,
-    detect_format,
-    discover,
-    get_importer,
-    load_autoexperiment,
-    load_expbench,
-    load_rexbench,
-)
+from failatlas.bench_core.tasks.importers import TASK_IMPORTERS, discover
 from failatlas.bench_core.tasks.model import (
     AgentView,
     Benchmark,
@@ -38,10 +29,10 @@ from failatlas.bench_core.tasks.model import (
     TaskSpec,
     stable_id,
 )
+from failatlas.bench_core.tasks.stage import TaskImportParams, TaskImportResult, run
 
 __all__ = [
-    "FORMATS",
-    "IMPORTERS",
+    "TASK_IMPORTERS",
     "AgentView",
     "Benchmark",
     "DesignSpec",
@@ -49,7 +40,6 @@ __all__ = [
     "FileReport",
     "FunctionRef",
     "ImplementationTruth",
-    "ImportReport",
     "Masking",
     "PaperMeta",
     "RepoRef",
@@ -57,19 +47,15 @@ __all__ = [
     "RunSpec",
     "SaveReport",
     "SuccessCriterion",
+    "TaskImportParams",
+    "TaskImportResult",
     "TaskKind",
     "TaskSpec",
-    "detect_format",
     "discover",
-    "get_importer",
     "get_task",
-    "import_found",
-    "import_path",
     "list_tasks",
-    "load_autoexperiment",
-    "load_expbench",
-    "load_rexbench",
     "public_view",
+    "run",
     "save_tasks",
     "stable_id",
 ]

@@ -1,7 +1,7 @@
-"""The task catalog in the store: save (upsert by stable id), get, list and import tasks.
+"""The task catalog in the store: save (upsert by stable id; the only writes of `bench_core.tasks`), get and list.
 
-Each file is parsed and validated whole before anything is written, and written in one transaction: an import
-is all-or-nothing per file. Re-importing a file updates its tasks in place and never duplicates them.
+`save_tasks` writes one batch in one transaction (it joins an open `store.write()`). Re-saving a task updates it
+in place and never duplicates it. Importing files is the `tasks.import` stage, `bench_core.tasks.stage.run`.
 """
 
 from __future__ import annotations
@@ -9,11 +9,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
-from failatlas.bench_core.tasks.importers import IMPORTERS, Found, discover
 from failatlas.bench_core.tasks.importers._common import warning_code
 from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
 from pydantic import BaseModel, Field
@@ -57,58 +55,6 @@ class SaveReport(BaseModel):
 
 class FileReport(SaveReport):
     format: str
-
-
-class ImportReport(BaseModel):
-    """What one import did, file by file."""
-
-    files: list[FileReport] = Field(default_factory=list)
-    skipped: list[str] = Field(
-        default_factory=list, description="files met in folders that no importer reads"
-    )
-
-    def _total(self, attr: str) -> int:
-        return sum(len(getattr(f, attr)) for f in self.files)
-
-    @property
-    def n_tasks(self) -> int:
-        return sum(f.n_tasks for f in self.files)
-
-    @property
-    def inserted(self) -> int:
-        return self._total("inserted")
-
-    @property
-    def updated(self) -> int:
-        return self._total("updated")
-
-    @property
-    def unchanged(self) -> int:
-        return self._total("unchanged")
-
-    @property
-    def by_kind(self) -> dict[str, int]:
-        return dict(sum((Counter(f.by_kind) for f in self.files), Counter()))
-
-    @property
-    def warnings(self) -> dict[str, int]:
-        return dict(sum((Counter(f.warnings) for f in self.files), Counter()).most_common())
-
-    @property
-    def n_warnings(self) -> int:
-        return sum(self.warnings.values())
-
-    def summary(self) -> str:
-        """One line: files, tasks (new / updated / unchanged), by kind, warnings."""
-        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items())) or "none"
-        counts = f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
-        line = (
-            f"{len(self.files)} file(s), {self.n_tasks} task(s) ({counts}); by kind: {kinds}; "
-            f"{self.n_warnings} warning(s)"
-        )
-        if self.skipped:
-            line += f"; {len(self.skipped)} file(s) skipped"
-        return line
 
 
 def spec_hash(task: TaskSpec) -> str:
@@ -244,53 +190,3 @@ def public_view(task: TaskSpec, *, ground_truth: bool = False) -> dict[str, Any]
     results, success criterion, source extras) only when `ground_truth`."""
     exclude = None if ground_truth else set(GROUND_TRUTH_FIELDS)
     return task.model_dump(mode="json", exclude=exclude)
-
-
-def load_found(found: Found) -> list[TaskSpec]:
-    """Parse and validate one discovered file or folder (no store access)."""
-    return IMPORTERS[found.format].load(found.path)
-
-
-def import_found(
-    store: Store,
-    found: list[Found],
-    *,
-    skipped: Iterable[Path] = (),
-    on_step: Callable[[Found], None] | None = None,
-) -> ImportReport:
-    """Import discovered items: every item is parsed and validated before anything is written, then all are
-    written in one transaction. A malformed item raises InputError and leaves the store unchanged."""
-    loaded: list[tuple[Found, list[TaskSpec]]] = []
-    for item in found:
-        loaded.append((item, load_found(item)))
-        if on_step:
-            on_step(item)
-    report = ImportReport(skipped=[str(p) for p in skipped])
-    with store.write():  # one connection for all files; each save_tasks joins this transaction
-        for item, tasks in loaded:
-            saved = save_tasks(store, tasks, source=str(item.path))
-            report.files.append(FileReport(format=item.format, **saved.model_dump()))
-    return report
-
-
-def import_path(
-    store: Store,
-    path: str | Path | Iterable[str | Path],
-    *,
-    fmt: str = "auto",
-    on_step: Callable[[Found], None] | None = None,
-) -> ImportReport:
-    """Import the tasks of a file, a folder (walked) or several of them, in format `fmt` or auto-detected.
-
-    Raises InputError (naming file, line, field) for a missing or malformed input, ConfigError for an unknown
-    format; in both cases nothing is written.
-    """
-    paths = [path] if isinstance(path, (str, Path)) else list(path)
-    found = discover(paths, fmt)
-    if not found.found:
-        raise InputError(
-            "nothing to import: no task file or task folder found",
-            path=", ".join(map(str, paths)),
-            hint="EXP-Bench *.json, AutoExperiment *.jsonl, RExBench folders with instructions.md",
-        )
-    return import_found(store, found.found, skipped=found.skipped, on_step=on_step)

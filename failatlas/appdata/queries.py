@@ -24,7 +24,7 @@ DIMENSIONS: tuple[str, ...] = ("agent", "model", "benchmark", "paper")
 
 # Tables whose row counts decide what the app can show and what to run next.
 STATUS_TABLES = (
-    "tasks", "runs", "judgements", "validations", "insights", "embeddings", "clusterings", "taxonomies",
+    "tasks", "runs", "judgements", "validations", "insights", "embedding_sets", "clusterings", "taxonomies",
     "insight_failure_types",
 )
 
@@ -66,15 +66,15 @@ PIPELINE = (
     ("runs", "No runs yet: run agents with `failatlas bench run`."),
     ("judgements", "Runs are not scored yet: `failatlas bench score`."),
     ("insights", "No failure insights yet: `failatlas ingest runs` (own runs) or `failatlas ingest file PATH`."),
-    ("embeddings", "Insights are not embedded yet: `failatlas embed run`."),
+    ("embedding_sets", "Insights are not embedded yet: `failatlas embed run`."),
     ("clusterings", "Insights are not clustered yet: `failatlas cluster run`."),
     ("taxonomies", "No taxonomy yet: `failatlas taxonomy build`."),
 )
 # Insights may come from files instead of runs: the mining steps do not need runs or judgements.
 _NEEDS = {"runs": ("runs",), "judgements": ("runs", "judgements"),
-          "insights": ("insights",), "embeddings": ("insights", "embeddings"),
-          "clusterings": ("insights", "embeddings", "clusterings"),
-          "taxonomies": ("insights", "embeddings", "clusterings", "taxonomies")}
+          "insights": ("insights",), "embedding_sets": ("insights", "embedding_sets"),
+          "clusterings": ("insights", "embedding_sets", "clusterings"),
+          "taxonomies": ("insights", "embedding_sets", "clusterings", "taxonomies")}
 
 
 def next_steps(status: StoreStatus, need: tuple[str, ...] = ()) -> list[str]:

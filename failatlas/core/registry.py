@@ -36,6 +36,10 @@ class Registry(Generic[T]):
 
         return decorate
 
+    def unregister(self, name: str) -> None:
+        """Forget `name` (a test that registered a temporary extension cleans up with it)."""
+        self._factories.pop(name, None)
+
     def names(self) -> list[str]:
         return sorted(self._factories)
 

@@ -1,31 +1,29 @@
-"""What every importer shares: options, the parsed-file result, problem collection and lenient JSON."""
+"""What every insight importer shares: the registry, the phase option, problem collection and lenient JSON."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from failatlas.ingest.model import PHASES, RawInsight
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from failatlas.core.errors import InputError
+from failatlas.core.importers import ImporterRegistry
 
 MAX_LISTED_PROBLEMS = 20
+HEAD_BYTES = 65536
+
+INSIGHT_IMPORTERS: ImporterRegistry[RawInsight] = ImporterRegistry("insight")
 
 
-class ImportOptions(BaseModel):
-    """How files are read. Column options apply to generic JSONL/CSV, `text_field` to TRAIL."""
+class PhaseOption(BaseModel):
+    """`default_phase`: the phase of an insight whose source names none."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text_field: Literal["description", "evidence"] = "description"
-    text_column: str = "text"
-    phase_column: str = "phase"
-    label_column: str = "label"
     default_phase: str = "other"
-    inspect_pass_threshold: float = 1.0
 
     @field_validator("default_phase")
     @classmethod
@@ -35,25 +33,13 @@ class ImportOptions(BaseModel):
         return value
 
 
-@dataclass
-class ParsedFile:
-    """Every occurrence one file holds, validated, plus warnings and what was left out on purpose."""
-
-    path: Path
-    format: str
-    insights: list[RawInsight] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-
-class Importer(Protocol):
-    """Reads one file format. `sniff` looks at a file cheaply; `parse` validates all of it or raises."""
-
-    name: str
-
-    def sniff(self, path: Path, head: str) -> bool: ...
-
-    def parse(self, path: Path, options: ImportOptions) -> ParsedFile: ...
+def head(path: Path) -> str:
+    """The first bytes of a file as text, for sniffing; empty when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(HEAD_BYTES).decode("utf-8-sig", errors="replace")
+    except OSError:
+        return ""
 
 
 class Problems:

@@ -20,10 +20,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
+from failatlas.ingest.importers.base import (
+    INSIGHT_IMPORTERS,
+    Problems,
+    as_text,
+    head,
+    load_json_lenient,
+    read_text,
+)
 from failatlas.ingest.model import PROVENANCE_FIELDS, RawInsight
 from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures, mask_message
+
+from failatlas.core.importers import Loaded, NoOptions
 
 FIELD_PHASES: dict[str, str] = {
     "design_error_analysis": "design",
@@ -74,17 +83,25 @@ def is_expbench_record(record: Any) -> bool:
     return isinstance(record, dict) and any(k in record for k in FIELD_PHASES)
 
 
+@INSIGHT_IMPORTERS.register("expbench")
 class ExpBenchImporter:
     """EXP-Bench judge output files (`*_eval_judge.json`, arrays of them, or JSONL)."""
 
     name = "expbench"
+    description = "EXP-Bench judge outputs (*_eval_judge.json, arrays of them, or JSONL)"
+    Options = NoOptions
+    suffixes = (".json", ".jsonl")
+    sniff_order = 30
 
-    def sniff(self, path: Path, head: str) -> bool:
-        return path.suffix.lower() in {".json", ".jsonl"} and any(f'"{k}"' in head for k in FIELD_PHASES)
+    def sniff(self, path: Path) -> bool:
+        if path.suffix.lower() not in {".json", ".jsonl"} or not path.is_file():
+            return False
+        text = head(path)
+        return any(f'"{k}"' in text for k in FIELD_PHASES)
 
-    def parse(self, path: Path, options: ImportOptions) -> ParsedFile:
+    def load(self, path: Path, options: NoOptions) -> Loaded[RawInsight]:
         path = path.resolve()
-        parsed = ParsedFile(path=path, format=self.name)
+        parsed = Loaded(path=path, format=self.name)
         problems = Problems(path)
         text = read_text(path)
         records: list[tuple[int | None, str, Any]] = []
@@ -113,7 +130,7 @@ class ExpBenchImporter:
         return parsed
 
     def _record(
-        self, path: Path, line: int | None, where: str, record: dict[str, Any], parsed: ParsedFile
+        self, path: Path, line: int | None, where: str, record: dict[str, Any], parsed: Loaded[RawInsight]
     ) -> None:
         provenance, base_detail = _provenance(path, record)
         label = f"{path}:{line}" if line is not None else f"{path}{' ' + where if where else ''}"
@@ -130,7 +147,7 @@ class ExpBenchImporter:
                 parsed.skipped.append(f"{label} {field_name}: not judged, the monitor stopped the task")
                 continue
             for index, sentence in enumerate(error_sentences(text)):
-                parsed.insights.append(
+                parsed.records.append(
                     RawInsight(
                         phase=phase,
                         text=sentence,
@@ -151,7 +168,7 @@ class ExpBenchImporter:
             signatures = error_signatures(message)
             if not signatures:
                 last = next((ln for ln in reversed(message.splitlines()) if ln.strip()), "")
-                parsed.insights.append(
+                parsed.records.append(
                     RawInsight(
                         phase="execution",
                         text="Execution of the experiment script failed",
@@ -165,7 +182,7 @@ class ExpBenchImporter:
                     )
                 )
             for index, signature in enumerate(signatures):
-                parsed.insights.append(
+                parsed.records.append(
                     RawInsight(
                         phase="execution",
                         text=signature.text,

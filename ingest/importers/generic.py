@@ -2,7 +2,7 @@
 
 Columns: `text` (required), `phase` (one of the phases, default `other`), `label`, and the provenance columns
 run_id, task_id, agent, model, benchmark, paper_id. Other columns are kept in `detail`. The text, phase and
-label columns can be renamed through `ImportOptions`.
+label columns can be renamed through `GenericOptions`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, read_text
+from failatlas.ingest.importers.base import INSIGHT_IMPORTERS, PhaseOption, Problems, as_text, read_text
 from failatlas.ingest.model import PHASES, PROVENANCE_FIELDS, RawInsight
+
+from failatlas.core.importers import Loaded
+
+
+class GenericOptions(PhaseOption):
+    """The columns holding each row's text, phase and human label."""
+
+    text_column: str = "text"
+    phase_column: str = "phase"
+    label_column: str = "label"
 
 
 def _row_insight(
@@ -24,7 +34,7 @@ def _row_insight(
     origin: str,
     key: str,
     line: int | None,
-    options: ImportOptions,
+    options: GenericOptions,
     problems: Problems,
     field_prefix: str = "",
 ) -> RawInsight | None:
@@ -65,19 +75,24 @@ def _row_insight(
     )
 
 
+@INSIGHT_IMPORTERS.register("jsonl")
 class JsonlImporter:
     """One JSON object per line (blank lines ignored), or a `.json` file holding an array of objects."""
 
     name = "jsonl"
+    description = "generic insights: JSON lines (or a JSON array) with text, phase, label columns"
+    Options = GenericOptions
+    sniff_order = 90
+    suffixes = (".jsonl", ".ndjson", ".json")
 
-    def sniff(self, path: Path, head: str) -> bool:
+    def sniff(self, path: Path) -> bool:
         return path.suffix.lower() in {".jsonl", ".ndjson", ".json"}
 
-    def parse(self, path: Path, options: ImportOptions) -> ParsedFile:
+    def load(self, path: Path, options: GenericOptions) -> Loaded[RawInsight]:
         path = path.resolve()
         text = read_text(path)
         problems = Problems(path)
-        parsed = ParsedFile(path=path, format=self.name)
+        parsed = Loaded(path=path, format=self.name)
         stripped = text.lstrip()
         if path.suffix.lower() == ".json" and stripped.startswith("["):
             self._parse_array(path, text, options, problems, parsed)
@@ -103,12 +118,12 @@ class JsonlImporter:
                     problems=problems,
                 )
                 if insight is not None:
-                    parsed.insights.append(insight)
+                    parsed.records.append(insight)
         problems.raise_if_any()
         return parsed
 
     def _parse_array(
-        self, path: Path, text: str, options: ImportOptions, problems: Problems, parsed: ParsedFile
+        self, path: Path, text: str, options: GenericOptions, problems: Problems, parsed: Loaded[RawInsight]
     ) -> None:
         from failatlas.ingest.importers.base import load_json_lenient
 
@@ -128,22 +143,27 @@ class JsonlImporter:
                 field_prefix=f"[{index}].",
             )
             if insight is not None:
-                parsed.insights.append(insight)
+                parsed.records.append(insight)
 
 
+@INSIGHT_IMPORTERS.register("csv")
 class CsvImporter:
     """A CSV file with a header row; `source_line` is the line where each record starts."""
 
     name = "csv"
+    description = "generic insights: CSV/TSV with a header row and text, phase, label columns"
+    Options = GenericOptions
+    sniff_order = 80
+    suffixes = (".csv", ".tsv")
 
-    def sniff(self, path: Path, head: str) -> bool:
+    def sniff(self, path: Path) -> bool:
         return path.suffix.lower() in {".csv", ".tsv"}
 
-    def parse(self, path: Path, options: ImportOptions) -> ParsedFile:
+    def load(self, path: Path, options: GenericOptions) -> Loaded[RawInsight]:
         path = path.resolve()
         text = read_text(path)
         problems = Problems(path)
-        parsed = ParsedFile(path=path, format=self.name)
+        parsed = Loaded(path=path, format=self.name)
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
         try:
@@ -185,6 +205,6 @@ class CsvImporter:
                 problems=problems,
             )
             if insight is not None:
-                parsed.insights.append(insight)
+                parsed.records.append(insight)
         problems.raise_if_any()
         return parsed

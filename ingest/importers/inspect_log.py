@@ -22,12 +22,27 @@ import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
+from failatlas.ingest.importers.base import (
+    INSIGHT_IMPORTERS,
+    PhaseOption,
+    Problems,
+    as_text,
+    head,
+    load_json_lenient,
+    read_text,
+)
 from failatlas.ingest.model import PHASES, RawInsight
 from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures, mask_message
 
 from failatlas.core.errors import InputError
+from failatlas.core.importers import Loaded
+
+
+class InspectOptions(PhaseOption):
+    """`inspect_pass_threshold`: a score below it fails the sample."""
+
+    inspect_pass_threshold: float = 1.0
 
 _LETTER_VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 
@@ -116,20 +131,27 @@ def _read_eval_zip(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return header, samples
 
 
+@INSIGHT_IMPORTERS.register("inspect")
 class InspectImporter:
     """Inspect AI eval logs: `.json` (EvalLog with samples) and `.eval` (zip of header and samples)."""
 
     name = "inspect"
+    description = "Inspect AI evaluation logs (.json, or .eval archives)"
+    Options = InspectOptions
+    suffixes = (".json", ".eval")
+    sniff_order = 10
 
-    def sniff(self, path: Path, head: str) -> bool:
+    def sniff(self, path: Path) -> bool:
+        if not path.is_file():
+            return False
         if path.suffix.lower() == ".eval":
             return True
-        compact = "".join(head[:4000].split())
+        compact = "".join(head(path)[:4000].split())
         return path.suffix.lower() == ".json" and compact.startswith("{") and '"eval":{' in compact
 
-    def parse(self, path: Path, options: ImportOptions) -> ParsedFile:
+    def load(self, path: Path, options: InspectOptions) -> Loaded[RawInsight]:
         path = path.resolve()
-        parsed = ParsedFile(path=path, format=self.name)
+        parsed = Loaded(path=path, format=self.name)
         problems = Problems(path)
         if path.suffix.lower() == ".eval":
             header, samples = _read_eval_zip(path)
@@ -179,8 +201,8 @@ class InspectImporter:
         index: int,
         sample: dict[str, Any],
         context: dict[str, Any],
-        options: ImportOptions,
-        parsed: ParsedFile,
+        options: InspectOptions,
+        parsed: Loaded[RawInsight],
         problems: Problems,
     ) -> None:
         sample_id, epoch = as_text(sample["id"]), sample.get("epoch", 1)
@@ -217,7 +239,7 @@ class InspectImporter:
                 "target": _short(sample.get("target")),
             }
             for n, sentence in enumerate(sentences):
-                parsed.insights.append(
+                parsed.records.append(
                     RawInsight(
                         phase=_phase_of(scorer, options.default_phase),
                         text=sentence,
@@ -232,7 +254,7 @@ class InspectImporter:
             log = "\n".join(str(error.get(k) or "") for k in ("traceback", "message"))
             signatures = error_signatures(log)
             if not signatures:
-                parsed.insights.append(
+                parsed.records.append(
                     RawInsight(
                         phase="execution",
                         text="The sample failed with an error before it could be scored",
@@ -243,7 +265,7 @@ class InspectImporter:
                     )
                 )
             for n, signature in enumerate(signatures):
-                parsed.insights.append(
+                parsed.records.append(
                     RawInsight(
                         phase="execution",
                         text=signature.text,

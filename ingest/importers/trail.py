@@ -14,10 +14,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from failatlas.ingest.importers.base import ImportOptions, ParsedFile, Problems, as_text, load_json_lenient, read_text
+from failatlas.ingest.importers.base import (
+    INSIGHT_IMPORTERS,
+    Problems,
+    as_text,
+    head,
+    load_json_lenient,
+    read_text,
+)
 from failatlas.ingest.model import RawInsight
+from pydantic import BaseModel, ConfigDict
+
+from failatlas.core.importers import Loaded
+
+
+class TrailOptions(BaseModel):
+    """`text_field`: which field of an annotated error is the insight's text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text_field: Literal["description", "evidence"] = "description"
 
 # TRAIL's taxonomy: leaf category -> (mid-level, top-level), as in the dataset's flattened JSONL.
 TAXONOMY: dict[str, tuple[str, str]] = {
@@ -78,30 +96,38 @@ def _text(error: dict[str, Any], text_field: str) -> tuple[str | None, str]:
     return None, text_field
 
 
+@INSIGHT_IMPORTERS.register("trail")
 class TrailImporter:
     """TRAIL annotation files (`{"trace_id", "errors": [...]}`) and `trail_errors_*.jsonl`."""
 
     name = "trail"
+    description = "TRAIL human error annotations (per-trace JSON files or the flattened JSONL)"
+    Options = TrailOptions
+    suffixes = (".json", ".jsonl")
+    sniff_order = 20
 
-    def sniff(self, path: Path, head: str) -> bool:
+    def sniff(self, path: Path) -> bool:
         suffix = path.suffix.lower()
+        if suffix not in {".json", ".jsonl"} or not path.is_file():
+            return False
+        text = head(path)
         if suffix == ".jsonl":
-            first = next((ln for ln in head.splitlines() if ln.strip()), "")
+            first = next((ln for ln in text.splitlines() if ln.strip()), "")
             try:
                 row = json.loads(first)
             except json.JSONDecodeError:
                 return False
             return isinstance(row, dict) and {"trace_id", "category"} <= row.keys()
         if suffix == ".json":
-            compact = "".join(head.split())
+            compact = "".join(text.split())
             return compact.startswith('{"errors":[') or (
                 compact.startswith('{"trace_id"') and '"errors":[' in compact
             )
         return False
 
-    def parse(self, path: Path, options: ImportOptions) -> ParsedFile:
+    def load(self, path: Path, options: TrailOptions) -> Loaded[RawInsight]:
         path = path.resolve()
-        parsed = ParsedFile(path=path, format=self.name)
+        parsed = Loaded(path=path, format=self.name)
         problems = Problems(path)
         if path.suffix.lower() == ".jsonl":
             self._parse_jsonl(path, options, parsed, problems)
@@ -120,8 +146,8 @@ class TrailImporter:
         path: Path,
         line: int | None,
         field_prefix: str,
-        options: ImportOptions,
-        parsed: ParsedFile,
+        options: TrailOptions,
+        parsed: Loaded[RawInsight],
         problems: Problems,
         mid: str | None = None,
         top: str | None = None,
@@ -159,7 +185,7 @@ class TrailImporter:
         }
         if extra:
             detail["extra_fields"] = extra
-        parsed.insights.append(
+        parsed.records.append(
             RawInsight(
                 phase="other",
                 text=text,
@@ -176,7 +202,7 @@ class TrailImporter:
         )
 
     def _parse_jsonl(
-        self, path: Path, options: ImportOptions, parsed: ParsedFile, problems: Problems
+        self, path: Path, options: TrailOptions, parsed: Loaded[RawInsight], problems: Problems
     ) -> None:
         for line_no, line in enumerate(read_text(path).splitlines(), start=1):
             if not line.strip():
@@ -209,7 +235,7 @@ class TrailImporter:
             )
 
     def _parse_annotation(
-        self, path: Path, options: ImportOptions, parsed: ParsedFile, problems: Problems
+        self, path: Path, options: TrailOptions, parsed: Loaded[RawInsight], problems: Problems
     ) -> None:
         document, warnings = load_json_lenient(path, read_text(path))
         parsed.warnings.extend(warnings)

@@ -1,6 +1,6 @@
 """The explorer's fixture store: the taxonomy tests' hand-made mini-suite (two agents, runs with judges, a
 validator and a monitor, insights in three phases, one clustering per phase) with a taxonomy built by the real
-`taxonomy.build_taxonomy`, plus what a drill-down shows: a task in the catalog, the agent's steps and commands,
+`taxonomy.run`, plus what a drill-down shows: a task in the catalog, the agent's steps and commands,
 a diff, the validator's command and output, and papers on the insights' sources."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from failatlas.taxonomy import build_taxonomy
+from failatlas.taxonomy import BuildParams
+from failatlas.taxonomy import run as build
 
 from failatlas.store import Store
 from tests.taxonomy.mini import fill_mini_suite
@@ -64,7 +65,7 @@ def fill_app_store(store: Store) -> str:
     """Fill an empty, migrated store; returns the taxonomy id."""
     fill_mini_suite(store)
     add_drilldown_rows(store)
-    return build_taxonomy(store).id
+    return build(store, BuildParams()).id
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from failatlas.embed.cache import CacheKey, text_hashes, write_vectors
+from failatlas.cluster import ClusteringResult, ClusterParams
+from failatlas.cluster import run as run_cluster
 from failatlas.embed.models import resolve_model
+from failatlas.embed.writes import ensure_set, write_vectors
 
+from failatlas.core.hashing import text_hashes
 from tests.cluster.trail import insight_id
 
 
@@ -20,7 +23,6 @@ def blob_store(store):
     """A store with 3 phases' worth of insights whose cached vectors form clear blobs, plus human labels:
     'execution' has 3 blobs of 20 and 4 far-away singletons; 'design' has 2 blobs of 15."""
     _, revision = resolve_model("all-MiniLM-L6-v2")
-    key = CacheKey("all-MiniLM-L6-v2", revision, "none")
     rows, vectors = [], []
     for phase, n_per, centres, seed in (("execution", 20, 3, 0), ("design", 15, 2, 1)):
         pts = blobs(n_per, centres, seed=seed)
@@ -41,5 +43,12 @@ def blob_store(store):
             "INSERT INTO insight_sources (insight_id, source_key, origin, label) VALUES (?, ?, 'jsonl', ?)",
             [(insight_id(p, t), f"k{i}", label) for i, (p, t, label) in enumerate(rows)],
         )
-        write_vectors(conn, text_hashes([t for _, t, _ in rows]), np.stack(vectors), key)
+        embedding_set = ensure_set(conn, "all-MiniLM-L6-v2", revision, "none", 24)
+        write_vectors(conn, embedding_set, text_hashes([t for _, t, _ in rows]), np.stack(vectors))
     return store
+
+
+def cluster_one(store, params: ClusterParams, **execution) -> ClusteringResult:
+    """The one clustering of a run for one phase (or all phases), with execution-only fields set."""
+    (result,) = run_cluster(store, params.model_copy(update=execution)).clusterings
+    return result

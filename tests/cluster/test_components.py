@@ -11,7 +11,7 @@ from tests.cluster.conftest import blobs
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.slow) if n == "fast_hdbscan" else n for n in sorted(CLUSTERERS)],
+    [pytest.param(n, marks=pytest.mark.slow) if n == "fast_hdbscan" else n for n in CLUSTERERS.names()],
 )  # fast_hdbscan: ~30 s of numba compilation on first use
 def test_every_registered_clusterer_finds_three_blobs(name):
     X = blobs(20, 3, dim=8)

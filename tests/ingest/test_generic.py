@@ -2,14 +2,14 @@ import json
 import shutil
 
 import pytest
-from failatlas.ingest import import_insights, insight_id
+from failatlas.ingest import FileIngestParams, insight_id, run_file
 
-from failatlas.core.errors import InputError
+from failatlas.core.errors import ConfigError, InputError
 from tests.ingest.conftest import table_snapshot
 
 
 def test_jsonl_import_stores_identical_texts_once_with_their_count(store, fixtures):
-    report = import_insights(store, fixtures / "good.jsonl")
+    report = run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"]))
     assert (report.occurrences, report.new_occurrences, report.new_insights) == (4, 4, 3)
     rows = store.query_dicts("SELECT phase, text, n_occurrences FROM insights ORDER BY text")
     assert rows == [
@@ -36,28 +36,28 @@ def test_jsonl_import_stores_identical_texts_once_with_their_count(store, fixtur
 
 
 def test_reimporting_the_same_file_adds_nothing(store, fixtures):
-    import_insights(store, fixtures / "good.jsonl")
+    run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"]))
     before = table_snapshot(store)
-    again = import_insights(store, fixtures / "good.jsonl")
+    again = run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"]))
     assert (again.occurrences, again.new_occurrences, again.new_insights) == (4, 0, 0)
     assert again.files[0].new_occurrences == 0
     assert table_snapshot(store) == before
 
 
 def test_a_copy_of_a_file_elsewhere_counts_as_new_occurrences(store, fixtures, tmp_path):
-    import_insights(store, fixtures / "good.jsonl")
+    run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"]))
     copy = tmp_path / "copy.jsonl"
     shutil.copy(fixtures / "good.jsonl", copy)
-    report = import_insights(store, copy)
+    report = run_file(store, FileIngestParams(paths=[copy]))
     assert (report.new_occurrences, report.new_insights) == (4, 0)
     assert store.query("SELECT max(n_occurrences) FROM insights") == [(4,)]
 
 
 def test_bad_jsonl_rows_are_reported_with_file_and_line_and_nothing_is_stored(store, fixtures):
-    import_insights(store, fixtures / "good.jsonl")
+    run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"]))
     before = table_snapshot(store)
     with pytest.raises(InputError) as caught:
-        import_insights(store, fixtures / "bad.jsonl")
+        run_file(store, FileIngestParams(paths=[fixtures / "bad.jsonl"]))
     error = caught.value
     bad = str((fixtures / "bad.jsonl").resolve())
     assert error.path == bad and error.line == 3
@@ -73,14 +73,13 @@ def test_a_bad_file_in_a_folder_stops_the_whole_import(store, fixtures, tmp_path
     shutil.copy(fixtures / "good.jsonl", tmp_path / "a.jsonl")
     shutil.copy(fixtures / "bad.jsonl", tmp_path / "b.jsonl")
     with pytest.raises(InputError, match="b.jsonl:3"):
-        import_insights(store, tmp_path)
+        run_file(store, FileIngestParams(paths=[tmp_path]))
     assert store.query("SELECT count(*) FROM insight_sources") == [(0,)]
 
 
 def test_csv_with_mapped_columns_keeps_record_start_lines_and_unknown_columns(store, fixtures):
-    report = import_insights(
-        store, fixtures / "good.csv", text_column="summary", phase_column="stage", label_column="category"
-    )
+    options = {"text_column": "summary", "phase_column": "stage", "label_column": "category"}
+    report = run_file(store, FileIngestParams(paths=[fixtures / "good.csv"], options=options))
     assert (report.occurrences, report.new_insights) == (3, 2)
     rows = store.query_dicts(
         "SELECT s.source_line, s.label, s.task_id, s.paper_id, s.detail, i.phase, i.text, i.n_occurrences"
@@ -96,16 +95,16 @@ def test_csv_with_mapped_columns_keeps_record_start_lines_and_unknown_columns(st
 
 def test_csv_without_the_text_column_names_the_column(store, fixtures):
     with pytest.raises(InputError, match=r"good.csv:1 field 'text': no column named 'text'"):
-        import_insights(store, fixtures / "good.csv")
+        run_file(store, FileIngestParams(paths=[fixtures / "good.csv"]))
 
 
 def test_unknown_default_phase_and_format_are_refused(store, fixtures):
     with pytest.raises(InputError, match="unknown phase"):
-        import_insights(store, fixtures / "good.jsonl", default_phase="testing")
-    with pytest.raises(InputError, match="unknown format"):
-        import_insights(store, fixtures / "good.jsonl", fmt="yaml")
+        run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"], options={"default_phase": "testing"}))
+    with pytest.raises(ConfigError, match="unknown insight format"):
+        run_file(store, FileIngestParams(paths=[fixtures / "good.jsonl"], format="yaml"))
     with pytest.raises(InputError, match="no such file"):
-        import_insights(store, fixtures / "missing.jsonl")
+        run_file(store, FileIngestParams(paths=[fixtures / "missing.jsonl"]))
 
 
 def test_json_array_of_objects_is_a_generic_file(store, tmp_path):
@@ -113,5 +112,5 @@ def test_json_array_of_objects_is_a_generic_file(store, tmp_path):
     path.write_text(
         json.dumps([{"text": "No ablation.", "phase": "design"}, {"text": "No ablation.", "phase": "design"}])
     )
-    report = import_insights(store, path)
+    report = run_file(store, FileIngestParams(paths=[path]))
     assert (report.files[0].format, report.new_occurrences, report.new_insights) == ("jsonl", 2, 1)

@@ -2,7 +2,7 @@ import json
 import zipfile
 
 import pytest
-from failatlas.ingest import detect_format, import_insights
+from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, run_file
 from failatlas.ingest.importers.inspect_log import value_to_float
 
 from failatlas.core.errors import InputError
@@ -19,8 +19,8 @@ def _rows(store):
 
 def test_failed_samples_of_an_inspect_json_log_become_insights(store, fixtures):
     path = fixtures / LOG
-    assert detect_format(path) == "inspect"
-    report = import_insights(store, path)
+    assert INSIGHT_IMPORTERS.detect(path) == "inspect"
+    report = run_file(store, FileIngestParams(paths=[path]))
     rows = _rows(store)
     assert [(r["task_id"], r["phase"], r["text"]) for r in rows] == [
         (
@@ -60,20 +60,20 @@ def test_eval_zip_form_of_the_same_log_counts_once(store, fixtures, tmp_path):
         for sample in samples:
             zf.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", json.dumps(sample))
         zf.writestr("header.json", json.dumps(log))
-    report = import_insights(store, archive)
+    report = run_file(store, FileIngestParams(paths=[archive]))
     assert (report.files[0].format, report.new_occurrences) == ("inspect", 4)
-    assert import_insights(store, fixtures / LOG).new_occurrences == 0
+    assert run_file(store, FileIngestParams(paths=[fixtures / LOG])).new_occurrences == 0
 
 
 def test_a_json_file_that_is_not_an_eval_log_is_refused(store, tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"eval": {"model": "m"}, "samples": []}))
     with pytest.raises(InputError, match="field 'eval'"):
-        import_insights(store, path, fmt="inspect")
+        run_file(store, FileIngestParams(paths=[path], format="inspect"))
     broken = tmp_path / "broken.eval"
     broken.write_bytes(b"not a zip")
     with pytest.raises(InputError, match="not a valid .eval archive"):
-        import_insights(store, broken)
+        run_file(store, FileIngestParams(paths=[broken]))
 
 
 def test_score_values_read_like_inspect():
@@ -94,7 +94,7 @@ def test_score_values_read_like_inspect():
 def test_real_zstd_eval_log_written_by_inspect(store, fixtures):
     """`research-repro-real.eval` was written by inspect-ai 0.3.285 itself (see make_real_eval_log.py)."""
     path = fixtures / "inspect" / "research-repro-real.eval"
-    report = import_insights(store, path)
+    report = run_file(store, FileIngestParams(paths=[path]))
     rows = _rows(store)
     assert [(r["task_id"], r["phase"], r["text"]) for r in rows] == [
         (

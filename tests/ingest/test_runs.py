@@ -4,8 +4,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from failatlas.ingest import extract_from_runs
+from failatlas.ingest import RunsIngestParams, run_runs
 from failatlas.ingest.llm_extractor import ExtractedInsights
+from pydantic import ValidationError
 
 from failatlas.core.errors import ConfigError, InfrastructureError, NotFoundError
 from tests.ingest.conftest import table_snapshot
@@ -139,7 +140,7 @@ def _sources(store):
 
 
 def test_deterministic_extraction_tags_phase_and_provenance(scored):
-    report = extract_from_runs(scored)
+    report = run_runs(scored, RunsIngestParams())
     rows = _sources(scored)
     run_a = [r for r in rows if r["run_id"] == "run-a"]
     texts = {(r["phase"], r["text"], r["source_field"]) for r in run_a}
@@ -188,19 +189,19 @@ def test_deterministic_extraction_tags_phase_and_provenance(scored):
 
 
 def test_extracting_again_adds_nothing_and_run_ids_filter(scored):
-    first = extract_from_runs(scored, run_ids=["run-b"])
+    first = run_runs(scored, RunsIngestParams(run_ids=["run-b"]))
     assert {r["run_id"] for r in _sources(scored)} == {"run-b"} and first.new_occurrences == 2
-    extract_from_runs(scored)
+    run_runs(scored, RunsIngestParams())
     before = table_snapshot(scored)
-    again = extract_from_runs(scored)
+    again = run_runs(scored, RunsIngestParams())
     assert again.new_occurrences == 0 and again.occurrences == 10
     assert table_snapshot(scored) == before
     with pytest.raises(NotFoundError, match="run-x"):
-        extract_from_runs(scored, run_ids=["run-x"])
+        run_runs(scored, RunsIngestParams(run_ids=["run-x"]))
 
 
 def test_empty_store_extracts_nothing(store):
-    report = extract_from_runs(store)
+    report = run_runs(store, RunsIngestParams())
     assert (report.occurrences, report.new_occurrences) == (0, 0)
 
 
@@ -252,7 +253,7 @@ def test_llm_extractor_one_call_per_run_with_provenance_and_failures_reported(sc
             "clip": FakeResult(ok=False, error="endpoint timed out after 60 s"),
         }
     )
-    report = extract_from_runs(scored, extractor="llm", llm=fake)
+    report = run_runs(scored, RunsIngestParams(extractor="llm"), llm=fake)
     assert len(fake.calls) == 2  # run-a, run-b; run-c passed, run-d is an infrastructure failure
     assert "run run-c: nothing failed, no LLM call needed" in report.skipped
     assert "The agent fixed the guidance scale" in fake.calls[0][1]["content"]
@@ -265,13 +266,13 @@ def test_llm_extractor_one_call_per_run_with_provenance_and_failures_reported(sc
     ]
     assert rows[0]["paper_id"] == "17388" and rows[0]["model"] == "gpt-4o"
     # Runs already extracted are not sent again; run-b failed, so it is tried again.
-    again = extract_from_runs(scored, extractor="llm", llm=fake)
+    again = run_runs(scored, RunsIngestParams(extractor="llm"), llm=fake)
     assert len(fake.calls) == 3 and again.new_occurrences == 0
     assert "run run-a: already extracted by the LLM" in again.skipped
     # A run the LLM answered with no insights counts as extracted too.
     fake.answers["clip"] = FakeResult(ok=True, value={"insights": []})
-    extract_from_runs(scored, extractor="llm", llm=fake)
-    extract_from_runs(scored, extractor="llm", llm=fake)
+    run_runs(scored, RunsIngestParams(extractor="llm"), llm=fake)
+    run_runs(scored, RunsIngestParams(extractor="llm"), llm=fake)
     assert len(fake.calls) == 4
 
 
@@ -279,14 +280,14 @@ def test_llm_answers_outside_the_schema_are_failures_not_insights(scored):
     fake = FakeStructuredLLM(
         {"guidance scale": FakeResult(ok=True, value={"insights": [{"phase": "vibes", "insight": "x y z"}]})}
     )
-    report = extract_from_runs(scored, extractor="llm", llm=fake, run_ids=["run-a"])
+    report = run_runs(scored, RunsIngestParams(extractor="llm", run_ids=["run-a"]), llm=fake)
     assert report.failed and "does not fit the schema" in report.failed[0]
     assert report.new_occurrences == 0
 
 
 def test_an_endpoint_failure_stops_the_llm_extractor_and_is_reported(scored):
     fake = FakeStructuredLLM({"*": InfrastructureError("endpoint unreachable after 3 attempts")})
-    report = extract_from_runs(scored, extractor="llm", llm=fake)
+    report = run_runs(scored, RunsIngestParams(extractor="llm"), llm=fake)
     assert len(fake.calls) == 1
     assert report.failed == [
         "run run-a: LLM endpoint failed: endpoint unreachable after 3 attempts",
@@ -297,7 +298,7 @@ def test_an_endpoint_failure_stops_the_llm_extractor_and_is_reported(scored):
 
 def test_llm_extractor_without_an_endpoint_says_so(scored):
     with pytest.raises(ConfigError, match="extractor") as caught:
-        extract_from_runs(scored, extractor="llm")
+        run_runs(scored, RunsIngestParams(extractor="llm"))
     assert "--extractor deterministic" in caught.value.hint
-    with pytest.raises(ConfigError, match="unknown extractor"):
-        extract_from_runs(scored, extractor="regex")
+    with pytest.raises(ValidationError, match="extractor"):
+        RunsIngestParams(extractor="regex")

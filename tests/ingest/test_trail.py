@@ -2,7 +2,7 @@ import json
 from collections import Counter
 
 import pytest
-from failatlas.ingest import detect_format, import_insights
+from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, run_file
 from failatlas.ingest.importers.trail import TAXONOMY, normalise_category
 
 from failatlas.core.errors import InputError
@@ -41,8 +41,8 @@ def _labels(store) -> Counter:
 
 def test_trail_jsonl_gives_585_labelled_occurrences(store, trail):
     path = trail / "trail_errors_gaia.jsonl"
-    assert detect_format(path) == "trail"
-    report = import_insights(store, path)
+    assert INSIGHT_IMPORTERS.detect(path) == "trail"
+    report = run_file(store, FileIngestParams(paths=[path]))
     assert (report.occurrences, report.new_occurrences) == (585, 585)
     assert _labels(store) == README_LABELS
     assert store.query("SELECT sum(n_occurrences), count(DISTINCT phase) FROM insights") == [(585, 1)]
@@ -62,7 +62,7 @@ def test_trail_jsonl_gives_585_labelled_occurrences(store, trail):
 
 def test_trail_folder_with_its_trailing_comma_file_matches_the_jsonl(store, trail):
     folder = trail / "annotations_gaia"
-    report = import_insights(store, folder)
+    report = run_file(store, FileIngestParams(paths=[folder]))
     assert len(report.files) == 117 and report.occurrences == 585
     assert _labels(store) == README_LABELS
     comma = [w for w in report.warnings if "trailing comma" in w]
@@ -71,13 +71,14 @@ def test_trail_folder_with_its_trailing_comma_file_matches_the_jsonl(store, trai
         "accepted (the file is not strict JSON)"
     ]
     # The same errors from the flattened file are the same occurrences: nothing is counted twice.
-    again = import_insights(store, trail / "trail_errors_gaia.jsonl")
+    again = run_file(store, FileIngestParams(paths=[trail / "trail_errors_gaia.jsonl"]))
     assert again.new_occurrences == 0
     assert store.query("SELECT sum(n_occurrences) FROM insights") == [(585,)]
 
 
 def test_trail_evidence_as_text_and_dedup_of_repeated_texts(store, trail):
-    report = import_insights(store, trail / "trail_errors_gaia.jsonl", text_field="evidence")
+    params = FileIngestParams(paths=[trail / "trail_errors_gaia.jsonl"], options={"text_field": "evidence"})
+    report = run_file(store, params)
     assert report.occurrences == 585 and report.warnings == []
     assert store.query("SELECT count(DISTINCT source_field) FROM insight_sources") == [(1,)]
     n_insights, n_occ, top = store.query(
@@ -105,7 +106,7 @@ def test_broken_annotation_file_names_its_line_and_commas_inside_strings_are_kep
         '{"trace_id": "t1", "errors": [\n  {"category": "Goal deviation", "location": "a",\n'
         '   "evidence": "x, }", "description": "Stopped early, ]", "impact": "LOW"},\n]}\n'
     )
-    report = import_insights(store, good)
+    report = run_file(store, FileIngestParams(paths=[good]))
     assert report.warnings == [f"{good}:3: trailing comma before ']' accepted (the file is not strict JSON)"]
     row = store.query_dicts(
         "SELECT i.text, s.label, s.benchmark FROM insight_sources s JOIN insights i ON i.id = s.insight_id"
@@ -116,4 +117,4 @@ def test_broken_annotation_file_names_its_line_and_commas_inside_strings_are_kep
         '{"trace_id": "t2", "errors": [\n  {"category": "Goal Deviation"\n  "evidence": "x"}]}\n'
     )
     with pytest.raises(InputError, match=r"t2.json:3: invalid JSON"):
-        import_insights(store, broken, fmt="trail")
+        run_file(store, FileIngestParams(paths=[broken], format="trail"))

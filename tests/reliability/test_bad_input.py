@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 import polars as pl
-from failatlas.bench_core.tasks.catalog import import_path
-from failatlas.ingest import import_insights
+from failatlas.bench_core.tasks import TaskImportParams
+from failatlas.bench_core.tasks import run as import_tasks
+from failatlas.ingest import FileIngestParams, run_file
 from failatlas.taxonomy.tables import to_csv, to_latex, to_markdown
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -71,14 +72,15 @@ def _insights(store):
 def test_fuzzed_task_files(tmp_path_factory, table):
     outcomes, tmp = Outcomes(), tmp_path_factory.mktemp("fuzz-tasks")
     store = open_store(tmp / "store.duckdb")
-    import_path(store, FIXTURES / "autoexperiment" / "mlrc_n_k.jsonl")
+    import_tasks(store, TaskImportParams(paths=[FIXTURES / "autoexperiment" / "mlrc_n_k.jsonl"]))
     rows_before = len(_tasks(store))
 
     @FUZZ
     @given(data=st.data())
     def check(data):
         _fuzz(tmp, data, FIXTURES / "autoexperiment" / "mlrc_n_k.jsonl", ".jsonl",
-              lambda s, p: import_path(s, p, fmt="autoexperiment"), _tasks, outcomes, store)
+              lambda s, p: import_tasks(s, TaskImportParams(paths=[p], format="autoexperiment")), _tasks, outcomes,
+              store)
 
     check()
     assert outcomes.rejected > 0
@@ -88,7 +90,7 @@ def test_fuzzed_task_files(tmp_path_factory, table):
 def test_fuzzed_insight_and_trace_files(tmp_path_factory, shared_data, table):
     outcomes, tmp = Outcomes(), tmp_path_factory.mktemp("fuzz-insights")
     store = open_store(tmp / "store.duckdb")
-    import_insights(store, FIXTURES / "ingest" / "good.jsonl")
+    run_file(store, FileIngestParams(paths=[FIXTURES / "ingest" / "good.jsonl"]))
     rows_before = len(_insights(store)[1])
     trail = tmp / "trail_sample.jsonl"  # a few TRAIL trace annotations (read from the shared data, not copied)
     trail.write_text("".join((shared_data / "trail" / "trail_errors_gaia.jsonl").open().readlines()[:8]))
@@ -107,7 +109,8 @@ def test_fuzzed_insight_and_trace_files(tmp_path_factory, shared_data, table):
     def check(data, fmt):
         source, options = sources[fmt]
         per_format[fmt] += 1
-        _fuzz(tmp, data, source, source.suffix, lambda s, p: import_insights(s, p, fmt=fmt, **options),
+        _fuzz(tmp, data, source, source.suffix,
+              lambda s, p: run_file(s, FileIngestParams(paths=[p], format=fmt, options=options)),
               _insights, outcomes, store)
 
     check()

@@ -75,11 +75,11 @@ def test_workers_writers_readers_and_the_app_at_once(sandbox_image, tmp_path, mo
             time.sleep(0.1)
 
     def thread_writes() -> None:
-        from failatlas.ingest import import_insights
+        from failatlas.ingest import FileIngestParams, run_file
 
         for path in copies[3:]:
             try:
-                import_insights(in_process, path)
+                run_file(in_process, FileIngestParams(paths=[path]))
             except Exception as exc:  # noqa: BLE001 - collected and asserted on
                 errors.append(f"writer thread: {exc!r}")
 

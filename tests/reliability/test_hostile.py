@@ -11,7 +11,8 @@ from failatlas.bench_core.agents.base import Budget
 from failatlas.bench_core.agents.hostile import HOSTILE_AGENTS
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.runner import plan_runs, run_batch
-from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core.scoring import ScoreParams
+from failatlas.bench_core.scoring import run as score
 from failatlas.bench_core.scoring.monitor import monitor_run
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
@@ -45,8 +46,8 @@ def batch(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     for run in runs.values():
         monitor_run(store, run["id"], task)
     validated = [runs[a]["id"] for a in ("gold", "hostile-fake-results", "hostile-oom-experiment")]
-    score_runs(store, runs_dir=root / "runs", run_ids=validated, sandbox="docker", image=sandbox_image,
-               llm_judges=[])
+    score(store, ScoreParams(runs_dir=root / "runs", run_ids=validated, sandbox="docker", image=sandbox_image,
+                             llm=False))
     return {"store": store, "runs": runs, "report": report, "before": before, "canary": canary,
             "task": get_task(store, TASK), "ids": {r.run_id for r, _ in work}}
 

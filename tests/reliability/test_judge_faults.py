@@ -5,8 +5,7 @@ of scoring completes the runs whose judge was stopped by the endpoint."""
 from __future__ import annotations
 
 import pytest
-from failatlas.bench_core.runs.api import run_benchmark, select_tasks
-from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
@@ -33,7 +32,7 @@ def judge_env(monkeypatch):
 def _verdicts(store) -> dict[str, dict[str, tuple]]:
     out: dict[str, dict[str, tuple]] = {}
     for run_id, phase, status, reason in store.query(
-            "SELECT run_id, phase, status, reason FROM judgements WHERE judge LIKE '%-llm' AND phase != 'monitor'"
+            "SELECT run_id, phase, status, reason FROM judgements WHERE kind = 'llm' AND phase != 'monitor'"
             " ORDER BY 1, 2"):
         out.setdefault(run_id, {})[phase] = (status, reason or "")
     return out
@@ -41,13 +40,14 @@ def _verdicts(store) -> dict[str, dict[str, tuple]]:
 
 def test_judge_failing_halfway_is_recorded_and_resumed(sandbox_image, store, tmp_path, judge_env, table):
     save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
-    tasks = select_tasks(store, task_ids=TASKS)
-    run_benchmark(store, tasks, "null", runs_dir=tmp_path / "runs", workers=2, image=sandbox_image)
+    runs.run(store, runs.BenchParams(agent="null", task_ids=TASKS, runs_dir=tmp_path / "runs", workers=2,
+                                     image=sandbox_image))
     first, crashed, garbled = sorted(r for (r,) in store.query("SELECT id FROM runs"))
     judge_env.enqueue(DESIGN, IMPLEMENTATION, CONCLUSION,                 # first run: judged
                       *[ScriptedReply.error(500)] * 3,                     # second: the endpoint fails
                       MALFORMED, MALFORMED, MALFORMED, IMPLEMENTATION, CONCLUSION)  # third: design never parses
-    report = score_runs(store, runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image)
+    score = scoring.ScoreParams(runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image)
+    report = scoring.run(store, score)
     assert report.scored == 3 and judge_env.remaining == 0 and report.outcomes == {"runtime_error": 3}
     verdicts = _verdicts(store)
     before = store.query("SELECT count(*) FROM judgements WHERE status = 'ok'")[0][0]
@@ -59,7 +59,7 @@ def test_judge_failing_halfway_is_recorded_and_resumed(sandbox_image, store, tmp
     assert verdicts[garbled]["conclusion"][0] == "ok"
 
     judge_env.enqueue(DESIGN, IMPLEMENTATION, CONCLUSION)
-    again = score_runs(store, runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image)
+    again = scoring.run(store, score)
     assert again.scored == 1 and judge_env.remaining == 0  # only the run the endpoint stopped
     verdicts = _verdicts(store)
     assert {s for s, _ in verdicts[crashed].values()} == {"ok"}

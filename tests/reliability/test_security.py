@@ -11,8 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from failatlas.bench_core.runs.api import run_benchmark, select_tasks
-from failatlas.bench_core.scoring.api import score_runs
+from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.bench_core.tasks.catalog import get_task
@@ -44,8 +43,8 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
              + " / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=dev 2>/dev/null;"
              " echo GT-END; mkdir -p .failatlas; echo \"$OPENAI_API_KEY\" > .failatlas/conclusion.md")
     before = store.query("SELECT count(*) FROM runs")[0][0]
-    run_benchmark(store, select_tasks(store, task_ids=[task.id]), "command", agent_params={"command": probe},
-                  runs_dir=tmp_path / "runs", image=sandbox_image)
+    runs.run(store, runs.BenchParams(agent="command", agent_params={"command": probe}, task_ids=[task.id],
+                                     runs_dir=tmp_path / "runs", image=sandbox_image))
     [(status, run_id)] = store.query("SELECT status, id FROM runs WHERE agent = 'command'")
     assert status == "completed"
     [out] = [r[0] for r in store.query("SELECT stdout_tail FROM sandbox_commands WHERE run_id = ? AND command = ?",
@@ -63,8 +62,8 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
         for name, value in {"BASE_URL": agent_server.base_url, "MODEL": "scripted", "MAX_RETRIES": "0",
                             "API_KEY_ENV": "FAILATLAS_PLANTED_KEY"}.items():
             monkeypatch.setenv(f"FAILATLAS_LLM_AGENT_{name}", value)
-        run_benchmark(store, select_tasks(store, task_ids=[task.id]), "react", runs_dir=tmp_path / "runs",
-                      image=sandbox_image)
+        runs.run(store, runs.BenchParams(agent="react", task_ids=[task.id], runs_dir=tmp_path / "runs",
+                                         image=sandbox_image))
         assert agent_server.remaining == 0
     assert store.query("SELECT status FROM runs WHERE agent = 'react'") == [("completed",)]
 
@@ -76,7 +75,7 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
         for name, value in {"BASE_URL": server.base_url, "MODEL": "scripted", "MAX_RETRIES": "0",
                             "API_KEY_ENV": "FAILATLAS_PLANTED_KEY"}.items():
             monkeypatch.setenv(f"FAILATLAS_LLM_JUDGE_{name}", value)
-        score_runs(store, runs_dir=tmp_path / "runs", image=sandbox_image)
+        scoring.run(store, scoring.ScoreParams(runs_dir=tmp_path / "runs", image=sandbox_image))
         assert server.requests[0].headers.get("authorization") == f"Bearer {KEY}"  # it was really used
     from failatlas.bench_core.scoring.report import report_table, write_report
     exports = write_report(report_table(store, by="agent", n_boot=50), "agent", tmp_path / "report")

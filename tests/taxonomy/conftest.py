@@ -18,8 +18,8 @@ from tests.taxonomy.mini import fill_mini_suite
 
 # Thresholds for the test's TF-IDF/SVD vectors, whose cosines run lower than sentence-transformer ones: halves
 # of one cluster have centroid cosine ~0.82, distinct clusters at most ~0.63.
-TRAIL_PARAMS = BuildParams(merge_threshold=0.75, assign_threshold=0.5)
 TRAIL_CLUSTERING = "cl-trail-kmeans20"
+TRAIL_PARAMS = BuildParams(clustering_ids=[TRAIL_CLUSTERING], merge_threshold=0.75, assign_threshold=0.5)
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""Filling a store with realistic rows of the tables the taxonomy reads (insights, sources, runs, embeddings,
-clusterings), directly with SQL, as the ingest, embed, cluster and bench stages would write them."""
+"""Filling a store with realistic rows of the tables the taxonomy reads (insights, sources, runs, embedding sets,
+clusterings), as the ingest, embed, cluster and bench stages would write them (vectors through embed's writes)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from failatlas.embed import set_id
+from failatlas.embed.writes import ensure_set, write_vectors
 
 from failatlas.store import Store
 
 TEST_EMBED_MODEL = "tfidf-svd-64 (test)"
+TEST_REVISION = "test"
 
 
 def text_hash(text: str) -> str:
@@ -103,16 +106,25 @@ def add_insights(store: Store, rows: Sequence[dict]) -> list[str]:
 
 
 def add_embeddings(
-    store: Store, texts: Sequence[str], vectors: np.ndarray, model: str = TEST_EMBED_MODEL
-) -> None:
-    rows = {}
-    for text, vec in zip(texts, vectors, strict=True):
-        rows.setdefault(
-            text_hash(text), [text_hash(text), model, "test", "none", len(vec), [float(x) for x in vec]]
-        )
-    columns = ("text_hash", "model", "revision", "normalisation", "dim", "vector")
-    types = dict.fromkeys(columns, pl.Utf8) | {"dim": pl.Int32, "vector": pl.List(pl.Float32)}
-    _bulk_insert(store, "embeddings", columns, list(rows.values()), types)
+    store: Store,
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    model: str = TEST_EMBED_MODEL,
+    *,
+    revision: str = TEST_REVISION,
+    normalisation: str = "none",
+) -> str:
+    """Store `vectors` of `texts` (hashed as given) in the embedding set of (model, revision, normalisation), as
+    the embed stage writes them; returns the set's id."""
+    hashes, rows = [], []
+    for text, vec in zip(texts, np.asarray(vectors, dtype=np.float32), strict=True):
+        if text_hash(text) not in hashes:
+            hashes.append(text_hash(text))
+            rows.append(vec)
+    with store.write() as conn:
+        embedding_set = ensure_set(conn, model, revision, normalisation, len(rows[0]))
+        write_vectors(conn, embedding_set, hashes, np.stack(rows))
+    return embedding_set.id
 
 
 def add_clustering(
@@ -123,17 +135,22 @@ def add_clustering(
     labels: Sequence[int],
     model: str = TEST_EMBED_MODEL,
     params: dict | None = None,
+    embedding_set_id: str | None = None,
 ) -> None:
+    """A clustering as the cluster stage writes it, of the vectors in `embedding_set_id` (default: the set of
+    `model` at TEST_REVISION with the normalisation `params` names)."""
     labels = [int(x) for x in labels]
+    embedding_set_id = embedding_set_id or set_id(model, TEST_REVISION, (params or {}).get("normalisation", "none"))
     n_clusters = len({x for x in labels if x >= 0})
     with store.write() as conn:
         conn.execute(
-            "INSERT INTO clusterings (id, phase, embed_model, params, n_insights, n_clusters, outlier_rate,"
-            " code_version) VALUES (?, ?, ?, ?, ?, ?, ?, 'test')",
+            "INSERT INTO clusterings (id, phase, embed_model, embedding_set_id, params, n_insights, n_clusters,"
+            " outlier_rate, code_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'test')",
             [
                 clustering_id,
                 phase,
                 model,
+                embedding_set_id,
                 json.dumps(params or {"method": "kmeans (test)"}),
                 len(labels),
                 n_clusters,

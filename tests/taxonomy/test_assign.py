@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from failatlas.taxonomy import UNASSIGNED, assign_insights, build_taxonomy, load_taxonomy, nearest_centroid, prevalence
+from failatlas.taxonomy import UNASSIGNED, BuildParams, assign_insights, load_taxonomy, nearest_centroid, prevalence
+from failatlas.taxonomy import run as build
 
 from failatlas.core.errors import InputError, NotFoundError
-from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
-from tests.taxonomy.fill import add_embeddings, add_insights, insight_id
+from tests.taxonomy.conftest import TRAIL_PARAMS
+from tests.taxonomy.fill import add_clustering, add_embeddings, add_insights, insight_id
 
 
 def test_nearest_centroid_with_threshold():
@@ -22,7 +23,7 @@ def test_nearest_centroid_with_threshold():
 
 
 def test_new_agents_insights_land_in_existing_types(trail_store, trail_template):
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
+    tax = build(trail_store, TRAIL_PARAMS)
     member = next(t for t in tax.types if t.n_insights >= 10).examples[0]
     near_copy = (
         member.text.replace("The system", "The new agent").replace("the system", "the new agent") + " again"
@@ -65,7 +66,7 @@ def test_new_agents_insights_land_in_existing_types(trail_store, trail_template)
 
 
 def test_vectors_can_be_passed_in_and_missing_ones_are_reported(mini_store):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     text = "No module named 'sklearn' when the agent ran evaluate.py"
     add_insights(
         mini_store, [{"phase": "implementation", "text": text, "run_id": "o4", "agent": "openhands"}]
@@ -99,8 +100,33 @@ def test_vectors_are_looked_up_under_the_clusterings_normalisation(store):
     ids = add_insights(store, [{"phase": "execution", "text": t} for t in texts])
     add_embeddings(store, texts, np.eye(2, 4))  # normalisation 'none'
     add_clustering(store, "cl-none", "execution", ids, [0, 1])
+    add_embeddings(store, texts[:1], np.eye(1, 4), normalisation="zzz-v9")  # a normaliser this build lacks
     add_clustering(store, "cl-odd", "design", ids[:1], [0], params={"normalisation": "zzz-v9"})
-    tax = build_taxonomy(store, ["cl-none"])
+    tax = build(store, BuildParams(clustering_ids=["cl-none"]))
     assert load_taxonomy(store, tax.id).normalisation == "none" and len(tax.types) == 2
     with pytest.raises(ConfigError, match="zzz-v9"):
-        build_taxonomy(store, ["cl-odd"])
+        build(store, BuildParams(clustering_ids=["cl-odd"]))
+
+
+def test_the_taxonomy_uses_the_clusterings_embedding_set_not_the_newest_revision(store):
+    """Two revisions of one model in the store: centroids and later assignments come from the vectors the
+    clustering was made from (revision r1), not from the newer r2."""
+    texts = ["ImportError: no module named torch", "torch is not installed", "CUDA out of memory", "GPU memory gone"]
+    ids = add_insights(store, [{"phase": "execution", "text": t} for t in texts])
+    r1 = add_embeddings(store, texts, np.eye(8)[[0, 0, 1, 1]], revision="r1")
+    r2 = add_embeddings(store, texts, np.eye(8)[[2, 2, 3, 3]], revision="r2")  # the newer revision
+    assert r1 != r2
+    add_clustering(store, "cl-r1", "execution", ids, [0, 0, 1, 1], embedding_set_id=r1)
+    tax = build(store, BuildParams(clustering_ids=["cl-r1"]))
+    assert tax.embedding_set_id == r1 and load_taxonomy(store, tax.id).embedding_set_id == r1
+    centroids = sorted(tuple(np.round(t.centroid, 6)) for t in tax.types)
+    assert centroids == sorted(tuple(v) for v in np.eye(8)[[0, 1]])
+    late = "torch module missing"
+    (late_id,) = add_insights(store, [{"phase": "execution", "text": late}])
+    add_embeddings(store, [late], np.eye(8)[[1]], revision="r1")
+    add_embeddings(store, [late], np.eye(8)[[2]], revision="r2")
+    assign_insights(store, tax.id, [late_id])
+    (type_id,) = store.query("SELECT failure_type_id FROM insight_failure_types WHERE taxonomy_id = ? AND"
+                             " insight_id = ?", [tax.id, late_id])[0]
+    by_centroid = {int(np.argmax(t.centroid)): t.id for t in tax.types}
+    assert type_id == by_centroid[1]

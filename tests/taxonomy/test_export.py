@@ -12,11 +12,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from failatlas.taxonomy import build_taxonomy, export_taxonomy, prevalence
+from failatlas.taxonomy import BuildParams, export_taxonomy, prevalence
+from failatlas.taxonomy import run as build
 from failatlas.taxonomy.tables import latex_escape
 
 from failatlas.core.errors import ConfigError
-from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
+from tests.taxonomy.conftest import TRAIL_PARAMS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -99,7 +100,7 @@ def _check_latex(tex: Path, tmp: Path) -> str:
 
 
 def test_trail_exports_agree_and_compile(trail_store, tmp_path):
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
+    tax = build(trail_store, TRAIL_PARAMS)
     out = tmp_path / "export"
     result = export_taxonomy(trail_store, tax.id, out, n_boot=300)
     n_rows = _check_agreement(out, with_runs=True)
@@ -118,7 +119,7 @@ def test_trail_exports_agree_and_compile(trail_store, tmp_path):
 
 
 def test_mini_suite_exports_include_the_funnel(mini_store, tmp_path):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     out = tmp_path / "paper"
     result = export_taxonomy(mini_store, None, out, n_boot=200)
     assert result.taxonomy_id == tax.id and result.skipped == {}
@@ -132,7 +133,7 @@ def test_mini_suite_exports_include_the_funnel(mini_store, tmp_path):
 
 
 def test_latex_escapes_special_characters(mini_store, tmp_path):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     with mini_store.write() as conn:
         conn.execute(
             "UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?",
@@ -148,13 +149,13 @@ def test_latex_escapes_special_characters(mini_store, tmp_path):
 
 
 def test_unknown_format_is_refused(mini_store, tmp_path):
-    build_taxonomy(mini_store)
+    build(mini_store, BuildParams())
     with pytest.raises(ConfigError):
         export_taxonomy(mini_store, None, tmp_path, formats=["docx"])
 
 
 def test_exports_without_runs_columns_when_no_insight_names_a_run(mini_store, tmp_path):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     with mini_store.write() as conn:
         conn.execute("UPDATE insight_sources SET run_id = NULL, task_id = NULL")
         conn.execute("DELETE FROM runs")

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from failatlas.taxonomy import BuildParams, build_taxonomy
+from failatlas.taxonomy import BuildParams
+from failatlas.taxonomy import run as build
 from failatlas.taxonomy.labelling import LLMLabeller, make_labeller
 from typer.testing import CliRunner
 
@@ -59,7 +60,7 @@ def _good_reply(messages, schema):
 
 def test_llm_names_are_used_and_prompts_are_contrastive_and_stored(mini_store):
     client = FakeStructuredLLM(_good_reply)
-    tax = build_taxonomy(mini_store, params=BuildParams(labeller="llm"), labeller=LLMLabeller(client))
+    tax = build(mini_store, BuildParams(labeller="llm"), labeller=LLMLabeller(client))
     # 6 types, and one category of two types (the other categories hold one type or are a phase's only one)
     assert len(tax.types) == 6 and len(client.calls) == 7
     assert all(t.naming_method == "llm" and t.name.startswith("Type about") for t in tax.types)
@@ -120,8 +121,8 @@ def test_llm_names_are_used_and_prompts_are_contrastive_and_stored(mini_store):
     ],
 )
 def test_unusable_replies_fall_back_to_offline_names_and_say_so(mini_store, reply):
-    tax = build_taxonomy(mini_store, labeller=LLMLabeller(FakeStructuredLLM(reply)))
-    offline = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams(), labeller=LLMLabeller(FakeStructuredLLM(reply)))
+    offline = build(mini_store, BuildParams())
     assert [t.name for t in tax.types] == [t.name for t in offline.types]
     assert all(t.naming_method == "offline-after-llm-error" for t in tax.types)
     assert all("rejected" in t.raw_reply and t.prompt for t in tax.types)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
-from failatlas.taxonomy import BuildParams, build_taxonomy, merge_groups
+from failatlas.taxonomy import BuildParams, merge_groups
+from failatlas.taxonomy import run as build
 from failatlas.taxonomy.hierarchy import group_centroids, n_categories
 
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
@@ -31,7 +34,7 @@ def test_merge_needs_both_close_centroids_and_shared_keywords():
 
 
 def test_trail_planted_duplicate_is_merged_and_distinct_types_are_not(trail_store, trail_template):
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
+    tax = build(trail_store, TRAIL_PARAMS)
     big, half = trail_template.planted
     merged = [t for t in tax.types if len(t.merged_from) > 1]
     assert [sorted(t.merged_from) for t in merged] == [
@@ -42,15 +45,15 @@ def test_trail_planted_duplicate_is_merged_and_distinct_types_are_not(trail_stor
 
 
 def test_without_merging_the_planted_pair_stays_apart(trail_store):
-    tax = build_taxonomy(
-        trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS.model_copy(update={"merge_threshold": 1.0})
+    tax = build(
+        trail_store, TRAIL_PARAMS.model_copy(update={"merge_threshold": 1.0})
     )
     assert len(tax.types) == 21
     assert all(len(t.merged_from) == 1 for t in tax.types)
 
 
 def test_categories_are_few_per_phase_and_cover_every_type(trail_store):
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
+    tax = build(trail_store, TRAIL_PARAMS)
     cats = {c.id: c for c in tax.categories}
     assert 2 <= len(cats) <= TRAIL_PARAMS.max_categories
     assert {t.category_id for t in tax.types} == set(cats)
@@ -58,8 +61,8 @@ def test_categories_are_few_per_phase_and_cover_every_type(trail_store):
     for c in cats.values():
         members = [t.name for t in tax.types if t.category_id == c.id]
         assert all(name in c.definition for name in members)
-    tight = build_taxonomy(
-        trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS.model_copy(update={"max_categories": 2})
+    tight = build(
+        trail_store, TRAIL_PARAMS.model_copy(update={"max_categories": 2})
     )
     assert len(tight.categories) == 2
 
@@ -77,15 +80,17 @@ def test_group_centroids_puts_near_directions_together():
 
 def test_build_params_are_recorded_with_the_snapshot(trail_store):
     params = BuildParams(merge_threshold=0.8, assign_threshold=0.25, max_categories=3, seed=7)
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], params)
+    tax = build(trail_store, params)
     stored = trail_store.query("SELECT params, version, code_version FROM taxonomies WHERE id = ?", [tax.id])[
         0
     ]
     assert BuildParams.model_validate_json(stored[0]) == params
     assert stored[1] == 1 and stored[2].startswith("failatlas")
-    again = build_taxonomy(trail_store, [TRAIL_CLUSTERING], params)
+    again = build(trail_store, params)
     assert again.version == 2 and again.id != tax.id
     run = trail_store.query(
         "SELECT stage, status, summary FROM stage_runs WHERE id = ?", [f"taxonomy.build:{tax.id}"]
     )
-    assert run[0][:2] == ("taxonomy.build", "completed")
+    assert run[0][:2] == ("taxonomy.build", "ok")
+    (rows,) = trail_store.query("SELECT rows FROM stage_runs WHERE id = ?", [tax.stage_run_id])[0]
+    assert json.loads(rows)["failure_types"] == len(tax.types) and tax.stage_run_id == f"taxonomy.build:{tax.id}"

@@ -6,7 +6,8 @@ import json
 import re
 
 import numpy as np
-from failatlas.taxonomy import build_taxonomy, class_tfidf
+from failatlas.taxonomy import class_tfidf
+from failatlas.taxonomy import run as build
 from failatlas.taxonomy.labelling import readable_name
 
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
@@ -36,7 +37,7 @@ def test_readable_name_joins_words_that_stand_together():
 
 
 def test_offline_names_on_trail_are_distinct_readable_and_traceable(trail_store):
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
+    tax = build(trail_store, TRAIL_PARAMS)
     names = [t.name for t in tax.types]
     assert len(names) >= 15
     assert len({n.lower() for n in names}) == len(names)
@@ -82,7 +83,7 @@ def test_offline_names_on_trail_are_distinct_readable_and_traceable(trail_store)
 
 def test_names_are_keyword_based_on_the_formatting_cluster(trail_store, trail_template):
     """The TRAIL cluster of '<end_plan>' formatting errors gets a name that says so."""
-    tax = build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS)
+    tax = build(trail_store, TRAIL_PARAMS)
     end_plan = [
         i for i, t in zip(trail_template.insight_ids, trail_template.texts, strict=True) if "end_plan" in t
     ]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from failatlas.taxonomy import UNASSIGNED, build_taxonomy, funnel, prevalence
+from failatlas.taxonomy import UNASSIGNED, BuildParams, funnel, prevalence
+from failatlas.taxonomy import run as build
 
 from failatlas.core.errors import ConfigError, InputError
-from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
+from tests.taxonomy.conftest import TRAIL_PARAMS
 from tests.taxonomy.mini import OPENHANDS, REACT
 
 
@@ -34,7 +35,7 @@ def _by_keyword(frame: pl.DataFrame, tax, **cols) -> dict[str, int]:
 
 
 def test_mini_suite_types_and_insight_prevalence(mini_store):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     assert sorted((t.phase, t.n_insights) for t in tax.types) == [
         ("conclusion", 3),
         ("design", 2),
@@ -68,7 +69,7 @@ def test_mini_suite_types_and_insight_prevalence(mini_store):
 
 
 def test_per_agent_breakdown_matches_the_hand_count(mini_store):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     frame = prevalence(mini_store, tax.id, by="agent", n_boot=200)
     assert _by_keyword(frame, tax, phase="implementation", group=REACT[0]) == {
         "import": 3,
@@ -90,7 +91,7 @@ def test_per_agent_breakdown_matches_the_hand_count(mini_store):
 
 
 def test_runs_and_tasks_affected(mini_store):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     runs = prevalence(mini_store, tax.id, unit="runs", n_boot=300)
     # 8 completed runs of the mini-suite count (the infra_error run r5 does not), with or without insights.
     assert runs["total"].unique().to_list() == [8]
@@ -107,12 +108,12 @@ def test_runs_and_tasks_affected(mini_store):
 
 
 def test_bootstrap_is_seeded_and_narrows_with_more_data(mini_store, trail_store):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     a = prevalence(mini_store, tax.id, n_boot=400, seed=3)
     b = prevalence(mini_store, tax.id, n_boot=400, seed=3)
     assert a.equals(b)
     trail = prevalence(
-        trail_store, build_taxonomy(trail_store, [TRAIL_CLUSTERING], TRAIL_PARAMS).id, n_boot=400
+        trail_store, build(trail_store, TRAIL_PARAMS).id, n_boot=400
     )
     assert (trail["ci_high"] - trail["ci_low"]).mean() < (a["ci_high"] - a["ci_low"]).mean()
     assert trail["total"].unique().to_list() == [584]  # every TRAIL description with text, duplicates counted
@@ -120,7 +121,7 @@ def test_bootstrap_is_seeded_and_narrows_with_more_data(mini_store, trail_store)
 
 
 def test_bad_arguments_and_missing_run_ids(mini_store):
-    tax = build_taxonomy(mini_store)
+    tax = build(mini_store, BuildParams())
     with pytest.raises(ConfigError):
         prevalence(mini_store, tax.id, unit="papers")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
@@ -155,7 +156,7 @@ def test_a_clustering_of_only_outliers_gives_an_all_unassigned_phase(store):
     ids = add_insights(store, rows)
     add_embeddings(store, texts, np.eye(2, 8))
     add_clustering(store, "cl-monitor", "monitor", ids, [-1, -1])
-    tax = build_taxonomy(store)
+    tax = build(store, BuildParams())
     assert tax.types == [] and tax.n_unassigned == 2
     frame = prevalence(store, tax.id, n_boot=20)
     assert frame.select("failure_type_id", "count", "share").rows() == [(UNASSIGNED, 2, 1.0)]

@@ -1,75 +1,22 @@
-"""Task importers by format name, and finding what to import under a path.
+"""Task importers, each registered by format name in `TASK_IMPORTERS`, and finding what to import under a path.
 
-Each importer is a `load_<format>(path) -> list[TaskSpec]` that reads files and never touches the store, plus
-a `sniff(path) -> bool` that recognises its format by content. `discover()` walks files and folders and pairs
-each importable item with its format.
+An importer (see `failatlas.core.importers` for the shape) reads files or task folders and never touches the
+store. Adding a format: a module whose importer class registers itself with `@TASK_IMPORTERS.register(name)`,
+plus its import line here. `discover()` walks files and folders and pairs each importable item with its format.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from failatlas.bench_core.tasks.importers import autoexperiment, expbench, rexbench
-from failatlas.bench_core.tasks.importers._common import load_json, read_text
-from failatlas.bench_core.tasks.importers.autoexperiment import load_autoexperiment
-from failatlas.bench_core.tasks.importers.expbench import load_expbench
-from failatlas.bench_core.tasks.importers.rexbench import load_rexbench
-from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.bench_core.tasks.importers import autoexperiment, expbench, rexbench, suite  # noqa: F401  (register)
+from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_json, read_text
 
-from failatlas.core.errors import ConfigError, InputError
-
-
-@dataclass(frozen=True)
-class Importer:
-    """A task format: its name, loader and content sniffer."""
-
-    name: str
-    load: Callable[[Path], list[TaskSpec]]
-    sniff: Callable[[Path], bool]
-    description: str
-
-
-IMPORTERS: dict[str, Importer] = {
-    expbench.FORMAT: Importer(
-        expbench.FORMAT,
-        load_expbench,
-        expbench.sniff,
-        "EXP-Bench *_complete_final*.json files (one per paper)",
-    ),
-    autoexperiment.FORMAT: Importer(
-        autoexperiment.FORMAT,
-        load_autoexperiment,
-        autoexperiment.sniff,
-        "AutoExperiment rows (JSONL, or a JSON list)",
-    ),
-    rexbench.FORMAT: Importer(
-        rexbench.FORMAT,
-        load_rexbench,
-        rexbench.sniff,
-        "RExBench task folders (instructions.md + task.json/yaml + oracle.json)",
-    ),
-}
-FORMATS = ("auto", *IMPORTERS)
-_CANDIDATE_SUFFIXES = (".json", ".jsonl")
-
-
-def get_importer(name: str) -> Importer:
-    """The importer registered as `name`; ConfigError listing the known ones otherwise."""
-    try:
-        return IMPORTERS[name]
-    except KeyError:
-        raise ConfigError(f"unknown task format '{name}'", hint="use one of: " + ", ".join(FORMATS)) from None
-
-
-def detect_format(path: Path) -> str | None:
-    """The format whose sniffer recognises `path`, or None."""
-    for importer in IMPORTERS.values():
-        if importer.sniff(path):
-            return importer.name
-    return None
+from failatlas.core.errors import InputError
+from failatlas.core.importers import AUTO
 
 
 @dataclass(frozen=True)
@@ -101,14 +48,20 @@ def _raise_if_broken(path: Path) -> None:
                     ) from exc
 
 
-def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
+def _root(name: str, path: Path) -> Path:
+    root = getattr(TASK_IMPORTERS.get(name), "root", None)
+    return root(path) if root else path
+
+
+def discover(paths: Iterable[str | Path], fmt: str = AUTO) -> Discovery:
     """Files and task folders to import under `paths` (folders are walked), each with its format.
 
     A path named on the command line must be importable (InputError otherwise); files met while walking a
-    folder that no importer recognises are listed in `skipped`.
+    folder that no importer recognises are listed in `skipped`. ConfigError for an unknown format.
     """
-    if fmt != "auto":
-        get_importer(fmt)
+    TASK_IMPORTERS.check_format(fmt)
+    importers = TASK_IMPORTERS.in_sniff_order() if fmt == AUTO else [TASK_IMPORTERS.get(fmt)]
+    suffixes = TASK_IMPORTERS.suffixes()  # with another --format, a broken file of these is still an error
     found: list[Found] = []
     skipped: list[Path] = []
     seen: set[Path] = set()
@@ -120,13 +73,12 @@ def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
             found.append(Found(path, name))
 
     def classify(path: Path) -> str | None:
-        if fmt != "auto":
-            return fmt if IMPORTERS[fmt].sniff(path) else None
-        return detect_format(path)
+        return next((imp.name for imp in importers if imp.sniff(path)), None)
 
     def walk(folder: Path) -> None:
-        if rexbench.task_folder(folder) is not None and fmt in ("auto", rexbench.FORMAT):
-            add(folder, rexbench.FORMAT)
+        claimed = classify(folder)
+        if claimed is not None:  # a task folder (or a suite of them) is imported whole
+            add(folder, claimed)
             return
         here: list[Found] = []
         for child in sorted(folder.iterdir()):
@@ -134,20 +86,23 @@ def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
                 continue
             if child.is_dir():
                 walk(child)
-            elif child.suffix.lower() in _CANDIDATE_SUFFIXES:
+            elif child.suffix.lower() in suffixes:
                 name = classify(child)
                 if name is None:
                     _raise_if_broken(child)
                     skipped.append(child)
                 else:
                     here.append(Found(child, name))
-        # EXP-Bench log folders also hold intermediate task files; its final ones are named *_complete_final*
-        finals = any(f.format == expbench.FORMAT and expbench.FINAL_MARK in f.path.name for f in here)
+        kept: set[Path] = set()
+        for name in {item.format for item in here}:
+            files = [item.path for item in here if item.format == name]
+            keep = getattr(TASK_IMPORTERS.get(name), "keep", None)
+            kept.update(keep(files) if keep else files)
         for item in here:
-            if finals and item.format == expbench.FORMAT and expbench.FINAL_MARK not in item.path.name:
-                skipped.append(item.path)
-            else:
+            if item.path in kept:
                 add(item.path, item.format)
+            else:
+                skipped.append(item.path)
 
     for raw in paths:
         path = Path(raw)
@@ -158,29 +113,17 @@ def discover(paths: Iterable[str | Path], fmt: str = "auto") -> Discovery:
             continue
         name = classify(path)
         if name is None:
-            if fmt != "auto":
+            if fmt != AUTO:
                 add(path, fmt)  # the loader names what is wrong with it
                 continue
             _raise_if_broken(path)
             raise InputError(
                 "cannot tell the task format of this file",
                 path=str(path),
-                hint="pass --format " + "|".join(IMPORTERS),
+                hint="pass --format " + "|".join(TASK_IMPORTERS.names()),
             )
-        add(rexbench.task_folder(path) or path if name == rexbench.FORMAT else path, name)
+        add(_root(name, path), name)
     return Discovery(found, skipped)
 
 
-__all__ = [
-    "FORMATS",
-    "IMPORTERS",
-    "Discovery",
-    "Found",
-    "Importer",
-    "detect_format",
-    "discover",
-    "get_importer",
-    "load_autoexperiment",
-    "load_expbench",
-    "load_rexbench",
-]
+__all__ = ["TASK_IMPORTERS", "Discovery", "Found", "discover"]

@@ -1,4 +1,5 @@
-"""Helpers every importer shares: reading files into errors that name file and line, fenced JSON, warnings."""
+"""What every task importer shares: the registry, reading files into errors that name file and line, fenced JSON,
+warnings."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import ValidationError
 
 from failatlas.core.errors import InputError
+from failatlas.core.importers import ImporterRegistry
+
+# Task importers may also define `root(path) -> Path` (the unit a named file belongs to, e.g. its task folder)
+# and `keep(files) -> list[Path]` (which of its files met in one folder to import; the others are skipped).
+TASK_IMPORTERS: ImporterRegistry[TaskSpec] = ImporterRegistry("task")
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
 

@@ -30,7 +30,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
+from failatlas.bench_core.tasks.importers._common import (
+    TASK_IMPORTERS,
+    Warnings,
+    jsonable,
+    load_json,
+    read_text,
+    validation_error,
+)
 from failatlas.bench_core.tasks.model import (
     Benchmark,
     ExpectedMetric,
@@ -47,6 +54,7 @@ from failatlas.bench_core.tasks.model import (
 from pydantic import ValidationError
 
 from failatlas.core.errors import InputError
+from failatlas.core.importers import Loaded, NoOptions
 
 FORMAT = "autoexperiment"
 DEFAULT_RTOL = 0.05
@@ -361,3 +369,20 @@ def _repository(row: dict[str, Any], paper_id: str) -> RepoRef:
     if isinstance(repo, dict):
         return RepoRef(url=repo.get("url"), commit=repo.get("commit"), local_path=repo.get("local_path"))
     return RepoRef(local_path=f"{paper_id}/code")
+
+
+@TASK_IMPORTERS.register(FORMAT)
+class AutoExperimentImporter:
+    """AutoExperiment rows (JSONL, or a JSON list)"""
+
+    name = FORMAT
+    description = "AutoExperiment rows (JSONL, or a JSON list)"
+    Options = NoOptions
+    suffixes = (".jsonl", ".json")
+    sniff_order = 30
+
+    def sniff(self, path: Path) -> bool:
+        return sniff(path)
+
+    def load(self, path: Path, options: NoOptions) -> Loaded[TaskSpec]:
+        return Loaded(path=path, format=self.name, records=load_autoexperiment(path))

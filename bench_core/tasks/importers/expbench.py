@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from failatlas.bench_core.tasks.importers._common import (
+    TASK_IMPORTERS,
     Warnings,
     jsonable,
     load_json,
@@ -69,6 +70,7 @@ from failatlas.bench_core.tasks.model import (
 from pydantic import ValidationError
 
 from failatlas.core.errors import InputError
+from failatlas.core.importers import Loaded, NoOptions
 
 FORMAT = "expbench"
 FINAL_MARK = "_complete_final"
@@ -317,3 +319,26 @@ def _assign_ids(drafts: list[dict[str, Any]]) -> None:
             )
     for d, task_id in zip(drafts, ids, strict=True):
         d["id"] = task_id
+
+
+@TASK_IMPORTERS.register(FORMAT)
+class ExpBenchImporter:
+    """EXP-Bench *_complete_final*.json files (one per paper)"""
+
+    name = FORMAT
+    description = "EXP-Bench *_complete_final*.json files (one per paper)"
+    Options = NoOptions
+    suffixes = (".json",)
+    sniff_order = 20
+
+    def sniff(self, path: Path) -> bool:
+        return sniff(path)
+
+    def load(self, path: Path, options: NoOptions) -> Loaded[TaskSpec]:
+        return Loaded(path=path, format=self.name, records=load_expbench(path))
+
+    def keep(self, files: list[Path]) -> list[Path]:
+        """EXP-Bench log folders also hold intermediate task files; where final ones (`*_complete_final*`) are
+        present, only those."""
+        finals = [f for f in files if FINAL_MARK in f.name]
+        return finals or files

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from failatlas.bench_core.tasks.importers._common import Warnings, jsonable, load_json, read_text, validation_error
+from failatlas.bench_core.tasks.importers._common import (
+    TASK_IMPORTERS,
+    Warnings,
+    jsonable,
+    load_json,
+    read_text,
+    validation_error,
+)
 from failatlas.bench_core.tasks.model import (
     Benchmark,
     ExpectedMetric,
@@ -46,6 +53,7 @@ from failatlas.bench_core.tasks.model import (
 from pydantic import ValidationError
 
 from failatlas.core.errors import InputError
+from failatlas.core.importers import Loaded, NoOptions
 
 FORMAT = "rexbench"
 INSTRUCTIONS = "instructions.md"
@@ -272,3 +280,23 @@ def _success(
         raise validation_error(exc, path=meta_path, prefix="success") from exc
     except TypeError as exc:
         raise InputError(str(exc), path=str(meta_path), field="success") from exc
+
+
+@TASK_IMPORTERS.register(FORMAT)
+class RExBenchImporter:
+    """RExBench task folders (instructions.md + task.json/yaml + oracle.json)"""
+
+    name = FORMAT
+    description = "RExBench task folders (instructions.md + task.json/yaml + oracle.json)"
+    Options = NoOptions
+    suffixes = ()
+    sniff_order = 10
+
+    def sniff(self, path: Path) -> bool:
+        return sniff(path)
+
+    def load(self, path: Path, options: NoOptions) -> Loaded[TaskSpec]:
+        return Loaded(path=path, format=self.name, records=load_rexbench(path))
+
+    def root(self, path: Path) -> Path:
+        return task_folder(path) or path

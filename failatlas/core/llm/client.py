@@ -11,7 +11,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import openai
 from pydantic import BaseModel
 
 from failatlas.core.store import Store
@@ -68,6 +67,8 @@ def _retry_after(response: Any) -> float | None:
 
 
 def _classify(exc: Exception) -> _Failure:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return _Failure("timeout", "the request timed out")
     if isinstance(exc, openai.APIConnectionError):
@@ -142,6 +143,8 @@ class LLMClient:
         key = config.api_key()
         self._redactor = Redactor([key, *config.url_secrets()])
         self.records: LLMRecords | None = StoreRecords(store) if store is not None else records
+        import openai  # here, not at module level: opening a store must not import the SDK (half a second)
+
         self._openai = openai.OpenAI(
             base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
         )
@@ -366,6 +369,8 @@ class LLMClient:
     def _send_with_retries(
         self, messages: list[dict[str, Any]], params: dict[str, Any]
     ) -> tuple[dict[str, Any], int]:
+        import openai
+
         cfg = self.config
         budget = cfg.max_retries + 1
         for attempt in range(1, budget + 1):

@@ -5,7 +5,8 @@ every diff chunk judged, majority votes, and 'not run' reasons without an endpoi
 from __future__ import annotations
 
 import pytest
-from failatlas.bench_core.scoring.llm_judges import LLMJudges, llm_judges_for, llm_monitor_for, split_diff
+from failatlas.bench_core.scoring import JUDGES, JudgeInput, JudgeOptions
+from failatlas.bench_core.scoring.llm_judges import LLMJudges, llm_monitor_for, split_diff
 from failatlas.bench_core.scoring.llm_monitor import llm_monitor_check
 from failatlas.bench_core.suites import load_suite
 
@@ -100,7 +101,9 @@ def test_without_an_endpoint_judges_and_monitor_record_not_run(task, monkeypatch
     for name in list(__import__("os").environ):
         if name.startswith("FAILATLAS_LLM"):
             monkeypatch.delenv(name)
-    verdicts = llm_judges_for(None)(task, {})
+    judge = JUDGES.create("llm", options=JudgeOptions(store=None))
+    assert judge.kind == "llm"
+    verdicts = judge(JudgeInput(task=task, outputs={}))
     assert {v.judge for v in verdicts} == {"design-llm", "implementation-llm", "conclusion-llm"}
     assert all(v.status == "not_run" and "no LLM endpoint" in v.reason for v in verdicts)
     findings, verdict = llm_monitor_for(None)(task, [], {})

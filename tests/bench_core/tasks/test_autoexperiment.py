@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.tasks import TaskKind, load_autoexperiment
+from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 
 from failatlas.core.errors import InputError
 
@@ -17,7 +17,7 @@ def rows_file(fixtures: Path) -> Path:
 
 
 def test_rows_become_masked_function_tasks_with_combined_ids(rows_file: Path):
-    tasks = load_autoexperiment(rows_file)
+    tasks = TASK_IMPORTERS.load(rows_file, "autoexperiment").records
     assert [t.id for t in tasks] == [
         "autoexperiment-2205.00048_0,1",
         "autoexperiment-2205.00048_2",
@@ -44,7 +44,7 @@ def test_rows_become_masked_function_tasks_with_combined_ids(rows_file: Path):
 
 
 def test_gold_results_get_per_metric_tolerances(rows_file: Path):
-    first, python_quoted, nested = load_autoexperiment(rows_file)
+    first, python_quoted, nested = TASK_IMPORTERS.load(rows_file, "autoexperiment").records
     got = {m.name: (m.value, m.rtol, m.atol, m.experiment) for m in first.expected_results}
     assert got == {
         "Experiment 1.II-F": (0.0055, 0.02, 0.0, "Experiment 1"),  # the row's default
@@ -73,7 +73,7 @@ def test_non_numeric_gold_is_kept_and_reported(tmp_path: Path):
         )
         + "\n"
     )
-    (task,) = load_autoexperiment(path)
+    (task,) = TASK_IMPORTERS.load(path, "autoexperiment").records
     assert task.id == "autoexperiment-2303.11932_" and task.masking.functions == []
     assert task.extra["non_numeric_results"] == {"Experiment 1": "B-cos"}
     codes = {w.split(":")[0] for w in task.warnings}
@@ -129,7 +129,7 @@ def test_malformed_rows_name_file_line_and_field(tmp_path: Path, rows_file: Path
     path = tmp_path / "rows.jsonl"
     path.write_text(good + "\n" + json.dumps(row) + "\n")
     with pytest.raises(InputError) as err:
-        load_autoexperiment(path)
+        TASK_IMPORTERS.load(path, "autoexperiment")
     assert (err.value.path, err.value.line, err.value.field) == (str(path), line, field)
 
 
@@ -138,9 +138,9 @@ def test_a_broken_line_and_a_duplicate_row_are_errors(tmp_path: Path, rows_file:
     broken = tmp_path / "broken.jsonl"
     broken.write_text(lines[0] + "\n\n{oops\n")
     with pytest.raises(InputError, match="invalid JSON") as err:
-        load_autoexperiment(broken)
+        TASK_IMPORTERS.load(broken, "autoexperiment")
     assert err.value.line == 3
     twice = tmp_path / "twice.jsonl"
     twice.write_text(lines[0] + "\n" + lines[0] + "\n")
     with pytest.raises(InputError, match="duplicate task 2205.00048_0,1 \\(first on line 1\\)"):
-        load_autoexperiment(twice)
+        TASK_IMPORTERS.load(twice, "autoexperiment")

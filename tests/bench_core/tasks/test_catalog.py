@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 from failatlas.bench_core.tasks import (
+    TASK_IMPORTERS,
+    TaskImportParams,
     TaskKind,
     get_task,
-    import_path,
     list_tasks,
-    load_expbench,
     public_view,
+    run,
     save_tasks,
 )
 
@@ -25,12 +26,12 @@ def _count(store) -> int:
 
 
 def test_importing_the_real_folder_twice_upserts(store, iclr2024: Path):
-    first = import_path(store, iclr2024)
+    first = run(store, TaskImportParams(paths=[iclr2024]))
     assert (len(first.files), first.n_tasks, first.inserted) == (25, 206, 206)
     assert first.by_kind == {"T1": 97, "T2": 55, "T3": 54}
     assert first.warnings["missing-design"] == 5
     assert first.summary().startswith("25 file(s), 206 task(s) (206 new, 0 updated, 0 unchanged)")
-    again = import_path(store, iclr2024)
+    again = run(store, TaskImportParams(paths=[iclr2024]))
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 206)
     assert _count(store) == 206
     assert store.query("SELECT sum(n_warnings) FROM tasks")[0][0] == first.n_warnings == 31
@@ -40,11 +41,11 @@ def test_a_changed_task_is_updated_in_place(store, iclr2024: Path, tmp_path: Pat
     path = tmp_path / "iclr2024" / "18439.json"
     path.parent.mkdir()
     shutil.copy(iclr2024 / "18439.json", path)
-    assert import_path(store, path).inserted == 3
+    assert run(store, TaskImportParams(paths=[path])).inserted == 3
     data = json.loads(path.read_text())
     data["questions"][1]["expected_outcome"] = "a revised conclusion"
     path.write_text(json.dumps(data))
-    report = import_path(store, path)
+    report = run(store, TaskImportParams(paths=[path]))
     assert (report.inserted, report.updated, report.unchanged) == (0, 1, 2)
     (changed,) = report.files[0].updated
     assert get_task(store, changed).expected_conclusion == "a revised conclusion"
@@ -57,17 +58,17 @@ def test_a_malformed_file_leaves_the_store_unchanged(store, iclr2024: Path, tmp_
     shutil.copy(iclr2024 / "18439.json", folder / "18439.json")
     (folder / "19999.json").write_text('{"questions": [{"question": "ok"}, {"method": "no question"}]}')
     with pytest.raises(InputError) as err:
-        import_path(store, folder)
+        run(store, TaskImportParams(paths=[folder]))
     assert err.value.path == str(folder / "19999.json") and err.value.field == "questions[1].question"
     assert _count(store) == 0
     (folder / "19999.json").write_text('{"questions": [')
     with pytest.raises(InputError, match="invalid JSON"):
-        import_path(store, folder)
+        run(store, TaskImportParams(paths=[folder]))
     assert _count(store) == 0
 
 
 def test_save_tasks_is_all_or_nothing(store, iclr2024: Path):
-    tasks = load_expbench(iclr2024 / "18439.json")
+    tasks = TASK_IMPORTERS.load(iclr2024 / "18439.json", "expbench").records
     with pytest.raises(InputError, match="twice"):
         save_tasks(store, [*tasks, tasks[0]], source="dup")
     assert _count(store) == 0
@@ -79,7 +80,7 @@ def test_get_task_round_trips_and_misses_with_a_hint(store, iclr2024: Path):
     with pytest.raises(NotFoundError, match="no task 'expbench-nope'") as err:
         get_task(store, "expbench-nope")
     assert "catalog is empty" in err.value.hint
-    (task, *_) = load_expbench(iclr2024 / "18277.json")
+    (task, *_) = TASK_IMPORTERS.load(iclr2024 / "18277.json", "expbench").records
     save_tasks(store, [task], source="t")
     assert get_task(store, task.id) == task
     with pytest.raises(NotFoundError) as err:
@@ -88,7 +89,7 @@ def test_get_task_round_trips_and_misses_with_a_hint(store, iclr2024: Path):
 
 
 def test_list_filters_by_benchmark_kind_and_paper(store, iclr2024: Path, fixtures: Path):
-    report = import_path(store, [iclr2024, fixtures / "autoexperiment", fixtures / "rexbench"])
+    report = run(store, TaskImportParams(paths=[iclr2024, fixtures / "autoexperiment", fixtures / "rexbench"]))
     assert report.n_tasks == 206 + 3 + 2
     assert {r["id"] for r in list_tasks(store, benchmark="rexbench")} == {"rexbench-othello", "rexbench-cogs"}
     assert len(list_tasks(store, benchmark="autoexperiment", kind="masked_functions")) == 3
@@ -101,7 +102,7 @@ def test_list_filters_by_benchmark_kind_and_paper(store, iclr2024: Path, fixture
 
 
 def test_public_view_hides_ground_truth(iclr2024: Path):
-    task = load_expbench(iclr2024 / "18439.json")[0]
+    task = TASK_IMPORTERS.load(iclr2024 / "18439.json", "expbench").records[0]
     public = public_view(task)
     assert public["question"] == task.question and public["warnings"] == task.warnings
     assert not {"design", "expected_conclusion", "implementation", "masking", "extra"} & set(public)

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.tasks import detect_format, discover, get_importer
+from failatlas.bench_core.tasks import TASK_IMPORTERS, discover
 
 from failatlas.core.errors import ConfigError, InputError
 
@@ -15,17 +15,17 @@ from failatlas.core.errors import ConfigError, InputError
 def test_formats_are_told_apart_by_content(iclr2024: Path, fixtures: Path, tmp_path: Path):
     renamed = tmp_path / "tasks.json"  # an EXP-Bench file under a name that says nothing
     shutil.copy(iclr2024 / "18439.json", renamed)
-    assert detect_format(renamed) == "expbench"
-    assert detect_format(fixtures / "autoexperiment" / "mlrc_n_k.jsonl") == "autoexperiment"
+    assert TASK_IMPORTERS.detect(renamed) == "expbench"
+    assert TASK_IMPORTERS.detect(fixtures / "autoexperiment" / "mlrc_n_k.jsonl") == "autoexperiment"
     as_list = tmp_path / "rows.json"
     as_list.write_text(
         json.dumps([json.loads((fixtures / "autoexperiment" / "mlrc_n_k.jsonl").read_text().splitlines()[0])])
     )
-    assert detect_format(as_list) == "autoexperiment"
-    assert detect_format(fixtures / "rexbench" / "othello") == "rexbench"
-    assert detect_format(fixtures / "rexbench" / "othello" / "task.json") == "rexbench"
+    assert TASK_IMPORTERS.detect(as_list) == "autoexperiment"
+    assert TASK_IMPORTERS.detect(fixtures / "rexbench" / "othello") == "rexbench"
+    assert TASK_IMPORTERS.detect(fixtures / "rexbench" / "othello" / "task.json") == "rexbench"
     assert (
-        detect_format(fixtures / "autoexperiment" / "2205.00048" / "code" / "src" / "run_metric.py") is None
+        TASK_IMPORTERS.detect(fixtures / "autoexperiment" / "2205.00048" / "code" / "src" / "run_metric.py") is None
     )
 
 
@@ -68,7 +68,7 @@ def test_broken_or_unknown_inputs_are_errors(tmp_path: Path):
     with pytest.raises(InputError, match="no such file"):
         discover([tmp_path / "absent.jsonl"])
     with pytest.raises(ConfigError, match="unknown task format 'csv'"):
-        get_importer("csv")
+        TASK_IMPORTERS.get("csv")
 
 
 def test_an_explicit_format_reads_only_that_format(iclr2024: Path, fixtures: Path):

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.tasks import TaskKind, load_expbench
+from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 from failatlas.bench_core.tasks.importers._common import warning_code
 from failatlas.bench_core.tasks.importers.expbench import paper_id_from_name
 
@@ -39,7 +39,7 @@ KNOWN_CODES = {
 def real_tasks(iclr2024: Path):
     files = sorted(iclr2024.glob("*.json"))
     assert len(files) == 25
-    return [t for f in files for t in load_expbench(f)]
+    return [t for f in files for t in TASK_IMPORTERS.load(f, "expbench").records]
 
 
 def _where(tasks, code: str) -> set[tuple[str, int]]:
@@ -133,9 +133,10 @@ def test_paper_id_comes_from_the_file_name():
 
 def test_ids_do_not_depend_on_question_order(iclr2024: Path, write_json):
     data = json.loads((iclr2024 / "19610.json").read_text())
-    original = {t.id: t.question for t in load_expbench(iclr2024 / "19610.json")}
+    original = {t.id: t.question for t in TASK_IMPORTERS.load(iclr2024 / "19610.json", "expbench").records}
     shuffled = dict(data, questions=list(reversed(data["questions"])))
-    reordered = {t.id: t.question for t in load_expbench(write_json("neurips2024/19610.json", shuffled))}
+    moved = write_json("neurips2024/19610.json", shuffled)
+    reordered = {t.id: t.question for t in TASK_IMPORTERS.load(moved, "expbench").records}
     assert reordered == original
 
 
@@ -159,12 +160,10 @@ def test_unseen_variants_of_the_defects_are_handled(iclr2024: Path, write_json):
     method_json.pop("design_ambiguity", None)
     singular = _one_task(iclr2024, "19044", 0)
     singular.pop("design_complexity")
-    tasks = load_expbench(
-        write_json(
+    tasks = TASK_IMPORTERS.load(write_json(
             "neurips2024/31337_complete_final.json",
             {"questions": [fenced, method_json, singular], "new_top_key": 1},
-        )
-    )
+        ), "expbench").records
     a, b, c = tasks
     assert {t.paper.id for t in tasks} == {"31337"} and a.paper.venue == "NeurIPS"
 
@@ -191,8 +190,7 @@ def test_unseen_variants_of_the_defects_are_handled(iclr2024: Path, write_json):
 
 
 def test_kinds_of_odd_tasks_are_guessed_with_a_warning(write_json):
-    tasks = load_expbench(
-        write_json(
+    tasks = TASK_IMPORTERS.load(write_json(
             "x.json",
             {
                 "questions": [
@@ -206,8 +204,7 @@ def test_kinds_of_odd_tasks_are_guessed_with_a_warning(write_json):
                     },
                 ]
             },
-        )
-    )
+        ), "expbench").records
     assert [t.kind for t in tasks] == [TaskKind.T2, TaskKind.T3, TaskKind.T2, TaskKind.T1]
     assert tasks[3].masking.files == [] and "unmaskable-path" in {warning_code(w) for w in tasks[3].warnings}
     assert tasks[3].extra["unmaskable_paths"] == {
@@ -237,7 +234,7 @@ def test_kinds_of_odd_tasks_are_guessed_with_a_warning(write_json):
 def test_malformed_files_name_the_file_and_field(write_json, raw, data, field, line):
     path = write_json("bad.json", data, raw=raw)
     with pytest.raises(InputError) as err:
-        load_expbench(path)
+        TASK_IMPORTERS.load(path, "expbench")
     assert err.value.path == str(path)
     assert err.value.field == field
     assert err.value.line == line
@@ -255,7 +252,7 @@ def test_a_sibling_never_overwrites_a_field_of_the_task(write_json):
         "experiment_constraints": {"experiment_constraints": {"c": 1}, "random_uncertainty": {"sib": 3}},
         "random_uncertainty": {"own": 4},
     }
-    (t,) = load_expbench(write_json("x.json", {"questions": [task]}))
+    (t,) = TASK_IMPORTERS.load(write_json("x.json", {"questions": [task]}), "expbench").records
     assert t.design.independent == {"lr": [0.1, 0.01]}
     assert t.extra["design_ambiguity"] == {"own": 1}
     assert t.extra["design_complexity.design_ambiguity"] == {"sibling": 2}
@@ -274,7 +271,7 @@ def test_neurips_shaped_files_import_without_spurious_warnings(iclr2024: Path, w
     path = write_json(
         "neurips2024/93022/93022_complete_final_with_difficulty_level.json", {"questions": [task, other]}
     )
-    first, second = load_expbench(path)
+    first, second = TASK_IMPORTERS.load(path, "expbench").records
     assert (first.paper.id, first.paper.venue, first.paper.year) == ("93022", "NeurIPS", 2024)
     assert first.id.startswith("expbench-93022-")
     assert first.warnings == []

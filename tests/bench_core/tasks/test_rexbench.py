@@ -7,14 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.tasks import TaskKind, load_rexbench
+from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 from failatlas.bench_core.tasks.importers.rexbench import split_hints
 
 from failatlas.core.errors import InputError
 
 
 def test_extension_task_with_hint_levels_and_an_oracle_band(fixtures: Path):
-    (task,) = load_rexbench(fixtures / "rexbench" / "othello")
+    (task,) = TASK_IMPORTERS.load(fixtures / "rexbench" / "othello", "rexbench").records
     assert task.id == "rexbench-othello" and task.kind == TaskKind.EXTENSION
     assert task.question.startswith("Change the original codebase of Li et al. (2023)")
     assert "### Hints" not in task.instructions and "### Evaluation" in task.instructions
@@ -36,7 +36,7 @@ def test_extension_task_with_hint_levels_and_an_oracle_band(fixtures: Path):
 
 
 def test_yaml_metadata_and_an_exact_criterion(fixtures: Path):
-    (task,) = load_rexbench(fixtures / "rexbench" / "cogs" / "instructions.md")
+    (task,) = TASK_IMPORTERS.load(fixtures / "rexbench" / "cogs" / "instructions.md", "rexbench").records
     assert task.id == "rexbench-cogs"
     assert task.success.kind == "exact" and task.success.value == pytest.approx(0.4724761904761905)
     assert task.success.metric == "gen_exact_match"
@@ -61,24 +61,24 @@ def test_malformed_folders_name_the_file_and_field(fixtures: Path, tmp_path: Pat
     folder = _copy(fixtures, tmp_path)
     (folder / "oracle.json").unlink()
     with pytest.raises(InputError) as err:
-        load_rexbench(folder)
+        TASK_IMPORTERS.load(folder, "rexbench")
     assert err.value.field == "success.oracle_values" and err.value.path == str(folder / "task.json")
 
     meta = json.loads((folder / "task.json").read_text())
     del meta["eval"]["command"]
     (folder / "task.json").write_text(json.dumps(meta))
     with pytest.raises(InputError) as err:
-        load_rexbench(folder)
+        TASK_IMPORTERS.load(folder, "rexbench")
     assert (err.value.path, err.value.field) == (str(folder / "task.json"), "eval.command")
 
     (folder / "task.json").write_text("{broken")
     with pytest.raises(InputError, match="invalid JSON") as err:
-        load_rexbench(folder)
+        TASK_IMPORTERS.load(folder, "rexbench")
     assert err.value.line == 1
 
     (folder / "task.json").unlink()
     with pytest.raises(InputError, match="task.json or task.yaml"):
-        load_rexbench(folder)
+        TASK_IMPORTERS.load(folder, "rexbench")
     (folder / "instructions.md").unlink()
     with pytest.raises(InputError, match="instructions.md"):
-        load_rexbench(folder)
+        TASK_IMPORTERS.load(folder, "rexbench")

@@ -1,0 +1,88 @@
+"""FailAtlas's own task format: a folder per task holding `task.yaml` (plus its repo/ and hidden_tests/), as in
+the bundled suites. A suite is a folder of such task folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, read_text
+from failatlas.bench_core.tasks.model import TaskSpec
+from pydantic import ValidationError
+
+from failatlas.core.errors import InputError
+from failatlas.core.importers import Loaded, NoOptions
+
+FORMAT = "failatlas"
+TASK_FILE = "task.yaml"
+
+
+# RExBench task folders may hold a task.yaml too, as metadata beside their instructions.md: they are not ours.
+_FOREIGN_MARK = "instructions.md"
+
+
+def _is_task_folder(folder: Path) -> bool:
+    return (folder / TASK_FILE).is_file() and not (folder / _FOREIGN_MARK).is_file()
+
+
+def task_files(path: Path) -> list[Path]:
+    """The task.yaml files `path` names: itself, the one in a task folder, or those of a suite's task folders."""
+    if path.is_file():
+        return [path] if path.name == TASK_FILE and _is_task_folder(path.parent) else []
+    if not path.is_dir():
+        return []
+    if _is_task_folder(path):
+        return [path / TASK_FILE]
+    return sorted(f / TASK_FILE for f in path.iterdir() if f.is_dir() and _is_task_folder(f))
+
+
+def load_task(task_file: Path) -> TaskSpec:
+    """Parse one task.yaml; paths in it (repository, overlay, hidden tests) become absolute.
+
+    Raises InputError naming the file when it is not valid YAML or not a valid TaskSpec.
+    """
+    task_file = Path(task_file).resolve()
+    folder = task_file.parent
+    try:
+        data = yaml.safe_load(read_text(task_file))
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", path=str(task_file)) from exc
+    if not isinstance(data, dict):
+        raise InputError("a task file must hold a mapping", path=str(task_file))
+    data["source"] = str(task_file)
+    repository = data.setdefault("repository", {})
+    if repository.get("local_path"):
+        repository["local_path"] = str((folder / repository["local_path"]).resolve())
+    masking = data.get("masking") or {}
+    if masking.get("overlay"):
+        masking["overlay"] = str((folder / masking["overlay"]).resolve())
+    implementation = data.get("implementation") or {}
+    hidden = implementation.get("hidden_tests", [])
+    implementation["hidden_tests"] = [str((folder / path).resolve()) for path in hidden]
+    try:
+        return TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"not a valid task: {exc}", path=str(task_file)) from exc
+
+
+@TASK_IMPORTERS.register(FORMAT)
+class SuiteImporter:
+    """FailAtlas task folders (task.yaml), or a suite: a folder of them."""
+
+    name = FORMAT
+    description = "FailAtlas task folders (task.yaml), or a suite: a folder of them"
+    Options = NoOptions
+    suffixes = ()
+    sniff_order = 5
+
+    def sniff(self, path: Path) -> bool:
+        return bool(task_files(path))
+
+    def root(self, path: Path) -> Path:
+        return path.parent if path.is_file() else path
+
+    def load(self, path: Path, options: NoOptions) -> Loaded[TaskSpec]:
+        files = task_files(path)
+        if not files:
+            raise InputError(f"no {TASK_FILE} here", path=str(path))
+        return Loaded(path=path, format=self.name, records=[load_task(f) for f in files])

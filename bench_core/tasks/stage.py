@@ -1,0 +1,112 @@
+"""The `tasks.import` stage: tasks of other benchmarks' files (or FailAtlas task folders) into the catalog."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from failatlas.bench_core.tasks.catalog import FileReport, save_tasks
+from failatlas.bench_core.tasks.importers import TASK_IMPORTERS, Found, discover
+from failatlas.bench_core.tasks.model import TaskSpec
+from pydantic import BaseModel, ConfigDict, Field
+
+from failatlas.core.errors import InputError
+from failatlas.core.importers import AUTO
+from failatlas.core.stages import stage_run
+from failatlas.core.store import Store
+
+
+class TaskImportParams(BaseModel):
+    """What to import: files and folders (walked), in one format or `auto` (detected per item)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[Path] = Field(min_length=1)
+    format: str = AUTO
+
+
+class TaskImportResult(BaseModel):
+    """What one import did, file by file, and the id of its `stage_runs` row."""
+
+    files: list[FileReport] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list, description="files met in folders that no importer reads")
+    stage_run_id: str | None = None
+
+    def _total(self, attr: str) -> int:
+        return sum(len(getattr(f, attr)) for f in self.files)
+
+    @property
+    def n_tasks(self) -> int:
+        return sum(f.n_tasks for f in self.files)
+
+    @property
+    def inserted(self) -> int:
+        return self._total("inserted")
+
+    @property
+    def updated(self) -> int:
+        return self._total("updated")
+
+    @property
+    def unchanged(self) -> int:
+        return self._total("unchanged")
+
+    @property
+    def by_kind(self) -> dict[str, int]:
+        return dict(sum((Counter(f.by_kind) for f in self.files), Counter()))
+
+    @property
+    def warnings(self) -> dict[str, int]:
+        return dict(sum((Counter(f.warnings) for f in self.files), Counter()).most_common())
+
+    @property
+    def n_warnings(self) -> int:
+        return sum(self.warnings.values())
+
+    def summary(self) -> str:
+        """One line: files, tasks (new / updated / unchanged), by kind, warnings."""
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items())) or "none"
+        counts = f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
+        line = (
+            f"{len(self.files)} file(s), {self.n_tasks} task(s) ({counts}); by kind: {kinds}; "
+            f"{self.n_warnings} warning(s)"
+        )
+        if self.skipped:
+            line += f"; {len(self.skipped)} file(s) skipped"
+        return line
+
+
+def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], None] | None = None) -> TaskImportResult:
+    """Import the tasks under `params.paths` into the catalog, recording one `stage_runs` row (`tasks.import`).
+
+    Every item is read and validated before anything is written; then all are written, with the stage-run
+    record, in one transaction. Re-importing updates tasks in place and never duplicates them. Raises
+    InputError (naming file, line, field) for a missing, unrecognised or malformed input and ConfigError for an
+    unknown format; in both cases no task is written. `on_step` is called after each item is read.
+    """
+    discovery = discover(params.paths, params.format)
+    if not discovery.found:
+        raise InputError(
+            "nothing to import: no task file or task folder found",
+            path=", ".join(map(str, params.paths)),
+            hint="known formats: " + "; ".join(f"{imp.name}: {imp.description}"
+                                               for imp in TASK_IMPORTERS.in_sniff_order()),
+        )
+    recorded = params.model_copy(update={"paths": [p.resolve() for p in params.paths]})
+    with stage_run(store, "tasks.import", recorded) as stage:
+        loaded: list[tuple[Found, list[TaskSpec]]] = []
+        for item in discovery.found:
+            loaded.append((item, TASK_IMPORTERS.load(item.path, item.format).records))
+            if on_step:
+                on_step(item)
+        result = TaskImportResult(skipped=[str(p) for p in discovery.skipped], stage_run_id=stage.id)
+        with store.write() as conn:  # one transaction; each save_tasks joins it
+            for item, tasks in loaded:
+                saved = save_tasks(store, tasks, source=str(item.path))
+                result.files.append(FileReport(format=item.format, **saved.model_dump()))
+            stage.count("tasks", result.inserted + result.updated)
+            stage.note(files=len(result.files), inserted=result.inserted, updated=result.updated,
+                       unchanged=result.unchanged, skipped=len(result.skipped), warnings=result.n_warnings)
+            stage.record(conn)
+    return result

@@ -1,0 +1,94 @@
+"""The built-in reducers (umap, pca, none), each with its adaptive defaults."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from failatlas.cluster.components import REDUCERS, Reducer, adaptive
+
+from failatlas.core.errors import MissingDependencyError
+
+# From this many insights on, UMAP starts from PCA instead of its spectral embedding: at 44,000 insights the
+# spectral start alone took 65-120 s of a 100-160 s fit (an eigensolver on the neighbour graph), PCA's under a
+# second, and the clusters agreed as well with the known kinds (ARI 0.333 vs 0.298, benchmarks/RESULTS.md).
+# Below it the spectral start is cheap and the measured quality (docs/quality.md) was obtained with it.
+LARGE_N = 10_000
+
+
+def adaptive_n_neighbors(n: int) -> int:
+    """UMAP's neighbourhood: about sqrt(n), within [15, 50], and below n. Larger neighbourhoods keep the
+    global shape (kinds of error) rather than local detail (which task the text came from)."""
+    return max(2, min(n - 1, max(15, min(50, round(math.sqrt(n))))))
+
+
+def adaptive_init(n: int) -> str:
+    """UMAP's starting layout: its default spectral embedding below LARGE_N insights, PCA from there on."""
+    return "pca" if n >= LARGE_N else "spectral"
+
+
+class IdentityReducer:
+    """Keeps the vectors as they are (cluster the raw embeddings)."""
+
+    def fit_transform(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(X, dtype=np.float32)
+
+
+def _umap_defaults(n: int, options: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "n_neighbors": options.get("n_neighbors") or adaptive_n_neighbors(n),
+        "n_components": options.get("n_components") or max(2, min(10, n - 2)),
+        "min_dist": options.get("min_dist", 0.0),
+        "metric": options.get("metric", "cosine"),
+        "init": options.get("init") or adaptive_init(n),
+        "random_state": None if options.get("parallel") else options.get("seed"),
+    }
+
+
+@REDUCERS.register("umap")
+@adaptive(_umap_defaults)
+def umap_reducer(
+    *,
+    n_neighbors: int = 15,
+    n_components: int = 5,
+    min_dist: float = 0.0,
+    metric: str = "cosine",
+    random_state: int | None = None,
+    **extra: Any,
+) -> Reducer:
+    try:
+        import umap
+    except ImportError:
+        raise MissingDependencyError("umap-learn", "mining") from None
+    from failatlas.cluster.jit import enable_numba_cache
+
+    enable_numba_cache()
+    # a seed needs one thread: umap ignores random_state when it runs in parallel
+    return umap.UMAP(
+        n_neighbors=n_neighbors,
+        n_components=n_components,
+        min_dist=min_dist,
+        metric=metric,
+        random_state=random_state,
+        n_jobs=1 if random_state is not None else -1,
+        **extra,
+    )
+
+
+def _pca_defaults(n: int, options: Mapping[str, Any]) -> dict[str, Any]:
+    return {"n_components": options.get("n_components") or min(50, n), "random_state": options.get("seed")}
+
+
+@REDUCERS.register("pca")
+@adaptive(_pca_defaults)
+def pca_reducer(*, n_components: int = 50, random_state: int | None = None) -> Reducer:
+    from sklearn.decomposition import PCA
+
+    return PCA(n_components=n_components, random_state=random_state)
+
+
+@REDUCERS.register("none")
+def no_reducer(**_: Any) -> Reducer:
+    return IdentityReducer()

@@ -1,0 +1,90 @@
+"""The runs stage through its public contract, `run(store, BenchParams) -> BenchResult`, with real local sandboxes
+and a real DuckDB file: a stage_runs row per call, resumable without duplicates, sandbox kinds' hooks called."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from failatlas.bench_core.runs import BenchParams, run
+from failatlas.bench_core.sandbox import SANDBOXES, LocalKind
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks import save_tasks
+
+from failatlas.core.errors import ConfigError
+
+TASKS = ["mini-ridge-cv", "mini-kmeans-init"]
+COMMAND = "mkdir -p .failatlas && echo done > .failatlas/conclusion.md"
+
+
+@pytest.fixture
+def mini(store):
+    save_tasks(store, load_suite("failatlas-mini"), source="failatlas-mini")
+    return store
+
+
+def _params(tmp_path: Path, **extra) -> BenchParams:
+    fields = {"agent": "command", "agent_params": {"command": COMMAND}, "task_ids": TASKS, "sandbox": "local",
+              "runs_dir": tmp_path / "runs"}
+    return BenchParams(**{**fields, **extra})
+
+
+def test_each_call_records_a_stage_run_and_resumes_without_duplicates(mini, tmp_path):
+    first = run(mini, _params(tmp_path))
+    assert first.planned == 2 and first.skipped == 0 and first.by_status == {"completed": 2}
+    again = run(mini, _params(tmp_path))
+    assert again.planned == 0 and again.skipped == 2 and again.run_ids == []
+    assert mini.query("SELECT count(*), count(DISTINCT id) FROM runs") == [(2, 2)]
+    rows = mini.query_dicts("SELECT * FROM stage_runs WHERE stage = 'bench.run' ORDER BY started_at")
+    assert [r["id"] for r in rows] == [first.stage_run_id, again.stage_run_id]
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    params = json.loads(rows[0]["params"])
+    assert params["agent"] == "command" and params["task_ids"] == TASKS and params["sandbox"] == "local"
+    commands = mini.query("SELECT count(*) FROM sandbox_commands")[0][0]
+    assert json.loads(rows[0]["rows"]) == {"runs": 2, "run_steps": mini.query("SELECT count(*) FROM run_steps")[0][0],
+                                           "sandbox_commands": commands}
+    assert json.loads(rows[1]["rows"]) == {}
+    assert json.loads(rows[1]["summary"])["skipped"] == 2
+    assert rows[0]["code_version"].startswith("failatlas ") and rows[0]["seconds"] > 0
+
+
+def test_a_failing_call_is_recorded_as_failed(mini, tmp_path):
+    with pytest.raises(ConfigError, match="unknown agent 'no-such-agent'"):
+        run(mini, BenchParams(agent="no-such-agent", task_ids=TASKS, sandbox="local", runs_dir=tmp_path))
+    [(status, summary)] = mini.query("SELECT status, summary FROM stage_runs WHERE stage = 'bench.run'")
+    assert status == "failed" and "no-such-agent" in json.loads(summary)["error"]
+    assert mini.query("SELECT count(*) FROM runs") == [(0,)]
+
+
+def test_a_registered_sandbox_kind_runs_with_its_hooks_called(mini, tmp_path):
+    calls: list[str] = []
+
+    class RecordingKind(LocalKind):
+        name = "recording-local"
+
+        def clean_orphans(self, *, run_id=None, include_live=False):
+            calls.append(f"clean_orphans {run_id} {include_live}")
+            return super().clean_orphans(run_id=run_id, include_live=include_live)
+
+    SANDBOXES.register("recording-local")(RecordingKind)
+    try:
+        result = run(mini, _params(tmp_path, sandbox="recording-local"))
+        assert run(mini, _params(tmp_path, sandbox="recording-local")).planned == 0  # nothing to do: no hook call
+    finally:
+        SANDBOXES.unregister("recording-local")  # the registry is process-wide
+    assert result.by_status == {"completed": 2}
+    assert calls == ["clean_orphans None False"]
+    assert {s for (s,) in mini.query("SELECT sandbox FROM runs")} == {"recording-local"}
+
+
+def test_an_unknown_sandbox_kind_is_a_config_error_naming_the_known_ones(mini, tmp_path):
+    with pytest.raises(ConfigError) as err:
+        run(mini, _params(tmp_path, sandbox="vm"))
+    assert "unknown sandbox 'vm'" in str(err.value) and "docker, local" in err.value.hint
+
+
+def test_local_prepare_says_no_image_is_needed():
+    said: list[str] = []
+    SANDBOXES.create("local").prepare("any:image", say=said.append)
+    assert said == ["local sandboxes: no image needed"]

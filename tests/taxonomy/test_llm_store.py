@@ -1,0 +1,65 @@
+"""Regression: `taxonomy build` with the `llm` labeller gives the LLM client the store, so every labelling call
+is logged in `llm_calls` and cached, and a re-run sends no HTTP request. The endpoint is a scripted fake
+OpenAI-compatible server on real HTTP (it stands in for a paid remote service); the client, the cache and the
+store are the real ones."""
+
+from __future__ import annotations
+
+import json
+
+from failatlas.taxonomy import BuildParams
+from failatlas.taxonomy import run as build
+from failatlas.taxonomy.model import phase_rank
+
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
+
+
+def _script(offline) -> list[ScriptedReply]:
+    """Valid replies in the order the build asks: per phase, its types (citing a member of each), then its
+    categories of two or more types when the phase has other categories."""
+    replies = []
+    phases = sorted({t.phase for t in offline.types}, key=lambda p: (phase_rank(p), p))
+    for phase in phases:
+        types = [t for t in offline.types if t.phase == phase]
+        for k, t in enumerate(types, start=1):
+            replies.append(ScriptedReply.json({
+                "name": f"Scripted {phase} type {k}",
+                "definition": f"The scripted definition of {phase} type {k}.",
+                "inclusion_criteria": ["Matches the scripted failure."],
+                "representative_example_ids": [t.examples[0].insight_id],
+            }))
+        categories = [c for c in offline.categories if c.phase == phase]
+        for c in categories:
+            if sum(t.category_id == c.id for t in types) >= 2 and len(categories) > 1:
+                replies.append(ScriptedReply.json({"name": f"Scripted {phase} category",
+                                                   "definition": "A scripted category of failures."}))
+    return replies
+
+
+def test_llm_labelling_is_logged_and_cached_in_the_store_so_a_rebuild_sends_nothing(mini_store, monkeypatch):
+    offline = build(mini_store, BuildParams())
+    script = _script(offline)
+    with ScriptedOpenAIServer(script) as server:
+        monkeypatch.delenv("FAILATLAS_LLM_CONFIG", raising=False)
+        monkeypatch.setenv("FAILATLAS_LLM_LABELLER_BASE_URL", server.base_url)
+        monkeypatch.setenv("FAILATLAS_LLM_LABELLER_MODEL", "scripted-fake")
+        first = build(mini_store, BuildParams(labeller="llm"))
+        sent = len(server.requests)
+        assert sent == len(script) == 7  # 6 types and the one category of two types
+        assert all(t.naming_method == "llm" and t.name.startswith("Scripted") for t in first.types)
+        calls = mini_store.query_dicts("SELECT role, status, cached, http_attempts FROM llm_calls ORDER BY created_at")
+        assert len(calls) == sent
+        assert all(c["role"] == "labeller" and c["status"] == "ok" and not c["cached"] for c in calls)
+
+        again = build(mini_store, BuildParams(labeller="llm"))
+        assert len(server.requests) == sent  # every call answered from the store's cache
+    cached = mini_store.query("SELECT count(*) FROM llm_calls WHERE cached AND http_attempts = 0")[0][0]
+    assert cached == sent
+    # A build is a new versioned snapshot (taxonomy/build.py); the re-run's is the same taxonomy, named alike.
+    assert again.version == first.version + 1
+    assert [(t.id, t.name, t.definition, t.raw_reply) for t in again.types] == [
+        (t.id, t.name, t.definition, t.raw_reply) for t in first.types
+    ]
+    assert [(c.id, c.name) for c in again.categories] == [(c.id, c.name) for c in first.categories]
+    runs = mini_store.query("SELECT params FROM stage_runs WHERE stage = 'taxonomy.build' ORDER BY started_at")
+    assert [json.loads(p)["labeller"] for (p,) in runs] == ["offline", "llm", "llm"]
