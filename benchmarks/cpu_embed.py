@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 

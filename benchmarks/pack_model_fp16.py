@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 
 
 def pack(out: Path, model: Path | None = None) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 
 from failatlas.cluster import ClusterParams, evaluate_clustering, quality_metrics  # noqa: E402
 from failatlas.cluster import run as run_cluster  # noqa: E402

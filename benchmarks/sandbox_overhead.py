@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 
 IMAGE = "failatlas/sandbox:bookworm"
 LIMITS = ["--cpus", "1", "--memory", "2g", "--pids-limit", "256", "--network", "none",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 
 COMMANDS = ["python train.py", "pip install -r requirements.txt", "ls -la", "cat results.json",
             "python -m pytest -q", "bash run.sh", "git diff", "nvidia-smi", "python eval.py --split test"]

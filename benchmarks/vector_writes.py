@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 
 
 def old_way(path: Path, hashes: list[str], vectors: np.ndarray, chunk: int) -> float:

@@ -146,7 +146,9 @@ class FastEncoder:
             return out
         device = self.st.device
         order = np.argsort([-len(t) for t in texts], kind="stable")  # longest first, as st.encode does
-        tokenised = self._tokenised_batches(texts, order, batch_size, device.type == "cuda")
+        # Not pinned: on an H100, pinning each batch's tensors cost more CPU time (2-3 ms a tensor) than the plain
+        # copies of about 1 MB save; without it the encoder ran 41k/s instead of 37k/s (benchmarks/RESULTS.md).
+        tokenised = self._tokenised_batches(texts, order, batch_size, False)
         if prefetch is None:
             prefetch = device.type != "cpu"
         batches = _Prefetcher(tokenised) if prefetch else _Inline(tokenised)
