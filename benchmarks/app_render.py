@@ -23,9 +23,8 @@ AGENTS = ("react-agent", "openhands", "aider", "codeact")
 
 def build(path: Path, n_insights: int, n_runs: int, seed: int = 0) -> str:
     """Fill a fresh store; returns the taxonomy id."""
-    from failatlas.taxonomy import BuildParams
-
     from failatlas.store import open_store
+    from failatlas.taxonomy import BuildParams
 
     store = open_store(path)
     phases = "['" + "', '".join(PHASES) + "']"

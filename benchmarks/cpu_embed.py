@@ -30,6 +30,7 @@ def main() -> None:
 
     import numpy as np
     from corpus import generate
+
     from failatlas.embed.models import get_embedder
 
     texts = list(dict.fromkeys(generate(args.n * 3, 0)[0]))[: args.n]

@@ -45,9 +45,10 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
 
+    from gpu_embed import statements
+
     import failatlas.embed.stage as stage
     from failatlas.embed.models import get_embedder
-    from gpu_embed import statements
 
     texts = list(dict.fromkeys(statements(args.n + args.n // 10)))[: args.n]
     get_embedder(device=args.device).encode(texts[:256])  # first load: imports, CUDA context, file cache

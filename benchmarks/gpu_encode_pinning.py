@@ -49,7 +49,8 @@ def main() -> None:
         fe.FastEncoder._tokenised_batches = pinned if label == "pinned" else plain
         store = open_store(Path(tempfile.mkdtemp()) / "stage.duckdb")
         with store.write() as conn:
-            conn.execute("INSERT INTO insights (id, phase, text, n_occurrences) SELECT id, 'execution', text, 1 FROM rows")
+            conn.execute("INSERT INTO insights (id, phase, text, n_occurrences)"
+                         " SELECT id, 'execution', text, 1 FROM rows")
         start = time.perf_counter()
         result = run(store, EmbedParams(device="cuda"))
         seconds = time.perf_counter() - start

@@ -19,7 +19,6 @@ from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.sandbox import detect_gpus
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
-
 from failatlas.store import open_store
 
 

@@ -54,14 +54,14 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
     import hashlib
 
     from corpus import generate
+
     from failatlas.cluster import ClusterParams
     from failatlas.cluster import run as run_cluster
     from failatlas.embed import EmbedParams
     from failatlas.embed import run as run_embed
+    from failatlas.store import open_store
     from failatlas.taxonomy import BuildParams
     from failatlas.taxonomy import run as build_taxonomy
-
-    from failatlas.store import open_store
 
     t0 = time.perf_counter()
     steps: dict[str, float] = {}
@@ -121,8 +121,9 @@ def child_failatlas(args: argparse.Namespace) -> dict[str, Any]:
 def child_bertopic(args: argparse.Namespace) -> dict[str, Any]:
     from bertopic import BERTopic
     from corpus import generate
-    from failatlas.embed.models import packaged_model_dir
     from sentence_transformers import SentenceTransformer
+
+    from failatlas.embed.models import packaged_model_dir
 
     texts, labels = generate(args.n, args.seed)
     tick = time.perf_counter()

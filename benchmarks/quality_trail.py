@@ -34,7 +34,6 @@ from failatlas.cluster import run as run_cluster  # noqa: E402
 from failatlas.cluster.metrics import agreement  # noqa: E402
 from failatlas.embed import DEFAULT_MODEL, EmbedParams, find_embedding_set, load_insight_vectors  # noqa: E402
 from failatlas.embed import run as run_embed  # noqa: E402
-
 from failatlas.store import Store, open_store  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"

@@ -29,7 +29,6 @@ def one(sandbox: str, workers: int, runs: int, sleep: float) -> dict[str, Any]:
     from failatlas.bench_core.runs.execute import RunConfig
     from failatlas.bench_core.runs.runner import plan_runs, run_batch
     from failatlas.bench_core.suites.loader import load_suite
-
     from failatlas.store import open_store
 
     tasks = [t for t in load_suite() if t.resources.gpus == 0]

@@ -69,7 +69,6 @@ def arrow_table(records: list):  # noqa: ANN201
 
 def bench_runner(path: Path, records: list) -> float:
     from failatlas.bench_core.runs.writes import write_run
-
     from failatlas.store import open_store
 
     store = open_store(path)

@@ -32,9 +32,8 @@ sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes 
 
 
 def old_way(path: Path, hashes: list[str], vectors: np.ndarray, chunk: int) -> float:
-    from failatlas.embed.schema import MIGRATIONS
-
     from failatlas.core.store import Store
+    from failatlas.embed.schema import MIGRATIONS
 
     store = Store(path)
     store.migrate([m for m in MIGRATIONS if m.version == 1])
@@ -60,7 +59,6 @@ def old_way(path: Path, hashes: list[str], vectors: np.ndarray, chunk: int) -> f
 
 def new_way(path: Path, hashes: list[str], vectors: np.ndarray, chunk: int, *, held: bool) -> float:
     from failatlas.embed.writes import VectorWriter, ensure_set, write_vectors
-
     from failatlas.store import open_store
 
     store = open_store(path)

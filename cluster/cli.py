@@ -65,10 +65,10 @@ def run(
     ] = True,
 ) -> None:
     """Cluster insights (per phase by default) from their cached embeddings and store the result."""
-    from failatlas.cluster.params import ClusterParams
-    from failatlas.cluster.stage import run as run_cluster
     from pydantic import ValidationError
 
+    from failatlas.cluster.params import ClusterParams
+    from failatlas.cluster.stage import run as run_cluster
     from failatlas.core.errors import ConfigError
 
     try:

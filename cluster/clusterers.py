@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from failatlas.cluster.components import CLUSTERERS, Clusterer, adaptive
-
 from failatlas.core.errors import MissingDependencyError
 
 

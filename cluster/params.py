@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import BaseModel, Field
+
 from failatlas.cluster.components import clusterer_defaults, reducer_defaults
 from failatlas.embed.models import DEFAULT_MODEL
-from pydantic import BaseModel, Field
 
 # Fields that decide how a run executes but not its result; they are not part of the recorded clustering.
 EXECUTION_ONLY = frozenset({"embedding_set_id", "reuse_reductions", "workers"})

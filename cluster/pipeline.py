@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from failatlas.cluster.components import make_clusterer, make_reducer
 from failatlas.cluster.reducers import LARGE_N
 from failatlas.cluster.reductions import ReductionCache, reduction_key, vectors_digest
@@ -45,8 +46,9 @@ def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
     is cheap."""
     if X.shape[0] < 4096:
         return None
-    from failatlas.cluster.jit import enable_numba_cache
     from umap.umap_ import nearest_neighbors
+
+    from failatlas.cluster.jit import enable_numba_cache
 
     enable_numba_cache()
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from failatlas.cluster.components import REDUCERS, Reducer, adaptive
 
+from failatlas.cluster.components import REDUCERS, Reducer, adaptive
 from failatlas.core.errors import MissingDependencyError
 
 # From this many insights on, UMAP starts from PCA instead of its spectral embedding: at 44,000 insights the

@@ -15,8 +15,8 @@ import json
 from typing import Any, Protocol
 
 import numpy as np
-from failatlas.cluster.writes import write_reduction
 
+from failatlas.cluster.writes import write_reduction
 from failatlas.core.store import Store
 
 

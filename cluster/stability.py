@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from failatlas.cluster.metrics import agreement
 from failatlas.cluster.pipeline import ClusterPipeline
 from failatlas.cluster.side import Later, SideWorker

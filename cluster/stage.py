@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pydantic import BaseModel
+
 from failatlas.cluster.metrics import quality_metrics
 from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
@@ -16,13 +18,11 @@ from failatlas.cluster.reductions import ReductionCache, StoreReductionCache
 from failatlas.cluster.side import SideWorker, default_workers
 from failatlas.cluster.stability import plan_reruns, score_reruns, start_reruns
 from failatlas.cluster.writes import write_clustering, write_evaluation
-from failatlas.embed import EmbeddingSet, find_embedding_set, get_set, load_insight_vectors
-from pydantic import BaseModel
-
 from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.core.stages import StageRun, stage_run
 from failatlas.core.store import Store
 from failatlas.core.version import __version__, code_version
+from failatlas.embed import EmbeddingSet, find_embedding_set, get_set, load_insight_vectors
 
 PIPELINE_VERSION = "1"
 # What a clustering id hashes besides its parameters and insights: bump PIPELINE_VERSION when the same parameters

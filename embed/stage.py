@@ -8,16 +8,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-from failatlas.embed.models import DEFAULT_MODEL, default_device, get_embedder, resolve_model
-from failatlas.embed.normalise import get_normaliser, normaliser_named
-from failatlas.embed.sets import EmbeddingSet, cached_hashes, find_set, get_set, read_vectors
-from failatlas.embed.writes import VectorWriter, ensure_set
 from pydantic import BaseModel
 
 from failatlas.core.errors import NotFoundError
 from failatlas.core.hashing import text_hashes
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
+from failatlas.embed.models import DEFAULT_MODEL, default_device, get_embedder, resolve_model
+from failatlas.embed.normalise import get_normaliser, normaliser_named
+from failatlas.embed.sets import EmbeddingSet, cached_hashes, find_set, get_set, read_vectors
+from failatlas.embed.writes import VectorWriter, ensure_set
 
 Progress = Callable[[int], None]
 # Texts per encode call and transaction (an interrupted run keeps what it embedded) and texts per forward pass,

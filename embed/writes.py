@@ -15,9 +15,9 @@ from types import TracebackType
 import duckdb
 import numpy as np
 import pyarrow as pa
-from failatlas.embed.sets import EmbeddingSet, find_set, set_id, vectors_table_name
 
 from failatlas.core.store import Store
+from failatlas.embed.sets import EmbeddingSet, find_set, set_id, vectors_table_name
 
 
 def ensure_set(

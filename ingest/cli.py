@@ -6,16 +6,16 @@ from pathlib import Path
 from typing import Annotated, Any, get_args
 
 import typer
-from failatlas.ingest.files import run_file
-from failatlas.ingest.importers import INSIGHT_IMPORTERS
-from failatlas.ingest.model import PHASES, FileIngestParams, IngestResult, RunsIngestParams
-from failatlas.ingest.runs import run_runs
-from failatlas.ingest.stats import insight_stats
 from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
 from failatlas.core.cli import console, err_console, store
 from failatlas.core.errors import ConfigError
+from failatlas.ingest.files import run_file
+from failatlas.ingest.importers import INSIGHT_IMPORTERS
+from failatlas.ingest.model import PHASES, FileIngestParams, IngestResult, RunsIngestParams
+from failatlas.ingest.runs import run_runs
+from failatlas.ingest.stats import insight_stats
 
 app = typer.Typer(no_args_is_help=True)
 EXTRACTORS = get_args(RunsIngestParams.model_fields["extractor"].annotation)

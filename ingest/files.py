@@ -6,14 +6,13 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from failatlas.ingest.importers import INSIGHT_IMPORTERS
-from failatlas.ingest.model import FileIngestParams, FileReport, IngestResult, RawInsight
-from failatlas.ingest.writer import write_insights
-
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
+from failatlas.ingest.importers import INSIGHT_IMPORTERS
+from failatlas.ingest.model import FileIngestParams, FileReport, IngestResult, RawInsight
+from failatlas.ingest.writer import write_insights
 
 
 def expand_paths(paths: Iterable[Path]) -> list[Path]:

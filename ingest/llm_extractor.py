@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from failatlas.ingest.model import RawInsight, RunRecord
 from pydantic import BaseModel, Field, ValidationError
 
 from failatlas.core.errors import ConfigError, InfrastructureError
 from failatlas.core.llm import StructuredLLM, client_for_role, not_configured_reason
 from failatlas.core.store import Store
+from failatlas.ingest.model import RawInsight, RunRecord
 
 PURPOSE = "ingest:extract"
 FIELD_BUDGET = 4000

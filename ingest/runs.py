@@ -11,15 +11,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from failatlas.core.errors import NotFoundError
+from failatlas.core.stages import stage_run
+from failatlas.core.store import Store
 from failatlas.ingest.llm_extractor import LLMExtractor, default_extractor_llm
 from failatlas.ingest.model import PHASES, IngestResult, RawInsight, RunRecord, RunsIngestParams
 from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures
 from failatlas.ingest.writer import write_insights
-
-from failatlas.core.errors import NotFoundError
-from failatlas.core.stages import stage_run
-from failatlas.core.store import Store
 
 # One readable insight per validator outcome other than `passed`.
 OUTCOME_TEXTS: dict[str, str] = {

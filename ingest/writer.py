@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from failatlas.ingest.model import SOURCE_COLUMNS, IngestResult, RawInsight
-
 from failatlas.core.stages import StageRun
 from failatlas.core.store import Store
+from failatlas.ingest.model import SOURCE_COLUMNS, IngestResult, RawInsight
 
 _BATCH_SCHEMA = {
     "source_key": "str",

@@ -7,14 +7,14 @@ import json
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from failatlas.embed import get_set
-from failatlas.taxonomy.inputs import normalise, require_vectors
-from failatlas.taxonomy.model import UNASSIGNED
-from failatlas.taxonomy.writes import write_assignments
 from pydantic import BaseModel
 
 from failatlas.core.errors import NotFoundError
 from failatlas.core.store import Store
+from failatlas.embed import get_set
+from failatlas.taxonomy.inputs import normalise, require_vectors
+from failatlas.taxonomy.model import UNASSIGNED
+from failatlas.taxonomy.writes import write_assignments
 
 
 def nearest_centroid(

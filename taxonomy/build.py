@@ -10,6 +10,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+
+from failatlas.core.errors import ConfigError
+from failatlas.core.stages import StageRun, stage_run
+from failatlas.core.store import Store
+from failatlas.core.version import code_version
 from failatlas.embed import EmbeddingSet
 from failatlas.taxonomy.assign import assign_by_phase
 from failatlas.taxonomy.hierarchy import group_centroids
@@ -29,11 +34,6 @@ from failatlas.taxonomy.model import (
     phase_rank,
 )
 from failatlas.taxonomy.writes import write_assignments, write_snapshot
-
-from failatlas.core.errors import ConfigError
-from failatlas.core.stages import StageRun, stage_run
-from failatlas.core.store import Store
-from failatlas.core.version import code_version
 
 
 @dataclass

@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import BaseModel
+
+from failatlas.core.errors import ConfigError
+from failatlas.core.store import Store
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.figures import agent_heatmap, funnel_figure, prevalence_by_phase
 from failatlas.taxonomy.funnel import funnel
 from failatlas.taxonomy.prevalence import prevalence, prevalence_table
 from failatlas.taxonomy.read import load_taxonomy, types_markdown
 from failatlas.taxonomy.tables import to_csv, to_latex, to_markdown
-from pydantic import BaseModel
-
-from failatlas.core.errors import ConfigError
-from failatlas.core.store import Store
 
 FORMATS = ("tex", "md", "csv", "png", "pdf")
 

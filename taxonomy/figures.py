@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from failatlas.taxonomy.model import phase_rank
 
 from failatlas.core.errors import MissingDependencyError
+from failatlas.taxonomy.model import phase_rank
 
 
 def _figure(width: float, height: float):  # noqa: ANN202

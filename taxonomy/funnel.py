@@ -4,9 +4,9 @@ conclusion (C), design (D), implementation (I) judges and the execution validato
 from __future__ import annotations
 
 import polars as pl
-from failatlas.taxonomy.inputs import query_frame
 
 from failatlas.core.store import Store
+from failatlas.taxonomy.inputs import query_frame
 
 STAGES = ("M", "M·C", "M·C·D", "M·C·D·I", "M·C·D·I·E")
 

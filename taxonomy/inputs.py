@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from failatlas.embed import EmbeddingSet, get_set, normaliser_named, read_vectors
 
 from failatlas.core.errors import InputError, NotFoundError
 from failatlas.core.hashing import text_hashes
 from failatlas.core.store import Store
+from failatlas.embed import EmbeddingSet, get_set, normaliser_named, read_vectors
 
 
 @dataclass

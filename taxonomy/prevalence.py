@@ -20,12 +20,12 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from failatlas.taxonomy.assign import resolve_taxonomy
-from failatlas.taxonomy.inputs import query_frame
-from failatlas.taxonomy.model import PHASE_ORDER, UNASSIGNED
 
 from failatlas.core.errors import ConfigError, InputError
 from failatlas.core.store import Store
+from failatlas.taxonomy.assign import resolve_taxonomy
+from failatlas.taxonomy.inputs import query_frame
+from failatlas.taxonomy.model import PHASE_ORDER, UNASSIGNED
 
 Unit = Literal["insights", "runs", "tasks"]
 By = Literal["agent", "model", "benchmark"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import polars as pl
+
+from failatlas.core.store import Store
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.inputs import query_frame
 from failatlas.taxonomy.model import BuildParams, Example, FailureCategory, FailureType, Taxonomy, phase_rank
-
-from failatlas.core.store import Store
 
 
 def list_taxonomies(store: Store) -> pl.DataFrame:

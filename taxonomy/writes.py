@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import duckdb
 import polars as pl
-from failatlas.taxonomy.model import FailureCategory, FailureType
 
 from failatlas.core.store import Store
+from failatlas.taxonomy.model import FailureCategory, FailureType
 
 
 def write_snapshot(

@@ -48,7 +48,6 @@ def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFacto
     from failatlas.bench_core import runs, scoring
     from failatlas.bench_core.suites import load_suite
     from failatlas.bench_core.tasks import save_tasks
-
     from failatlas.store import open_store
 
     root = tmp_path_factory.mktemp("mini-runs")

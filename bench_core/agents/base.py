@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from failatlas.bench_core.tasks.model import AgentView, TaskSpec
 from pydantic import BaseModel, Field
 
+from failatlas.bench_core.tasks.model import AgentView, TaskSpec
 from failatlas.core.registry import Registry
 
 OUTPUT_DIR = ".failatlas"

@@ -13,7 +13,6 @@ from failatlas.bench_core.agents.base import (
     register_agent,
 )
 from failatlas.bench_core.tasks.model import TaskSpec
-
 from failatlas.core.errors import ConfigError
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 from failatlas.bench_core.agents.base import AgentContext, AgentOutcome, StepEvent, register_agent, task_prompt
-
 from failatlas.core.errors import ConfigError
 
 TOOLS = [

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
+
 from failatlas.bench_core.agents import Budget, agent_names
 from failatlas.bench_core.runs import BenchParams, get_run, list_runs, total_runs
 from failatlas.bench_core.runs import run as bench_run
 from failatlas.bench_core.sandbox import SANDBOXES
 from failatlas.bench_core.scoring import JUDGES, ScoreParams
 from failatlas.bench_core.scoring import run as score_run
-from rich.table import Table
-
 from failatlas.core.cli import console, progress_bar, store
 from failatlas.core.errors import ConfigError
 

@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 import click
 import typer
-from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskImportParams, TaskImportResult, TaskSpec, run
-from failatlas.bench_core.tasks.catalog import get_task, list_tasks, public_view
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
+from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskImportParams, TaskImportResult, TaskSpec, run
+from failatlas.bench_core.tasks.catalog import get_task, list_tasks, public_view
 from failatlas.core.cli import console, err_console, progress_bar, store
 from failatlas.core.errors import ConfigError, FailAtlasError
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import combinations
 
 from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
-
 from failatlas.core.errors import InputError
 
 

@@ -13,10 +13,10 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from failatlas.bench_core.prepare.leaks import task_path
-from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import BaseModel
 
+from failatlas.bench_core.prepare.leaks import task_path
+from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 
 HIDDEN_DIR = "_hidden_tests"

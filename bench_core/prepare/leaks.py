@@ -13,7 +13,6 @@ from pathlib import Path
 
 from failatlas.bench_core.prepare.stubs import function_bodies
 from failatlas.bench_core.tasks.model import TaskSpec
-
 from failatlas.core.errors import FailAtlasError
 
 MIN_SECRET_CHARS = 30

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from failatlas.bench_core.prepare.gitrepo import commit_count, git, init_single_commit, iter_objects
 from failatlas.bench_core.prepare.leaks import GroundTruthLeakError, find_leaks, task_path, task_secrets
 from failatlas.bench_core.prepare.stubs import StubError, stub_functions, stubbed_correctly
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel, Field
-
 from failatlas.core.errors import InputError
 
 SKIPPED_NAMES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints")

@@ -6,14 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from failatlas.bench_core.agents.base import Budget, create_agent
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.runs.runner import plan_runs, run_batch
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel, ConfigDict, Field
-
 from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store

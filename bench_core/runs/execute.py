@@ -10,12 +10,12 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
 from failatlas.bench_core.runs.collect import collect_outputs
 from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel
-
 from failatlas.core.errors import InfrastructureError
 
 TAIL = 4000

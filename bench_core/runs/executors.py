@@ -15,7 +15,6 @@ from typing import Protocol
 from failatlas.bench_core.runs.execute import RunConfig, execute_run
 from failatlas.bench_core.runs.model import RunRecord, RunRequest
 from failatlas.bench_core.tasks.model import TaskSpec
-
 from failatlas.core.errors import ConfigError, MissingDependencyError
 
 Work = list[tuple[RunRequest, TaskSpec]]

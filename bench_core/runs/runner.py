@@ -16,7 +16,6 @@ from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.model import RunRecord, RunRequest
 from failatlas.bench_core.runs.writes import write_run
 from failatlas.bench_core.tasks.model import TaskSpec
-
 from failatlas.core.errors import InfrastructureError
 from failatlas.core.store import Store
 

@@ -6,7 +6,6 @@ import json
 from typing import TYPE_CHECKING
 
 from failatlas.bench_core.runs.model import CommandRow, RunRecord
-
 from failatlas.core.store import Store
 
 if TYPE_CHECKING:

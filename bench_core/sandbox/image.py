@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from failatlas.bench_core.sandbox.cleanup import docker_client
 from failatlas.bench_core.sandbox.errors import SandboxError
 from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE
-from pydantic import BaseModel
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

@@ -33,7 +33,6 @@ from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoun
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
-
 from failatlas.core.errors import InputError
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, SandboxSpec
-
 from failatlas.core.errors import ConfigError
 from failatlas.core.registry import Registry
 

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason
 from failatlas.bench_core.sandbox.output import command_text
 from failatlas.bench_core.sandbox.protocol import Sandbox
-from pydantic import BaseModel, ConfigDict
 
 TAIL_CHARS = 4000
 

@@ -13,14 +13,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from failatlas.bench_core.scoring.judges import Judge, JudgeInput, JudgeOptions, Verdict, create_judges
 from failatlas.bench_core.scoring.monitor import monitor_findings
 from failatlas.bench_core.scoring.validator import Validation, validate
 from failatlas.bench_core.scoring.writes import write_scores
 from failatlas.bench_core.tasks.catalog import get_task
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel, ConfigDict
-
 from failatlas.core.errors import ConfigError, InfrastructureError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store

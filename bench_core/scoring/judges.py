@@ -19,7 +19,6 @@ from failatlas.core.registry import Registry
 
 if TYPE_CHECKING:
     from failatlas.bench_core.tasks.model import TaskSpec
-
     from failatlas.core.store import Store
 
 JudgeKind = Literal["offline", "llm"]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import BaseModel, Field
+
 from failatlas.bench_core.scoring.judges import JUDGES, Judge, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel, Field
 
 CHUNK_CHARS = 12_000
 
@@ -211,7 +212,6 @@ def llm_judges(options: JudgeOptions) -> Judge:
 def llm_monitor_for(store):
     """The monitor's LLM check for role `monitor`, or a check that records 'not run' with the reason."""
     from failatlas.bench_core.scoring.llm_monitor import llm_monitor_check
-
     from failatlas.core.llm import client_for_role, not_configured_reason
 
     client = client_for_role("monitor", store)

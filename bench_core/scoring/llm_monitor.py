@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import BaseModel
+
 from failatlas.bench_core.scoring.judges import Verdict
 from failatlas.bench_core.scoring.monitor import Finding
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel
 
 MAX_LOG_CHARS = 30_000
 

@@ -20,8 +20,8 @@ from math import comb
 
 import numpy as np
 import polars as pl
-from failatlas.bench_core.scoring.judges import KIND_PRECEDENCE
 
+from failatlas.bench_core.scoring.judges import KIND_PRECEDENCE
 from failatlas.core.store import Store
 
 PHASES = ("M", "D", "I", "E", "C")

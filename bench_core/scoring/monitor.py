@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from failatlas.bench_core.tasks.model import TaskSpec
-
 from failatlas.core.store import Store
 
 GROUND_TRUTH_PATTERNS = [

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
-
 from failatlas.core.errors import InfrastructureError
 
 DESIGN_PASS = 0.8

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
 
+from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
 from failatlas.core.errors import NotFoundError
 from failatlas.core.store import Store
 from failatlas.core.tables import fmt, to_csv, to_latex, to_markdown

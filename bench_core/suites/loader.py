@@ -7,7 +7,6 @@ from pathlib import Path
 
 from failatlas.bench_core.tasks.importers.suite import TASK_FILE, load_task
 from failatlas.bench_core.tasks.model import TaskSpec
-
 from failatlas.core.errors import NotFoundError
 
 SUITES: dict[str, Path] = {"failatlas-mini": Path(__file__).resolve().parent / "mini"}

@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from failatlas.bench_core.tasks.importers._common import warning_code
-from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
 from pydantic import BaseModel, Field
 
+from failatlas.bench_core.tasks.importers._common import warning_code
+from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
 from failatlas.core.errors import ConfigError, InputError, NotFoundError
 from failatlas.core.store import Store
 

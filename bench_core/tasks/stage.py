@@ -6,11 +6,11 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from failatlas.bench_core.tasks.catalog import FileReport, save_tasks
 from failatlas.bench_core.tasks.importers import TASK_IMPORTERS, Found, discover
 from failatlas.bench_core.tasks.model import TaskSpec
-from pydantic import BaseModel, ConfigDict, Field
-
 from failatlas.core.errors import InputError
 from failatlas.core.importers import AUTO
 from failatlas.core.stages import stage_run

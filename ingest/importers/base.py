@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from failatlas.ingest.model import PHASES, RawInsight
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from failatlas.core.errors import InputError
 from failatlas.core.importers import ImporterRegistry
+from failatlas.ingest.model import PHASES, RawInsight
 
 MAX_LISTED_PROBLEMS = 20
 HEAD_BYTES = 65536

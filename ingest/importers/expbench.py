@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from failatlas.core.importers import Loaded, NoOptions
 from failatlas.ingest.importers.base import (
     INSIGHT_IMPORTERS,
     Problems,
@@ -31,8 +32,6 @@ from failatlas.ingest.importers.base import (
 from failatlas.ingest.model import PROVENANCE_FIELDS, RawInsight
 from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures, mask_message
-
-from failatlas.core.importers import Loaded, NoOptions
 
 FIELD_PHASES: dict[str, str] = {
     "design_error_analysis": "design",

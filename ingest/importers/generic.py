@@ -13,10 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from failatlas.core.importers import Loaded
 from failatlas.ingest.importers.base import INSIGHT_IMPORTERS, PhaseOption, Problems, as_text, read_text
 from failatlas.ingest.model import PHASES, PROVENANCE_FIELDS, RawInsight
-
-from failatlas.core.importers import Loaded
 
 
 class GenericOptions(PhaseOption):

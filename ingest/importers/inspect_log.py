@@ -22,6 +22,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from failatlas.core.errors import InputError
+from failatlas.core.importers import Loaded
 from failatlas.ingest.importers.base import (
     INSIGHT_IMPORTERS,
     PhaseOption,
@@ -34,9 +36,6 @@ from failatlas.ingest.importers.base import (
 from failatlas.ingest.model import PHASES, RawInsight
 from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures, mask_message
-
-from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded
 
 
 class InspectOptions(PhaseOption):

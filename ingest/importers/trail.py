@@ -16,6 +16,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
+from failatlas.core.importers import Loaded
 from failatlas.ingest.importers.base import (
     INSIGHT_IMPORTERS,
     Problems,
@@ -25,9 +28,6 @@ from failatlas.ingest.importers.base import (
     read_text,
 )
 from failatlas.ingest.model import RawInsight
-from pydantic import BaseModel, ConfigDict
-
-from failatlas.core.importers import Loaded
 
 
 class TrailOptions(BaseModel):

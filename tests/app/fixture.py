@@ -8,10 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from failatlas.store import Store
 from failatlas.taxonomy import BuildParams
 from failatlas.taxonomy import run as build
-
-from failatlas.store import Store
 from tests.taxonomy.mini import fill_mini_suite
 
 DIFF = """diff --git a/train.py b/train.py

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from failatlas.taxonomy import prevalence
 from streamlit.testing.v1 import AppTest
 
 from failatlas.appdata.pages.map_view import selected_insight
 from failatlas.store import Store, open_store
+from failatlas.taxonomy import prevalence
 from tests.app.fixture import DIFF, QUESTION
 from tests.taxonomy.fill import insight_id
 

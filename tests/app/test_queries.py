@@ -6,10 +6,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from failatlas.taxonomy import export_taxonomy, prevalence
 
 from failatlas.appdata import queries
 from failatlas.store import Store, open_store
+from failatlas.taxonomy import export_taxonomy, prevalence
 from tests.app.fixture import DIFF, QUESTION, STDERR
 from tests.taxonomy.mini import INSIGHTS
 

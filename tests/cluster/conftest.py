@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from failatlas.cluster import ClusteringResult, ClusterParams
 from failatlas.cluster import run as run_cluster
+from failatlas.core.hashing import text_hashes
 from failatlas.embed.models import resolve_model
 from failatlas.embed.writes import ensure_set, write_vectors
-
-from failatlas.core.hashing import text_hashes
 from tests.cluster.trail import insight_id
 
 

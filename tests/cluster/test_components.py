@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from failatlas.cluster.components import CLUSTERERS, make_clusterer, make_reducer
 from failatlas.cluster.pipeline import ClusterPipeline, reassign_to_nearest, relabel_by_size
-
 from failatlas.core.errors import ConfigError
 from tests.cluster.conftest import blobs
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from failatlas.embed import get_set, load_insight_vectors, set_id
 
 from failatlas.core.store import Store
+from failatlas.embed import get_set, load_insight_vectors, set_id
 from failatlas.store import all_migrations, open_store
 from tests.cluster.trail import insight_id
 

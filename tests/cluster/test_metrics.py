@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from failatlas.cluster.metrics import agreement, quality_metrics
 
 

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import numpy as np
+
 from failatlas.cluster import ClusterParams
 from failatlas.cluster.reductions import StoreReductionCache, reduction_key, vectors_digest
 from failatlas.cluster.writes import MAX_REDUCTIONS as MAX_ENTRIES
-
 from tests.cluster.conftest import cluster_one
 
 FAST = {"normalise": "none", "stability_runs": 2}

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+
 from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
 from failatlas.cluster.reducers import LARGE_N
 from failatlas.cluster.stability import _scaled, stability
-
 from tests.cluster.conftest import blobs
 
 
@@ -60,10 +60,9 @@ def test_a_large_input_gets_a_pca_started_reduction_and_a_map_from_the_shared_gr
 
 def test_a_second_worker_process_changes_nothing_and_fills_the_same_cache(store):
     from failatlas.cluster.side import SIDE_MIN_N
+    from failatlas.core.hashing import text_hashes
     from failatlas.embed.models import resolve_model
     from failatlas.embed.writes import ensure_set, write_vectors
-
-    from failatlas.core.hashing import text_hashes
     from tests.cluster.conftest import cluster_one
     from tests.cluster.trail import insight_id
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from failatlas.cluster.pipeline import SMALL_N, ClusterPipeline
 
 

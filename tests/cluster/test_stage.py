@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 import pytest
+
 from failatlas.cluster import ClusterParams, evaluate_clustering, list_clusterings, run
 from failatlas.cluster.params import EXECUTION_ONLY
-
 from failatlas.core.errors import ConfigError, NotFoundError
 from tests.cluster.conftest import cluster_one
 

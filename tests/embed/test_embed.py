@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from failatlas.embed import EmbedParams, find_embedding_set, get_embedder, load_insight_vectors, resolve_model
-from failatlas.embed import run as embed
 
 from failatlas.core.errors import ConfigError, NotFoundError
+from failatlas.embed import EmbedParams, find_embedding_set, get_embedder, load_insight_vectors, resolve_model
+from failatlas.embed import run as embed
 from tests.cluster.trail import insight_id, load_trail
 
 
@@ -140,10 +140,9 @@ def test_a_run_records_its_set_and_a_stage_run(store):
 
 
 def test_a_held_writer_commits_each_chunk_and_keeps_them_when_interrupted(store):
+    from failatlas.core.hashing import text_hashes
     from failatlas.embed import get_set, load_insight_vectors
     from failatlas.embed.writes import VectorWriter, ensure_set
-
-    from failatlas.core.hashing import text_hashes
 
     texts = [f"statement {i}" for i in range(6)]
     _add(store, "execution", texts)
@@ -167,9 +166,8 @@ def test_two_writers_of_one_set_leave_one_vector_per_text(store, hold):
     """Two runs racing on one set (each found the texts missing) both write them; the writer that finishes
     drops the second copies, so counts and reads stay exact. With `max_hold_s=0` the held writer releases the
     store after every chunk."""
-    from failatlas.embed.writes import VectorWriter, ensure_set
-
     from failatlas.core.hashing import text_hashes
+    from failatlas.embed.writes import VectorWriter, ensure_set
 
     hashes = text_hashes([f"racing text {i}" for i in range(5)])
     first = np.random.default_rng(1).standard_normal((5, 384)).astype(np.float32)

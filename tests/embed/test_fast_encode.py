@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+
 from failatlas.embed import SentenceTransformerEmbedder, get_embedder
 from failatlas.embed.fast_encode import FastEncoder
 

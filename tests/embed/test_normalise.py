@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from failatlas.embed.normalise import get_normaliser
 
 from failatlas.core.errors import ConfigError
+from failatlas.embed.normalise import get_normaliser
 
 mask = get_normaliser("mask").normalise_one
 

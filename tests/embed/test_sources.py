@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from failatlas.embed import get_embedder, resolve_model
-from failatlas.embed.sources import MPNET, assemble, model_cache_dir
 
 from failatlas.core.errors import InputError, MissingDependencyError
+from failatlas.embed import get_embedder, resolve_model
+from failatlas.embed.sources import MPNET, assemble, model_cache_dir
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):

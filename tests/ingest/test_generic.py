@@ -2,9 +2,9 @@ import json
 import shutil
 
 import pytest
-from failatlas.ingest import FileIngestParams, insight_id, run_file
 
 from failatlas.core.errors import ConfigError, InputError
+from failatlas.ingest import FileIngestParams, insight_id, run_file
 from tests.ingest.conftest import table_snapshot
 
 

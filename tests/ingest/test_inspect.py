@@ -2,10 +2,10 @@ import json
 import zipfile
 
 import pytest
-from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, run_file
-from failatlas.ingest.importers.inspect_log import value_to_float
 
 from failatlas.core.errors import InputError
+from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, run_file
+from failatlas.ingest.importers.inspect_log import value_to_float
 
 LOG = "inspect/2025-06-02T09-14-05+00-00_research-repro_Fk3jQ9pLmZ2.json"
 

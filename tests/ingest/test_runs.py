@@ -4,11 +4,11 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from failatlas.ingest import RunsIngestParams, run_runs
-from failatlas.ingest.llm_extractor import ExtractedInsights
 from pydantic import ValidationError
 
 from failatlas.core.errors import ConfigError, InfrastructureError, NotFoundError
+from failatlas.ingest import RunsIngestParams, run_runs
+from failatlas.ingest.llm_extractor import ExtractedInsights
 from tests.ingest.conftest import table_snapshot
 
 T0 = datetime(2026, 11, 20, 10, 0, 0)

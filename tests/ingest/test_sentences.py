@@ -1,8 +1,9 @@
 import re
 
-from failatlas.ingest import error_sentences, split_sentences
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from failatlas.ingest import error_sentences, split_sentences
 
 
 def _non_space(text: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, RunsIngestParams, run_file, run_runs
 
 from failatlas.core.errors import ConfigError, InputError
+from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, RunsIngestParams, run_file, run_runs
 
 from .conftest import table_snapshot
 

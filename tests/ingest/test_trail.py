@@ -2,10 +2,10 @@ import json
 from collections import Counter
 
 import pytest
-from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, run_file
-from failatlas.ingest.importers.trail import TAXONOMY, normalise_category
 
 from failatlas.core.errors import InputError
+from failatlas.ingest import INSIGHT_IMPORTERS, FileIngestParams, run_file
+from failatlas.ingest.importers.trail import TAXONOMY, normalise_category
 
 README_LABELS = {
     "Formatting Errors": 124,

@@ -12,15 +12,15 @@ import re
 from pathlib import Path
 
 import polars as pl
-from failatlas.bench_core.tasks import TaskImportParams
-from failatlas.bench_core.tasks import run as import_tasks
-from failatlas.ingest import FileIngestParams, run_file
-from failatlas.taxonomy.tables import to_csv, to_latex, to_markdown
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from failatlas.bench_core.tasks import TaskImportParams
+from failatlas.bench_core.tasks import run as import_tasks
 from failatlas.core.errors import InputError
+from failatlas.ingest import FileIngestParams, run_file
 from failatlas.store import open_store
+from failatlas.taxonomy.tables import to_csv, to_latex, to_markdown
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

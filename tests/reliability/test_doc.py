@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 from failatlas.bench_core.agents.hostile import HOSTILE_AGENTS
-
 from tests.reliability.make_table import DOC, _cell
 from tests.reliability.rows import ROWS
 

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from failatlas.bench_core.agents.base import Budget
 from failatlas.bench_core.agents.hostile import HOSTILE_AGENTS
 from failatlas.bench_core.runs.execute import RunConfig
@@ -17,7 +18,6 @@ from failatlas.bench_core.scoring.monitor import monitor_run
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.bench_core.tasks.catalog import get_task
-
 from failatlas.store import open_store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -5,10 +5,10 @@ of scoring completes the runs whose judge was stopped by the endpoint."""
 from __future__ import annotations
 
 import pytest
+
 from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
-
 from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

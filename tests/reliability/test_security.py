@@ -11,11 +11,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
 from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.bench_core.tasks.catalog import get_task
-
 from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 from failatlas.store import Store
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from failatlas.taxonomy import BuildParams
 
 from failatlas.store import Store, open_store
+from failatlas.taxonomy import BuildParams
 from tests.taxonomy.fill import add_clustering, add_embeddings, add_insights, load_trail
 from tests.taxonomy.mini import fill_mini_suite
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+
 from failatlas.embed import set_id
 from failatlas.embed.writes import ensure_set, write_vectors
-
 from failatlas.store import Store
 
 TEST_EMBED_MODEL = "tfidf-svd-64 (test)"

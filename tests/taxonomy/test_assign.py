@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from failatlas.taxonomy import UNASSIGNED, BuildParams, assign_insights, load_taxonomy, nearest_centroid, prevalence
-from failatlas.taxonomy import run as build
 
 from failatlas.core.errors import InputError, NotFoundError
+from failatlas.taxonomy import UNASSIGNED, BuildParams, assign_insights, load_taxonomy, nearest_centroid, prevalence
+from failatlas.taxonomy import run as build
 from tests.taxonomy.conftest import TRAIL_PARAMS
 from tests.taxonomy.fill import add_clustering, add_embeddings, add_insights, insight_id
 

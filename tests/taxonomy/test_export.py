@@ -12,11 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
+from failatlas.core.errors import ConfigError
 from failatlas.taxonomy import BuildParams, export_taxonomy, prevalence
 from failatlas.taxonomy import run as build
 from failatlas.taxonomy.tables import latex_escape
-
-from failatlas.core.errors import ConfigError
 from tests.taxonomy.conftest import TRAIL_PARAMS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

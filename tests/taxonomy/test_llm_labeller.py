@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from failatlas.taxonomy import BuildParams
-from failatlas.taxonomy import run as build
-from failatlas.taxonomy.labelling import LLMLabeller, make_labeller
 from typer.testing import CliRunner
 
 from failatlas.cli import app
 from failatlas.core.errors import ConfigError
+from failatlas.taxonomy import BuildParams
+from failatlas.taxonomy import run as build
+from failatlas.taxonomy.labelling import LLMLabeller, make_labeller
 from tests.taxonomy.mini import INSIGHTS
 
 

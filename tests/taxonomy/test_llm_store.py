@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
+from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 from failatlas.taxonomy import BuildParams
 from failatlas.taxonomy import run as build
 from failatlas.taxonomy.model import phase_rank
-
-from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 
 
 def _script(offline) -> list[ScriptedReply]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+
 from failatlas.taxonomy import BuildParams, merge_groups
 from failatlas.taxonomy import run as build
 from failatlas.taxonomy.hierarchy import group_centroids, n_categories
-
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 
 

@@ -6,10 +6,10 @@ import json
 import re
 
 import numpy as np
+
 from failatlas.taxonomy import class_tfidf
 from failatlas.taxonomy import run as build
 from failatlas.taxonomy.labelling import readable_name
-
 from tests.taxonomy.conftest import TRAIL_CLUSTERING, TRAIL_PARAMS
 
 

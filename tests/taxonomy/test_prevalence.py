@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from failatlas.taxonomy import UNASSIGNED, BuildParams, funnel, prevalence
-from failatlas.taxonomy import run as build
 
 from failatlas.core.errors import ConfigError, InputError
+from failatlas.taxonomy import UNASSIGNED, BuildParams, funnel, prevalence
+from failatlas.taxonomy import run as build
 from tests.taxonomy.conftest import TRAIL_PARAMS
 from tests.taxonomy.mini import OPENHANDS, REACT
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from failatlas.bench_core.tasks.importers import autoexperiment, expbench, rexbench, suite  # noqa: F401  (register)
 from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_json, read_text
-
 from failatlas.core.errors import InputError
 from failatlas.core.importers import AUTO
 

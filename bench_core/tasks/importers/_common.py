@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import ValidationError
 
+from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.importers import ImporterRegistry
 

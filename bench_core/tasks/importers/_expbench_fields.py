@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import yaml
+
 from failatlas.bench_core.tasks.importers._common import Warnings, is_fenced, jsonable, unfence_json
 from failatlas.bench_core.tasks.model import DesignSpec
 

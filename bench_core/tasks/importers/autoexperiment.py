@@ -30,6 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from failatlas.bench_core.tasks.importers._common import (
     TASK_IMPORTERS,
     Warnings,
@@ -51,8 +53,6 @@ from failatlas.bench_core.tasks.model import (
     TaskKind,
     TaskSpec,
 )
-from pydantic import ValidationError
-
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded, NoOptions
 

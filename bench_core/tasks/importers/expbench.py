@@ -39,6 +39,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from failatlas.bench_core.tasks.importers._common import (
     TASK_IMPORTERS,
     Warnings,
@@ -67,8 +69,6 @@ from failatlas.bench_core.tasks.model import (
     TaskSpec,
     stable_id,
 )
-from pydantic import ValidationError
-
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded, NoOptions
 

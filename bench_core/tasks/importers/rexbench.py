@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
+
 from failatlas.bench_core.tasks.importers._common import (
     TASK_IMPORTERS,
     Warnings,
@@ -50,8 +52,6 @@ from failatlas.bench_core.tasks.model import (
     TaskKind,
     TaskSpec,
 )
-from pydantic import ValidationError
-
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded, NoOptions
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, read_text
-from failatlas.bench_core.tasks.model import TaskSpec
 from pydantic import ValidationError
 
+from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, read_text
+from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded, NoOptions
 

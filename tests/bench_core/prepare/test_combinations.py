@@ -3,10 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.prepare import function_combinations, prepare_workspace, stubbed_correctly
 from failatlas.bench_core.suites import load_task, suite_dir
 from failatlas.bench_core.tasks import TaskKind
-
 from failatlas.core.errors import InputError
 
 

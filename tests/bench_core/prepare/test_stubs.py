@@ -4,6 +4,7 @@ import inspect
 import types
 
 import pytest
+
 from failatlas.bench_core.prepare import function_bodies, stub_functions, stubbed_correctly
 from failatlas.bench_core.prepare.stubs import StubError
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.prepare import (
     GroundTruthLeakError,
     function_bodies,
@@ -17,7 +18,6 @@ from failatlas.bench_core.prepare import (
 from failatlas.bench_core.prepare.leaks import normalise
 from failatlas.bench_core.suites import load_suite, load_task, suite_dir
 from failatlas.bench_core.tasks import TaskSpec
-
 from failatlas.core.errors import InputError
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import ray
+
 from failatlas.bench_core.runs import BenchParams, run
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.runs import BenchParams, run
 from failatlas.bench_core.sandbox import SANDBOXES, LocalKind
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
-
 from failatlas.core.errors import ConfigError
 
 TASKS = ["mini-ridge-cv", "mini-kmeans-init"]

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 from failatlas.bench_core.sandbox.docker_sandbox import DockerSandbox
 

@@ -7,6 +7,7 @@ import sys
 
 import docker
 import pytest
+
 from failatlas.bench_core.sandbox import SandboxSpec, cleanup_orphans, create_sandbox, list_sandboxes
 from failatlas.bench_core.sandbox.cleanup import LABEL_RUN
 

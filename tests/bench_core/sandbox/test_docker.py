@@ -7,6 +7,7 @@ from pathlib import Path
 
 import docker
 import pytest
+
 from failatlas.bench_core.sandbox import (
     SandboxError,
     SandboxEvent,

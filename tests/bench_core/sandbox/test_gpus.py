@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.sandbox import GpuAllocator, GpuUnavailableError, SandboxSpec, detect_gpus
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import docker
 import pytest
+
 from failatlas.bench_core.sandbox import DEFAULT_PACKAGES, detect_debian_mirror
 from failatlas.bench_core.sandbox.image import IMAGE_LABEL, recipe_hash
 

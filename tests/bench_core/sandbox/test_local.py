@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.sandbox import (
     SandboxError,
     SandboxFileNotFoundError,
@@ -17,7 +18,6 @@ from failatlas.bench_core.sandbox import (
     create_sandbox,
 )
 from failatlas.bench_core.sandbox.procs import is_alive
-
 from failatlas.core.errors import InputError
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from failatlas.bench_core.sandbox.output import CappedBuffer
 from hypothesis import given
 from hypothesis import strategies as st
+
+from failatlas.bench_core.sandbox.output import CappedBuffer
 
 ascii_chunks = st.lists(st.text(alphabet="abcxyz\n", max_size=300), max_size=30)
 

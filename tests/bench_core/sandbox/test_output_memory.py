@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from failatlas.bench_core.sandbox import DEFAULT_IMAGE
 
 _MEASURE = """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from failatlas.bench_core.sandbox import (
     DEFAULT_IMAGE,
     Sandbox,
@@ -12,7 +13,6 @@ from failatlas.bench_core.sandbox import (
     spec_for_task,
 )
 from failatlas.bench_core.tasks.model import Resources, TaskKind, TaskSpec
-
 from failatlas.core.errors import ConfigError
 
 

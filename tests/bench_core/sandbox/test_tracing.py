@@ -43,6 +43,7 @@ def test_tails_are_bounded(repo: Path) -> None:
 
 def test_a_broken_sandbox_is_traced_then_raised() -> None:
     import pytest
+
     from failatlas.bench_core.sandbox import SandboxError
 
     events: list[SandboxEvent] = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.scoring.metrics import run_scores
 
+from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.store import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

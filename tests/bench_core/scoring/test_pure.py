@@ -5,13 +5,14 @@ from __future__ import annotations
 from math import comb
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from failatlas.bench_core.scoring.metrics import pass_at_k, pass_hat_k
 from failatlas.bench_core.scoring.monitor import rule_findings
 from failatlas.bench_core.scoring.offline_judges import judge_conclusion, judge_design
 from failatlas.bench_core.scoring.validator import compare_metrics, isclose
 from failatlas.bench_core.tasks.model import DesignSpec, ExpectedMetric, RunSpec, SuccessCriterion, TaskKind, TaskSpec
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def _task(**kw) -> TaskSpec:

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.scoring.report import report_table, write_report
 from typer.testing import CliRunner
 
+from failatlas.bench_core.scoring.report import report_table, write_report
 from failatlas.cli import app
 from failatlas.store import Store
 

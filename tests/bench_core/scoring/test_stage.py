@@ -8,12 +8,12 @@ import json
 import os
 
 import pytest
+
 from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.scoring import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
-
 from failatlas.core.errors import ConfigError
 from failatlas.core.store import Store
 from failatlas.store import all_migrations, open_store

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from failatlas.bench_core.prepare import reference_workspace
 from failatlas.bench_core.suites import load_suite, load_task, suite_names
 from failatlas.bench_core.tasks import ExpectedMetric, TaskKind, TaskSpec
-
 from failatlas.core.errors import InputError, NotFoundError
 
 SUITE = load_suite()

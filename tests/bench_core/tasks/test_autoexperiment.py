@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 
+from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 from failatlas.core.errors import InputError
 
 

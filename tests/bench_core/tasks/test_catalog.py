@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.tasks import (
     TASK_IMPORTERS,
     TaskImportParams,
@@ -17,7 +18,6 @@ from failatlas.bench_core.tasks import (
     run,
     save_tasks,
 )
-
 from failatlas.core.errors import ConfigError, InputError, NotFoundError
 
 

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from failatlas.bench_core.tasks import TASK_IMPORTERS, discover
 
+from failatlas.bench_core.tasks import TASK_IMPORTERS, discover
 from failatlas.core.errors import ConfigError, InputError
 
 

@@ -8,10 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 from failatlas.bench_core.tasks.importers._common import warning_code
 from failatlas.bench_core.tasks.importers.expbench import paper_id_from_name
-
 from failatlas.core.errors import InputError
 
 KNOWN_CODES = {

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskKind
 from failatlas.bench_core.tasks.importers.rexbench import split_hints
-
 from failatlas.core.errors import InputError
 
 

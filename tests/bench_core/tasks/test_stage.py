@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from failatlas.bench_core.suites import load_suite, suite_dir
 from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskImportParams, get_task, run
-
 from failatlas.core.errors import InputError
 
 
