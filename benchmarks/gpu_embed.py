@@ -12,7 +12,7 @@ statements end to end (tokenising included, vectors normalised and copied back t
 (CPU: sentence-transformers' own, and the fast path's) and the pure forward pass on pre-tokenised, length-sorted
 batches (GPU), and estimates how far the forward pass is from the card's peak: FLOPs per sentence (2 x
 non-embedding parameters per real token plus attention) x throughput vs the peak of the card (dense tensor-core
-fp16 / tf32 peak from a small table, or --peak-tflops). Last, `--stage-rows` time the fast path as `embed_insights`
+fp16 / tf32 peak from a small table, or --peak-tflops). Last, `--stage-rows` time the fast path as the embed stage
 calls it (fp32 model, one encode per chunk of texts; by default its defaults, chunks of 4096 and batch size 64).
 Prints Markdown tables; writes gpu_embed.json into $OUT when it is set.
 """
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 FAST_ENCODE = Path(__file__).resolve().parents[1] / "embed" / "fast_encode.py"
-STAGE_ROWS = "4096:64"  # embed/stage.py's WRITE_CHUNK : embed_insights' default batch size
+STAGE_ROWS = "4096:64"  # embed/stage.py's WRITE_CHUNK : the embed stage's default CPU batch size
 
 # dense peak TFLOPs (fp16/bf16 tensor core, tf32 tensor core, fp32 CUDA core) by device-name substring
 PEAKS = {
@@ -143,7 +143,7 @@ def fast_tokenise_only(fast, texts: list[str], bs: int) -> float:  # noqa: ANN00
 
 
 def stage_like(fast, texts: list[str], chunk: int, bs: int) -> float:  # noqa: ANN001
-    """Seconds for the fast path called as embed_insights calls it: one encode per chunk of texts (the store write
+    """Seconds for the fast path called as the embed stage calls it: one encode per chunk of texts (the store write
     between chunks not included)."""
     sync()
     t = time.perf_counter()
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument(
         "--stage-rows",
         default=STAGE_ROWS,
-        help="CHUNK:BATCH,... : fp32 fast path called once per chunk, as embed_insights does ('' for none)",
+        help="CHUNK:BATCH,... : fp32 fast path called once per chunk, as the embed stage does ('' for none)",
     )
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{b['forward_tflops']:.1f} | {frac} |"
         )
     if stage_rows:
-        print("\nfast path as embed_insights calls it (fp32, one encode per chunk, store writes not included)\n")
+        print("\nfast path as the embed stage calls it (fp32, one encode per chunk, store writes not included)\n")
         print("| chunk | batch size | s | sentences/s |\n|---|---|---|---|")
         for r in stage_rows:
             print(f"| {r['chunk']} | {r['batch_size']} | {r['seconds']:.2f} | {r['sentences_per_s']:,.0f} |")

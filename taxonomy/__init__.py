@@ -9,7 +9,7 @@ and export LaTeX / Markdown / CSV tables and figures. Every function works over 
 
 from failatlas.taxonomy.assign import AssignSummary, assign_insights, nearest_centroid
 from failatlas.taxonomy.build import run
-from failatlas.taxonomy.export import FORMATS, ExportResult, export_taxonomy
+from failatlas.taxonomy.export import ExportResult, export_formats, export_taxonomy
 from failatlas.taxonomy.funnel import funnel
 from failatlas.taxonomy.keywords import class_tfidf
 from failatlas.taxonomy.labelling import LABELLERS, Labeller, make_labeller, register_labeller
@@ -19,7 +19,6 @@ from failatlas.taxonomy.prevalence import prevalence, prevalence_table
 from failatlas.taxonomy.read import list_taxonomies, load_taxonomy
 
 __all__ = [
-    "FORMATS",
     "LABELLERS",
     "UNASSIGNED",
     "AssignSummary",
@@ -32,6 +31,7 @@ __all__ = [
     "TypeEvidence",
     "assign_insights",
     "class_tfidf",
+    "export_formats",
     "export_taxonomy",
     "funnel",
     "list_taxonomies",

@@ -33,6 +33,7 @@ from failatlas.taxonomy.model import (
     TypeLabel,
     phase_rank,
 )
+from failatlas.taxonomy.read import load_taxonomy
 from failatlas.taxonomy.writes import write_assignments, write_snapshot
 
 
@@ -187,8 +188,11 @@ def _categories(
 
 
 def run(store: Store, params: BuildParams, *, labeller: Labeller | None = None) -> Taxonomy:
-    """Build and store a new taxonomy snapshot from `params.clustering_ids` (default: the newest clustering per
-    phase), and record the run in `stage_runs`.
+    """Build and store a taxonomy snapshot from `params.clustering_ids` (default: the newest clustering per
+    phase), and record the run in `stage_runs`. A snapshot is named by what decides it (the clusterings, the
+    parameters, the embedding set and the code version): when that snapshot exists already, it is returned as it
+    is, nothing is labelled again and no second snapshot appears (`failatlas demo` re-run). A labeller passed as an
+    object always makes a new snapshot, since its identity is not recorded.
 
     Clusters become failure types (near-duplicates merged), named by `labeller` (default: the one `params`
     names, given the store so that LLM calls are cached and logged), grouped into categories per phase; every
@@ -215,6 +219,14 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
     phases_seen = [ci.phase for ci in inputs]
     if len(set(phases_seen)) != len(phases_seen):
         raise ConfigError(f"two clusterings cover the same phase: {phases_seen}", hint="pass one per phase")
+    key = [clustering_ids, params.model_dump(mode="json", exclude={"clustering_ids"}), embedding_set.id,
+           code_version()]
+    if labeller is not None:
+        key.append(started.isoformat())  # a labeller object's identity is not recorded: always a new snapshot
+    taxonomy_id = "tx-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    if store.query("SELECT 1 FROM taxonomies WHERE id = ?", [taxonomy_id]):
+        record.note(taxonomy_id=taxonomy_id, reused=True)
+        return load_taxonomy(store, taxonomy_id).model_copy(update={"stage_run_id": record.id})
     labeller = labeller or make_labeller(params.labeller, store=store, **params.labeller_args)
 
     drafts: list[_Draft] = []
@@ -285,12 +297,14 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
             )
             for o, t, s in zip(outliers, out_ids, out_sims, strict=True)
         ]
-    return _store_snapshot(store, record, clustering_ids, embedding_set, params, started, categories, types, records)
+    return _store_snapshot(store, record, taxonomy_id, clustering_ids, embedding_set, params, started, categories,
+                           types, records)
 
 
 def _store_snapshot(
     store: Store,
     record: StageRun,
+    taxonomy_id: str,
     clustering_ids: list[str],
     embedding_set: EmbeddingSet,
     params: BuildParams,
@@ -300,8 +314,6 @@ def _store_snapshot(
     records: list[tuple[str, str, float | None, str]],
 ) -> Taxonomy:
     version_code = code_version()
-    key = json.dumps([clustering_ids, params.model_dump(mode="json"), started.isoformat()], sort_keys=True)
-    taxonomy_id = "tx-" + hashlib.sha256(key.encode()).hexdigest()[:10]
     n_unassigned = sum(1 for r in records if r[0] == UNASSIGNED)
     with store.write() as conn:
         version = write_snapshot(

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from failatlas.core.cli import console, store
+from failatlas.taxonomy.export import export_formats
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -157,8 +158,9 @@ def export(
     taxonomy_id: TaxonomyArg = None,
     out: Annotated[str, typer.Option("--out", "-o", help="Folder to write into.")] = "taxonomy-export",
     formats: Annotated[
-        str, typer.Option("--formats", help="Comma-separated: tex,md,csv,png,pdf.")
-    ] = "tex,md,csv,png,pdf",
+        str | None, typer.Option("--formats", help="Comma-separated, of: " + ",".join(export_formats())
+                                 + " [default: all]")
+    ] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the 95% CIs.")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
@@ -169,7 +171,7 @@ def export(
         store(create=False),
         taxonomy_id,
         out,
-        formats=[f.strip() for f in formats.split(",") if f.strip()],
+        formats=None if formats is None else [f.strip() for f in formats.split(",") if f.strip()],
         n_boot=n_boot,
         seed=seed,
     )

@@ -17,9 +17,14 @@ from failatlas.taxonomy.figures import agent_heatmap, funnel_figure, prevalence_
 from failatlas.taxonomy.funnel import funnel
 from failatlas.taxonomy.prevalence import prevalence, prevalence_table
 from failatlas.taxonomy.read import load_taxonomy, types_markdown
-from failatlas.taxonomy.tables import to_csv, to_latex, to_markdown
+from failatlas.taxonomy.tables import TABLE_FORMATS
 
-FORMATS = ("tex", "md", "csv", "png", "pdf")
+FIGURE_FORMATS = ("png", "pdf")
+
+
+def export_formats() -> tuple[str, ...]:
+    """Every format `export_taxonomy` writes: the registered table formats, then the figures' file types."""
+    return (*TABLE_FORMATS.names(), *FIGURE_FORMATS)
 
 
 class ExportResult(BaseModel):
@@ -36,7 +41,7 @@ def export_taxonomy(
     taxonomy_id: str | None = None,
     out_dir: str | Path = "taxonomy-export",
     *,
-    formats: Sequence[str] = FORMATS,
+    formats: Sequence[str] | None = None,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> ExportResult:
@@ -48,10 +53,12 @@ def export_taxonomy(
     imported traces): an empty figure in a paper folder would mislead. Raises ConfigError for an unknown
     format and NotFoundError for an unknown taxonomy.
     """
-    unknown = set(formats) - set(FORMATS)
+    known = export_formats()
+    formats = known if formats is None else tuple(formats)
+    unknown = set(formats) - set(known)
     if unknown:
         raise ConfigError(
-            f"unknown export format(s): {sorted(unknown)}", hint=f"choose from {', '.join(FORMATS)}"
+            f"unknown export format(s): {sorted(unknown)}", hint=f"choose from {', '.join(known)}"
         )
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     taxonomy = load_taxonomy(store, taxonomy_id)
@@ -65,21 +72,16 @@ def export_taxonomy(
         f"95% bootstrap CIs, {n_boot} draws, seed {seed}.\nNeeds \\usepackage{{booktabs}}."
     )
     title = f"Failure types, taxonomy v{taxonomy.version} ({taxonomy_id})"
-    renderers = {
-        "tex": lambda: to_latex(frame, comment=comment),
-        "md": lambda: to_markdown(frame, title=title),
-        "csv": lambda: to_csv(frame),
-    }
-    for fmt, render in renderers.items():
+    for fmt in TABLE_FORMATS.names():
         if fmt in formats:
             path = out / f"prevalence.{fmt}"
-            path.write_text(render(), encoding="utf-8")
+            path.write_text(TABLE_FORMATS.create(fmt).render(frame, title=title, comment=comment), encoding="utf-8")
             written.append(path)
     if "md" in formats:
         path = out / "failure_types.md"
         path.write_text(types_markdown(taxonomy), encoding="utf-8")
         written.append(path)
-    suffixes = [s for s in ("png", "pdf") if s in formats]
+    suffixes = [s for s in FIGURE_FORMATS if s in formats]
     if suffixes:
         if frame.height:
             written += prevalence_by_phase(frame, out / "prevalence_by_phase", suffixes)

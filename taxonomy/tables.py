@@ -1,12 +1,17 @@
 """Rendering the prevalence table as LaTeX (booktabs, ready to \\input), Markdown and CSV.
 
-All three take the same frame (`prevalence_table`) and the same formatted cells, so they cannot disagree.
+All three take the same frame (`prevalence_table`) and the same formatted cells, so they cannot disagree. Each is a
+`TableFormat` registered in `TABLE_FORMATS` by its file suffix; `failatlas taxonomy export` writes every registered
+one, so a new format is a class registered here (or in its own module imported by the package) and nothing else.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import polars as pl
 
+from failatlas.core.registry import Registry
 from failatlas.core.tables import latex_escape  # the one LaTeX escaping of every export
 
 
@@ -112,3 +117,34 @@ CSV_COLUMNS = [
 def to_csv(frame: pl.DataFrame) -> str:
     """Every number unrounded, counts beside shares."""
     return frame.select([c for c in CSV_COLUMNS if c in frame.columns]).write_csv()
+
+
+class TableFormat(Protocol):
+    """One file format of the prevalence table: `prevalence.<name>`."""
+
+    def render(self, frame: pl.DataFrame, *, title: str, comment: str) -> str: ...
+
+
+TABLE_FORMATS: Registry[TableFormat] = Registry("table format")
+
+
+@TABLE_FORMATS.register("tex")
+class LatexTable:
+    """booktabs LaTeX; `comment` (provenance, the packages needed) goes in % lines above the table."""
+
+    def render(self, frame: pl.DataFrame, *, title: str, comment: str) -> str:
+        return to_latex(frame, comment=comment)
+
+
+@TABLE_FORMATS.register("md")
+class MarkdownTable:
+    def render(self, frame: pl.DataFrame, *, title: str, comment: str) -> str:
+        return to_markdown(frame, title=title)
+
+
+@TABLE_FORMATS.register("csv")
+class CsvTable:
+    """Every number unrounded."""
+
+    def render(self, frame: pl.DataFrame, *, title: str, comment: str) -> str:
+        return to_csv(frame)

@@ -164,3 +164,25 @@ def test_exports_without_runs_columns_when_no_insight_names_a_run(mini_store, tm
     assert "Runs affected" not in header
     _check_agreement(tmp_path, with_runs=False)
     assert pl.read_csv(tmp_path / "prevalence.csv")["runs_count"].null_count() > 0
+
+
+def test_a_table_format_added_by_registration_alone_is_exported(mini_store, tmp_path):
+    """An export format is a registered class; `export_taxonomy` and `failatlas taxonomy export` pick it up."""
+    from failatlas.taxonomy.export import export_formats
+    from failatlas.taxonomy.tables import TABLE_FORMATS
+
+    @TABLE_FORMATS.register("tsv")
+    class TsvTable:
+        def render(self, frame, *, title, comment):  # noqa: ANN001, ANN201
+            return frame.select("failure_type", "count").write_csv(separator="\t")
+
+    try:
+        assert "tsv" in export_formats()
+        tax = build(mini_store, BuildParams())
+        result = export_taxonomy(mini_store, tax.id, tmp_path, formats=["tsv"], n_boot=20)
+        (path,) = result.written
+        lines = Path(path).read_text().splitlines()
+        assert Path(path).name == "prevalence.tsv" and lines[0] == "failure_type\tcount" and len(lines) > 1
+    finally:
+        TABLE_FORMATS.unregister("tsv")
+    assert "tsv" not in export_formats()

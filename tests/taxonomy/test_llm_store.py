@@ -1,7 +1,7 @@
 """Regression: `taxonomy build` with the `llm` labeller gives the LLM client the store, so every labelling call
-is logged in `llm_calls` and cached, and a re-run sends no HTTP request. The endpoint is a scripted fake
-OpenAI-compatible server on real HTTP (it stands in for a paid remote service); the client, the cache and the
-store are the real ones."""
+is logged in `llm_calls` and cached; a re-run makes no second snapshot and sends no HTTP request. The endpoint is
+a scripted fake OpenAI-compatible server on real HTTP (it stands in for a paid remote service); the client, the
+cache and the store are the real ones."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 from failatlas.taxonomy import BuildParams
 from failatlas.taxonomy import run as build
+from failatlas.taxonomy.labelling import make_labeller
 from failatlas.taxonomy.model import phase_rank
 
 
@@ -50,15 +51,23 @@ def test_llm_labelling_is_logged_and_cached_in_the_store_so_a_rebuild_sends_noth
         assert len(calls) == sent
         assert all(c["role"] == "labeller" and c["status"] == "ok" and not c["cached"] for c in calls)
 
-        again = build(mini_store, BuildParams(labeller="llm"))
-        assert len(server.requests) == sent  # every call answered from the store's cache
+        again = build(mini_store, BuildParams(labeller="llm"))  # `failatlas demo` run a second time
+        assert len(server.requests) == sent and again.id == first.id  # the same snapshot: nothing labelled again
+        n_calls = len(calls)
+        assert mini_store.query("SELECT count(*) FROM llm_calls")[0][0] == n_calls
+
+        # a new snapshot with the same prompts (a labeller object always makes one) is answered from the cache
+        fresh = build(mini_store, BuildParams(labeller="llm"), labeller=make_labeller("llm", store=mini_store))
+        assert len(server.requests) == sent
     cached = mini_store.query("SELECT count(*) FROM llm_calls WHERE cached AND http_attempts = 0")[0][0]
     assert cached == sent
-    # A build is a new versioned snapshot (taxonomy/build.py); the re-run's is the same taxonomy, named alike.
-    assert again.version == first.version + 1
-    assert [(t.id, t.name, t.definition, t.raw_reply) for t in again.types] == [
+    assert fresh.id != first.id and fresh.version == first.version + 1
+    assert [(t.id, t.name, t.definition, t.raw_reply) for t in fresh.types] == [
         (t.id, t.name, t.definition, t.raw_reply) for t in first.types
     ]
-    assert [(c.id, c.name) for c in again.categories] == [(c.id, c.name) for c in first.categories]
-    runs = mini_store.query("SELECT params FROM stage_runs WHERE stage = 'taxonomy.build' ORDER BY started_at")
-    assert [json.loads(p)["labeller"] for (p,) in runs] == ["offline", "llm", "llm"]
+    assert [(c.id, c.name) for c in fresh.categories] == [(c.id, c.name) for c in first.categories]
+    assert mini_store.query("SELECT count(*) FROM taxonomies")[0][0] == 3  # offline, llm, the fresh llm one
+    runs = mini_store.query("SELECT params, summary FROM stage_runs WHERE stage = 'taxonomy.build'"
+                            " ORDER BY started_at")
+    assert [json.loads(p)["labeller"] for (p, _) in runs] == ["offline", "llm", "llm", "llm"]
+    assert [json.loads(s).get("reused", False) for (_, s) in runs] == [False, False, True, False]

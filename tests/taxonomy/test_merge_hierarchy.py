@@ -86,8 +86,10 @@ def test_build_params_are_recorded_with_the_snapshot(trail_store):
     ]
     assert BuildParams.model_validate_json(stored[0]) == params
     assert stored[1] == 1 and stored[2].startswith("failatlas")
-    again = build(trail_store, params)
-    assert again.version == 2 and again.id != tax.id
+    again = build(trail_store, params)  # the same inputs: the same snapshot, not a second one
+    assert again.id == tax.id and again.version == 1
+    other = build(trail_store, params.model_copy(update={"max_categories": 2}))
+    assert other.version == 2 and other.id != tax.id
     run = trail_store.query(
         "SELECT stage, status, summary FROM stage_runs WHERE id = ?", [f"taxonomy.build:{tax.id}"]
     )
