@@ -4,7 +4,7 @@ Builds the store with SQL (runs, insights, sources, one clustering per phase wit
 20 failure types per phase), renders the page once through Streamlit's AppTest (cold: every query runs) and
 then again (warm: the cache answers), and prints both times. The target is under 2 s warm.
 
-    PYTHONPATH=. python benchmarks/app_render.py [--insights 100000] [--keep PATH]
+    python benchmarks/app_render.py [--insights 100000] [--keep PATH]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CPU embedding throughput of the default model: sentence-transformers' own encode vs FailAtlas's paths.
 
-    PYTHONPATH=. python benchmarks/cpu_embed.py [--n 3000] [--repeats 3] [--batch-size 64]
+    python benchmarks/cpu_embed.py [--n 3000] [--repeats 3] [--batch-size 64]
 
 `n` distinct statements of the mining corpus (benchmarks/corpus.py), all-MiniLM-L6-v2 from its package, on the
 CPU; paths interleaved per repeat: `SentenceTransformer.encode` (what BERTopic and a plain script use) and

@@ -1,6 +1,6 @@
 """The embed stage end to end on a GPU: `failatlas.embed.run` over a store of distinct statements, writes included.
 
-    PYTHONPATH=. python benchmarks/gpu_embed_stage.py [--n 100000] [--device cuda]
+    python benchmarks/gpu_embed_stage.py [--n 100000] [--device cuda]
 
 Fills a fresh store with `n` distinct short statements (benchmarks/gpu_embed.py's generator) as insights and runs
 `failatlas.embed.run` with the default model (all-MiniLM-L6-v2 from its package, fp32) twice, each on its own fresh

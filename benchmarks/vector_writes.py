@@ -1,7 +1,7 @@
 """Vector writes into a real DuckDB file: the old `embeddings` table (FLOAT[] lists) against embedding sets
 (FLOAT[dim] arrays), each as the embed stage writes them.
 
-    PYTHONPATH=. python benchmarks/vector_writes.py [--n 100000] [--dim 384] [--chunk 16384]
+    python benchmarks/vector_writes.py [--n 100000] [--dim 384] [--chunk 16384]
 
 Writes `n` synthetic unit vectors with their text hashes into fresh store files, in chunks of `chunk` rows (the
 stage's chunk on a GPU), three ways:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
+from failatlas.cluster.components import CLUSTERERS, REDUCERS
 from failatlas.core.cli import console, store
 
 app = typer.Typer(no_args_is_help=True)
@@ -19,7 +20,7 @@ def _id_column() -> Column:
 @app.command("run")
 def run(
     phase: Annotated[
-        str | None, typer.Option(help="Cluster this phase only [default: each phase in turn].")
+        str | None, typer.Option(help="Cluster this phase only (default: each phase in turn).")
     ] = None,
     all_phases: Annotated[bool, typer.Option("--all-phases", help="Cluster all insights together.")] = False,
     seed: Annotated[int, typer.Option(help="Random seed for every stochastic step.")] = 42,
@@ -29,20 +30,20 @@ def run(
     normalise: Annotated[
         bool, typer.Option("--normalise/--no-normalise", help="Use vectors of masked texts.")
     ] = False,
-    reducer: Annotated[str, typer.Option(help="umap, pca or none.")] = "umap",
+    reducer: Annotated[str, typer.Option(help="One of: " + ", ".join(REDUCERS.names()) + ".")] = "umap",
     clusterer: Annotated[
-        str, typer.Option(help="hdbscan, fast_hdbscan, kmeans or agglomerative.")
+        str, typer.Option(help="One of: " + ", ".join(CLUSTERERS.names()) + ".")
     ] = "hdbscan",
-    n_neighbors: Annotated[int | None, typer.Option(help="UMAP neighbours [default: adapts to N].")] = None,
-    n_components: Annotated[int | None, typer.Option(help="Reduced dimensions [default: 10].")] = None,
+    n_neighbors: Annotated[int | None, typer.Option(help="UMAP neighbours (default: adapts to N).")] = None,
+    n_components: Annotated[int | None, typer.Option(help="Reduced dimensions (default: 10).")] = None,
     init: Annotated[
-        str | None, typer.Option(help="UMAP's start: spectral, pca, tswspectral or random [default: pca from 10k].")
+        str | None, typer.Option(help="UMAP's start: spectral, pca, tswspectral or random (default: pca from 10k).")
     ] = None,
     min_cluster_size: Annotated[
-        int | None, typer.Option(help="HDBSCAN's smallest cluster [default: 2/3 sqrt(N)].")
+        int | None, typer.Option(help="HDBSCAN's smallest cluster (default: 2/3 sqrt(N)).")
     ] = None,
     min_samples: Annotated[
-        int | None, typer.Option(help="HDBSCAN's min_samples [default: half the above].")
+        int | None, typer.Option(help="HDBSCAN's min_samples (default: half the above).")
     ] = None,
     selection: Annotated[str, typer.Option(help="HDBSCAN cluster selection: leaf or eom.")] = "leaf",
     n_clusters: Annotated[int | None, typer.Option(help="Cluster count for kmeans / agglomerative.")] = None,
@@ -140,7 +141,7 @@ def list_() -> None:
 
 @app.command("evaluate")
 def evaluate(
-    clustering: Annotated[str | None, typer.Option(help="Clustering id [default: the newest].")] = None,
+    clustering: Annotated[str | None, typer.Option(help="Clustering id (default: the newest).")] = None,
     labels: Annotated[str, typer.Option(help="insight_sources column holding the human labels.")] = "label",
 ) -> None:
     """Score a clustering against human labels: ARI, NMI, homogeneity, completeness, purity, recall."""

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
+from failatlas.cluster.components import CLUSTERERS, REDUCERS
 from failatlas.cluster.metrics import quality_metrics
 from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
@@ -117,6 +118,8 @@ def run(store: Store, params: ClusterParams) -> ClusterResult:
 
     Raises NotFoundError when there are no insights (in the phase), no embedding set, or some insights were
     never embedded into it."""
+    REDUCERS.factory(params.reducer)  # an unknown name is a ConfigError before anything is read
+    CLUSTERERS.factory(params.clusterer)
     with stage_run(store, "cluster", params, seed=params.seed) as record:
         if params.phase is not None or params.all_phases:
             phases: list[str | None] = [None if params.all_phases else params.phase]

@@ -23,10 +23,10 @@ def run(
         ),
     ] = False,
     batch_size: Annotated[
-        int | None, typer.Option(help="Texts per forward pass [default: 64 on the CPU, 1024 on a GPU].")
+        int | None, typer.Option(help="Texts per forward pass (default: 64 on the CPU, 1024 on a GPU).")
     ] = None,
     phase: Annotated[list[str] | None, typer.Option(help="Only insights of this phase (repeatable).")] = None,
-    device: Annotated[str | None, typer.Option(help="cuda, cpu, ... [default: cuda when present]")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda, cpu, ... (default: cuda when present)")] = None,
 ) -> None:
     """Embed every insight whose text has no cached vector for this model yet."""
     from contextlib import ExitStack

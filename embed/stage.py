@@ -97,7 +97,15 @@ def read_insights(
 
 def _write_from(q: queue.Queue, writer: VectorWriter, advance: Progress) -> None:
     with writer:
-        for hashes, vectors in iter(q.get, None):
+        while True:
+            try:
+                item = q.get(timeout=0.2)
+            except queue.Empty:
+                writer.release_if_due()  # waiting for the encoder: let other processes in after max_hold_s
+                continue
+            if item is None:
+                return
+            hashes, vectors = item
             writer.write(hashes, vectors)
             advance(len(hashes))
 

@@ -137,14 +137,19 @@ class VectorWriter:
                 write_vectors(conn, self.embedding_set, hashes, vectors)
             self.written += len(hashes)
             return
-        assert self._conn is not None, "use VectorWriter as a context manager"
+        if self._conn is None:
+            self._open()  # released while waiting for this chunk
         write_vectors(self._conn, self.embedding_set, hashes, vectors)
         self._conn.execute("COMMIT")
         self._conn.execute("BEGIN TRANSACTION")
         self.written += len(hashes)
-        if time.monotonic() - self._held_since > self.max_hold_s:
+        self.release_if_due()
+
+    def release_if_due(self) -> None:
+        """Give the store back when the connection has been held for `max_hold_s`; the next write takes it again.
+        Called after each chunk and while waiting for the next one, so other processes wait about that long."""
+        if self._conn is not None and time.monotonic() - self._held_since > self.max_hold_s:
             self._close(None, None, None)
-            self._open()
 
     def _close(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                tb: TracebackType | None) -> bool | None:

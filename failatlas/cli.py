@@ -48,7 +48,7 @@ state.migrations = all_migrations
 def root(
     db: Annotated[
         str | None,
-        typer.Option("--db", envvar="FAILATLAS_DB", help="DuckDB store file [default: ./failatlas.duckdb]."),
+        typer.Option("--db", envvar="FAILATLAS_DB", help="DuckDB store file (default: ./failatlas.duckdb)."),
     ] = None,
     lock_timeout: Annotated[
         float, typer.Option(help="Seconds to wait while another process holds the store.")

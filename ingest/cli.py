@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
 from failatlas.core.cli import console, err_console, store
-from failatlas.core.errors import ConfigError
+from failatlas.core.errors import ConfigError, InputError
 from failatlas.ingest.files import run_file
 from failatlas.ingest.importers import INSIGHT_IMPORTERS
 from failatlas.ingest.model import PHASES, FileIngestParams, IngestResult, RunsIngestParams
@@ -39,6 +39,10 @@ def _print_result(result: IngestResult) -> None:
     console.print(result.summary(), highlight=False)
 
 
+_FLAGS = {"text_field": "--text", "text_column": "--text-column", "phase_column": "--phase-column",
+          "label_column": "--label-column", "default_phase": "--phase"}
+
+
 @app.command("file")
 def file_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to import.")],
@@ -46,19 +50,39 @@ def file_command(
         str, typer.Option("--format", help=f"One of: {', '.join(INSIGHT_IMPORTERS.choices())}.")
     ] = "auto",
     text: Annotated[
-        str, typer.Option("--text", help="TRAIL: insight text field, description|evidence.")
-    ] = "description",
-    text_column: Annotated[str, typer.Option(help="JSONL/CSV: column holding the insight text.")] = "text",
-    phase_column: Annotated[str, typer.Option(help="JSONL/CSV: column holding the phase.")] = "phase",
-    label_column: Annotated[str, typer.Option(help="JSONL/CSV: column holding a human label.")] = "label",
+        str | None,
+        typer.Option("--text", help="TRAIL: insight text field, description|evidence (default: description)."),
+    ] = None,
+    text_column: Annotated[
+        str | None, typer.Option(help="JSONL/CSV: column holding the insight text (default: text).")
+    ] = None,
+    phase_column: Annotated[
+        str | None, typer.Option(help="JSONL/CSV: column holding the phase (default: phase).")
+    ] = None,
+    label_column: Annotated[
+        str | None, typer.Option(help="JSONL/CSV: column holding a human label (default: label).")
+    ] = None,
     phase: Annotated[
-        str, typer.Option(help=f"Phase where a file gives none: {', '.join(PHASES)}.")
-    ] = "other",
+        str | None, typer.Option(help=f"Phase where a file gives none: {', '.join(PHASES)} (default: other).")
+    ] = None,
 ) -> None:
     """Import insights from JSONL/CSV, TRAIL, EXP-Bench judge outputs or Inspect AI logs (all-or-nothing)."""
-    options = {"text_field": text, "text_column": text_column, "phase_column": phase_column,
-               "label_column": label_column, "default_phase": phase}
-    _print_result(run_file(store(), _params(FileIngestParams, paths=paths, format=fmt, options=options)))
+    # only what the user set: each importer keeps its own defaults, and an option no importer of the chosen
+    # format takes is an error naming the flag
+    given = {"text_field": text, "text_column": text_column, "phase_column": phase_column,
+             "label_column": label_column, "default_phase": phase}
+    options = {field: value for field, value in given.items() if value is not None}
+    try:
+        result = run_file(store(), _params(FileIngestParams, paths=paths, format=fmt, options=options))
+    except (InputError, ConfigError) as exc:  # name the command's flags, not the importers' field names
+        message, hint = str(exc), exc.hint
+        for field, flag in _FLAGS.items():
+            message = message.replace(f"field '{field}'", f"option {flag}").replace(field, flag)
+            hint = hint.replace(field, flag) if hint else hint
+        if (message, hint) == (str(exc), exc.hint):
+            raise
+        raise type(exc)(message, hint=hint) from exc
+    _print_result(result)
 
 
 @app.command("runs")

@@ -69,7 +69,7 @@ def run_file(store: Store, params: FileIngestParams) -> IngestResult:
     same files adds nothing. Raises ConfigError for an unknown format or option.
     """
     INSIGHT_IMPORTERS.check_format(params.format)
-    INSIGHT_IMPORTERS.check_options(params.options)
+    INSIGHT_IMPORTERS.check_options(params.options, params.format)
     files = expand_paths(params.paths)
     recorded = params.model_copy(update={"paths": [p.resolve() for p in files]})
     with stage_run(store, "ingest.file", recorded) as run:

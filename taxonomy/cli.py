@@ -10,11 +10,12 @@ from rich.table import Table
 
 from failatlas.core.cli import console, store
 from failatlas.taxonomy.export import export_formats
+from failatlas.taxonomy.labelling import LABELLERS
 
 app = typer.Typer(no_args_is_help=True)
 
 TaxonomyArg = Annotated[
-    str | None, typer.Argument(help="Taxonomy id or version number [default: the newest].")
+    str | None, typer.Argument(help="Taxonomy id or version number (default: the newest).")
 ]
 
 
@@ -25,10 +26,12 @@ def build(
         typer.Option(
             "--clustering",
             "-c",
-            help="Clustering id to build from (repeat per phase) [default: newest per phase].",
+            help="Clustering id to build from (repeat per phase) (default: newest per phase).",
         ),
     ] = None,
-    labeller: Annotated[str, typer.Option(help="How types are named: offline or llm.")] = "offline",
+    labeller: Annotated[
+        str, typer.Option(help="How types are named: " + " or ".join(sorted(LABELLERS)) + ".")
+    ] = "offline",
     merge_threshold: Annotated[
         float, typer.Option(help="Centroid cosine above which types may merge.")
     ] = 0.9,
@@ -136,7 +139,7 @@ def show(
 def assign(
     taxonomy_id: TaxonomyArg = None,
     threshold: Annotated[
-        float | None, typer.Option(help="Least cosine to join a type [default: the taxonomy's own].")
+        float | None, typer.Option(help="Least cosine to join a type (default: the taxonomy's own).")
     ] = None,
 ) -> None:
     """Assign insights not yet in the taxonomy (e.g. a new agent's runs) to its types, or to 'unassigned'."""
@@ -159,7 +162,7 @@ def export(
     out: Annotated[str, typer.Option("--out", "-o", help="Folder to write into.")] = "taxonomy-export",
     formats: Annotated[
         str | None, typer.Option("--formats", help="Comma-separated, of: " + ",".join(export_formats())
-                                 + " [default: all]")
+                                 + " (default: all)")
     ] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the 95% CIs.")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from failatlas.bench_core.sandbox import sandbox_kind
 from failatlas.bench_core.scoring.judges import Judge, JudgeInput, JudgeOptions, Verdict, create_judges
 from failatlas.bench_core.scoring.monitor import monitor_findings
 from failatlas.bench_core.scoring.validator import Validation, validate
@@ -121,6 +122,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
     `stage_runs` row (stage `bench.score`). Raises ConfigError for an unknown judge or bad parameters."""
     from failatlas.bench_core.scoring.llm_judges import llm_monitor_for
 
+    sandbox_kind(params.sandbox)  # an unknown kind is a ConfigError before anything is read
     with stage_run(store, "bench.score", params) as record:
         if params.samples < 1:
             raise ConfigError("--samples must be at least 1")

@@ -100,9 +100,19 @@ class ImporterRegistry(Registry[Importer[R]]):
             raise InputError(str(first["msg"]).removeprefix("Value error, "),
                              field=str(first["loc"][0]) if first["loc"] else None) from exc
 
-    def check_options(self, values: Mapping[str, Any]) -> None:
-        """Validate `values` against every importer that declares any of them; ConfigError for a key no importer
-        declares, InputError for a bad value."""
+    def check_options(self, values: Mapping[str, Any], fmt: str = AUTO) -> None:
+        """Validate `values` before anything is read: with a chosen format, against that importer alone (an option
+        it does not take is a ConfigError); with `auto`, against every importer that declares a key (a key none
+        declares is a ConfigError). A bad value is an InputError naming the field."""
+        fmt = self.check_format(fmt)
+        if fmt != AUTO:
+            declared = set(self.get(fmt).Options.model_fields)
+            unknown = sorted(set(values) - declared)
+            if unknown:
+                raise ConfigError(f"the {self.kind} format '{fmt}' takes no option {', '.join(unknown)}",
+                                  hint="its options: " + (", ".join(sorted(declared)) or "none"))
+            self.options(fmt, values)
+            return
         unknown = sorted(set(values) - self.option_names())
         if unknown:
             raise ConfigError(f"no {self.kind} importer takes the option(s) {', '.join(unknown)}",

@@ -15,6 +15,10 @@ from failatlas.core.errors import ConfigError
 T = TypeVar("T")
 
 
+def _origin(factory: object) -> tuple[object, object]:
+    return getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+
+
 class Registry(Generic[T]):
     """Factories of one kind of extension (`kind`: "agent", "judge", ...) by name."""
 
@@ -28,8 +32,8 @@ class Registry(Generic[T]):
 
         def decorate(factory: Callable[..., T]) -> Callable[..., T]:
             known = self._factories.get(name)
-            if known is not None and known is not factory and getattr(known, "__qualname__", None) != getattr(
-                    factory, "__qualname__", None):
+            if known is not None and known is not factory and _origin(known) != _origin(factory):
+                # the same definition imported again (a reloaded module) may re-register; anything else may not
                 raise ValueError(f"{self.kind} '{name}' is registered twice")
             self._factories[name] = factory
             return factory
@@ -52,7 +56,7 @@ class Registry(Generic[T]):
             return self._factories[name]
         except KeyError:
             raise ConfigError(f"unknown {self.kind} '{name}'",
-                              hint=f"known {self.kind}s: {', '.join(self.names()) or 'none'}") from None
+                              hint=f"choose one of: {', '.join(self.names()) or 'none registered'}") from None
 
     def create(self, name: str, **params: Any) -> T:
         """An instance of `name` built with `params`. Raises ConfigError for an unknown name or parameters the

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import duckdb
 from pydantic import BaseModel
 
 from failatlas.core.errors import StoreError
@@ -85,18 +86,30 @@ class StageRun:
 @contextmanager
 def stage_run(store: Store, stage: str, params: BaseModel | dict[str, Any] | None = None, *,
               seed: int | None = None, run_id: str | None = None) -> Iterator[StageRun]:
-    """Record the enclosed stage run in `stage_runs` (see the module's docstring). Must not be entered inside an
-    open `store.write()`: a failure's record would roll back with the stage's writes."""
+    """Record the enclosed stage run in `stage_runs` (see the module's docstring). Raises RuntimeError when entered
+    inside an open `store.write()`: a failure's record would roll back with the stage's writes.
+
+    On a failure, `rows` keeps only counts the stage recorded in a committed `run.record(conn)`; other counts move
+    to `summary.rows_counted`, since the writes they counted may have rolled back. A run whose `ok` row committed
+    with its data keeps that row even when the block fails afterwards."""
+    if getattr(store._local, "conn", None) is not None:
+        raise RuntimeError(f"stage '{stage}' started inside an open store.write(); start it outside")
     run = StageRun(stage, params, seed, run_id)
     try:
         yield run
     except BaseException as exc:
-        run.note(error=f"{type(exc).__name__}: {exc}"[:2000])
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         try:
-            with store.write() as conn:
-                run.record(conn, status)
-        except (StoreError, OSError):
+            committed = run.status == "ok" and bool(
+                store.query("SELECT 1 FROM stage_runs WHERE id = ? AND status = 'ok'", [run.id]))
+            if not committed:
+                run.note(error=f"{type(exc).__name__}: {exc}"[:2000])
+                if run.rows:
+                    run.note(rows_counted=dict(run.rows))
+                    run.rows = {}
+                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                with store.write() as conn:
+                    run.record(conn, status)
+        except (StoreError, OSError, duckdb.Error):
             pass  # the original error matters more than its record
         raise
     if run.status is None:

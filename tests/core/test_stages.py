@@ -73,8 +73,35 @@ def test_registry_names_what_it_knows():
     assert things.create("round", radius=2.0).radius == 2.0
     with pytest.raises(ConfigError, match="unknown widget 'square'") as unknown:
         things.create("square")
-    assert "known widgets: round" in unknown.value.one_line()
+    assert "choose one of: round" in unknown.value.one_line()
     with pytest.raises(ConfigError, match="does not take these parameters"):
         things.create("round", sides=4)
     with pytest.raises(ValueError, match="registered twice"):
         things.register("round")(lambda: None)
+
+
+def test_a_stage_cannot_start_inside_an_open_write(store):
+    with pytest.raises(RuntimeError, match="inside an open store.write"), store.write():
+        with stage_run(store, "demo.nested"):
+            pass
+    assert _rows(store) == []
+
+
+def test_a_committed_ok_record_survives_a_later_failure_and_failed_counts_are_not_rows(store):
+    with pytest.raises(KeyboardInterrupt), stage_run(store, "demo.late") as run:
+        with store.write() as conn:
+            conn.execute("CREATE TABLE w (x INTEGER)")
+            conn.execute("INSERT INTO w VALUES (1)")
+            run.count("w", 1)
+            run.record(conn)
+        raise KeyboardInterrupt  # Ctrl-C after the data and its record committed
+    (row,) = _rows(store)
+    assert row["status"] == "ok" and json.loads(row["rows"]) == {"w": 1}
+
+    with pytest.raises(ValueError), stage_run(store, "demo.rolled-back") as run, store.write() as conn:
+        conn.execute("CREATE TABLE z (x INTEGER)")
+        run.count("z", 5)
+        raise ValueError("bad")
+    failed = [r for r in _rows(store) if r["stage"] == "demo.rolled-back"][0]
+    assert failed["status"] == "failed" and json.loads(failed["rows"]) == {}
+    assert json.loads(failed["summary"])["rows_counted"] == {"z": 5}

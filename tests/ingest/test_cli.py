@@ -57,3 +57,16 @@ def test_every_ingest_command_has_help():
         result = runner.invoke(app, ["ingest", command, "--help"])
         assert result.exit_code == 0
         assert len(result.stdout.strip()) > 50
+
+
+def test_an_option_reaches_only_the_chosen_format_and_errors_name_the_flag(db_path, fixtures):
+    from failatlas.core.errors import ConfigError
+
+    result = _invoke(db_path, "file", str(fixtures / "good.jsonl"), "--format", "jsonl", "--text", "evidence")
+    assert isinstance(result.exception, ConfigError)  # --text is TRAIL's; jsonl takes no such option
+    assert "takes no option --text" in str(result.exception) and "text_field" not in str(result.exception)
+    result = _invoke(db_path, "file", str(fixtures / "good.jsonl"), "--text", "nope")
+    assert isinstance(result.exception, InputError) and "option --text" in str(result.exception)
+    assert Store(db_path).query("SELECT count(*) FROM insight_sources") == [(0,)]
+    result = _invoke(db_path, "file", str(fixtures / "good.jsonl"), "--format", "jsonl")  # TRAIL's default unused
+    assert result.exit_code == 0, result.output
