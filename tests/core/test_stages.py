@@ -81,9 +81,9 @@ def test_registry_names_what_it_knows():
 
 
 def test_a_stage_cannot_start_inside_an_open_write(store):
-    with pytest.raises(RuntimeError, match="inside an open store.write"), store.write():
-        with stage_run(store, "demo.nested"):
-            pass
+    with pytest.raises(RuntimeError, match="inside an open store.write"), store.write(), \
+            stage_run(store, "demo.nested"):
+        pass
     assert _rows(store) == []
 
 
