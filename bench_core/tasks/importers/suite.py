@@ -36,10 +36,24 @@ def task_files(path: Path) -> list[Path]:
     return sorted(f / TASK_FILE for f in path.iterdir() if f.is_dir() and _is_task_folder(f))
 
 
+def _inside(folder: Path, value: object, task_file: Path, field: str) -> str:
+    """`value`, a path relative to the task folder, made absolute; InputError when it is not a relative path or,
+    links followed, leaves the folder: a task file may not hand the sandbox (or the agent) files from elsewhere
+    on the host."""
+    if not isinstance(value, str) or not value or Path(value).is_absolute():
+        raise InputError(f"must be a path relative to the task folder, not {value!r}", path=str(task_file),
+                         field=field)
+    resolved = (folder / value).resolve()
+    if not resolved.is_relative_to(folder):
+        raise InputError(f"{value!r} leads outside the task folder {folder}", path=str(task_file), field=field)
+    return str(resolved)
+
+
 def load_task(task_file: Path) -> TaskSpec:
     """Parse one task.yaml; paths in it (repository, overlay, hidden tests) become absolute.
 
-    Raises InputError naming the file when it is not valid YAML or not a valid TaskSpec.
+    Raises InputError naming the file (and field) when it is not valid YAML, not a valid TaskSpec, or one of its
+    paths is absolute or leads outside the task folder (`..`, a link).
     """
     task_file = Path(task_file).resolve()
     folder = task_file.parent
@@ -51,14 +65,21 @@ def load_task(task_file: Path) -> TaskSpec:
         raise InputError("a task file must hold a mapping", path=str(task_file))
     data["source"] = str(task_file)
     repository = data.setdefault("repository", {})
+    if not isinstance(repository, dict):
+        raise InputError("must be a mapping", path=str(task_file), field="repository")
     if repository.get("local_path"):
-        repository["local_path"] = str((folder / repository["local_path"]).resolve())
+        repository["local_path"] = _inside(folder, repository["local_path"], task_file, "repository.local_path")
     masking = data.get("masking") or {}
-    if masking.get("overlay"):
-        masking["overlay"] = str((folder / masking["overlay"]).resolve())
+    if isinstance(masking, dict) and masking.get("overlay"):
+        masking["overlay"] = _inside(folder, masking["overlay"], task_file, "masking.overlay")
     implementation = data.get("implementation") or {}
-    hidden = implementation.get("hidden_tests", [])
-    implementation["hidden_tests"] = [str((folder / path).resolve()) for path in hidden]
+    if isinstance(implementation, dict):
+        hidden = implementation.get("hidden_tests") or []
+        if not isinstance(hidden, list):
+            raise InputError("must be a list of paths", path=str(task_file), field="implementation.hidden_tests")
+        implementation["hidden_tests"] = [
+            _inside(folder, item, task_file, "implementation.hidden_tests") for item in hidden
+        ]
     try:
         return TaskSpec.model_validate(data)
     except ValidationError as exc:

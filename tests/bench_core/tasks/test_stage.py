@@ -51,3 +51,33 @@ def test_the_bundled_suite_imports_through_the_failatlas_importer(store):
 def test_a_rexbench_folder_with_a_task_yaml_is_not_taken_for_a_failatlas_task(fixtures: Path):
     assert TASK_IMPORTERS.detect(fixtures / "rexbench" / "cogs") == "rexbench"
     assert TASK_IMPORTERS.detect(fixtures / "rexbench") is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("hidden_tests", "../../../../etc/passwd"),  # '..' out of the task folder
+        ("hidden_tests", "/etc/passwd"),  # an absolute path
+        ("hidden_tests", "escape/passwd"),  # a link inside the folder that points outside it
+        ("local_path", "../"),  # the repository handed to the agent: the folder above
+        ("overlay", "escape"),
+    ],
+)
+def test_a_task_file_cannot_name_host_files_outside_its_folder(store, tmp_path: Path, field: str, value: str):
+    """A hostile task.yaml must not get host files copied into the sandbox or the agent's workspace."""
+    source = Path(load_suite("failatlas-mini")[0].source)
+    task = tmp_path / "hostile-task"
+    task.mkdir()
+    (task / "escape").symlink_to("/etc", target_is_directory=True)
+    original = source.read_text()  # imbalance-reweight: it names hidden tests, a repository and an overlay
+    text = {
+        "hidden_tests": lambda: original.replace("hidden_tests: [", f"hidden_tests: [{value}, ", 1),
+        "local_path": lambda: original.replace("local_path: repo", f"local_path: {value}", 1),
+        "overlay": lambda: original.replace("overlay: base", f"overlay: {value}", 1),
+    }[field]()
+    assert text != original
+    (task / "task.yaml").write_text(text)
+    with pytest.raises(InputError, match="outside the task folder|relative to the task folder") as err:
+        run(store, TaskImportParams(paths=[task], format="failatlas"))
+    assert str(task / "task.yaml") in str(err.value)
+    assert store.query("SELECT count(*) FROM tasks")[0][0] == 0
