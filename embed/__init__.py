@@ -22,6 +22,7 @@ from failatlas.embed.stage import (
     load_insight_vectors,
     read_insights,
     run,
+    vectors_of_texts,
 )
 
 __all__ = [
@@ -48,4 +49,5 @@ __all__ = [
     "resolve_model",
     "run",
     "set_id",
+    "vectors_of_texts",
 ]

@@ -203,6 +203,15 @@ def find_embedding_set(store: Store, *, model: str = DEFAULT_MODEL, normalise: s
     return found
 
 
+def vectors_of_texts(store: Store, embedding_set: EmbeddingSet, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, found) for `texts` in `embedding_set`, the texts normalised as the set's normaliser did them: rows
+    without a vector are zero and `found` is False there. Raises ConfigError for a normaliser this build does not
+    know."""
+    hashes = text_hashes(normaliser_named(embedding_set.normalisation)(texts))
+    with store.read() as conn:
+        return read_vectors(conn, embedding_set, hashes)
+
+
 def load_insight_vectors(
     store: Store,
     embedding_set: EmbeddingSet | str,
@@ -214,12 +223,10 @@ def load_insight_vectors(
     if isinstance(embedding_set, str):
         embedding_set = get_set(store, embedding_set)
     ids, insight_phases, texts = read_insights(store, phases)
-    hashes = text_hashes(normaliser_named(embedding_set.normalisation)(texts))
-    with store.read() as conn:
-        vectors, found = read_vectors(conn, embedding_set, hashes)
+    vectors, found = vectors_of_texts(store, embedding_set, texts)
     if not found.all():
         raise NotFoundError(
-            f"{int((~found).sum())} of {len(hashes)} texts have no vector in embedding set {embedding_set.id}"
+            f"{int((~found).sum())} of {len(texts)} texts have no vector in embedding set {embedding_set.id}"
             f" (model {embedding_set.model}, normalisation {embedding_set.normalisation})",
             hint="run `failatlas embed run` with the same --model and --normalise first",
         )

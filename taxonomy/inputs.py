@@ -10,9 +10,8 @@ import numpy as np
 import polars as pl
 
 from failatlas.core.errors import InputError, NotFoundError
-from failatlas.core.hashing import text_hashes
 from failatlas.core.store import Store
-from failatlas.embed import EmbeddingSet, get_set, normaliser_named, read_vectors
+from failatlas.embed import EmbeddingSet, get_set, vectors_of_texts
 
 
 @dataclass
@@ -72,9 +71,7 @@ def load_vectors(store: Store, texts: Sequence[str], embedding_set: EmbeddingSet
     """Unit-length vectors for `texts` from `embedding_set` (texts normalised as the set's normaliser did), as
     (matrix, found): rows of texts without a vector are zero and `found` is False there. Raises ConfigError for
     a normaliser this build does not know."""
-    hashes = text_hashes(normaliser_named(embedding_set.normalisation)(texts))
-    with store.read() as conn:
-        matrix, found = read_vectors(conn, embedding_set, hashes)
+    matrix, found = vectors_of_texts(store, embedding_set, texts)
     return normalise(matrix), found
 
 
