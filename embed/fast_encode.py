@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 PREFETCH = 8  # batches tokenised ahead of the model
-FLUSH_ROWS = 65_536  # vectors kept on the device before one copy to the host
 _PROBES = (
     "ModuleNotFoundError: No module named 'torch'",
     "  the agent   reported a metric it never computed  ",
@@ -137,47 +136,70 @@ class FastEncoder:
 
         `prefetch`: tokenise in a background thread ahead of the model; by default only off the CPU, where the
         model's own threads already use every core."""
+        texts = list(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for positions, vectors in self.encode_chunks(texts, batch_size, [len(texts)], prefetch=prefetch):
+            out[positions] = vectors
+        return out
+
+    @property
+    def dim(self) -> int:
+        return int((getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)())
+
+    def encode_chunks(
+        self, texts: Sequence[str], batch_size: int, sizes: Sequence[int], *, prefetch: bool | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Vectors of `texts` in chunks of `sizes` texts (summing to len(texts)): yields (positions, vectors), the
+        positions (into `texts`) of each chunk's rows. The texts are sorted by length once, longest first, and
+        one tokeniser thread runs ahead across chunk boundaries, so the model never waits between chunks (a
+        separate `encode` per chunk restarts the pipeline each time).
+
+        A chunk holds whole batches except at its end: a size that is not a multiple of `batch_size` ends that
+        chunk with a smaller batch."""
         import torch
 
         texts = list(texts)
-        dim = int((getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)())
-        out = np.empty((len(texts), dim), dtype=np.float32)
+        if sum(sizes) != len(texts) or any(s < 1 for s in sizes):
+            raise ValueError(f"chunk sizes {list(sizes)[:5]}... do not cover {len(texts)} texts")
         if not texts:
-            return out
+            return
         device = self.st.device
         order = np.argsort([-len(t) for t in texts], kind="stable")  # longest first, as st.encode does
+        bounds = np.cumsum([0, *sizes])
+        spans = [(lo, min(lo + batch_size, hi)) for a, hi in zip(bounds[:-1], bounds[1:], strict=True)
+                 for lo in range(int(a), int(hi), batch_size)]
         # Not pinned: on an H100, pinning each batch's tensors cost more CPU time (2-3 ms a tensor) than the plain
         # copies of about 1 MB save; without it the encoder ran 41k/s instead of 37k/s (benchmarks/RESULTS.md).
-        tokenised = self._tokenised_batches(texts, order, batch_size, False)
+        tokenised = self._tokenised_spans(texts, order, spans)
         if prefetch is None:
             prefetch = device.type != "cpu"
         batches = _Prefetcher(tokenised) if prefetch else _Inline(tokenised)
         pending: list[Any] = []
+        chunk = 0
         done = 0
         self.st.eval()
         try:
             with torch.inference_mode():
-                for features in batches:
+                for (_, hi), features in zip(spans, batches, strict=True):
                     features = {
                         k: v.to(device, non_blocking=True) if hasattr(v, "to") else v for k, v in features.items()
                     }
                     vectors = self.st(features)["sentence_embedding"]
                     pending.append(torch.nn.functional.normalize(vectors.float(), p=2, dim=1))
-                    if sum(len(p) for p in pending) >= FLUSH_ROWS:
-                        done = _flush(pending, out, order, done)
-                _flush(pending, out, order, done)
+                    if hi == bounds[chunk + 1]:
+                        block = torch.cat(pending).cpu().numpy()
+                        pending.clear()
+                        yield order[done : done + len(block)], block
+                        done += len(block)
+                        chunk += 1
         finally:
             batches.close()
-        return out
 
-    def _tokenised_batches(
-        self, texts: list[str], order: np.ndarray, batch_size: int, pin: bool
+    def _tokenised_spans(
+        self, texts: list[str], order: np.ndarray, spans: list[tuple[int, int]]
     ) -> Iterator[dict[str, Any]]:
-        for lo in range(0, len(texts), batch_size):
-            features = self.tokenise([texts[i] for i in order[lo : lo + batch_size]])
-            if pin:
-                features = {k: v.pin_memory() for k, v in features.items()}
-            yield {**features, **self.extra}
+        for lo, hi in spans:
+            yield {**self.tokenise([texts[i] for i in order[lo:hi]]), **self.extra}
 
 
 def _obstacle(st: Any) -> str | None:
@@ -202,17 +224,6 @@ def _obstacle(st: Any) -> str | None:
 def _model_features(st: Any, texts: list[str]) -> dict[str, Any]:
     preprocess = getattr(st, "preprocess", None) or st.tokenize  # tokenize before sentence-transformers 6
     return dict(preprocess(texts))
-
-
-def _flush(pending: list[Any], out: np.ndarray, order: np.ndarray, done: int) -> int:
-    import torch
-
-    if not pending:
-        return done
-    block = torch.cat(pending).cpu().numpy()
-    pending.clear()
-    out[order[done : done + len(block)]] = block
-    return done + len(block)
 
 
 class _Inline:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -42,6 +42,12 @@ class Embedder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray: ...
+
+    def encode_chunks(
+        self, texts: Sequence[str], batch_size: int, sizes: Sequence[int]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(positions into `texts`, vectors) for consecutive chunks of `sizes` texts, in any order of texts."""
+        ...
 
 
 def packaged_model_dir() -> Path:
@@ -123,6 +129,11 @@ class SentenceTransformerEmbedder:
         self._fast_encoder = None
         self._source, self.revision = resolve_model(model)
 
+    def load(self) -> SentenceTransformerEmbedder:
+        """Load the model now (the stage does it in a thread while it reads and hashes the texts)."""
+        self._load()
+        return self
+
     def _load(self):  # noqa: ANN202
         if self._st is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -167,6 +178,25 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def encode_chunks(
+        self, texts: Sequence[str], batch_size: int, sizes: Sequence[int]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Vectors of `texts` in consecutive chunks of `sizes` texts: yields (positions into `texts`, vectors) per
+        chunk. The fast path sorts all texts by length once and tokenises across chunk boundaries ahead of the
+        model (`FastEncoder.encode_chunks`); the plain path encodes the chunks one by one, in order."""
+        if batch_size < 1:
+            raise ConfigError(f"batch size must be at least 1, not {batch_size}")
+        if sum(sizes) != len(texts):
+            raise ValueError(f"chunk sizes add up to {sum(sizes)}, not to the {len(texts)} texts")
+        self._load()
+        if self._fast_encoder is not None:
+            yield from self._fast_encoder.encode_chunks(texts, batch_size, sizes)
+            return
+        lo = 0
+        for size in sizes:
+            yield np.arange(lo, lo + size), self.encode(texts[lo : lo + size], batch_size)
+            lo += size
 
 
 EMBEDDERS = {"sentence-transformers": SentenceTransformerEmbedder}

@@ -123,52 +123,93 @@ def _put(q: queue.Queue, item: object, done: Future) -> None:
             continue
 
 
+def chunk_sizes(n: int, size: int, batch_size: int) -> list[int]:
+    """How many texts each transaction stores: `size` at a time, then the last `2 * size` texts in halving chunks
+    of whole batches (down to two batches) so that the write left when the encoder finishes is a small one."""
+    unit = max(1, min(batch_size, size))
+    floor = 2 * unit
+    sizes: list[int] = []
+    left = n
+    while left > 0:
+        if left >= 2 * size:
+            take = size
+        elif left <= floor:
+            take = left
+        else:
+            take = min(left, max(floor, -(-(left // 2) // unit) * unit))
+        sizes.append(take)
+        left -= take
+    return sizes
+
+
+def _more_insights_than_vectors(conn, embedding_set: EmbeddingSet | None, phases: Sequence[str] | None) -> bool:  # noqa: ANN001
+    sql = "SELECT count(*) FROM insights"
+    params: list = []
+    if phases:
+        sql += " WHERE phase IN (SELECT unnest(?))"
+        params.append(list(phases))
+    n_insights = conn.execute(sql, params).fetchone()[0]
+    if embedding_set is None:
+        return n_insights > 0
+    n_vectors = conn.execute(
+        f'SELECT count(*) FROM "{embedding_set.vectors_table}" WHERE set_id = ?', [embedding_set.id]
+    ).fetchone()[0]
+    return n_insights > n_vectors
+
+
 def run(store: Store, params: EmbedParams, *, progress: Callable[[int], Progress] | None = None) -> EmbedResult:
     """Embed every insight (of `params.phases`) whose normalised text has no vector yet in the embedding set of
     this model, revision and normaliser; record the run in `stage_runs`.
 
-    `progress(total)` is called once with the number of texts to embed and returns `advance(n)`. Vectors are
-    written by a second thread while the next chunk is encoded, one transaction per chunk.
+    `progress(total)` is called once with the number of texts to embed and returns `advance(n)`. The model loads
+    while the texts are read and hashed; vectors are written by a second thread while the next chunk is encoded,
+    one transaction per chunk (`chunk_sizes`).
     Raises NotFoundError when the model is not on this machine, MissingDependencyError without
     sentence-transformers."""
-    with stage_run(store, "embed", params) as record:
+    with stage_run(store, "embed", params) as record, \
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed") as pool:
         normaliser = get_normaliser(params.normalise)
         _, revision = resolve_model(params.model)
+        with store.read() as conn:
+            embedding_set = find_set(conn, params.model, revision, normaliser.name)
+            likely = _more_insights_than_vectors(conn, embedding_set, params.phases)
+        # Load the model while the texts are read and hashed, when there are more insights than stored vectors
+        # (a guess: a wrong one costs a load in the background, not on the way).
+        loading = pool.submit(lambda: get_embedder(params.model, device=params.device).load()) if likely else None
         ids, _, texts = read_insights(store, params.phases)
         prepared = normaliser(texts)
         hashes = text_hashes(prepared)
         unique: dict[str, str] = dict(zip(hashes, prepared, strict=True))
         with store.read() as conn:
-            embedding_set = find_set(conn, params.model, revision, normaliser.name)
             known = cached_hashes(conn, embedding_set, list(unique))
         todo = [h for h in unique if h not in known]
         used_device = None
         if todo:
-            embedder = get_embedder(params.model, device=params.device)
+            embedder = loading.result() if loading else get_embedder(params.model, device=params.device)
             on_gpu = str(params.device or default_device()) != "cpu"
             batch_size = params.batch_size or (BATCH_SIZE_GPU if on_gpu else BATCH_SIZE)
-            size = WRITE_CHUNK_GPU if on_gpu else WRITE_CHUNK
+            sizes = chunk_sizes(len(todo), WRITE_CHUNK_GPU if on_gpu else WRITE_CHUNK, batch_size)
             advance = progress(len(todo)) if progress else (lambda n=1: None)
-            first = embedder.encode([unique[h] for h in todo[:size]], batch_size=batch_size)
+            chunks = embedder.encode_chunks([unique[h] for h in todo], batch_size, sizes)
+            positions, first = next(chunks)
             with store.write() as conn:
                 embedding_set = ensure_set(conn, params.model, revision, normaliser.name, first.shape[1])
             # the previous chunk is stored (or its error raised) before the next is handed over
             handoff: queue.Queue = queue.Queue(maxsize=1)
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-writer") as pool:
-                writer = VectorWriter(store, embedding_set, hold=on_gpu)
-                done = pool.submit(_write_from, handoff, writer, advance)
-                try:
-                    _put(handoff, (todo[:size], first), done)
-                    for lo in range(size, len(todo), size):
-                        chunk = todo[lo : lo + size]
-                        _put(handoff, (chunk, embedder.encode([unique[h] for h in chunk], batch_size=batch_size)),
-                             done)
-                    _put(handoff, None, done)
-                except BaseException:
-                    if not done.done():
-                        handoff.put(None)
-                    raise
-                done.result()
+            writer = VectorWriter(store, embedding_set, hold=on_gpu)
+            done = pool.submit(_write_from, handoff, writer, advance)
+            try:
+                _put(handoff, ([todo[i] for i in positions], first), done)
+                for positions, vectors in chunks:
+                    _put(handoff, ([todo[i] for i in positions], vectors), done)
+                _put(handoff, None, done)
+            except BaseException:
+                if not done.done():
+                    handoff.put(None)
+                raise
+            finally:
+                chunks.close()
+            done.result()
             used_device = getattr(embedder, "device", None)
         record.count(embedding_set.vectors_table if embedding_set else "embedding_vectors", len(todo))
         record.note(embedding_set_id=embedding_set.id if embedding_set else None, n_texts=len(unique),

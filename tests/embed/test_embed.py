@@ -95,12 +95,12 @@ def test_chunks_are_written_as_they_finish_and_an_interrupted_run_resumes(store,
     import failatlas.embed.stage as embed_stage
 
     monkeypatch.setattr(embed_stage, "WRITE_CHUNK", 4)
-    texts = [f"failure number {i}: the agent skipped step {i % 3}" for i in range(11)]
+    texts = [f"failure number {i}: the agent skipped step {i % 3}" for i in range(13)]  # chunks of 4, 4, 5
     _add(store, "execution", texts)
     seen: list[int] = []
 
     def interrupt_after_two_chunks(total):
-        assert total == 11
+        assert total == 13
 
         def advance(n):
             seen.append(n)
@@ -114,8 +114,8 @@ def test_chunks_are_written_as_they_finish_and_an_interrupted_run_resumes(store,
     stored = store.query("SELECT count(*) FROM embedding_vectors_384")[0][0]
     assert stored == 8  # both finished chunks are in, the third never started
     report = embed(store, EmbedParams(normalise="none"), progress=lambda total: seen.append)
-    assert (report.n_new, report.n_cached) == (3, 8)
-    assert store.query("SELECT count(*), count(DISTINCT text_hash) FROM embedding_vectors_384")[0] == (11, 11)
+    assert (report.n_new, report.n_cached) == (5, 8)
+    assert store.query("SELECT count(*), count(DISTINCT text_hash) FROM embedding_vectors_384")[0] == (13, 13)
     whole = get_embedder(device="cpu").encode(texts)
     loaded = load_insight_vectors(store, find_embedding_set(store, normalise="none"))
     order = [loaded.ids.index(insight_id("execution", t)) for t in texts]
@@ -186,3 +186,16 @@ def test_two_writers_of_one_set_leave_one_vector_per_text(store, hold):
     stored = {h: np.asarray(v, dtype=np.float32) for h, v in rows}
     for h, vector in zip(hashes, first, strict=True):
         np.testing.assert_array_equal(stored[h], vector)  # the first stored copy is the one kept
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 2047, 2048, 2049, 16_384, 32_767, 32_768, 100_000, 250_001])
+def test_chunk_sizes_cover_all_texts_and_end_with_a_small_chunk(n):
+    from failatlas.embed.stage import chunk_sizes
+
+    sizes = chunk_sizes(n, 16_384, 1024)
+    assert sum(sizes) == n and all(s > 0 for s in sizes)
+    assert all(s <= 16_384 for s in sizes)
+    assert all(s % 1024 == 0 for s in sizes[:-1])  # whole batches except the last
+    if n > 2 * 1024:
+        assert sizes[-1] <= 2 * 1024  # the write left after the encoder is a small one
+    assert len(sizes) <= n // 16_384 + 6

@@ -127,3 +127,24 @@ def test_models_the_fast_path_cannot_serve_use_the_plain_encode(fast, tmp_path):
     vectors = embedder.encode(["CUDA out of memory", "missing baseline"], batch_size=2)
     assert vectors.shape == (2, 32)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ["fast", "plain"])
+def test_encode_chunks_cover_every_text_once_with_the_vectors_of_encode(path, fast, plain):
+    embedder = fast if path == "fast" else plain
+    texts = ODD + _statements(150, seed=3)
+    whole = embedder.encode(texts, batch_size=16)
+    sizes = [40, 33, 16, 1, len(texts) - 90]
+    seen = np.zeros(len(texts), dtype=int)
+    got = np.zeros_like(whole)
+    for (positions, vectors), size in zip(embedder.encode_chunks(texts, 16, sizes), sizes, strict=True):
+        assert len(positions) == len(vectors) == size
+        seen[positions] += 1
+        got[positions] = vectors
+    assert (seen == 1).all()
+    np.testing.assert_allclose(got, whole, atol=1e-5)
+
+
+def test_encode_chunks_refuses_sizes_that_do_not_cover_the_texts(fast):
+    with pytest.raises(ValueError, match="add up to"):
+        list(fast.encode_chunks(["a", "b", "c"], 2, [1, 1]))
