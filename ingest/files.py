@@ -11,6 +11,7 @@ from failatlas.core.importers import Loaded
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 from failatlas.ingest.importers import INSIGHT_IMPORTERS
+from failatlas.ingest.importers.base import check_insight_lengths
 from failatlas.ingest.model import FileIngestParams, FileReport, IngestResult, RawInsight
 from failatlas.ingest.writer import write_insights
 
@@ -46,7 +47,9 @@ def _load_all(files: list[Path], params: FileIngestParams) -> list[Loaded[RawIns
     errors: list[InputError] = []
     for file in files:
         try:
-            loaded.append(INSIGHT_IMPORTERS.load(file, params.format, params.options))
+            item = INSIGHT_IMPORTERS.load(file, params.format, params.options)
+            check_insight_lengths(item.records, file)
+            loaded.append(item)
         except InputError as exc:
             errors.append(exc)
     if errors:
@@ -63,8 +66,9 @@ def _load_all(files: list[Path], params: FileIngestParams) -> list[Loaded[RawIns
 def run_file(store: Store, params: FileIngestParams) -> IngestResult:
     """Import raw insights from files or folders of any registered format (`params.format`, or detected).
 
-    All-or-nothing: every file is read and validated first; if any has a bad row, InputError names the file,
-    line and field (of the first problem, the other files listed) and no insight is written. Otherwise one
+    All-or-nothing: every file is read and validated first; if any has a bad row, or passes a cap (a line,
+    an insight's length, a document's or archive member's size: see docs/store/ingest.md), InputError names the
+    file, line and field (of the first problem, the other files listed) and no insight is written. Otherwise one
     transaction stores the occurrences not stored before, with this run's `stage_runs` row. Re-importing the
     same files adds nothing. Raises ConfigError for an unknown format or option.
     """

@@ -14,6 +14,7 @@ from typing import Any
 from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
+from failatlas.ingest.importers.base import MAX_INSIGHT_CHARS
 from failatlas.ingest.llm_extractor import LLMExtractor, default_extractor_llm
 from failatlas.ingest.model import PHASES, IngestResult, RawInsight, RunRecord, RunsIngestParams
 from failatlas.ingest.sentences import error_sentences
@@ -94,6 +95,8 @@ def _insight(
     extractor: str,
     detail: dict[str, Any],
 ) -> RawInsight:
+    if len(text) > MAX_INSIGHT_CHARS:  # texts from a run can quote what an agent wrote: cut, never refused
+        text = text[: MAX_INSIGHT_CHARS - 40].rstrip() + f" [{len(text) - MAX_INSIGHT_CHARS + 40:,} characters cut]"
     return RawInsight(
         phase=phase,
         text=text,

@@ -1,6 +1,9 @@
-"""Run a task's hidden tests against a tree (an agent's workspace or the reference), in a throwaway copy.
+"""A task author's check: run a task's hidden tests against a tree the author trusts (the reference, or the masked
+repository to see them fail), on the host, in a throwaway copy.
 
-The tests are copied next to the code only in that copy, so they never enter the agent's workspace.
+Never point it at an agent's workspace: it runs on the host, with the tree's conftest.py and pytest settings.
+Agents' work is judged by `scoring.offline_judges.judge_hidden_tests`, in a fresh sandbox, out of the agent's
+reach (docs/sandbox.md).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class HiddenTestReport(BaseModel):
 
 def run_hidden_tests(task: TaskSpec, tree: Path, *, python: str = sys.executable,
                      timeout_s: float = 300.0) -> HiddenTestReport:
-    """Copy `tree` to a temporary folder, add the hidden tests, run pytest there with `python`, report counts.
+    """Copy `tree` (a tree the task author trusts, never an agent's) to a temporary folder, add the hidden tests,
+    run pytest there with `python`, report counts.
 
     Raises InputError when the task has no hidden tests or one of their files is missing; a test run that
     times out counts as an error.
@@ -52,7 +56,7 @@ def run_hidden_tests(task: TaskSpec, tree: Path, *, python: str = sys.executable
         shutil.copytree(tree, work, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__"))
         (work / HIDDEN_DIR).mkdir()
         for hidden in task.implementation.hidden_tests:
-            path = task_path(task, hidden)
+            path = task_path(task, hidden, field="implementation.hidden_tests")
             if not path.is_file():
                 raise InputError(f"task {task.id}: a hidden test file does not exist", path=str(path),
                                  field="implementation.hidden_tests")

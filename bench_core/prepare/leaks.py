@@ -13,7 +13,7 @@ from pathlib import Path
 
 from failatlas.bench_core.prepare.stubs import function_bodies
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import FailAtlasError
+from failatlas.core.errors import FailAtlasError, InputError
 
 MIN_SECRET_CHARS = 30
 
@@ -37,13 +37,22 @@ def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def task_path(task: TaskSpec, path: str) -> Path:
-    """A path from the task spec: absolute as given, else relative to the task file's folder (or the cwd)."""
+def task_path(task: TaskSpec, path: str, *, field: str | None = None) -> Path:
+    """A path from the task spec: absolute as given, else relative to the task file's folder (or the cwd).
+
+    A task read from a file (`task.source` set) may only name paths inside that file's folder, links followed:
+    InputError naming `field` otherwise, so no task file hands a host file to a sandbox, an agent or a judge.
+    """
     candidate = Path(path)
-    if candidate.is_absolute():
+    if not task.source:
         return candidate
-    if task.source:
-        return Path(task.source).parent / candidate
+    folder = Path(task.source).parent.resolve()
+    if not candidate.is_absolute():
+        candidate = folder / candidate
+    resolved = candidate.resolve()
+    if resolved != folder and not resolved.is_relative_to(folder):
+        raise InputError(f"task {task.id}: {path!r} leads outside the task folder {folder}", path=task.source,
+                         field=field)
     return candidate
 
 
@@ -82,7 +91,7 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
     if task.source and Path(task.source).is_file():
         secrets.add(f"task spec {Path(task.source).name}", Path(task.source).read_text(errors="replace"))
     for hidden in task.implementation.hidden_tests:
-        path = task_path(task, hidden)
+        path = task_path(task, hidden, field="implementation.hidden_tests")
         if path.is_file():
             text = path.read_text(errors="replace")
             secrets.add(f"hidden test {hidden}", text)
@@ -103,7 +112,7 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
         source = (reference / rel).read_text(errors="replace")
         secrets.add_python(f"masked function in {rel}", source, qualnames)
     if task.masking.overlay:
-        _overlay_secrets(secrets, reference, task_path(task, task.masking.overlay))
+        _overlay_secrets(secrets, reference, task_path(task, task.masking.overlay, field="masking.overlay"))
     return secrets
 
 

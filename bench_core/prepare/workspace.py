@@ -12,6 +12,7 @@ from failatlas.bench_core.prepare.leaks import GroundTruthLeakError, find_leaks,
 from failatlas.bench_core.prepare.stubs import StubError, stub_functions, stubbed_correctly
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
+from failatlas.core.paths import inside, relative_path, remove_inside
 
 SKIPPED_NAMES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints")
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
@@ -35,7 +36,7 @@ def source_tree(task: TaskSpec, repo: Path | None = None) -> Path:
         if not task.repository.local_path:
             raise InputError(f"task {task.id} has no bundled repository; pass the checked-out repository",
                              field="repository.local_path")
-        repo = task_path(task, task.repository.local_path)
+        repo = task_path(task, task.repository.local_path, field="repository.local_path")
     repo = Path(repo).resolve()
     if not repo.is_dir():
         raise InputError(f"task {task.id}: the repository is not a folder", path=str(repo))
@@ -83,31 +84,44 @@ def reference_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
     return dest
 
 
-def _remove(root: Path, rel: str) -> None:
-    target = root / rel
-    if target.is_dir() and not target.is_symlink():
-        shutil.rmtree(target)
-    else:
-        target.unlink()
-
-
 def _check_relative(task: TaskSpec, rel: str, field: str) -> None:
-    if Path(rel).is_absolute() or ".." in Path(rel).parts:
-        raise InputError(f"task {task.id}: path {rel!r} must be relative to the repository root", field=field)
+    try:
+        relative_path(rel, field=field)
+    except InputError as exc:
+        raise InputError(f"task {task.id}: {exc}", hint=exc.hint) from exc
+
+
+def _check_paths(task: TaskSpec) -> None:
+    """Every path the task names inside the repository is relative, without '..' (a spec from an older store or
+    built in code is checked here too): nothing outside the workspace is ever removed or written."""
+    for rel in task.masking.files:
+        _check_relative(task, rel, "masking.files")
+    for rel in task.masking.remove_also:
+        _check_relative(task, rel, "masking.remove_also")
+    for ref in task.masking.functions:
+        _check_relative(task, ref.path, "masking.functions")
+    if task.run.results_file:
+        _check_relative(task, task.run.results_file, "run.results_file")
 
 
 def _apply_overlay(task: TaskSpec, dest: Path) -> list[str]:
     if not task.masking.overlay:
         return []
-    overlay = task_path(task, task.masking.overlay)
+    overlay = task_path(task, task.masking.overlay, field="masking.overlay").resolve()
     if not overlay.is_dir():
         raise InputError(f"task {task.id}: the overlay folder does not exist", path=str(overlay),
                          field="masking.overlay")
     replaced = []
     for file in sorted(p for p in overlay.rglob("*") if p.is_file() and not _ignore("", [p.name])):
         rel = file.relative_to(overlay)
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(file, dest / rel)
+        if not file.resolve().is_relative_to(overlay):
+            raise InputError(f"task {task.id}: {rel} in the overlay is a link leading outside it", path=str(file),
+                             field="masking.overlay")
+        target = inside(dest, rel.as_posix(), follow_last=False, field="masking.overlay")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        shutil.copy2(file, target)
         replaced.append(rel.as_posix())
     return replaced
 
@@ -115,11 +129,10 @@ def _apply_overlay(task: TaskSpec, dest: Path) -> list[str]:
 def _stub_all(task: TaskSpec, dest: Path) -> list[str]:
     by_path: dict[str, list[str]] = {}
     for ref in task.masking.functions:
-        _check_relative(task, ref.path, "masking.functions")
         by_path.setdefault(ref.path, []).append(ref.qualname)
     masked = []
     for rel, qualnames in by_path.items():
-        target = dest / rel
+        target = inside(dest, rel, field="masking.functions")
         if not target.is_file():
             raise InputError(f"task {task.id}: the file of a masked function does not exist", path=rel,
                              field="masking.functions")
@@ -152,13 +165,15 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
     Copies the reference tree (`repo`, else the task's bundled repository) without `.git`, removes masked
     files, `masking.remove_also` and any stale results file, lays the base-version overlay of an extension
     task over it, stubs masked functions, compiles every .py file, then commits everything as the only
-    commit of a new repository. Raises InputError for a masked path or function that does not exist, and
+    commit of a new repository. Raises InputError for a masked path or function that does not exist, for a path
+    the task names that is absolute, holds '..' or leaves its folder through a link (a bundled repository or
+    overlay outside the task's folder, a results or masked file outside the repository), and
     GroundTruthLeakError if the answer, a hidden test, the task spec or masked code can still be found in
     the tree or its git objects. On any error the half-built `dest` is deleted.
     """
+    _check_paths(task)
     source = source_tree(task, repo)
     for rel in task.masking.files:
-        _check_relative(task, rel, "masking.files")
         if not (source / rel).exists():
             raise InputError(f"task {task.id}: a masked file does not exist in the repository", path=rel,
                              field="masking.files")
@@ -175,17 +190,16 @@ def _build(task: TaskSpec, source: Path, dest: Path) -> PreparedWorkspace:
     removed: list[str] = []
     _copy_tree(source, dest, warnings)
     for rel in task.masking.files:
-        _remove(dest, rel)
+        remove_inside(dest, rel, field="masking.files")
         removed.append(rel)
     for rel in task.masking.remove_also:
-        if (dest / rel).exists() or (dest / rel).is_symlink():
-            _remove(dest, rel)
+        if remove_inside(dest, rel, field="masking.remove_also"):
             removed.append(rel)
         else:
             warnings.append(f"remove_also path {rel} does not exist in the repository")
     results_file = task.run.results_file
-    if results_file and (dest / results_file).is_file():
-        _remove(dest, results_file)
+    if results_file and inside(dest, results_file, follow_last=False).is_file():
+        remove_inside(dest, results_file, field="run.results_file")
         removed.append(results_file)
         warnings.append(f"removed {results_file} found in the reference tree: it holds expected outputs")
     overlaid = _apply_overlay(task, dest)

@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from failatlas.bench_core.tasks.importers._common import warning_code
+from failatlas.bench_core.tasks.importers._common import validation_error, warning_code
 from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
 from failatlas.core.errors import ConfigError, InputError, NotFoundError
 from failatlas.core.store import Store
@@ -130,13 +130,19 @@ def save_tasks(store: Store, tasks: list[TaskSpec], *, source: str | None = None
 
 
 def get_task(store: Store, task_id: str) -> TaskSpec:
-    """The task with this id; NotFoundError (with the nearest ids as a hint) if there is none."""
+    """The task with this id; NotFoundError (with the nearest ids as a hint) if there is none, InputError naming
+    the field when its stored spec is no longer valid (a path that leaves the repository, say)."""
     with store.read() as conn:
         row = conn.execute("SELECT spec FROM tasks WHERE id = ?", [task_id]).fetchone()
         if row is None:
             known = [r[0] for r in conn.execute("SELECT id FROM tasks").fetchall()]
     if row is not None:
-        return TaskSpec.model_validate_json(row[0])
+        try:
+            return TaskSpec.model_validate_json(row[0])
+        except ValidationError as exc:  # stored before a check existed (e.g. a results file outside the repo)
+            error = validation_error(exc, path=None, prefix="")
+            raise InputError(f"task {task_id} in the catalog is refused: {error}",
+                             hint="fix its task file and import it again") from exc
     close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.6)
     if close:
         hint = "did you mean " + ", ".join(close) + "?"

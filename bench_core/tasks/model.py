@@ -13,7 +13,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from failatlas.core.paths import relative_path
+
 TASK_SPEC_VERSION = 1
+
+
+def _in_repository(path: str | None) -> str | None:
+    """A path inside the repository, as given: relative, without '..'. ValueError (an InputError) otherwise, so
+    no spec, however built or read back from a store, names a host path to delete, write or copy."""
+    if path is not None:
+        relative_path(path)
+    return path
 
 
 class Benchmark(StrEnum):
@@ -74,6 +84,11 @@ class FunctionRef(_Model):
     path: str
     qualname: str
 
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, path: str) -> str:
+        return _in_repository(path)
+
 
 class Masking(_Model):
     """What is removed from the repository before an agent sees it (paths relative to the repo root)."""
@@ -94,8 +109,7 @@ class Masking(_Model):
     @classmethod
     def _relative(cls, paths: list[str]) -> list[str]:
         for path in paths:
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ValueError(f"path {path!r} must be relative to the repository root, without '..'")
+            _in_repository(path)
         return paths
 
 
@@ -116,6 +130,11 @@ class RunSpec(_Model):
     command: str | None = None
     results_file: str | None = Field(default=None, description="JSON file of metric -> value the command writes")
     timeout_s: int = 3600
+
+    @field_validator("results_file")
+    @classmethod
+    def _relative(cls, path: str | None) -> str | None:
+        return _in_repository(path)
 
 
 class ExpectedMetric(_Model):

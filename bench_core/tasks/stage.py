@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 from failatlas.bench_core.tasks.catalog import FileReport, save_tasks
 from failatlas.bench_core.tasks.importers import TASK_IMPORTERS, Found, discover
@@ -77,6 +78,15 @@ class TaskImportResult(BaseModel):
         return line
 
 
+def _check_storable(task: TaskSpec, path: Path) -> None:
+    """InputError naming the file when a task cannot be written as JSON (a value nested past what the writer
+    follows, say, inside a field the importer parsed from text): it fails here, before anything is written."""
+    try:
+        task.model_dump_json()
+    except (PydanticSerializationError, ValueError, RecursionError) as exc:
+        raise InputError(f"task {task.id} cannot be stored: {str(exc).splitlines()[0]}", path=str(path)) from exc
+
+
 def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], None] | None = None) -> TaskImportResult:
     """Import the tasks under `params.paths` into the catalog, recording one `stage_runs` row (`tasks.import`).
 
@@ -97,7 +107,10 @@ def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], No
     with stage_run(store, "tasks.import", recorded) as stage:
         loaded: list[tuple[Found, list[TaskSpec]]] = []
         for item in discovery.found:
-            loaded.append((item, TASK_IMPORTERS.load(item.path, item.format).records))
+            tasks = TASK_IMPORTERS.load(item.path, item.format).records
+            for task in tasks:
+                _check_storable(task, item.path)
+            loaded.append((item, tasks))
             if on_step:
                 on_step(item)
         result = TaskImportResult(skipped=[str(p) for p in discovery.skipped], stage_run_id=stage.id)

@@ -6,11 +6,18 @@ validates all of it, or raises InputError naming file, line and field; never tou
 record has one `ImporterRegistry`; an importer registers itself with `@REGISTRY.register("name")`, so adding one
 is the new module plus one import line in its package's `__init__`. Format choices and auto-detection come from
 the registry.
+
+Every importer reads through the bounded readers here, so no input can exhaust memory or the stack: a file read
+whole is at most MAX_DOCUMENT_BYTES (checked before reading), a line of a JSON-lines file at most MAX_LINE_BYTES
+(checked while reading, so a longer line is never held), and JSON nested past Python's recursion limit is an
+InputError naming file and line, as is anything over a cap. Tests may lower the caps (module constants, read at
+each call).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -22,6 +29,125 @@ from failatlas.core.registry import Registry
 
 R = TypeVar("R")
 AUTO = "auto"
+
+MAX_DOCUMENT_BYTES = 256 * 2**20  # a file read whole (JSON, YAML, CSV, Markdown): 256 MiB
+MAX_LINE_BYTES = 8 * 2**20  # one line of a JSON-lines file: 8 MiB (real rows are under 20 kB)
+MAX_JSON_ELEMENTS = 5_000_000  # values in one JSON document or member: at most about 400 MB of Python objects
+_BOM = b"\xef\xbb\xbf"
+
+
+def check_size(path: Path, what: str = "a file read whole") -> None:
+    """InputError naming `path` when it is larger than MAX_DOCUMENT_BYTES (it is not read)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    if size > MAX_DOCUMENT_BYTES:
+        raise InputError(f"is {size:,} bytes, larger than the limit of {MAX_DOCUMENT_BYTES:,} bytes for {what}",
+                         path=str(path))
+
+
+def read_document(path: Path, *, encoding: str = "utf-8") -> str:
+    """The whole text of `path`, at most MAX_DOCUMENT_BYTES; InputError naming the file when it is larger,
+    unreadable or not text in `encoding`."""
+    check_size(path)
+    try:
+        return Path(path).read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of a UTF-8 file (a leading BOM dropped), read one line at a time.
+
+    A line longer than MAX_LINE_BYTES is an InputError naming file and line as soon as the cap is passed: it is
+    never held whole. So is a line that is not UTF-8.
+    """
+    limit = MAX_LINE_BYTES
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below; a generator)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    with handle:
+        number = 0
+        while True:
+            raw = handle.readline(limit + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+                raise InputError(f"the line is longer than {limit:,} bytes, the limit for one line", path=str(path),
+                                 line=number, hint="split it, or import a smaller file")
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)",
+                                 path=str(path), line=number) from exc
+            yield number, text.rstrip("\r\n")
+
+
+def nesting_line(text: str, depth: int = 100) -> int | None:
+    """The line where brackets (outside JSON strings) first nest deeper than `depth`; None if they never do."""
+    level, line, in_string, escaped = 0, 1, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            level += 1
+            if level > depth:
+                return line
+        elif ch in "]}":
+            level -= 1
+        if ch == "\n":
+            line += 1
+    return None
+
+
+def too_deep(path: Path | str, text: str | None = None, *, line: int | None = None,
+             kind: str = "JSON") -> InputError:
+    """The InputError for a document nested deeper than Python can parse (a RecursionError), naming its line:
+    `line` when the caller knows it (a JSON-lines row), else the line where the nesting passes 100 levels."""
+    if line is None and text is not None:
+        line = nesting_line(text)
+    return InputError(f"{kind} nested too deeply to read (brackets inside brackets hundreds of levels deep)",
+                      path=str(path), line=line)
+
+
+def check_json_elements(data: str | bytes, path: Path | str, *, line: int | None = None, what: str = "") -> None:
+    """InputError naming file (and line or `what`) when `data` may hold more than MAX_JSON_ELEMENTS values, before
+    it is parsed: the brackets and commas bound the count from above. A byte cap alone lets `[[],[],...]` turn
+    32 MiB into about 1 GB of Python objects."""
+    marks = (b"[", b"{", b",") if isinstance(data, bytes) else ("[", "{", ",")
+    count = sum(data.count(mark) for mark in marks)  # type: ignore[arg-type]
+    if count > MAX_JSON_ELEMENTS:
+        where = f" in {what}" if what else ""
+        raise InputError(f"JSON{where} with up to {count:,} values, over the limit of {MAX_JSON_ELEMENTS:,}",
+                         path=str(path), line=line)
+
+
+def parse_json(text: str, path: Path | str, *, line: int | None = None) -> Any:
+    """`json.loads(text)`; InputError naming file and line for invalid JSON, JSON nested too deeply or holding more
+    than MAX_JSON_ELEMENTS values. `line`: the line of `text` in its file (a JSON-lines row), else the error's own
+    line in `text`."""
+    check_json_elements(text, path, line=line)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path),
+                         line=line if line is not None else exc.lineno) from exc
+    except RecursionError as exc:
+        raise too_deep(path, text, line=line) from exc
 
 
 class NoOptions(BaseModel):
@@ -131,7 +257,12 @@ class ImporterRegistry(Registry[Importer[R]]):
                 raise InputError(f"cannot tell the {self.kind} format of this file", path=str(path),
                                  hint="pass --format " + "|".join(self.names()))
             name = detected
-        return self.get(name).load(path, self.options(name, options or {}))
+        try:
+            return self.get(name).load(path, self.options(name, options or {}))
+        except RecursionError as exc:  # nesting that parsed but is too deep to walk: the file's doing
+            raise too_deep(path) from exc
 
 
-__all__ = ["AUTO", "Importer", "ImporterRegistry", "Loaded", "NoOptions"]
+__all__ = ["AUTO", "MAX_DOCUMENT_BYTES", "MAX_JSON_ELEMENTS", "MAX_LINE_BYTES", "Importer", "ImporterRegistry",
+           "Loaded", "NoOptions", "check_json_elements", "check_size", "iter_lines", "nesting_line", "parse_json",
+           "read_document", "too_deep"]

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from failatlas.core.errors import InputError
-from failatlas.core.importers import ImporterRegistry
+from failatlas.core.importers import ImporterRegistry, check_json_elements, iter_lines, read_document, too_deep
 from failatlas.ingest.model import PHASES, RawInsight
 
 MAX_LISTED_PROBLEMS = 20
 HEAD_BYTES = 65536
+MAX_INSIGHT_CHARS = 20_000  # one insight's text, whitespace collapsed: a statement, not a document
 
 INSIGHT_IMPORTERS: ImporterRegistry[RawInsight] = ImporterRegistry("insight")
 
@@ -106,17 +108,20 @@ def load_json_lenient(path: Path, text: str | None = None) -> tuple[Any, list[st
     """Parse a JSON document, accepting trailing commas (each reported as a warning with its line)."""
     if text is None:
         text = read_text(path)
+    check_json_elements(text, path)
     try:
         return json.loads(text), []
     except json.JSONDecodeError as exc:
         first_error = exc
+    except RecursionError as exc:
+        raise too_deep(path, text) from exc
     commas = _trailing_commas(text)
     if commas:
         drop = set(commas)
         cleaned = "".join(ch for i, ch in enumerate(text) if i not in drop)
         try:
             value = json.loads(cleaned)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
         else:
             warnings = [
@@ -133,12 +138,38 @@ def load_json_lenient(path: Path, text: str | None = None) -> tuple[Any, list[st
 
 
 def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc}", path=str(path)) from exc
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    """The whole text of a file read at once (JSON, CSV), at most `failatlas.core.importers.MAX_DOCUMENT_BYTES`;
+    InputError naming it when larger, unreadable or not UTF-8."""
+    return read_document(path, encoding="utf-8-sig")
+
+
+def json_lines(path: Path, problems: Problems) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file, read one line at a time. A line that is
+    not JSON or is nested too deeply is added to `problems` and skipped; one longer than
+    `failatlas.core.importers.MAX_LINE_BYTES` raises InputError at once (it is never read whole)."""
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.add(f"invalid JSON: {exc.msg} (column {exc.colno})", line=number)
+            continue
+        except RecursionError:
+            problems.add("JSON nested too deeply to read (brackets inside brackets hundreds of levels deep)",
+                         line=number)
+            continue
+        yield number, value
+
+
+def check_insight_lengths(records: list[RawInsight], path: Path) -> None:
+    """InputError naming file, line and field of the first insight longer than MAX_INSIGHT_CHARS."""
+    long = [r for r in records if len(r.text) > MAX_INSIGHT_CHARS]
+    if long:
+        first = long[0]
+        raise InputError(f"an insight of {len(first.text):,} characters, over the limit of {MAX_INSIGHT_CHARS:,}",
+                         path=first.source_file or str(path), line=first.source_line, field=first.source_field,
+                         hint=f"{len(long)} insight(s) over the limit; shorten or split them (nothing was imported)")
 
 
 def as_text(value: Any) -> str | None:

@@ -15,7 +15,6 @@ monitor insight), and executions EXP-Bench itself skipped or could not start (in
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from failatlas.ingest.importers.base import (
     Problems,
     as_text,
     head,
+    json_lines,
     load_json_lenient,
     read_text,
 )
@@ -102,17 +102,11 @@ class ExpBenchImporter:
         path = path.resolve()
         parsed = Loaded(path=path, format=self.name)
         problems = Problems(path)
-        text = read_text(path)
         records: list[tuple[int | None, str, Any]] = []
         if path.suffix.lower() == ".jsonl":
-            for line_no, line in enumerate(text.splitlines(), start=1):
-                if line.strip():
-                    try:
-                        records.append((line_no, str(line_no), json.loads(line)))
-                    except json.JSONDecodeError as exc:
-                        problems.add(f"invalid JSON: {exc.msg} (column {exc.colno})", line=line_no)
+            records = [(line_no, str(line_no), row) for line_no, row in json_lines(path, problems)]
         else:
-            document, warnings = load_json_lenient(path, text)
+            document, warnings = load_json_lenient(path, read_text(path))
             parsed.warnings.extend(warnings)
             items = document if isinstance(document, list) else [document]
             records = [

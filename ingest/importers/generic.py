@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 from failatlas.core.importers import Loaded
-from failatlas.ingest.importers.base import INSIGHT_IMPORTERS, PhaseOption, Problems, as_text, read_text
+from failatlas.ingest.importers.base import (
+    INSIGHT_IMPORTERS,
+    PhaseOption,
+    Problems,
+    as_text,
+    head,
+    json_lines,
+    read_text,
+)
 from failatlas.ingest.model import PHASES, PROVENANCE_FIELDS, RawInsight
 
 
@@ -89,21 +96,12 @@ class JsonlImporter:
 
     def load(self, path: Path, options: GenericOptions) -> Loaded[RawInsight]:
         path = path.resolve()
-        text = read_text(path)
         problems = Problems(path)
         parsed = Loaded(path=path, format=self.name)
-        stripped = text.lstrip()
-        if path.suffix.lower() == ".json" and stripped.startswith("["):
-            self._parse_array(path, text, options, problems, parsed)
+        if path.suffix.lower() == ".json" and head(path).lstrip().startswith("["):
+            self._parse_array(path, read_text(path), options, problems, parsed)
         else:
-            for line_no, line in enumerate(text.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    problems.add(f"invalid JSON: {exc.msg} (column {exc.colno})", line=line_no)
-                    continue
+            for line_no, row in json_lines(path, problems):
                 if not isinstance(row, dict):
                     problems.add(f"expected a JSON object, got {type(row).__name__}", line=line_no)
                     continue

@@ -14,16 +14,18 @@ scorer, not by file, so the `.json` and `.eval` forms of one log count once.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import struct
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded
+from failatlas.core.importers import Loaded, check_json_elements
 from failatlas.ingest.importers.base import (
     INSIGHT_IMPORTERS,
     PhaseOption,
@@ -80,54 +82,108 @@ def _phase_of(scorer: str, default: str) -> str:
 
 
 _ZIP_ZSTANDARD = 93  # the compression Inspect writes .eval members with; Python's zipfile reads it from 3.14
+MAX_MEMBER_BYTES = 128 * 2**20  # one member of an .eval archive (a sample), decompressed: 128 MiB
+MAX_ARCHIVE_BYTES = 2 * 2**30  # all members read from one .eval archive, decompressed: 2 GiB
+_CHUNK = 2**20
 
 
-def _read_member(archive: zipfile.ZipFile, handle: BinaryIO, info: zipfile.ZipInfo) -> bytes:
-    if info.compress_type != _ZIP_ZSTANDARD or sys.version_info >= (3, 14):
-        return archive.read(info)
-    try:
-        import zstandard
-    except ImportError as exc:
-        raise InputError(
-            "the .eval archive is zstandard-compressed and the zstandard package is not installed",
-            hint="pip install zstandard, or convert the log with `inspect log convert --to json`",
-        ) from exc
-    handle.seek(info.header_offset)
-    local_header = handle.read(30)
-    name_length, extra_length = struct.unpack("<HH", local_header[26:30])
-    handle.seek(info.header_offset + 30 + name_length + extra_length)
-    raw = handle.read(info.compress_size)
-    return zstandard.ZstdDecompressor().decompress(raw, max_output_size=max(info.file_size, 1))
+class _EvalArchive:
+    """An .eval zip, its members read one at a time and decompressed in chunks within MAX_MEMBER_BYTES each and
+    MAX_ARCHIVE_BYTES in all: a member over a cap is an InputError as soon as the cap is passed, whatever size
+    it declares, and is never held whole."""
 
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.left = MAX_ARCHIVE_BYTES
+        self.broken: tuple[type[Exception], ...] = (NotImplementedError, zipfile.BadZipFile, zipfile.LargeZipFile,
+                                                    OSError, EOFError, ValueError)  # and zstandard's, once used
 
-def _read_eval_zip(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    try:
-        with open(path, "rb") as handle, zipfile.ZipFile(handle) as archive:
-            members = {info.filename: info for info in archive.infolist()}
-            header_name = "header.json" if "header.json" in members else "_journal/start.json"
-            if header_name not in members:
-                raise InputError("no header.json in the .eval archive", path=str(path))
-            header = json.loads(_read_member(archive, handle, members[header_name]))
-            samples = [
-                json.loads(_read_member(archive, handle, members[name]))
-                for name in sorted(members)
-                if name.startswith("samples/") and name.endswith(".json")
-            ]
-    except zipfile.BadZipFile as exc:
-        raise InputError(f"not a valid .eval archive: {exc}", path=str(path)) from exc
-    except InputError as exc:
-        if exc.path is None:
-            raise InputError(str(exc), path=str(path), hint=exc.hint) from exc
-        raise
-    except (NotImplementedError, zipfile.LargeZipFile, OSError) as exc:
-        raise InputError(
-            f"cannot decompress the .eval archive: {exc}",
-            path=str(path),
-            hint="convert the log with `inspect log convert --to json`",
-        ) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"invalid JSON inside the .eval archive: {exc}", path=str(path)) from exc
-    return header, samples
+    def __enter__(self) -> _EvalArchive:
+        try:
+            self.handle = open(self.path, "rb")  # noqa: SIM115 (closed in __exit__)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=str(self.path)) from exc
+        try:
+            self.archive = zipfile.ZipFile(self.handle)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
+            self.handle.close()
+            raise InputError(f"not a valid .eval archive: {exc}", path=str(self.path)) from exc
+        self.members = {info.filename: info for info in self.archive.infolist()}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.archive.close()
+        self.handle.close()
+
+    def header(self) -> Any:
+        name = "header.json" if "header.json" in self.members else "_journal/start.json"
+        if name not in self.members:
+            raise InputError("no header.json in the .eval archive", path=str(self.path))
+        return self.json(name)
+
+    def samples(self) -> Iterator[Any]:
+        for name in sorted(self.members):
+            if name.startswith("samples/") and name.endswith(".json"):
+                yield self.json(name)
+
+    def json(self, name: str) -> Any:
+        """Member `name` parsed as JSON; InputError naming the archive and member for anything wrong with it."""
+        try:
+            data = self._read(self.members[name])
+            check_json_elements(data, self.path, what=f"member {name}")
+            return json.loads(data)
+        except InputError:
+            raise
+        except RecursionError as exc:
+            raise InputError(f"JSON nested too deeply to read in member {name}", path=str(self.path)) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"invalid JSON in member {name}: {exc}", path=str(self.path)) from exc
+        except self.broken as exc:
+            raise InputError(f"cannot decompress member {name} of the .eval archive: {exc}", path=str(self.path),
+                             hint="convert the log with `inspect log convert --to json`") from exc
+
+    def _read(self, info: zipfile.ZipInfo) -> bytes:
+        limit = min(MAX_MEMBER_BYTES, self.left)
+        self._check(info, max(info.file_size, 0), limit)
+        chunks: list[bytes] = []
+        size = 0
+        with self._open(info) as stream:
+            while chunk := stream.read(_CHUNK):
+                size += len(chunk)
+                self._check(info, size, limit)
+                chunks.append(chunk)
+        self.left -= size
+        return b"".join(chunks)
+
+    def _check(self, info: zipfile.ZipInfo, size: int, limit: int) -> None:
+        if size <= limit:
+            return
+        if limit < MAX_MEMBER_BYTES:
+            raise InputError(f"the .eval archive decompresses to more than {MAX_ARCHIVE_BYTES:,} bytes "
+                             f"(member {info.filename}); the limit for one archive", path=str(self.path))
+        raise InputError(f"member {info.filename} decompresses to more than {MAX_MEMBER_BYTES:,} bytes, the limit "
+                         "for one member (a zip bomb?)", path=str(self.path))
+
+    def _open(self, info: zipfile.ZipInfo) -> BinaryIO:
+        if info.compress_type != _ZIP_ZSTANDARD or sys.version_info >= (3, 14):
+            return self.archive.open(info)
+        try:
+            import zstandard
+        except ImportError as exc:
+            raise InputError(
+                "the .eval archive is zstandard-compressed and the zstandard package is not installed",
+                path=str(self.path),
+                hint="pip install zstandard, or convert the log with `inspect log convert --to json`",
+            ) from exc
+        self.broken = (*self.broken, zstandard.ZstdError)
+        if info.compress_size > MAX_MEMBER_BYTES:
+            self._check(info, info.compress_size, MAX_MEMBER_BYTES)
+        self.handle.seek(info.header_offset)
+        local_header = self.handle.read(30)
+        name_length, extra_length = struct.unpack("<HH", local_header[26:30])
+        self.handle.seek(info.header_offset + 30 + name_length + extra_length)
+        raw = io.BytesIO(self.handle.read(info.compress_size))
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
 
 
 @INSIGHT_IMPORTERS.register("inspect")
@@ -153,28 +209,34 @@ class InspectImporter:
         parsed = Loaded(path=path, format=self.name)
         problems = Problems(path)
         if path.suffix.lower() == ".eval":
-            header, samples = _read_eval_zip(path)
+            with _EvalArchive(path) as archive:
+                self._log(path, archive.header(), archive.samples(), options, parsed, problems)
         else:
             header, warnings = load_json_lenient(path, read_text(path))
             parsed.warnings.extend(warnings)
             if not isinstance(header, dict):
                 problems.add("expected an Inspect EvalLog object")
                 problems.raise_if_any()
-            samples = header.get("samples") or []
+            self._log(path, header, iter(header.get("samples") or []), options, parsed, problems)
+        problems.raise_if_any()
+        return parsed
+
+    def _log(self, path: Path, header: Any, samples: Iterator[Any], options: InspectOptions,
+             parsed: Loaded[RawInsight], problems: Problems) -> None:
+        """Insights of every sample, read one at a time (an archive's are decompressed as they come)."""
         spec = header.get("eval") if isinstance(header, dict) else None
         if not isinstance(spec, dict) or "task" not in spec:
             problems.add("no 'eval' object with a 'task': not an Inspect eval log", field="eval")
             problems.raise_if_any()
-        if not samples:
-            parsed.warnings.append(f"{path}: the log holds no samples (written with --no-log-samples?)")
         context = self._context(header, spec)
+        index = -1
         for index, sample in enumerate(samples):
             if not isinstance(sample, dict) or "id" not in sample:
                 problems.add("expected a sample object with an id", field=f"samples[{index}]")
                 continue
             self._sample(path, index, sample, context, options, parsed, problems)
-        problems.raise_if_any()
-        return parsed
+        if index < 0:
+            parsed.warnings.append(f"{path}: the log holds no samples (written with --no-log-samples?)")
 
     @staticmethod
     def _context(header: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from failatlas.ingest.importers.base import (
     Problems,
     as_text,
     head,
+    json_lines,
     load_json_lenient,
     read_text,
 )
@@ -115,7 +116,7 @@ class TrailImporter:
             first = next((ln for ln in text.splitlines() if ln.strip()), "")
             try:
                 row = json.loads(first)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return False
             return isinstance(row, dict) and {"trace_id", "category"} <= row.keys()
         if suffix == ".json":
@@ -204,14 +205,7 @@ class TrailImporter:
     def _parse_jsonl(
         self, path: Path, options: TrailOptions, parsed: Loaded[RawInsight], problems: Problems
     ) -> None:
-        for line_no, line in enumerate(read_text(path).splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.add(f"invalid JSON: {exc.msg} (column {exc.colno})", line=line_no)
-                continue
+        for line_no, row in json_lines(path, problems):
             if not isinstance(row, dict):
                 problems.add("expected a JSON object", line=line_no)
                 continue

@@ -7,15 +7,14 @@ plus its import line here. `discover()` walks files and folders and pairs each i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from failatlas.bench_core.tasks.importers import autoexperiment, expbench, rexbench, suite  # noqa: F401  (register)
-from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_json, read_text
+from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_json
 from failatlas.core.errors import InputError
-from failatlas.core.importers import AUTO
+from failatlas.core.importers import AUTO, iter_lines, parse_json
 
 
 @dataclass(frozen=True)
@@ -33,18 +32,13 @@ class Discovery:
 
 
 def _raise_if_broken(path: Path) -> None:
-    """A JSON or JSONL file that does not parse is an error, never silently skipped."""
+    """A JSON or JSONL file that does not parse (or is too large to read) is an error, never silently skipped."""
     if path.suffix.lower() == ".json":
         load_json(path)
     elif path.suffix.lower() == ".jsonl":
-        for number, line in enumerate(read_text(path).splitlines(), start=1):
+        for number, line in iter_lines(path):
             if line.strip():
-                try:
-                    json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(
-                        f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number
-                    ) from exc
+                parse_json(line, path, line=number)
 
 
 def _root(name: str, path: Path) -> Path:

@@ -1,5 +1,5 @@
-"""What every task importer shares: the registry, reading files into errors that name file and line, fenced JSON,
-warnings."""
+"""What every task importer shares: the registry, bounded reading of files into errors that name file and line,
+fenced JSON, the paths a task file may name, warnings."""
 
 from __future__ import annotations
 
@@ -8,38 +8,99 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
-from failatlas.core.importers import ImporterRegistry
+from failatlas.core.importers import ImporterRegistry, iter_lines, nesting_line, parse_json, read_document, too_deep
+from failatlas.core.paths import inside, relative_path
 
 # Task importers may also define `root(path) -> Path` (the unit a named file belongs to, e.g. its task folder)
 # and `keep(files) -> list[Path]` (which of its files met in one folder to import; the others are skipped).
 TASK_IMPORTERS: ImporterRegistry[TaskSpec] = ImporterRegistry("task")
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
+MAX_YAML_NODES = 1_000_000  # values in one YAML task file once its aliases are expanded (a "billion laughs")
+MAX_DEPTH = 64  # objects and lists inside each other in a task file (real ones: under 10; the store stops near 255)
 
 
 def read_text(path: Path) -> str:
-    """The file's text; an unreadable or non-UTF-8 file is an InputError naming it."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from exc
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    """The file's text (at most `failatlas.core.importers.MAX_DOCUMENT_BYTES`); an unreadable, too large or
+    non-UTF-8 file is an InputError naming it."""
+    return read_document(path)
 
 
 def load_json(path: Path, text: str | None = None) -> Any:
-    """Parse a JSON file; a syntax error is an InputError naming the file and line."""
+    """Parse a JSON file; a syntax error or nesting deeper than MAX_DEPTH is an InputError naming the file and
+    line."""
     text = read_text(path) if text is None else text
+    data = parse_json(text, path)
+    check_shape(data, path, text=text)
+    return data
+
+
+def json_lines(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSON-lines file; InputError naming file and line for a
+    line that is too long (see `failatlas.core.importers.iter_lines`), not JSON, or nested deeper than
+    MAX_DEPTH."""
+    rows = []
+    for number, line in iter_lines(path):
+        if line.strip():
+            rows.append((number, parse_json(line, path, line=number)))
+            check_shape(rows[-1][1], path, line=number)
+    return rows
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse a YAML file; InputError naming the file (and line) when it is not YAML, is nested too deeply to
+    parse, or its aliases expand past MAX_YAML_NODES values."""
+    text = read_text(path)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=exc.lineno
-        ) from exc
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=str(path),
+                         line=mark.line + 1 if mark else None) from exc
+    except RecursionError as exc:
+        raise too_deep(path, text, kind="YAML") from exc
+    check_shape(data, path, text=text, max_values=MAX_YAML_NODES)
+    return data
+
+
+def check_shape(data: Any, path: Path, *, line: int | None = None, text: str | None = None,
+                max_values: int | None = None) -> None:
+    """InputError naming the file (and the line: `line`, or where `text` nests too deep) when `data` nests
+    objects and lists deeper than MAX_DEPTH, or holds more than `max_values` values counting shared ones (YAML
+    aliases) each time they appear: copying it into the store would fail or exhaust memory."""
+    seen, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if max_values is not None and seen > max_values:
+            raise InputError(f"expands to more than {max_values:,} values (aliases of aliases?)", path=str(path))
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                where = line if line is not None else nesting_line(text, MAX_DEPTH) if text is not None else None
+                raise InputError(f"nested too deeply: objects and lists more than {MAX_DEPTH} levels deep",
+                                 path=str(path), line=where)
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+
+
+def task_folder_path(folder: Path, value: Any, *, path: Path, field: str, line: int | None = None) -> str:
+    """`value`, a path a task file names relative to its folder, checked to stay inside that folder once links
+    are followed; returned as given. InputError naming the file, line and field otherwise: a task file may not
+    hand the agent (or a judge) files from elsewhere on the host."""
+    inside(folder, value, within="the task folder", path=str(path), line=line, field=field)
+    return str(value)
+
+
+def repo_path(value: Any, *, repo: Path | None, path: Path, field: str, line: int | None = None) -> str:
+    """`value`, a path a task names inside its repository: relative, without '..', and (where the repository is
+    a local folder) inside it once links are followed. Returned clean; InputError naming file, line, field."""
+    if repo is not None and Path(repo).is_dir():
+        inside(repo, value, path=str(path), line=line, field=field)
+    return relative_path(value, path=str(path), line=line, field=field)
 
 
 def unfence_json(value: str) -> Any:
@@ -56,12 +117,13 @@ def is_fenced(value: str) -> bool:
     return bool(_FENCE.match(value))
 
 
-def validation_error(exc: ValidationError, *, path: Path, prefix: str, line: int | None = None) -> InputError:
+def validation_error(exc: ValidationError, *, path: Path | None, prefix: str, line: int | None = None) -> InputError:
     """Turn a pydantic error into an InputError naming the first offending field."""
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in first.get("loc", ()))
     field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or None)
-    return InputError(first.get("msg", str(exc)), path=str(path), line=line, field=field)
+    message = str(first.get("msg", exc)).removeprefix("Value error, ")
+    return InputError(message, path=None if path is None else str(path), line=line, field=field)
 
 
 class Warnings:

@@ -19,8 +19,10 @@ Extensions read when present (FailAtlas's own, not in the original rows): `toler
 Each gold number becomes an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with
 its own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to
 a mean. The repository is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless
-`repository` names one. Line numbers and descriptions of masked functions, which `FunctionRef` cannot hold,
-stay in `extra["func_details"]`. A malformed row raises `InputError` naming the file, line and field.
+`repository` names one; a local repository must lie inside the rows file's folder and a masked file inside the
+repository (relative, no '..', no link leading out). Line numbers and descriptions of masked functions, which
+`FunctionRef` cannot hold, stay in `extra["func_details"]`. A malformed row raises `InputError` naming the file,
+line and field.
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ from pydantic import ValidationError
 from failatlas.bench_core.tasks.importers._common import (
     TASK_IMPORTERS,
     Warnings,
+    json_lines,
     jsonable,
     load_json,
     read_text,
+    repo_path,
+    task_folder_path,
     validation_error,
 )
 from failatlas.bench_core.tasks.model import (
@@ -54,7 +59,7 @@ from failatlas.bench_core.tasks.model import (
     TaskSpec,
 )
 from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded, NoOptions
+from failatlas.core.importers import Loaded, NoOptions, iter_lines
 
 FORMAT = "autoexperiment"
 DEFAULT_RTOL = 0.05
@@ -86,20 +91,14 @@ def sniff(path: Path) -> bool:
     if suffix not in (".jsonl", ".json"):
         return False
     try:
-        text = read_text(path)
-    except InputError:
-        return False
-    if suffix == ".jsonl":
-        first = next((line for line in text.splitlines() if line.strip()), "")
-        try:
+        if suffix == ".jsonl":
+            first = next((line for _, line in iter_lines(path) if line.strip()), "")
             return _is_row(json.loads(first))
-        except json.JSONDecodeError:
+        text = read_text(path)
+        if not text.lstrip().startswith("["):
             return False
-    if not text.lstrip().startswith("["):
-        return False
-    try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (InputError, ValueError, RecursionError):  # not ours, or broken: the loader or discover says why
         return False
     return isinstance(data, list) and bool(data) and _is_row(data[0])
 
@@ -110,17 +109,7 @@ def _rows(path: Path) -> list[tuple[int | None, Any]]:
         if not isinstance(data, list):
             raise InputError("an AutoExperiment .json file must hold a list of rows", path=str(path))
         return [(None, row) for row in data]
-    rows = []
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number
-            ) from exc
-    return rows
+    return list(json_lines(path))
 
 
 def load_autoexperiment(path: str | Path) -> list[TaskSpec]:
@@ -151,7 +140,9 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
     w = Warnings()
     paper_id, func_ids = _ids(row, where, prefix)
     combined_id = f"{paper_id}_{','.join(func_ids)}"
-    funcs = _functions(row, func_ids, w, where, prefix)
+    repository = _repository(row, paper_id, path, where, prefix)
+    local_repo = path.resolve().parent / repository.local_path if repository.local_path else None
+    funcs = _functions(row, func_ids, w, where, prefix, repo=local_repo)
     results = _results(row, where, prefix)
     expected, non_numeric = _expected(results, row.get("tolerances") or {}, where, prefix)
     if non_numeric:
@@ -193,7 +184,7 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
                 arxiv_id=paper_id if _ARXIV.fullmatch(paper_id) else None,
                 url=f"https://arxiv.org/abs/{paper_id}" if _ARXIV.fullmatch(paper_id) else None,
             ),
-            repository=_repository(row, paper_id),
+            repository=repository,
             question=experiments.strip(),
             instructions=(
                 f"Missing function(s):\n{missing}\nImplement them (their docstrings say what they do), "
@@ -268,7 +259,8 @@ def _split_ids(value: Any) -> list[str] | None:
 
 
 def _functions(
-    row: dict[str, Any], func_ids: list[str], w: Warnings, where: dict[str, Any], prefix: str
+    row: dict[str, Any], func_ids: list[str], w: Warnings, where: dict[str, Any], prefix: str, *,
+    repo: Path | None,
 ) -> list[FunctionRef]:
     details = row.get("func_details")
     if details is None:
@@ -296,7 +288,8 @@ def _functions(
             raise InputError("missing: the function's name", field=f"{field}.name", **where)
         cls = d.get("class_name") or d.get("class")
         qualname = f"{cls}.{name}" if isinstance(cls, str) and cls and "." not in name else name
-        funcs.append(FunctionRef(path=file.strip().removeprefix("./"), qualname=qualname.strip()))
+        rel = repo_path(file.strip(), repo=repo, path=Path(where["path"]), line=where["line"], field=f"{field}.file")
+        funcs.append(FunctionRef(path=rel, qualname=qualname.strip()))
         if "line_start" not in d or "line_end" not in d:
             w.add("missing-lines", f"{qualname} has no line_start/line_end: it is located by name only")
     return funcs
@@ -364,11 +357,20 @@ def _expected(
     return expected, non_numeric
 
 
-def _repository(row: dict[str, Any], paper_id: str) -> RepoRef:
+def _repository(row: dict[str, Any], paper_id: str, path: Path, where: dict[str, Any], prefix: str) -> RepoRef:
+    """The row's repository: its `repository` object, else the paper's bundled `<paper_id>/code`; either way a
+    local folder must lie inside the rows file's folder (InputError naming the field otherwise)."""
     repo = row.get("repository")
+    folder = Path(path).resolve().parent
     if isinstance(repo, dict):
-        return RepoRef(url=repo.get("url"), commit=repo.get("commit"), local_path=repo.get("local_path"))
-    return RepoRef(local_path=f"{paper_id}/code")
+        local = repo.get("local_path")
+        if local is not None:
+            local = task_folder_path(folder, local, path=Path(where["path"]), line=where["line"],
+                                     field=f"{prefix}repository.local_path")
+        return RepoRef(url=repo.get("url"), commit=repo.get("commit"), local_path=local)
+    local = task_folder_path(folder, f"{paper_id}/code", path=Path(where["path"]), line=where["line"],
+                             field=f"{prefix}paper_id")
+    return RepoRef(local_path=local)
 
 
 @TASK_IMPORTERS.register(FORMAT)

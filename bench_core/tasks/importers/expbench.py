@@ -46,7 +46,6 @@ from failatlas.bench_core.tasks.importers._common import (
     Warnings,
     jsonable,
     load_json,
-    read_text,
     unfence_json,
     validation_error,
 )
@@ -74,6 +73,7 @@ from failatlas.core.importers import Loaded, NoOptions
 
 FORMAT = "expbench"
 FINAL_MARK = "_complete_final"
+SNIFF_BYTES = 200_000
 
 TEXT_KEYS = ("mode", "no_answer", "usage_instructions", "subsection_source")
 ALT_DESIGN_KEYS = ("experiment_design_complexity",)
@@ -86,8 +86,9 @@ def sniff(path: Path) -> bool:
     if path.suffix.lower() != ".json":
         return False
     try:
-        head = read_text(path)[:200_000]
-    except InputError:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError:
         return False
     return '"questions"' in head and head.lstrip().startswith("{")
 

@@ -12,8 +12,10 @@ Othello's +-0.002 per layer), so a task folder carries them in files of its own:
       instructions.md              RExBench's file, as published
       task.json | task.yaml        metadata, every key optional except `eval.command`:
         name, title, paper {id, title, year, url, arxiv_id}, extension_paper {...},
-        repository {url, commit}            the base repository at its pinned commit
-        eval {command, metric, results_file}  the command whose output decides success
+        repository {url, commit, local_path}  the base repository at its pinned commit (local_path: a
+                                            folder inside the task folder)
+        eval {command, metric, results_file}  the command whose output decides success (results_file:
+                                            relative to the repository root)
         success {kind: exact | tolerance | oracle_band, metric, value, rtol, atol, band, oracle_values}
         expected [{name, value, rtol, atol}]  further per-metric checks (e.g. one per layer)
         resources {gpus, time_limit_s, memory_gb, cpus, image, network}
@@ -21,7 +23,9 @@ Othello's +-0.002 per layer), so a task folder carries them in files of its own:
                                    {"runs": [{m: value, ...}, ...]}; fills an oracle_band's oracle_values
 
 The task id is `rexbench-<name>`. Unknown metadata keys are kept in `extra`. A missing `instructions.md`, a
-malformed metadata file or a criterion that cannot be checked raises `InputError` naming the file and field.
+malformed metadata file, a criterion that cannot be checked, or a path that is absolute, holds '..' or leaves its
+folder through a link (`repository.local_path` the task folder, `eval.results_file` the repository) raises
+`InputError` naming the file and field.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from failatlas.bench_core.tasks.importers._common import (
@@ -38,7 +41,10 @@ from failatlas.bench_core.tasks.importers._common import (
     Warnings,
     jsonable,
     load_json,
+    load_yaml,
     read_text,
+    repo_path,
+    task_folder_path,
     validation_error,
 )
 from failatlas.bench_core.tasks.model import (
@@ -86,6 +92,7 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
             f"a RExBench task is a folder holding {INSTRUCTIONS}; none found",
             path=str(path / INSTRUCTIONS if path.is_dir() else path),
         )
+    folder = folder.resolve()
     w = Warnings()
     text = read_text(folder / INSTRUCTIONS)
     instructions, hints = split_hints(text)
@@ -110,6 +117,7 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
     repo = _section(meta, "repository", meta_path)
     if not repo.get("commit"):
         w.add("unpinned-repo", "the base repository has no pinned commit")
+    local_path, results_file = _paths(folder, repo, ev, meta_path)
 
     extra: dict[str, Any] = {k: jsonable(v) for k, v in meta.items() if k not in MAPPED_KEYS}
     try:
@@ -127,15 +135,13 @@ def load_rexbench(path: str | Path) -> list[TaskSpec]:
                 kind=TaskKind.EXTENSION,
                 title=meta.get("title") or name,
                 paper=PaperMeta(**_section(meta, "paper", meta_path)),
-                repository=RepoRef(
-                    url=repo.get("url"), commit=repo.get("commit"), local_path=repo.get("local_path")
-                ),
+                repository=RepoRef(url=repo.get("url"), commit=repo.get("commit"), local_path=local_path),
                 question=_extension(instructions),
                 instructions=instructions.strip(),
                 hints=hints,
                 run=RunSpec(
                     command=command.strip(),
-                    results_file=ev.get("results_file"),
+                    results_file=results_file,
                     timeout_s=ev.get("timeout_s", resources.time_limit_s),
                 ),
                 expected_results=[ExpectedMetric(**e) for e in _list(meta, "expected", meta_path)],
@@ -184,18 +190,7 @@ def _metadata(folder: Path) -> tuple[Path | None, dict[str, Any]]:
         path = folder / name
         if not path.is_file():
             continue
-        if path.suffix == ".json":
-            data = load_json(path)
-        else:
-            try:
-                data = yaml.safe_load(read_text(path))
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                raise InputError(
-                    f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                    path=str(path),
-                    line=mark.line + 1 if mark else None,
-                ) from exc
+        data = load_json(path) if path.suffix == ".json" else load_yaml(path)
         if not isinstance(data, dict):
             raise InputError("must hold an object of task metadata", path=str(path))
         return path, data
@@ -203,6 +198,22 @@ def _metadata(folder: Path) -> tuple[Path | None, dict[str, Any]]:
         f"missing: a RExBench task folder needs {' or '.join(META_FILES)} naming at least eval.command",
         path=str(folder / META_FILES[0]),
     )
+
+
+def _paths(folder: Path, repo: dict[str, Any], ev: dict[str, Any], meta_path: Path | None
+           ) -> tuple[str | None, str | None]:
+    """The bundled repository (inside the task folder) and the results file (inside the repository), checked:
+    InputError naming the metadata file and field for a path that is absolute, holds '..' or leaves through a
+    link."""
+    where = meta_path or folder / META_FILES[0]
+    local_path = repo.get("local_path")
+    if local_path is not None:
+        local_path = task_folder_path(folder, local_path, path=where, field="repository.local_path")
+    results_file = ev.get("results_file")
+    if results_file is not None:
+        local_repo = folder / local_path if local_path is not None else None
+        results_file = repo_path(results_file, repo=local_repo, path=where, field="eval.results_file")
+    return local_path, results_file
 
 
 def _section(meta: dict[str, Any], key: str, path: Path | None) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
-from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, read_text
+from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_yaml, repo_path, validation_error
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded, NoOptions
+from failatlas.core.paths import inside
 
 FORMAT = "failatlas"
 TASK_FILE = "task.yaml"
@@ -40,27 +40,19 @@ def _inside(folder: Path, value: object, task_file: Path, field: str) -> str:
     """`value`, a path relative to the task folder, made absolute; InputError when it is not a relative path or,
     links followed, leaves the folder: a task file may not hand the sandbox (or the agent) files from elsewhere
     on the host."""
-    if not isinstance(value, str) or not value or Path(value).is_absolute():
-        raise InputError(f"must be a path relative to the task folder, not {value!r}", path=str(task_file),
-                         field=field)
-    resolved = (folder / value).resolve()
-    if not resolved.is_relative_to(folder):
-        raise InputError(f"{value!r} leads outside the task folder {folder}", path=str(task_file), field=field)
-    return str(resolved)
+    return str(inside(folder, value, within="the task folder", path=str(task_file), field=field))
 
 
 def load_task(task_file: Path) -> TaskSpec:
     """Parse one task.yaml; paths in it (repository, overlay, hidden tests) become absolute.
 
     Raises InputError naming the file (and field) when it is not valid YAML, not a valid TaskSpec, or one of its
-    paths is absolute or leads outside the task folder (`..`, a link).
+    paths is absolute or leads outside its folder (`..`, a link): the repository, overlay and hidden tests must
+    lie inside the task folder, the results file and masked paths inside the repository.
     """
     task_file = Path(task_file).resolve()
     folder = task_file.parent
-    try:
-        data = yaml.safe_load(read_text(task_file))
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", path=str(task_file)) from exc
+    data = load_yaml(task_file)
     if not isinstance(data, dict):
         raise InputError("a task file must hold a mapping", path=str(task_file))
     data["source"] = str(task_file)
@@ -81,9 +73,22 @@ def load_task(task_file: Path) -> TaskSpec:
             _inside(folder, item, task_file, "implementation.hidden_tests") for item in hidden
         ]
     try:
-        return TaskSpec.model_validate(data)
+        task = TaskSpec.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"not a valid task: {exc}", path=str(task_file)) from exc
+        raise validation_error(exc, path=task_file, prefix="") from exc
+    _check_repository_paths(task, task_file)
+    return task
+
+
+def _check_repository_paths(task: TaskSpec, task_file: Path) -> None:
+    """Paths inside the bundled repository must stay there once its links are followed."""
+    repo = Path(task.repository.local_path) if task.repository.local_path else None
+    if task.run.results_file:
+        repo_path(task.run.results_file, repo=repo, path=task_file, field="run.results_file")
+    for rel in [*task.masking.files, *task.masking.remove_also]:
+        repo_path(rel, repo=repo, path=task_file, field="masking")
+    for ref in task.masking.functions:
+        repo_path(ref.path, repo=repo, path=task_file, field="masking.functions")
 
 
 @TASK_IMPORTERS.register(FORMAT)
