@@ -59,7 +59,7 @@ class ReactAgent:
             path = str(args.get("path", "")).lstrip("/")
             try:
                 return ctx.sandbox.read_file(f"{ctx.workdir}/{path}").decode(errors="replace")[-MAX_TOOL_OUTPUT:]
-            except (FileNotFoundError, LookupError) as exc:
+            except (FileNotFoundError, LookupError, PermissionError) as exc:  # missing; a folder, FIFO or link
                 return f"error: {exc}"
         return f"error: unknown tool {name}"
 

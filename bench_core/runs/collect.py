@@ -2,75 +2,138 @@
 
 The diff is computed on the host between the pristine masked tree and a copy of the sandbox's final tree, so an
 agent that rewrites its git history or deletes `.git` cannot hide or fake changes.
+
+Everything here reads the agent's files, so nothing here trusts them: output files are read as the agent's user
+without following links and up to a cap, and the working copy is copied within `CopyLimits`. What the agent's files
+make unusable (an output file that is a folder, FIFO or link; a working copy that cannot be copied out whole
+within the limits) is recorded in `RunOutputs.errors`, which makes the run the agent's failure, never an
+infrastructure error; what was cut is in `RunOutputs.cut`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
-from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, OUTPUT_DIR, RUN_SCRIPT
+from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, RUN_SCRIPT
+from failatlas.bench_core.runs.diff import tree_diff
 from failatlas.bench_core.runs.model import RunOutputs
+from failatlas.bench_core.sandbox.model import CopyLimits, CopyReport
 
 MAX_DIFF_BYTES = 8 * 1024 * 1024
 MAX_OUTPUT_FILE = 1024 * 1024
-_IGNORED = shutil.ignore_patterns(".git", OUTPUT_DIR, "__pycache__", "*.pyc")
 
 
-def _read(sandbox, path: str) -> str | None:
+def fit_diff(diff: str, limit: int) -> tuple[str, list[tuple[str, int]]]:
+    """`diff` within `limit` UTF-8 bytes by leaving out whole files, the largest first, so that what is kept still
+    applies with `git apply` (a diff cut mid-file would make the validator's patch fail for an honest agent who
+    left, say, a large data file). Returns the diff and (header line, bytes) of each file left out."""
+    if len(diff.encode()) <= limit:
+        return diff, []
+    sections = re.split(r"(?m)^(?=diff --git )", diff)
+    sizes = [len(section.encode()) for section in sections]
+    total, dropped = sum(sizes), set()
+    for index in sorted(range(len(sections)), key=lambda i: -sizes[i]):
+        if total <= limit:
+            break
+        if sections[index].startswith("diff --git "):
+            dropped.add(index)
+            total -= sizes[index]
+    kept = "".join(section for i, section in enumerate(sections) if i not in dropped)
+    if len(kept.encode()) > limit:  # only a preamble left over the cap: nothing of it applies
+        kept = ""
+    return kept, [(sections[i].split("\n", 1)[0][len("diff --git "):], sizes[i]) for i in sorted(dropped)]
+
+
+def _read(sandbox, workdir: str, relpath: str, limit: int, outputs: RunOutputs) -> str | None:
+    """The output file `relpath` as text, at most `limit` bytes of it; None when it is missing or unusable (then
+    recorded in `outputs.errors`)."""
     try:
-        data = sandbox.read_file(path)
+        data = sandbox.read_file(f"{workdir}/{relpath}", max_bytes=limit + 1)
+    except PermissionError as exc:  # SandboxPathError: a folder, FIFO or link where the file belongs
+        outputs.errors.append(str(exc))
+        return None
     except (FileNotFoundError, LookupError):
         return None
-    return data[:MAX_OUTPUT_FILE].decode("utf-8", errors="replace")
+    if len(data) > limit:
+        outputs.cut.append(f"{relpath}: larger than its {limit}-byte cap; the first {limit} bytes kept")
+        data = data[:limit]
+    return data.decode("utf-8", errors="replace")
 
 
-def tree_diff(before: Path, after: Path) -> tuple[str, list[str]]:
-    """A git-style unified diff (binary-safe) from `before` to `after`, paths relative to the repo root."""
-    with tempfile.TemporaryDirectory(prefix="failatlas-diff-") as tmp:
-        a, b = Path(tmp) / "a", Path(tmp) / "b"
-        shutil.copytree(before, a, ignore=_IGNORED, symlinks=True)
-        shutil.copytree(after, b, ignore=_IGNORED, symlinks=True)
-        proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--binary", "--no-color",
-             "--src-prefix=a/", "--dst-prefix=b/", "a", "b"],
-            cwd=tmp, capture_output=True,
-        )
-        if proc.returncode not in (0, 1):
-            raise RuntimeError(f"git diff failed: {proc.stderr.decode(errors='replace')}")
-        text = proc.stdout.decode("utf-8", errors="replace")
-        text = text.replace(" a/a/", " a/").replace(" b/b/", " b/").replace("--- a/a/", "--- a/")
-        text = text.replace("+++ b/b/", "+++ b/").replace("diff --git a/a/", "diff --git a/")
-        changed = []
-        for line in text.splitlines():
-            if line.startswith("diff --git a/"):
-                changed.append(line.split(" b/", 1)[-1])
-        return text, changed
+def _masked_instead(masked: Path, final: Path, report: CopyReport) -> list[str]:
+    """Put the masked version of each repository file the copy left out into `final`, so that the diff does not
+    show it deleted: those the report names (or whose folder it names), or every missing one when the copy stopped
+    early. Returns them."""
+    left_out = {c.path for c in report.cut}
+    everything = bool(report.stopped) or "" in left_out
+    restored = []
+    for here, dirs, files in os.walk(masked):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        rel_dir = Path(here).relative_to(masked)
+        for name in files:
+            rel = rel_dir / name
+            source, target = masked / rel, final / rel
+            if os.path.lexists(target) or source.is_symlink():
+                continue
+            if not (everything or any(str(part) in left_out for part in (rel, *rel.parents))):
+                continue
+            if not _real_folder_below(final, rel.parent):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            restored.append(str(rel))
+    return restored
 
 
-def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path) -> RunOutputs:
-    """Read the agent's output files and diff its final tree against `masked`."""
+def _real_folder_below(root: Path, rel: Path) -> bool:
+    """Whether every existing part of `root/rel` is a real folder (no link, no file), so writing there stays in."""
+    here = root
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink() or (os.path.lexists(here) and not here.is_dir()):
+            return False
+    return True
+
+
+def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path, *, file_limit: int = MAX_OUTPUT_FILE,
+                    copy_limits: CopyLimits | None = None) -> RunOutputs:
+    """Read the agent's output files (each up to `file_limit` bytes) and diff its final tree, copied within
+    `copy_limits`, against `masked`. Raises only for the harness's own failures (SandboxError and the like)."""
     outputs = RunOutputs()
-    raw_design = _read(sandbox, f"{workdir}/{DESIGN_FILE}")
+    raw_design = _read(sandbox, workdir, DESIGN_FILE, file_limit, outputs)
     if raw_design is not None:
         outputs.design_raw = raw_design
         try:
             outputs.design = json.loads(raw_design)
         except json.JSONDecodeError as exc:
             outputs.design_error = f"{DESIGN_FILE} is not valid JSON: {exc}"
-    outputs.conclusion = _read(sandbox, f"{workdir}/{CONCLUSION_FILE}")
-    outputs.run_script = _read(sandbox, f"{workdir}/{RUN_SCRIPT}")
+    outputs.conclusion = _read(sandbox, workdir, CONCLUSION_FILE, file_limit, outputs)
+    outputs.run_script = _read(sandbox, workdir, RUN_SCRIPT, file_limit, outputs)
     final = scratch / "final"
     if final.exists():
         shutil.rmtree(final)
-    sandbox.copy_out(workdir, final)
+    report = sandbox.copy_out(workdir, final, limits=copy_limits or CopyLimits()) or CopyReport()
+    if not final.is_dir():  # the working copy itself was left out (unreadable, say)
+        final.mkdir(parents=True)
+        report.add_cut("", "the working copy itself was not copied")
+        outputs.errors.append("the working copy could not be copied out")
+    outputs.cut += [f"working copy: {line}" for line in report.lines()]
+    restored = _masked_instead(masked, final, report)
+    if restored:
+        outputs.cut.append(f"working copy: the masked version of {len(restored)} file(s) left out is diffed "
+                           f"instead: {', '.join(restored[:20])}" + (" ..." if len(restored) > 20 else ""))
+    if report.stopped:
+        outputs.errors.append(f"the working copy was not copied out whole: {report.stopped}")
     diff, changed = tree_diff(masked, final)
-    if len(diff.encode()) > MAX_DIFF_BYTES:
+    diff, dropped = fit_diff(diff, MAX_DIFF_BYTES)
+    if dropped:
         outputs.diff_truncated = True
-        diff = diff.encode()[:MAX_DIFF_BYTES].decode("utf-8", errors="ignore")
+        outputs.cut += [f"{header}: left out of the stored diff ({size:,} bytes; the diff is capped at "
+                        f"{MAX_DIFF_BYTES:,} bytes, largest files first)" for header, size in dropped]
     outputs.diff = diff
     outputs.changed_files = changed
     return outputs

@@ -10,11 +10,12 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
-from failatlas.bench_core.runs.collect import collect_outputs
+from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
 from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
+from failatlas.bench_core.sandbox.model import CopyLimits
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InfrastructureError
 
@@ -22,7 +23,8 @@ TAIL = 4000
 
 
 class RunConfig(BaseModel):
-    """How runs are executed on this host."""
+    """How runs are executed on this host. `output_file_bytes` caps each output file read back (design,
+    conclusion, run script); `copy_limits` bound the copy of the working copy (what is cut is recorded)."""
 
     runs_dir: Path
     sandbox: str = "docker"
@@ -35,6 +37,8 @@ class RunConfig(BaseModel):
     gpu_ids: list[str] = []
     gpu_wait_s: float = 3600.0
     keep_workspace: bool = True
+    output_file_bytes: int = Field(default=MAX_OUTPUT_FILE, ge=0)
+    copy_limits: CopyLimits = Field(default_factory=CopyLimits)
 
 
 def _now() -> datetime:
@@ -127,7 +131,14 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         except Exception as exc:  # an agent's own crash is its failure, recorded, not ours
             status, agent_error = "agent_error", f"{type(exc).__name__}: {exc}"
             record(StepEvent(kind="note", content="agent raised:\n" + traceback.format_exc()[-TAIL:]))
-        outputs = collect_outputs(inner, workdir, masked, scratch)
+        outputs = collect_outputs(inner, workdir, masked, scratch, file_limit=config.output_file_bytes,
+                                  copy_limits=config.copy_limits)
+        if outputs.cut:
+            record(StepEvent(kind="note", content="harness cut from the agent's outputs:\n"
+                             + "\n".join(outputs.cut)[-TAIL:]))
+        if outputs.errors:  # the agent's files made its outputs unusable: its failure, never a retry
+            status = "agent_error"
+            agent_error = "; ".join(([agent_error] if agent_error else []) + outputs.errors)
     except InfrastructureError as exc:
         status, infra_error = "infra_error", exc.one_line()
     except Exception as exc:  # preparing or collecting failed: the harness's problem, retryable

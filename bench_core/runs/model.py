@@ -39,6 +39,12 @@ class RunOutputs(BaseModel):
     diff_truncated: bool = False
     changed_files: list[str] = Field(default_factory=list)
     log: str = ""
+    errors: list[str] = Field(default_factory=list, description=(
+        "what the agent's files made unusable (an output file that is a folder, FIFO or link, a working copy past "
+        "the copy-out limits): each makes the run the agent's failure"))
+    cut: list[str] = Field(default_factory=list, description=(
+        "what the harness left out of the agent's outputs, and why: output files past their cap, files and links "
+        "left out of the copied working copy"))
 
 
 class StepRow(BaseModel):

@@ -19,10 +19,14 @@ The API the runner and agents use::
 Contract:
 
 - `Sandbox` (protocol): `exec(cmd, *, timeout, cwd=None, env=None, output_limit=1 MiB) -> ExecResult`,
-  `read_file(path) -> bytes`, `write_file(path, data)`, `copy_in(host_src, dest)`,
-  `copy_out(src, host_dest)`, `close()` (idempotent; also a context manager), attributes `backend`, `spec`,
-  `workdir`. A string command runs through `spec.shell` (bash -c); a list runs as argv. `cwd` and file paths
-  are relative to `workdir` unless absolute. `copy_in`/`copy_out` name the copy's own path, not its parent.
+  `read_file(path, *, max_bytes=64 MiB) -> bytes`, `write_file(path, data)`, `copy_in(host_src, dest)`,
+  `copy_out(src, host_dest, *, limits=CopyLimits()) -> CopyReport`, `close()` (idempotent; also a context
+  manager), attributes `backend`, `spec`, `workdir`. Reading back never trusts the agent's files: `read_file`
+  reads a regular file as the sandbox user without following links (SandboxPathError for a folder, FIFO or
+  link); `copy_out` stays within `CopyLimits` (per-file and total bytes, entries, depth, a deadline), keeps no
+  link that resolves outside the copy, and reports what it left out. A string command runs through
+  `spec.shell` (bash -c); a list runs as argv. `cwd` and file paths are relative to `workdir` unless absolute.
+  `copy_in`/`copy_out` name the copy's own path, not its parent.
 - `create_sandbox(kind, spec, *, workspace)`: kinds by name from the `SANDBOXES` registry ('docker', 'local').
   The host folder `workspace` is COPIED into `workdir` (docker: a tar stream owned by the sandbox user; local:
   a private temp folder), never bind-mounted: the prepared repository on the host stays pristine for the clean
@@ -64,6 +68,10 @@ from failatlas.bench_core.sandbox.local import LocalKind, cleanup_local_orphans
 from failatlas.bench_core.sandbox.model import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    CopyCut,
+    CopyLimits,
+    CopyReport,
     ExecResult,
     KilledReason,
     SandboxSpec,
@@ -75,7 +83,11 @@ from failatlas.bench_core.sandbox.tracing import SandboxEvent, TracedSandbox
 __all__ = [
     "DEFAULT_IMAGE",
     "DEFAULT_OUTPUT_LIMIT",
+    "DEFAULT_READ_LIMIT",
     "DEFAULT_PACKAGES",
+    "CopyCut",
+    "CopyLimits",
+    "CopyReport",
     "DockerKind",
     "ExecResult",
     "GpuAllocator",

@@ -11,6 +11,8 @@ every process carrying the command's marker variable, and past 3 s more it resta
 copy survives; processes and /tmp do not). After a timeout the marker kill also removes escaped (setsid)
 children.
 Why a command died is read from the container's cgroup counters (memory `oom_kill`, pids `max`).
+
+Files come out as the agent's user, never as root, within limits (`docker_files`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.sandbox import tarballs
+from failatlas.bench_core.sandbox import docker_files, tarballs
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.errors import (
     SandboxError,
@@ -36,10 +38,14 @@ from failatlas.bench_core.sandbox.errors import (
 from failatlas.bench_core.sandbox.model import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    CopyLimits,
+    CopyReport,
     ExecResult,
     KilledReason,
     SandboxSpec,
 )
+from failatlas.bench_core.sandbox.network import sandbox_network
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
@@ -93,6 +99,7 @@ class DockerSandbox:
         self._api = client.api
         self._uid = self._gid = 0
         self._has_timeout = True
+        self._gnu_tools = False
         self._counters = (0, 0)
         self._closed = False
         self.restarts = 0
@@ -112,7 +119,7 @@ class DockerSandbox:
             if not Path(host).exists():
                 raise SandboxError(f"read-only input {host} does not exist")
         try:
-            container = client.containers.run(spec.image, **cls._run_options(spec))
+            container = client.containers.run(spec.image, **cls._run_options(spec, client))
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start a sandbox from {spec.image}: {exc}") from exc
         box = cls(spec, client, container)
@@ -126,15 +133,18 @@ class DockerSandbox:
         return box
 
     @staticmethod
-    def _run_options(spec: SandboxSpec) -> dict[str, Any]:
+    def _run_options(spec: SandboxSpec, client: Any = None) -> dict[str, Any]:
         import docker
+
+        # with network: a dedicated bridge whose traffic to the host itself is refused (network.py)
+        network = sandbox_network(docker_client(client)) if spec.network else "none"
 
         options: dict[str, Any] = dict(
             # init and its `sleep` run as root (with no capabilities), so the agent's user cannot signal them and
             # stop the container under the harness; every command is exec'd as `spec.user`.
             command=["sleep", "infinity"], detach=True, init=True, user="0:0", working_dir=spec.workdir,
             name=f"failatlas-sbx-{uuid.uuid4().hex[:12]}", hostname="sandbox", labels=sandbox_labels(spec),
-            environment=dict(spec.env), network_mode="bridge" if spec.network else "none",
+            environment=dict(spec.env), network_mode=network,
             mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids_limit, cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -153,18 +163,20 @@ class DockerSandbox:
         return options
 
     def _probe(self) -> None:
-        """Learn the user's uid/gid, whether `timeout` exists, and the starting cgroup counters."""
-        script = 'id -u; id -g; command -v timeout >/dev/null && echo yes || echo no; ' + _COUNTERS_SH
+        """Learn the user's uid/gid, whether `timeout` and GNU find and tar exist, and the starting cgroup counters."""
+        script = ("id -u; id -g; command -v timeout >/dev/null && echo yes || echo no; " + docker_files.GNU_SH
+                  + "; " + _COUNTERS_SH)
         res = self._raw_exec(["/bin/sh", "-c", script], user=self.spec.user, timeout=30)
         lines = res.stdout.splitlines()
-        if res.returncode != 0 or len(lines) < 3:
+        if res.returncode != 0 or len(lines) < 4:
             raise SandboxError(
                 f"the sandbox image {self.spec.image} cannot run /bin/sh as {self.spec.user!r}: "
                 f"{res.stderr.strip() or res.stdout.strip()}"
             )
         self._uid, self._gid = int(lines[0]), int(lines[1])
         self._has_timeout = lines[2] == "yes"
-        self._counters = _parse_counters("\n".join(lines[3:]))
+        self._gnu_tools = lines[3] == "gnu"
+        self._counters = _parse_counters("\n".join(lines[4:]))
 
     def exec(
         self,
@@ -202,16 +214,9 @@ class DockerSandbox:
     def _raw_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None = None,
                   env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
                   marker: str | None = None) -> ExecResult:
-        import docker
-
         out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
         started = time.monotonic()
-        try:
-            exec_id = self._api.exec_create(self.container.id, argv, user=user, environment=dict(env or {}),
-                                            workdir=cwd)["Id"]
-            stream = self._api.exec_start(exec_id, stream=True, demux=True)
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
+        exec_id, stream = self._start_exec(argv, user=user, env=env, cwd=cwd)
         done = threading.Event()
 
         def pump() -> None:
@@ -241,6 +246,33 @@ class DockerSandbox:
             command=command_text(argv), returncode=returncode, stdout=out.text(), stderr=err.text(),
             truncated=out.truncated or err.truncated, duration_s=duration, timed_out=timed_out,
         )
+
+    def _start_exec(self, argv: list[str], *, user: str, env: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> tuple[str, Iterator[tuple[bytes | None, bytes | None]]]:
+        """Start `argv`; its id and its (stdout, stderr) chunks."""
+        import docker
+
+        try:
+            exec_id = self._api.exec_create(self.container.id, argv, user=user, environment=dict(env or {}),
+                                            workdir=cwd)["Id"]
+            return exec_id, self._api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
+
+    def _stream_exec(self, argv: list[str], check_time: Callable[[], None]) -> tuple[str, str, tarballs.ChunkReader]:
+        """Start `argv` as the sandbox user with its stdout as a stream read under `check_time`; (exec id, marker,
+        stream). End it with `_end_stream`."""
+        marker = uuid.uuid4().hex
+        exec_id, chunks = self._start_exec(argv, user=self.spec.user, env={MARKER_VAR: marker})
+        return exec_id, marker, tarballs.ChunkReader(chunks, check_time=check_time)
+
+    def _end_stream(self, exec_id: str, marker: str, stream: tarballs.ChunkReader) -> int | None:
+        """Stop a streamed command (killing it when it is still sending) and return its exit code."""
+        if not stream.finish(0.5):
+            self._kill_marked(marker)
+            stream.finish(5.0)
+        stream.close()
+        return self._exit_code(exec_id) if stream.ended else None
 
     def _exit_code(self, exec_id: str) -> int | None:
         import docker
@@ -296,34 +328,18 @@ class DockerSandbox:
         if not ok:
             raise SandboxError(f"the daemon refused to copy into {dest_dir}")
 
-    def _get(self, path: str) -> Any:
-        import docker
-
-        try:
-            chunks, _ = self._api.get_archive(self.container.id, path)
-            return tarballs.collect(chunks)
-        except docker.errors.NotFound:
-            raise SandboxFileNotFoundError(f"no file or folder {path} in the sandbox") from None
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot copy out of sandbox {self.container.name}: {exc}") from exc
-
     def _mkdir(self, path: str) -> None:
         res = self._raw_exec(["mkdir", "-p", path], user=self.spec.user, timeout=30)
         if res.returncode != 0:
             raise SandboxPathError(f"cannot create folder {path} in the sandbox: {res.stderr.strip()}")
 
-    def read_file(self, path: str) -> bytes:
-        """The bytes of a file in the sandbox (symlinks followed); SandboxFileNotFoundError when missing."""
+    def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        """The first `max_bytes` bytes of a regular file, read as the sandbox user without following links.
+
+        Raises SandboxFileNotFoundError when it is missing, SandboxPathError when it is a folder, a FIFO, a link
+        (or reached through one below the working copy) or unreadable by the sandbox user."""
         self._check_open()
-        target = self._path(path)
-        for _ in range(8):
-            got = tarballs.first_file(self._get(target))
-            if isinstance(got, bytes):
-                return got
-            if not got.issym():
-                raise SandboxPathError(f"{path} in the sandbox is not a file")
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(target), got.linkname))
-        raise SandboxPathError(f"{path} in the sandbox is a chain of too many symlinks")
+        return docker_files.read_file(self, path, max_bytes=max_bytes)
 
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write a file owned by the sandbox user, creating parent folders."""
@@ -347,11 +363,12 @@ class DockerSandbox:
         self._put(tarballs.pack(src, posixpath.basename(target), uid=self._uid, gid=self._gid),
                   posixpath.dirname(target))
 
-    def copy_out(self, src: str, host_dest: str | Path) -> None:
-        """Copy a sandbox file or folder to the host path `host_dest` (the copy's own path)."""
+    def copy_out(self, src: str, host_dest: str | Path, *, limits: CopyLimits | None = None) -> CopyReport:
+        """Copy a sandbox file or folder to the host path `host_dest` (the copy's own path), read as the sandbox
+        user within `limits`; returns what was left out. Links that resolve outside the copy are not kept.
+        Raises SandboxFileNotFoundError when `src` is missing, SandboxError when the daemon fails."""
         self._check_open()
-        source = self._path(src)
-        tarballs.extract_to(self._get(source), posixpath.basename(source) or ".", Path(host_dest))
+        return docker_files.copy_out(self, src, host_dest, limits=limits)
 
     def close(self) -> None:
         """Remove the container and its anonymous volumes. Safe to call twice."""

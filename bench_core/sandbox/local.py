@@ -12,15 +12,20 @@ This is containment, not isolation. Enforced:
 Not enforced: network, CPU share, users, capabilities, read-only inputs (symlinks to the host paths, protected
 only by host permissions). The sampler polls every 0.2 s, so a fast fork bomb or allocation can overshoot
 before it is stopped.
+Files come out without following links the agent made (`read_file` opens the path part by part with O_NOFOLLOW;
+`copy_out` walks by folder descriptors) and within `CopyLimits`; with no separate user, "as the agent's user"
+means as the harness's here.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
 import selectors
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -29,10 +34,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from failatlas.bench_core.sandbox import procs
-from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError
-from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason, SandboxSpec
+from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError, SandboxPathError
+from failatlas.bench_core.sandbox.model import (
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    CopyLimits,
+    CopyReport,
+    ExecResult,
+    KilledReason,
+    SandboxSpec,
+)
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
+from failatlas.bench_core.sandbox.treecopy import TreeWriter, copy_host_tree
 from failatlas.core.errors import InputError
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
@@ -208,14 +222,67 @@ class LocalSandbox:
             return "oom"
         return None
 
-    def read_file(self, path: str) -> bytes:
-        """The bytes of a file in the sandbox; SandboxFileNotFoundError when it is missing."""
+    def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        """The first `max_bytes` bytes of a regular file, without following links (but those of read-only inputs).
+
+        Raises SandboxFileNotFoundError when it is missing, SandboxPathError when it is a folder, a FIFO, a link
+        or reached through one."""
         self._check_open()
         host = self._host(path)
+        fd = self._open_no_links(host, path)
         try:
-            return host.read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise SandboxFileNotFoundError(f"no file {path} in the sandbox") from None
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise SandboxPathError(f"{path} in the sandbox is a folder, not a file")
+            if stat.S_ISFIFO(st.st_mode):
+                raise SandboxPathError(f"{path} in the sandbox is a FIFO, not a regular file")
+            if not stat.S_ISREG(st.st_mode):
+                raise SandboxPathError(f"{path} in the sandbox is not a regular file")
+            chunks, left = [], max(0, max_bytes)
+            while left > 0:
+                chunk = os.read(fd, min(left, 1024 * 1024))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def _open_no_links(self, host: Path, path: str) -> int:
+        """Open `host` (inside the root) part by part, refusing links other than the read-only input mounts."""
+        mounts = {self.root / target.lstrip("/") for target in self.spec.read_only_inputs.values()}
+        parts = host.relative_to(self.root).parts
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        here = self.root
+        try:
+            for i, part in enumerate(parts):
+                here = here / part
+                last = i == len(parts) - 1
+                flags = os.O_RDONLY | os.O_NONBLOCK | (0 if here in mounts else os.O_NOFOLLOW)
+                if not last:
+                    flags |= os.O_DIRECTORY
+                try:
+                    child = os.open(part, flags, dir_fd=fd)
+                except FileNotFoundError:
+                    raise SandboxFileNotFoundError(f"no file {path} in the sandbox") from None
+                except NotADirectoryError:
+                    if os.path.islink(here):
+                        raise SandboxPathError(f"{path} in the sandbox is reached through the symlink "
+                                               f"/{here.relative_to(self.root)}") from None
+                    raise SandboxFileNotFoundError(f"no file {path} in the sandbox") from None
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP or os.path.islink(here):
+                        what = "is a symlink, not a file" if last else \
+                            f"is reached through the symlink /{here.relative_to(self.root)}"
+                        raise SandboxPathError(f"{path} in the sandbox {what}") from None
+                    raise SandboxPathError(f"{path} in the sandbox cannot be read: {exc.strerror}") from None
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write a file in the sandbox, creating parent folders."""
@@ -236,17 +303,17 @@ class LocalSandbox:
         else:
             shutil.copy2(src, target)
 
-    def copy_out(self, src: str, host_dest: str | Path) -> None:
-        """Copy a sandbox file or folder to the host path `host_dest` (the copy's own path)."""
+    def copy_out(self, src: str, host_dest: str | Path, *, limits: CopyLimits | None = None) -> CopyReport:
+        """Copy a sandbox file or folder to the host path `host_dest` (the copy's own path) within `limits`, without
+        following links; returns what was left out. Links that resolve outside the copy are not kept."""
         self._check_open()
-        source, dest = self._host(src), Path(host_dest)
-        if not source.exists():
+        source = self._host(src)
+        if not os.path.lexists(source):
             raise SandboxFileNotFoundError(f"no file or folder {src} in the sandbox")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(source, dest)
+        mounts = {self.root / target.lstrip("/") for target in self.spec.read_only_inputs.values()}
+        with TreeWriter(host_dest, limits) as writer:
+            copy_host_tree(source, writer, follow_top=source in mounts)
+            return writer.finish()
 
     def close(self) -> None:
         """Remove the private folder. Safe to call twice."""

@@ -1,4 +1,5 @@
-"""Typed values at the sandbox boundary: what to start (`SandboxSpec`), what a command did (`ExecResult`)."""
+"""Typed values at the sandbox boundary: what to start (`SandboxSpec`), what a command did (`ExecResult`), how much
+a copy out of a sandbox may take (`CopyLimits`) and what it left out (`CopyReport`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_IMAGE = "failatlas/sandbox:bookworm"
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
+DEFAULT_READ_LIMIT = 64 * 1024 * 1024
+MAX_CUT_RECORDS = 200
 
 KilledReason = Literal["timeout", "oom", "pids"]
 
@@ -85,3 +88,56 @@ class ExecResult(BaseModel):
     @property
     def success(self) -> bool:
         return self.returncode == 0 and not self.timed_out and self.killed_reason is None
+
+
+class CopyLimits(BaseModel):
+    """Bounds on one `copy_out`, so that what an agent leaves in its working copy (sparse files of terabytes,
+    millions of files, deep nesting) costs the harness bounded time, memory and disk. What they leave out is
+    recorded in the `CopyReport`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_file_bytes: int = Field(default=32 * 1024 * 1024, ge=0, description="a larger file is not copied")
+    max_total_bytes: int = Field(default=512 * 1024 * 1024, ge=0,
+                                 description="file bytes in all; the copy stops at the file that would pass it")
+    max_entries: int = Field(default=100_000, ge=1, description="files, folders and links; the copy stops past it")
+    max_depth: int = Field(default=64, ge=1, description="deeper entries are not copied")
+    deadline_s: float = Field(default=300.0, gt=0, description="the copy stops when it passes")
+
+
+class CopyCut(BaseModel):
+    """One entry a copy left out, and why."""
+
+    path: str = Field(description="relative to the copied path; '' is the copied path itself")
+    reason: str
+    size: int | None = None
+
+    def line(self) -> str:
+        size = f" ({self.size} bytes)" if self.size is not None else ""
+        return f"{self.path or '.'}{size}: {self.reason}"
+
+
+class CopyReport(BaseModel):
+    """What one `copy_out` copied, what it left out (the first `MAX_CUT_RECORDS` entries, and how many more) and
+    why it stopped early, if it did."""
+
+    files: int = 0
+    bytes: int = 0
+    cut: list[CopyCut] = Field(default_factory=list)
+    more_cut: int = 0
+    stopped: str | None = None
+
+    def add_cut(self, path: str, reason: str, size: int | None = None) -> None:
+        if len(self.cut) < MAX_CUT_RECORDS:
+            self.cut.append(CopyCut(path=path, reason=reason, size=size))
+        else:
+            self.more_cut += 1
+
+    def lines(self) -> list[str]:
+        """The report in words, one line per cut, for a run's record."""
+        out = [c.line() for c in self.cut]
+        if self.more_cut:
+            out.append(f"... and {self.more_cut} more entries left out")
+        if self.stopped:
+            out.append(f"copy stopped: {self.stopped}")
+        return out

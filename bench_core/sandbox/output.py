@@ -46,6 +46,10 @@ class CappedBuffer:
     def truncated(self) -> bool:
         return self.dropped > 0
 
+    def head(self) -> bytes:
+        """The first bytes kept (all of them when nothing was dropped)."""
+        return bytes(self._head) if self.truncated else bytes(self._head + self._tail)
+
     def text(self) -> str:
         """The kept bytes as text; a marker says how many bytes were dropped in between."""
         head = bytes(self._head).decode("utf-8", errors="replace")

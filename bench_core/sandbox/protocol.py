@@ -6,7 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, SandboxSpec
+from failatlas.bench_core.sandbox.model import (
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    CopyLimits,
+    CopyReport,
+    ExecResult,
+    SandboxSpec,
+)
 from failatlas.core.errors import ConfigError
 from failatlas.core.registry import Registry
 
@@ -17,6 +24,11 @@ class Sandbox(Protocol):
 
     `workdir` is where the working copy lives as commands see it; relative paths given to the file methods are
     relative to it. `close()` is idempotent, and a sandbox is a context manager that closes on exit.
+
+    Reading back is the agent's files, so it is bounded and never privileged: `read_file` returns at most
+    `max_bytes` bytes of a regular file read as the sandbox user, and raises SandboxPathError (not an
+    infrastructure error) for a folder, FIFO or link where a file should be; `copy_out` copies within `limits`,
+    keeps no link that resolves outside the copy, and returns a `CopyReport` of what it left out.
     """
 
     backend: str
@@ -33,13 +45,13 @@ class Sandbox(Protocol):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> ExecResult: ...
 
-    def read_file(self, path: str) -> bytes: ...
+    def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes: ...
 
     def write_file(self, path: str, data: bytes | str) -> None: ...
 
     def copy_in(self, host_src: str | Path, dest: str) -> None: ...
 
-    def copy_out(self, src: str, host_dest: str | Path) -> None: ...
+    def copy_out(self, src: str, host_dest: str | Path, *, limits: CopyLimits | None = None) -> CopyReport: ...
 
     def close(self) -> None: ...
 

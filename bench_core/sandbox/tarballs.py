@@ -1,14 +1,20 @@
-"""Tar streams for copying files into and out of containers, bounded in memory and safe to extract."""
+"""Tar streams for copying files into and out of containers, bounded in memory, read with a deadline, and
+extracted through a `TreeWriter`, which decides what is kept."""
 
 from __future__ import annotations
 
 import io
-import shutil
+import queue
+import stat
 import tarfile
 import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
+
+from failatlas.bench_core.sandbox.output import CappedBuffer
+from failatlas.bench_core.sandbox.treecopy import CopyStopped, TreeWriter
 
 _SPOOL = 64 * 1024 * 1024
 
@@ -41,45 +47,144 @@ def pack_bytes(name: str, data: bytes, *, uid: int, gid: int, mode: int = 0o644)
     return buf.getvalue()
 
 
-def collect(chunks: Iterable[bytes]) -> IO[bytes]:
-    """Spool a tar stream from the daemon, rewound for reading."""
-    buf = spooled()
-    for chunk in chunks:
-        buf.write(chunk)
-    buf.seek(0)
-    return buf
+class ChunkReader(io.RawIOBase):
+    """A readable stream over chunks from the daemon, pulled by a thread so that the reader's deadline holds even
+    while the daemon sends nothing. Chunks are bytes, or (stdout, stderr) pairs of an exec, whose stderr is kept
+    up to `stderr_limit` bytes. `check_time()` is called while waiting and may raise to end the read.
+
+    Memory stays bounded: at most a few chunks wait in the queue. Once the reader stops (`finish`, `close`), the
+    thread keeps pulling and drops stdout (keeping stderr): a stream nobody reads must not hold up the daemon.
+    """
+
+    def __init__(self, chunks: Iterable[bytes | tuple[bytes | None, bytes | None]], *,
+                 check_time: Callable[[], None], stderr_limit: int = 1024 * 1024) -> None:
+        super().__init__()
+        self.stderr = CappedBuffer(stderr_limit)
+        self._check_time = check_time
+        self._queue: queue.Queue = queue.Queue(maxsize=8)
+        self._pending = memoryview(b"")
+        self._offset = 0
+        self._got_end = False
+        self._error: BaseException | None = None
+        self._dropping = threading.Event()
+        self._finished = threading.Event()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._pump, args=(chunks,), daemon=True, name="failatlas-sandbox-pull").start()
+
+    def _pump(self, chunks: Iterable) -> None:
+        try:
+            for chunk in chunks:
+                if not self._offer(chunk):
+                    self._keep_stderr(chunk)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+            self._error = exc
+        finally:
+            self._finished.set()
+            self._offer(None)
+
+    def _offer(self, item: object) -> bool:
+        """Queue `item` for the reader; False once the reader has stopped."""
+        while not self._dropping.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _keep_stderr(self, item: object) -> None:
+        if isinstance(item, tuple) and item[1]:
+            with self._lock:
+                self.stderr.write(item[1])
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._offset >= len(self._pending) and not self._got_end:
+            self._check_time()
+            try:
+                item = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if item is None:
+                self._got_end = True
+                if self._error is not None:
+                    raise self._error
+                break
+            self._keep_stderr(item)
+            out = item[0] if isinstance(item, tuple) else item
+            if out:
+                self._pending, self._offset = memoryview(out), 0
+        n = min(len(buffer), len(self._pending) - self._offset)
+        buffer[:n] = self._pending[self._offset:self._offset + n]
+        self._offset += n
+        return n
+
+    @property
+    def ended(self) -> bool:
+        """Whether the daemon has closed the stream."""
+        return self._finished.is_set()
+
+    def finish(self, seconds: float) -> bool:
+        """Stop reading: drop what is still to come (keeping stderr) and wait up to `seconds` for the daemon to
+        close the stream; whether it did."""
+        self._dropping.set()
+        self._drop_queued()
+        ended = self._finished.wait(seconds)
+        self._drop_queued()  # what the thread queued just before it saw the reader stop
+        return ended
+
+    def _drop_queued(self) -> None:
+        while True:
+            try:
+                self._keep_stderr(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
+    def close(self) -> None:
+        self._dropping.set()
+        super().close()
 
 
-def _safe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's 'data' filter, but a member it rejects (absolute or escaping link) is skipped, not fatal."""
-    try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
+def relative_name(name: str, top: str) -> str | None:
+    """The path of an archive member below the copied path `top`; None when it is not below it."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or parts[0] != top:
         return None
+    return "/".join(parts[1:])
 
 
-def extract_to(archive: IO[bytes], top: str, host_dest: Path) -> None:
-    """Extract a tar whose top entry is `top` so that entry becomes `host_dest`."""
-    host_dest = Path(host_dest)
-    host_dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=host_dest.parent, prefix=".failatlas-copy-") as tmp, \
-            tarfile.open(fileobj=archive, mode="r|") as tar:
-        tar.extractall(tmp, filter=_safe)
-        got = Path(tmp) / top
-        if host_dest.is_dir() and got.is_dir():
-            shutil.copytree(got, host_dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            if host_dest.exists() and not host_dest.is_dir():
-                host_dest.unlink()
-            got.replace(host_dest)
+def extract_stream(stream: IO[bytes], top: str, writer: TreeWriter) -> None:
+    """Feed `writer` the members of the tar `stream` whose top entry is named `top`, in one pass.
+
+    Nothing here trusts the archive: names, sizes and links are the writer's to check, and a stream that ends early
+    or is not a tar ends the copy with the reason recorded. CopyStopped ends it quietly too.
+    """
+    try:
+        with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape") as tar:
+            for member in tar:
+                rel = relative_name(member.name, top)
+                if rel is None:
+                    writer.check_time()
+                    writer.cut(member.name, "outside the copied path")
+                    continue
+                if member.isdir():
+                    writer.directory(rel)
+                elif member.isreg():
+                    data = tar.extractfile(member)
+                    writer.file(rel, member.size, data.read if data else (lambda _n: b""), member.mode,
+                                member.mtime)
+                elif member.issym():
+                    writer.symlink(rel, member.linkname)
+                elif member.islnk():
+                    writer.hardlink(rel, relative_name(member.linkname, top))
+                else:
+                    writer.special(rel, _MODES.get(member.type, 0))
+    except CopyStopped:
+        pass
+    except (tarfile.TarError, EOFError) as exc:
+        writer.report.stopped = writer.report.stopped or f"the archive ended early or is damaged: {exc}"
 
 
-def first_file(archive: IO[bytes]) -> tarfile.TarInfo | bytes:
-    """The content of the first member when it is a regular file, else its TarInfo (folder, link)."""
-    with tarfile.open(fileobj=archive, mode="r|") as tar:
-        for member in tar:
-            if member.isfile():
-                f = tar.extractfile(member)
-                return f.read() if f else b""
-            return member
-    raise tarfile.ReadError("empty archive")
+_MODES = {tarfile.FIFOTYPE: stat.S_IFIFO, tarfile.CHRTYPE: stat.S_IFCHR, tarfile.BLKTYPE: stat.S_IFBLK}

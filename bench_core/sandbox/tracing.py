@@ -11,7 +11,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason
+from failatlas.bench_core.sandbox.model import (
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    CopyLimits,
+    CopyReport,
+    ExecResult,
+    KilledReason,
+)
 from failatlas.bench_core.sandbox.output import command_text
 from failatlas.bench_core.sandbox.protocol import Sandbox
 
@@ -113,8 +120,8 @@ class TracedSandbox:
         ))
         return result
 
-    def read_file(self, path: str) -> bytes:
-        return self.inner.read_file(path)
+    def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        return self.inner.read_file(path, max_bytes=max_bytes)
 
     def write_file(self, path: str, data: bytes | str) -> None:
         self.inner.write_file(path, data)
@@ -122,8 +129,8 @@ class TracedSandbox:
     def copy_in(self, host_src: str | Path, dest: str) -> None:
         self.inner.copy_in(host_src, dest)
 
-    def copy_out(self, src: str, host_dest: str | Path) -> None:
-        self.inner.copy_out(src, host_dest)
+    def copy_out(self, src: str, host_dest: str | Path, *, limits: CopyLimits | None = None) -> CopyReport:
+        return self.inner.copy_out(src, host_dest, limits=limits)
 
     def close(self) -> None:
         self.inner.close()

@@ -161,7 +161,8 @@ def test_fill_disk(batch, table):
     outputs = _outputs(batch, agent)
     assert len(outputs["conclusion"]) <= 1024 * 1024
     assert len(outputs["diff"].encode()) <= 8 * 1024 * 1024
-    assert "big.bin" in outputs["changed_files"]
+    assert "big.bin" not in outputs["changed_files"]  # 200 MB, over the copy-out's per-file cap: cut, and said so
+    assert "working copy: big.bin (209715200 bytes): over the per-file cap of 33554432 bytes" in outputs["cut"]
     assert _survived(batch, agent)
     _record(batch, table, agent, f"/tmp: {'ENOSPC' if dd_exit == 1 else 'writer killed at memory limit'}; "
             f"conclusion stored {len(outputs['conclusion'])} B of 20 MB; diff {len(outputs['diff'])} B")
