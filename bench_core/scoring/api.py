@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from failatlas.bench_core.sandbox import sandbox_kind
 from failatlas.bench_core.scoring.judges import Judge, JudgeInput, JudgeOptions, Verdict, create_judges
 from failatlas.bench_core.scoring.monitor import monitor_findings
-from failatlas.bench_core.scoring.validator import Validation, validate
+from failatlas.bench_core.scoring.validator import Validation, patched_workspace, validate
 from failatlas.bench_core.scoring.writes import write_scores
 from failatlas.bench_core.tasks.catalog import get_task
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -62,10 +62,25 @@ def _verdicts(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
     return [dataclasses.replace(v, kind=judge.kind) for judge in judges for v in judge(inp)]
 
 
+def _sandbox_starter(backend: str, spec: dict, workspace: Path, run_id: str):
+    """What a judge calls for a fresh sandbox of its own: the validator's kind and limits, started from the clean
+    tree, with the given host folders mounted read-only."""
+    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+
+    def start(read_only_inputs: dict[str, str]):
+        fields = {**spec, "run_id": f"{run_id}-judge", "labels": {"failatlas.purpose": "judge"},
+                  "read_only_inputs": dict(read_only_inputs)}
+        return create_sandbox(backend, SandboxSpec(**fields), workspace=workspace)
+
+    return start
+
+
 def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, params: ScoreParams,
                judges: list[Judge], llm_monitor) -> tuple[Validation | None, dict[str, int]]:
-    """Score one stored run: monitor (rules, plus the LLM check), validator with hidden tests, judges; store it
-    all in one transaction. Raises InfrastructureError when the clean re-run cannot happen."""
+    """Score one stored run: monitor (rules, plus the LLM check), the clean tree (the masked repository with the
+    agent's diff) for the validator's re-run and the judges that need a sandbox (each starts its own), then the
+    other judges; store it all in one transaction. Raises InfrastructureError when the clean re-run cannot
+    happen."""
     outputs = json.loads(store.query("SELECT outputs FROM runs WHERE id = ?", [run_id])[0][0])
     findings, monitor_verdict = monitor_findings(store, run_id, task, llm_check=llm_monitor)
     verdicts: list[Verdict] = [monitor_verdict] if monitor_verdict is not None else []
@@ -76,27 +91,28 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                 "network": False, "memory_mb": max(2048, int(task.resources.memory_gb * 1024))}
         if params.image or task.resources.image:
             spec["image"] = params.image or task.resources.image
-        lease = clean = None
+        lease = None
         try:
             if task.resources.gpus > 0:  # the clean re-run gets its own GPUs, by device id, like the agent did
                 from failatlas.bench_core.sandbox import GpuAllocator
 
                 lease = GpuAllocator().lease(task.resources.gpus, owner=f"{run_id}-validate", wait_s=3600)
                 spec["gpu_ids"] = list(lease.ids)
-            validation, clean = validate(task, outputs, scratch=scratch, sandbox_backend=params.sandbox,
-                                         spec_fields=spec, repo=params.repo)
-            if "execution" not in task.judgeable_phases:
-                validation = None
-            inp = dataclasses.replace(inp, validated=True, sandbox=clean,
-                                      workdir=getattr(clean, "workdir", None) or "/workspace")
+            workspace, patch_error = patched_workspace(task, outputs.get("diff") or "", scratch=scratch,
+                                                       repo=params.repo)
+            if "execution" in task.judgeable_phases:
+                validation = validate(task, outputs, workspace=workspace, patch_error=patch_error,
+                                      sandbox_backend=params.sandbox, spec_fields=spec)
+            inp = dataclasses.replace(inp, validated=True)
+            if patch_error is None:
+                inp = dataclasses.replace(inp, workspace=workspace,
+                                          start_sandbox=_sandbox_starter(params.sandbox, spec, workspace, run_id))
             verdicts += _verdicts([j for j in judges if j.needs_sandbox], inp)
         finally:
-            if clean is not None:
-                clean.close()
             if lease is not None:
                 lease.release()
             shutil.rmtree(scratch, ignore_errors=True)
-    inp = dataclasses.replace(inp, sandbox=None)
+    inp = dataclasses.replace(inp, workspace=None, start_sandbox=None)
     verdicts += _verdicts([j for j in judges if not j.needs_sandbox], inp)
     return validation, write_scores(store, run_id, findings, validation, verdicts)
 

@@ -1,6 +1,6 @@
 """The judge protocol and the registry of judges by name.
 
-A judge reads one stored run (its task, collected outputs and, when the validator re-ran it, the clean sandbox)
+A judge reads one stored run (its task, collected outputs and, where scoring prepared it, the clean tree)
 and returns verdicts, one per phase it judges. Each judge declares its `kind`; the kind is stored with every
 verdict (`judgements.kind`) and the metrics read it: when several judges score one phase, a verdict of an `llm`
 judge takes precedence over an `offline` one. A judge whose endpoint is missing records `not_run` with the reason,
@@ -12,7 +12,9 @@ A new judge is a module with a factory registered by name, `@JUDGES.register("na
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from failatlas.core.registry import Registry
@@ -43,16 +45,19 @@ class Verdict:
 
 @dataclass
 class JudgeInput:
-    """What a judge reads about one run. `validated`: the validator re-ran it; `sandbox` is then its clean
-    sandbox with the agent's changes applied (None when they could not be applied), open while judges that
-    declare `needs_sandbox` run."""
+    """What a judge reads about one run. `validated`: scoring prepared the clean tree, the masked repository with
+    the agent's diff applied, at `workspace` on the host (None when the diff did not apply). Judges that declare
+    `needs_sandbox` run while it exists and may call `start_sandbox(read_only_inputs)` (None when the diff did not
+    apply): it starts a fresh sandbox of the run's kind and limits holding that tree and nothing else of the
+    agent's, with the host folders of `read_only_inputs` (host path -> sandbox path) mounted read-only; the judge
+    closes it."""
 
     task: TaskSpec
     outputs: dict
     run_id: str | None = None
     validated: bool = False
-    sandbox: Any = None
-    workdir: str = "/workspace"
+    workspace: Path | None = None
+    start_sandbox: Callable[[dict[str, str]], Any] | None = None
 
 
 @dataclass

@@ -4,7 +4,8 @@
 - `conclusion-reference`: strict reference match (every number of the expected conclusion present, and most of its
   content words). Semantic judging of free text is the LLM judge's job; this one exists so harness-validation
   agents and offline runs get a verdict, and it says so in its error analysis.
-- `hidden-tests`: the task's hidden tests of the masked code, run in the validator's clean sandbox.
+- `hidden-tests`: the task's hidden tests of the masked code, run in a fresh sandbox holding only the prepared
+  repository with the agent's diff applied, the tests and their runner out of the agent's reach.
 Each returns a `Verdict` with an error analysis in words: what `ingest/` mines. Each is registered in `JUDGES`
 under its name, as a judge of kind `offline`.
 """
@@ -13,9 +14,16 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
+from failatlas.bench_core.scoring.monitor import test_infrastructure_findings
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
 from failatlas.core.errors import InfrastructureError
 
@@ -110,86 +118,188 @@ def hidden_test_paths(task: TaskSpec) -> list[Path]:
 
     paths: list[Path] = []
     for entry in task.implementation.hidden_tests:
-        path = task_path(task, entry)
-        paths.extend(sorted(path.glob("test*.py")) if path.is_dir() else [path])
+        path = task_path(task, entry, field="implementation.hidden_tests")
+        if path.is_dir():  # each file found in the folder obeys the same rule (a link in it may lead out)
+            paths.extend(task_path(task, str(p), field="implementation.hidden_tests")
+                         for p in sorted(path.glob("test*.py")))
+        else:
+            paths.append(path)
     return paths
 
 
-# Runs one hidden test file inside the validator's sandbox and prints a JSON summary. With pytest in the sandbox
-# (the image has it) the file runs under pytest, parametrised tests and `pytest.raises` included; without it,
-# importing the file runs script-style checks and every top-level `test_*` function is called.
+# The hidden-test runner. It runs in a fresh sandbox that holds the prepared repository with the agent's diff applied
+# and nothing else of the agent's: no process, no file outside the working copy. The runner, its pytest.ini and
+# the tests are mounted read-only outside the working copy (`JUDGE_MOUNT`). `python3 -I` puts neither the working
+# copy nor PYTHONPATH on sys.path and skips the user's site-packages, so a pytest.py, sitecustomize.py,
+# usercustomize.py or .pth file of the repository is never imported; `-c` with our own ini file, `--noconftest`
+# and PYTEST_DISABLE_PLUGIN_AUTOLOAD keep the repository's pytest.ini/setup.cfg/tox.ini/pyproject.toml, conftest.py
+# files and plugins out. The working copy goes on sys.path only once pytest and its plugins are imported, at the
+# start of the session. The result goes to a copy of stdout taken before any of that (pytest's own output goes to
+# stderr) and carries a nonce that the harness wrote to a file the runner deletes before any code of the agent can
+# run: a line without it is a forgery. Code under test still runs in this process, so it could find the nonce in
+# memory or patch pytest; docs/sandbox.md names that residual risk.
 HIDDEN_RUNNER = """
-import json, os, runpy, sys, traceback
-sys.path.insert(0, os.getcwd())
-passed, failed = 0, []
-try:
-    import pytest
-except ImportError:
-    pytest = None
-if pytest is not None:
-    class Collect:
-        def pytest_runtest_logreport(self, report):
-            global passed
-            if report.when == "call" and report.passed:
-                passed += 1
-            elif report.failed:
-                last = (report.longreprtext or "").strip().splitlines()[-1:] or [""]
-                failed.append(report.nodeid.split("::", 1)[-1] + ": " + last[0][:200])
-        def pytest_collectreport(self, report):
-            if report.failed:
-                failed.append("collection: " + (report.longreprtext or "").strip()[-200:])
-    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", os.getcwd(), sys.argv[1]], plugins=[Collect()])
-else:
+import json, os, runpy, sys
+
+
+def main(judge, nonce_file, test):
+    with open(nonce_file) as handle:
+        nonce = handle.read().strip()
+    os.unlink(nonce_file)
+    workspace = os.getcwd()
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    passed, failed = [], []
     try:
-        ns = runpy.run_path(sys.argv[1], run_name="hidden_test")
-    except BaseException as exc:
-        traceback.print_exc()
-        failed.append(f"import: {type(exc).__name__}: {exc}")
-        ns = {}
-    for name, fn in sorted(ns.items()):
-        if name.startswith("test_") and callable(fn):
-            try:
-                fn()
-                passed += 1
-            except BaseException as exc:
-                failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
-print("FAILATLAS_HIDDEN " + json.dumps({"passed": passed, "failed": failed}))
-sys.exit(1 if failed or not passed else 0)
+        import pytest
+    except ImportError:
+        pytest = None
+    if pytest is not None:
+        class Collect:
+            def pytest_sessionstart(self, session):
+                sys.path.insert(0, workspace)
+
+            def pytest_runtest_logreport(self, report):
+                if report.when == "call" and report.passed:
+                    passed.append(report.nodeid)
+                elif report.failed:
+                    last = (report.longreprtext or "").strip().splitlines()[-1:] or [""]
+                    failed.append(report.nodeid.split("::", 1)[-1] + ": " + last[0][:200])
+
+            def pytest_collectreport(self, report):
+                if report.failed:
+                    failed.append("collection: " + (report.longreprtext or "").strip()[-200:])
+
+        code = pytest.main(["-q", "-c", os.path.join(judge, "pytest.ini"), "--rootdir", judge, "--noconftest",
+                            "-p", "no:cacheprovider", test], plugins=[Collect()])
+        if int(code) not in (0, 1) and not failed:
+            failed.append(f"pytest ended with exit code {int(code)}")
+    else:
+        sys.path.insert(0, workspace)
+        try:
+            ns = runpy.run_path(test, run_name="hidden_test")
+        except BaseException as exc:
+            failed.append(f"import: {type(exc).__name__}: {exc}")
+            ns = {}
+        for name, fn in sorted(ns.items()):
+            if name.startswith("test_") and callable(fn):
+                try:
+                    fn()
+                    passed.append(name)
+                except BaseException as exc:
+                    failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+    summary = json.dumps({"passed": len(passed), "failed": failed})
+    result.write("FAILATLAS_HIDDEN " + nonce + " " + summary + "\\n")
+    result.flush()
+    os._exit(1 if failed or not passed else 0)
+
+
+main(*sys.argv[1:4])
 """
+MARKER = "FAILATLAS_HIDDEN"
+JUDGE_MOUNT = "/failatlas-judge"
+# the variables pytest reads for options and plugins, set for the runner (the container's own are the image's)
+RUNNER_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTEST_PLUGINS": ""}
+
+StartSandbox = Callable[[dict[str, str]], Any]
 
 
-def judge_hidden_tests(task: TaskSpec, sandbox, workdir: str) -> Verdict:
-    """Run the hidden tests inside the validator's clean sandbox (never the agent's)."""
+def _stage_judge(paths: list[Path], judge: Path) -> list[str]:
+    """Write the runner, its ini file and one folder per test file under `judge`, readable by everyone; returns
+    each test's path relative to `judge`."""
+    (judge / "tests").mkdir(parents=True)
+    (judge / "runner.py").write_text(HIDDEN_RUNNER)
+    (judge / "pytest.ini").write_text("[pytest]\n")
+    relative = []
+    for index, path in enumerate(paths):
+        folder = judge / "tests" / str(index)
+        folder.mkdir()
+        shutil.copyfile(path, folder / path.name)
+        relative.append(f"tests/{index}/{path.name}")
+    for item in [judge, *judge.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o644)
+    return relative
+
+
+def _read_result(result, nonce: str, name: str) -> tuple[dict | None, list[str]]:
+    """The runner's summary (None when it did not report) and the problems its output shows."""
+    own = f"{MARKER} {nonce} "
+    stdout = (result.stdout or "").splitlines()
+    mine = [line[len(own):] for line in stdout if line.startswith(own)]
+    forged = list(dict.fromkeys(line.strip() for line in stdout + (result.stderr or "").splitlines()
+                                if MARKER in line and not line.startswith(own)))
+    problems = [f"a result line not written by the runner was printed (forged): {line[:200]}" for line in forged[:3]]
+    if len(mine) > 1:
+        problems.append(f"the runner's result line was printed {len(mine)} times (forged)")
+        return None, problems
+    if not mine:
+        tail = [ln for ln in ((result.stderr or "") + "\n" + (result.stdout or "")).splitlines() if ln.strip()]
+        problems.append(f"hidden tests in {name} did not run to the end: {tail[-1][:300] if tail else ''}")
+        return None, problems
+    try:
+        summary = json.loads(mine[0])
+    except json.JSONDecodeError:
+        summary = None
+    if not (isinstance(summary, dict) and isinstance(summary.get("passed"), int)
+            and isinstance(summary.get("failed"), list)):
+        problems.append(f"hidden tests in {name} reported an unreadable result")
+        return None, problems
+    return summary, problems
+
+
+def judge_hidden_tests(task: TaskSpec, start_sandbox: StartSandbox | None) -> Verdict:
+    """Run the hidden tests in a fresh sandbox from `start_sandbox(read_only_inputs)`, which holds the prepared
+    repository with the agent's diff applied (None: the diff did not apply). Raises InfrastructureError
+    (SandboxError) when the sandbox cannot start."""
     paths = hidden_test_paths(task)
     if not paths:
         return Verdict("implementation", "hidden-tests", status="not_run", reason="the task has no hidden tests")
-    if sandbox is None:
+    if start_sandbox is None:
         return Verdict("implementation", "hidden-tests", score=0.0, passed=False,
                        error_analysis="The agent's changes could not be applied, so no hidden test could run.")
     failures: list[str] = []
     passed = total = 0
-    # Inside the validator's own working copy (Docker's archive API cannot write into a tmpfs /tmp).
-    folder = f"{workdir}/.failatlas_hidden"
-    sandbox.exec(f"mkdir -p {folder}", timeout=30)
-    sandbox.write_file(f"{folder}/_run.py", HIDDEN_RUNNER.encode())
-    for path in paths:
-        target = f"{folder}/{path.name}"
-        sandbox.write_file(target, path.read_bytes())
-        result = sandbox.exec(f"python3 {folder}/_run.py {target}", timeout=task.run.timeout_s, cwd=workdir)
-        summary = next((json.loads(line.split(" ", 1)[1]) for line in (result.stdout or "").splitlines()
-                        if line.startswith("FAILATLAS_HIDDEN ")), None)
-        if summary is None:  # killed, timed out or crashed before reporting
-            total += 1
-            tail = [ln for ln in ((result.stderr or "") + (result.stdout or "")).splitlines() if ln.strip()]
-            failures.append(f"hidden tests in {path.name} did not run to the end: {tail[-1][:300] if tail else ''}")
-            continue
-        passed += summary["passed"]
-        total += summary["passed"] + len(summary["failed"])
-        failures += [f"hidden test {f}" for f in summary["failed"]]
+    with tempfile.TemporaryDirectory(prefix="failatlas-judge-") as tmp:
+        judge = Path(tmp) / "judge"
+        tests = _stage_judge(paths, judge)
+        with start_sandbox({str(judge): JUDGE_MOUNT}) as sandbox:
+            workdir = getattr(sandbox, "workdir", None) or "/workspace"
+            for path, test in zip(paths, tests, strict=True):
+                nonce, nonce_file = secrets.token_hex(16), f".failatlas-nonce-{secrets.token_hex(6)}"
+                sandbox.write_file(f"{workdir}/{nonce_file}", nonce.encode())
+                # the local kind maps sandbox paths under $FAILATLAS_SANDBOX_ROOT; Docker mounts them as they are
+                command = (f'J="${{FAILATLAS_SANDBOX_ROOT:-}}{JUDGE_MOUNT}"; '
+                           f'exec python3 -I -B "$J/runner.py" "$J" {nonce_file} "$J"/{shlex.quote(test)}')
+                result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir, env=RUNNER_ENV)
+                summary, problems = _read_result(result, nonce, path.name)
+                failures += problems
+                if summary is None:
+                    total += 1
+                    continue
+                passed += summary["passed"]
+                total += summary["passed"] + len(summary["failed"])
+                failures += [f"hidden test {f}" for f in summary["failed"]]
+                total += len(problems)
     score = passed / total if total else 0.0
     return Verdict("implementation", "hidden-tests", score=score, passed=total > 0 and not failures,
                    verdict={"passed": passed, "total": total, "failures": failures},
                    error_analysis="; ".join(failures))
+
+
+def distrust_tampering(verdict: Verdict, outputs: dict) -> Verdict:
+    """A passing hidden-tests verdict does not stand when the agent's diff reaches into the test runner's process
+    (its result marker, frames or objects: `monitor.RUNNER_TAMPERING`) or plants a pytest hook or plugin: the code
+    under test runs in the runner's process, so such a diff can forge the result from inside (docs/sandbox.md).
+    The counts the runner reported are kept in the verdict; it fails, saying why."""
+    if verdict.status != "ok" or not verdict.passed:
+        return verdict
+    reasons = [f.evidence for f in test_infrastructure_findings(outputs) if f.severity == "fail"]
+    if not reasons:
+        return verdict
+    why = "hidden-test results not trusted: " + "; ".join(reasons[:3])
+    return Verdict("implementation", "hidden-tests", score=0.0, passed=False,
+                   verdict={**(verdict.verdict or {}), "reported_score": verdict.score, "not_trusted": reasons},
+                   error_analysis=why)
 
 
 class _OfflineJudge:
@@ -223,7 +333,7 @@ class ConclusionReferenceJudge(_OfflineJudge):
 
 @JUDGES.register("hidden-tests")
 class HiddenTestsJudge(_OfflineJudge):
-    """Runs only where the validator re-ran the run, in its clean sandbox."""
+    """Runs only where scoring prepared the clean tree, in a fresh sandbox of its own."""
 
     name = "hidden-tests"
     needs_sandbox = True
@@ -232,7 +342,8 @@ class HiddenTestsJudge(_OfflineJudge):
         if not inp.validated:
             return []
         try:
-            return [judge_hidden_tests(inp.task, inp.sandbox, inp.workdir)]
+            verdict = judge_hidden_tests(inp.task, inp.start_sandbox)
         except (OSError, LookupError, InfrastructureError) as exc:
             return [Verdict("implementation", "hidden-tests", status="judge_failed",
                             reason=f"hidden tests could not run: {exc}")]
+        return [distrust_tampering(verdict, inp.outputs)]

@@ -1,7 +1,8 @@
 """The execution validator: re-execute a run in a clean sandbox and accept only results that re-run produced.
 
 Never the agent's own sandbox: start from a freshly prepared masked repository, apply the agent's diff, delete any
-results file the diff carried, run the task's command (or the agent's run script) under a deadline, then compare
+results file the diff carried, run the task's command (or the agent's run script) under a deadline in a sandbox of
+its own (closed after the run; the hidden tests get another), then compare
 each expected metric with numpy.isclose semantics (per-metric rtol and atol), or the task's success criterion.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from failatlas.bench_core.agents.base import RUN_SCRIPT
 from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.paths import remove_inside
 
 OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
             "fabricated_result")
@@ -141,36 +143,45 @@ def disagreements(task: TaskSpec, claimed: dict, observed: dict) -> list[str]:
     return out
 
 
-def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: str, spec_fields: dict,
-             repo: Path | None = None) -> tuple[Validation, object]:
-    """Re-execute the run described by `outputs`; returns the validation and the still-open clean sandbox.
-
-    The caller closes the sandbox (the hidden-test judge reuses it).
-    """
+def patched_workspace(task: TaskSpec, diff: str, *, scratch: Path, repo: Path | None = None
+                      ) -> tuple[Path, str | None]:
+    """Prepare the masked repository afresh in `scratch` and apply the agent's diff to it: the clean tree that the
+    validator and the hidden tests start from. Returns the tree and git apply's error (None when it applied)."""
     from failatlas.bench_core.prepare import prepare_workspace
-    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     if scratch.exists():
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     workspace = Path(prepare_workspace(task, scratch / "workspace", repo=repo).path)
+    return workspace, apply_diff(workspace, diff)
+
+
+def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str | None, sandbox_backend: str,
+             spec_fields: dict) -> Validation:
+    """Re-execute the run described by `outputs` in a fresh sandbox started from `workspace` (the clean tree of
+    `patched_workspace`, whose git apply error is `patch_error`), closed before this returns. Deletes the results
+    file from `workspace`; raises InputError when the task's results file is not a path inside the repository."""
+    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+
+    if patch_error is not None:
+        return Validation("patch_failed", detail=f"git apply failed: {patch_error}")
     own_modules = _own_modules(workspace) | {Path(f).with_suffix("").parts[0] for f in task.masking.files}
-    error = apply_diff(workspace, outputs.get("diff") or "")
-    if error is not None:
-        return Validation("patch_failed", detail=f"git apply failed: {error}"), None
     results_in_diff = False
-    if task.run.results_file:
+    if task.run.results_file:  # a results file the diff carried is not a result of the re-run
         results_in_diff = task.run.results_file in (outputs.get("changed_files") or [])
-        stale = workspace / task.run.results_file
-        if stale.exists():
-            stale.unlink()
+        remove_inside(workspace, task.run.results_file, field="run.results_file")
     if task.run.command:
         command = task.run.command
     elif outputs.get("run_script"):
         command = f"bash {RUN_SCRIPT}"
     else:
-        return Validation("not_run", detail="the task has no run command and the agent left no run script"), None
-    sandbox = create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace)
+        return Validation("not_run", detail="the task has no run command and the agent left no run script")
+    with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
+        return _rerun(task, outputs, sandbox, command, own_modules=own_modules, results_in_diff=results_in_diff)
+
+
+def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
+           results_in_diff: bool) -> Validation:
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
     result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir)
     v = Validation("passed", command=command, exit_code=result.returncode, duration_s=result.duration_s,
@@ -179,20 +190,23 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
     if not result.success:
         v.outcome = classify_failure(result, results_in_diff, own_modules=own_modules)
         v.detail = f"the re-run exited with {result.returncode}"
-        return v, sandbox
+        return v
     if not task.run.results_file:
         v.detail = "the re-run succeeded; the task declares no results to compare"
-        return v, sandbox
+        return v
     try:
         raw = sandbox.read_file(f"{workdir}/{task.run.results_file}")
         results = json.loads(raw)
     except (FileNotFoundError, LookupError):
         v.outcome = "fabricated_result" if results_in_diff else "runtime_error"
         v.detail = f"the re-run exited 0 but did not write {task.run.results_file}"
-        return v, sandbox
+        return v
+    except PermissionError as exc:  # SandboxPathError: a folder, FIFO or link where the results file belongs
+        v.outcome, v.detail = "runtime_error", f"{task.run.results_file} is not a readable file: {exc}"
+        return v
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         v.outcome, v.detail = "runtime_error", f"{task.run.results_file} is not valid JSON: {exc}"
-        return v, sandbox
+        return v
     results = results if isinstance(results, dict) else {}
     claimed = claimed_results(outputs.get("diff") or "", task.run.results_file) if results_in_diff else None
     lies = disagreements(task, claimed, results) if claimed else []
@@ -204,4 +218,4 @@ def validate(task: TaskSpec, outputs: dict, *, scratch: Path, sandbox_backend: s
         v.outcome = "wrong_value"
         wrong = [k for k, d in v.metrics.items() if not d["ok"]]
         v.detail = "metrics off their expected values: " + ", ".join(wrong)
-    return v, sandbox
+    return v
