@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 from failatlas.core.cli import db_path
-from failatlas.core.errors import MissingDependencyError, StoreError
+from failatlas.core.errors import ConfigError, MissingDependencyError, StoreError
 from failatlas.core.store import DB_ENV_VAR, resolve_db_path
+
+# Loopback: a sandbox, a container or another machine cannot reach the app (it shows tasks' ground truth).
+DEFAULT_ADDRESS = "127.0.0.1"
 
 
 def app_script() -> Path:
@@ -22,14 +25,18 @@ def app_script() -> Path:
     return Path(spec.origin).resolve()
 
 
-def command(*, port: int = 8501, headless: bool = True, address: str | None = None) -> list[str]:
-    """The `streamlit run app.py` command line."""
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(port),
-           "--server.headless", "true" if headless else "false", "--browser.gatherUsageStats", "false",
-           "--server.runOnSave", "false", "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"]
-    if address:
-        cmd += ["--server.address", address]
-    return cmd
+def command(*, port: int = 8501, headless: bool = True, address: str | None = DEFAULT_ADDRESS) -> list[str]:
+    """The `streamlit run app.py` command line; the server listens on `address` only (None: 127.0.0.1). Raises
+    ConfigError for an empty address."""
+    address = DEFAULT_ADDRESS if address is None else address
+    if not address.strip():
+        raise ConfigError("the app's --address is empty", hint=f"use {DEFAULT_ADDRESS}, or 0.0.0.0 for every network")
+    return [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(port),
+            "--server.address", address.strip(),
+            "--server.headless", "true" if headless else "false", "--browser.gatherUsageStats", "false",
+            "--server.runOnSave", "false", "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal",
+            # Streamlit takes the page modules beside main.py (appdata/pages/) for a multipage app's pages
+            "--client.showSidebarNavigation", "false"]
 
 
 def app_env(db: str | os.PathLike[str] | None = None) -> dict[str, str]:
@@ -39,9 +46,10 @@ def app_env(db: str | os.PathLike[str] | None = None) -> dict[str, str]:
 
 
 def launch(*, port: int = 8501, headless: bool = True, db: str | os.PathLike[str] | None = None,
-           address: str | None = None) -> int:
-    """Run the explorer in the foreground until interrupted; it opens the store read-only. A missing store is
-    not an error: the app says what to run to create one. Returns Streamlit's exit code."""
+           address: str | None = DEFAULT_ADDRESS) -> int:
+    """Run the explorer in the foreground until interrupted; it opens the store read-only and listens on
+    `address` (this machine only by default: its pages show tasks' ground truth). A missing store is not an
+    error: the app says what to run to create one. Returns Streamlit's exit code."""
     if importlib.util.find_spec("streamlit") is None:
         raise MissingDependencyError("streamlit", "app")
     return subprocess.run(command(port=port, headless=headless, address=address), env=app_env(db),

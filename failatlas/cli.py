@@ -70,11 +70,15 @@ def run_app(
     port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501,
     headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = True,
     db: Annotated[str | None, typer.Option("--db", help="DuckDB store file (also accepted before `app`).")] = None,
+    address: Annotated[str, typer.Option(
+        help="Address to listen on. The default, 127.0.0.1, serves this machine only; 0.0.0.0 serves every "
+             "network this machine is on (the app shows tasks' ground truth: put it behind a proxy with "
+             "authentication).")] = "127.0.0.1",
 ) -> None:
     """Open the Streamlit explorer over the store (read-only)."""
     from failatlas.app_launcher import launch
 
-    launch(port=port, headless=headless, db=db)
+    launch(port=port, headless=headless, db=db, address=address)
 
 
 @app.command()

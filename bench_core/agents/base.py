@@ -80,11 +80,11 @@ class AgentContext:
     def note(self, text: str) -> None:
         self.record(StepEvent(kind="note", content=text))
 
-    def sh(self, command: str, *, timeout: float | None = None):
-        """Run a shell command in the working directory, traced, bounded by the budget."""
+    def sh(self, command: str, *, timeout: float | None = None, env: dict[str, str] | None = None):
+        """Run a shell command in the working directory, traced, bounded by the budget; `env` adds variables."""
         limit = min(timeout or self.budget.command_timeout_s, max(self.seconds_left(), 1.0))
         self.record(StepEvent(kind="tool_call", tool="bash", arguments={"command": command}))
-        result = self.sandbox.exec(command, timeout=limit, cwd=self.workdir)
+        result = self.sandbox.exec(command, timeout=limit, cwd=self.workdir, env=env)
         self.record(StepEvent(kind="tool_result", tool="bash",
                               content=f"exit={result.returncode}\n{result.stdout[-2000:]}{result.stderr[-2000:]}"))
         return result

@@ -13,7 +13,7 @@ import os
 import streamlit as st
 
 from failatlas.appdata.pages import PAGES
-from failatlas.appdata.pages.common import Context, param
+from failatlas.appdata.pages.common import Context, code, md, param
 from failatlas.core.errors import FailAtlasError, StoreLockedError
 from failatlas.core.store import Store
 
@@ -40,16 +40,16 @@ def main() -> None:
         wanted = param("taxonomy")
         ctx.taxonomy_id = st.sidebar.selectbox("Taxonomy", ids, index=ids.index(wanted) if wanted in ids else 0,
                                                format_func=labels.get, key=f"taxonomy_{wanted}")
-    st.sidebar.caption(f"Store: `{path}` (read-only)")
+    st.sidebar.caption(f"Store: {code(path)} (read-only)")
     if st.sidebar.button("Reload data", key="reload"):
         st.cache_data.clear()
 
     try:
         PAGES[page][1](ctx)
     except StoreLockedError as exc:
-        st.warning(f"The store is busy: {exc.one_line()}. Reload the page in a moment.")
+        st.warning(f"The store is busy: {md(exc.one_line())}. Reload the page in a moment.")
     except FailAtlasError as exc:
-        st.error(exc.one_line())
+        st.error(md(exc.one_line()))
 
 
 if __name__ == "__main__":  # `streamlit run` runs this file as __main__

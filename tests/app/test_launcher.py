@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from failatlas.app_launcher import app_env, app_script, command
+from failatlas.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,6 +22,16 @@ def test_command_runs_this_checkouts_app_headless() -> None:
     assert cmd[cmd.index("--server.headless") + 1] == "true"
 
 
+def test_the_app_listens_on_loopback_unless_told_otherwise() -> None:
+    for cmd in (command(), command(address=None)):
+        assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    cmd = command(address="0.0.0.0")  # noqa: S104 - asked for explicitly
+    assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0"  # noqa: S104
+    assert cmd[cmd.index("--client.showSidebarNavigation") + 1] == "false"
+    with pytest.raises(ConfigError):
+        command(address=" ")
+
+
 def test_env_names_the_store_by_absolute_path(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)
     assert app_env("rel.duckdb")["FAILATLAS_DB"] == str(tmp_path / "rel.duckdb")
@@ -27,4 +40,4 @@ def test_env_names_the_store_by_absolute_path(tmp_path: Path, monkeypatch) -> No
 def test_app_command_has_help() -> None:
     out = subprocess.run([sys.executable, "-m", "failatlas", "app", "--help"], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
-    assert "Streamlit" in out and "--port" in out
+    assert "Streamlit" in out and "--port" in out and "--address" in out and "127.0.0.1" in out

@@ -3,6 +3,7 @@ parameters, formatting, and the "what to run next" notice for empty or partial s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,31 @@ class Context:
 
     def q(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return q(self.path, name, *args, **kwargs)
+
+
+# The ASCII punctuation that can start a Markdown, GFM or Streamlit construct (images, links, HTML, autolinks,
+# lists, colours, math; Streamlit rewrites `:material/` before parsing, hence `/`): CommonMark renders each
+# backslash-escaped one as itself. The rest (, ; ? ' " %) stay.
+_MARKUP = re.compile(r"""([!#$&()*+\-./:<=>@\[\\\]^_`{|}~])""")
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=\bwww)(?=\.)|(?=@)", re.IGNORECASE)
+
+
+def md(text: object) -> str:
+    """`text` (from the store, a task, an LLM, the URL) as Markdown that renders as the text: no image, link,
+    HTML, heading or list. Line breaks are kept. Use it for every value put into st.markdown, st.caption,
+    st.info/warning/error, headers and widget labels (Streamlit renders Markdown in labels too); show long texts
+    with st.text. GFM turns URLs and e-mail addresses in the parsed text into links, escaped or not, so an
+    invisible word joiner (U+2060) is put into `://`, `www.` and before `@`."""
+    text = _AUTOLINK.sub("\u2060", str(text))
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "  \n".join(_MARKUP.sub(r"\\\1", line) for line in lines)
+
+
+def code(text: object) -> str:
+    """`text` as one Markdown code span: shown verbatim in monospace, whatever backticks it holds."""
+    flat = " ".join(str(text).split()) or "–"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    return f"{fence} {flat} {fence}" if "`" in flat else f"{fence}{flat}{fence}"
 
 
 def param(name: str) -> str | None:

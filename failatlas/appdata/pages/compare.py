@@ -6,7 +6,7 @@ import altair as alt
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, show_next_steps, with_intervals
+from failatlas.appdata.pages.common import Context, md, show_next_steps, with_intervals
 from failatlas.core.errors import InputError
 
 UNITS = {"share of insights": "insights", "share of runs": "runs"}
@@ -28,13 +28,13 @@ def render(ctx: Context) -> None:
     try:
         frame = ctx.q("compare_frame", ctx.taxonomy_id, by=by, left=left, right=right, unit=unit)
     except InputError as exc:
-        st.warning(exc.one_line())
+        st.warning(md(exc.one_line()))
         return
     frame = with_intervals(with_intervals(frame, "left_"), "right_")
     bars = st.column_config.ProgressColumn
     for phase in dict.fromkeys(frame["phase"].to_list()):
         part = frame.filter(pl.col("phase") == phase)
-        st.subheader(phase.capitalize())
+        st.subheader(md(phase.capitalize()))
         st.dataframe(
             part.select("category", "failure_type", "left_share", "left_count", "left_95% CI (%)", "right_share",
                         "right_count", "right_95% CI (%)", "difference"),

@@ -10,7 +10,7 @@ import polars as pl
 import streamlit as st
 
 from failatlas.appdata import queries
-from failatlas.appdata.pages.common import Context, go, paginate, param, show_next_steps
+from failatlas.appdata.pages.common import Context, code, go, md, paginate, param, show_next_steps
 
 PAGE_SIZE = 50
 MAX_RUN_BUTTONS = 20
@@ -32,7 +32,7 @@ def _entry_points(ctx: Context) -> None:
     st.dataframe(matches.select("phase", "failure_type", "category", "n_insights", "hits", "definition",
                                 "failure_type_id"), hide_index=True, width="stretch")
     for r in matches.head(5).iter_rows(named=True):
-        if st.button(f"Open {r['phase']} · {r['failure_type']}", key=f"entry_open_{r['failure_type_id']}"):
+        if st.button(f"Open {md(r['phase'])} · {md(r['failure_type'])}", key=f"entry_open_{r['failure_type_id']}"):
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"], entry=entry)
 
 
@@ -44,7 +44,7 @@ def _search(ctx: Context) -> None:
     _, total = ctx.q("search_insights", text.strip(), ctx.taxonomy_id, limit=1)
     limit, offset = paginate(total, "drill_search_page", PAGE_SIZE)
     hits, total = ctx.q("search_insights", text.strip(), ctx.taxonomy_id, limit=limit, offset=offset)
-    st.caption(f"{total:,} insight(s) contain “{text.strip()}”.")
+    st.caption(f"{total:,} insight(s) contain “{md(text.strip())}”.")
     if hits.height == 0:
         return
     st.dataframe(hits, hide_index=True, width="stretch")
@@ -69,8 +69,9 @@ def _type_and_insights(ctx: Context) -> None:
     row = types.filter(pl.col("failure_type_id") == chosen)
     if row.height:
         r = row.row(0, named=True)
-        st.markdown(f"**{r['failure_type']}** · category *{r['category']}* · {r['n_insights']:,} insights at build "
-                    f"time\n\n{r['definition']}")
+        st.markdown(f"**{md(r['failure_type'])}** · category *{md(r['category'])}* · {r['n_insights']:,} insights "
+                    f"at build time")
+        st.text(r["definition"])
     current = param("insight")
     if current and param("failure_type") is None:
         # An insight opened from the search or a link without its type (e.g. not in this taxonomy).
@@ -94,9 +95,10 @@ def _type_and_insights(ctx: Context) -> None:
 def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
     info = ctx.q("insight_text", insight_id)
     if info is None:
-        st.warning(f"No insight `{insight_id}` in the store.")
+        st.warning(f"No insight {code(insight_id)} in the store.")
         return
-    st.markdown(f"> {info['text']}\n\n`{insight_id}` · phase {info['phase']} · stated {info['n_occurrences']}×")
+    st.text(info["text"])
+    st.markdown(f"{code(insight_id)} · phase {md(info['phase'])} · stated {info['n_occurrences']}×")
     sources = ctx.q("insight_sources", insight_id)
     st.dataframe(sources, hide_index=True, width="stretch")
     runs = [r for r in dict.fromkeys(sources.filter(pl.col("run_stored"))["run_id"].to_list()) if r]
@@ -105,7 +107,7 @@ def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
         return
     cols = st.columns(min(len(runs), 4))
     for k, run_id in enumerate(runs[:MAX_RUN_BUTTONS]):
-        if cols[k % len(cols)].button(f"Open run {run_id}", key=f"open_run_{run_id}"):
+        if cols[k % len(cols)].button(f"Open run {md(run_id)}", key=f"open_run_{run_id}"):
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=failure_type, insight=insight_id, run=run_id)
 
 
@@ -119,24 +121,26 @@ def _code(text: str | None, language: str | None = None) -> None:
 def render_run(ctx: Context, run_id: str) -> None:
     """Everything about one run, in tabs."""
     detail = ctx.q("run_detail", run_id)
-    st.subheader(f"Run `{run_id}`")
+    st.subheader(f"Run {code(run_id)}")
     if detail is None:
-        st.warning(f"No run `{run_id}` in the store.")
+        st.warning(f"No run {code(run_id)} in the store.")
         return
     run = detail["run"]
-    model = f" ({run['model']})" if run["model"] else ""
-    st.markdown(f"**{run['agent']}**{model} · task `{run['task_id']}` · {run['benchmark']} · attempt "
-                f"{run['attempt']} · status **{run['status']}** · {run['duration_s']:.1f} s · "
+    model = f" ({md(run['model'])})" if run["model"] else ""
+    st.markdown(f"**{md(run['agent'])}**{model} · task {code(run['task_id'])} · {md(run['benchmark'])} · attempt "
+                f"{run['attempt']} · status **{md(run['status'])}** · {run['duration_s']:.1f} s · "
                 f"\\${run['cost_usd']:.4f} · {run['tokens']:,} tokens"
-                + (f" · fault injected: `{run['fault_injected']}`" if run.get("fault_injected") else ""))
+                + (f" · fault injected: {code(run['fault_injected'])}" if run.get("fault_injected") else ""))
     tabs = st.tabs(["Task", "Steps", "Judges", "Diff", "Validator", "Monitor", "Outputs"])
     with tabs[0]:
         task = detail["task"]
         if task is None:
-            st.info(f"Task `{run['task_id']}` is not in the catalog (`failatlas tasks import`).")
+            st.info(f"Task {code(run['task_id'])} is not in the catalog (`failatlas tasks import`).")
         else:
-            st.markdown(f"**Question.** {task['question']}")
-            st.markdown(f"**Method.** {task['method'] or '–'}")
+            st.markdown("**Question.**")
+            st.text(task["question"])
+            st.markdown("**Method.**")
+            st.text(task["method"] or "–")
             st.markdown("**Ground truth.**")
             st.json(task["ground_truth"], expanded=True)
     with tabs[1]:
@@ -145,7 +149,7 @@ def render_run(ctx: Context, run_id: str) -> None:
         st.dataframe(steps, hide_index=True, width="stretch")
         tool_calls = steps.filter(pl.col("kind") == "tool_call")
         for r in tool_calls.head(50).iter_rows(named=True):
-            with st.expander(f"#{r['seq']} {r['tool']}"):
+            with st.expander(f"\\#{r['seq']} {md(r['tool'])}"):
                 _code(r["arguments"] if isinstance(r["arguments"], str) else json.dumps(r["arguments"]), "json")
         st.markdown("**Sandbox commands**")
         st.dataframe(detail["commands"], hide_index=True, width="stretch")
@@ -156,11 +160,11 @@ def render_run(ctx: Context, run_id: str) -> None:
         for r in judgements.iter_rows(named=True):
             verdict = "passed" if r["passed"] else ("failed" if r["passed"] is not None else r["status"])
             score = "" if r["score"] is None else f" · score {r['score']:.2f}"
-            st.markdown(f"**{r['phase']}** · `{r['judge']}` · {verdict}{score}")
+            st.markdown(f"**{md(r['phase'])}** · {code(r['judge'])} · {md(verdict)}{score}")
             if r["error_analysis"]:
-                st.markdown(r["error_analysis"])
+                st.text(r["error_analysis"])
             if r["reason"]:
-                st.caption(r["reason"])
+                st.caption(md(r["reason"]))
     with tabs[3]:
         if detail["outputs"].get("diff_truncated"):
             st.warning("The stored diff was truncated.")
@@ -170,8 +174,10 @@ def render_run(ctx: Context, run_id: str) -> None:
         if v is None:
             st.info("The validator has not run on this run yet (`failatlas bench score`).")
         else:
-            st.markdown(f"Outcome **`{v['outcome']}`** · exit code {v['exit_code']} · "
-                        f"{(v['duration_s'] or 0):.1f} s" + (f"\n\n{v['detail']}" if v["detail"] else ""))
+            st.markdown(f"Outcome **{code(v['outcome'])}** · exit code {v['exit_code']} · "
+                        f"{(v['duration_s'] or 0):.1f} s")
+            if v["detail"]:
+                st.text(v["detail"])
             st.markdown("Command")
             _code(v["command"], "bash")
             st.markdown("stdout (tail)")
@@ -185,7 +191,7 @@ def render_run(ctx: Context, run_id: str) -> None:
         if findings.height == 0:
             st.caption("No monitor finding.")
         for r in findings.iter_rows(named=True):
-            st.markdown(f"**{r['severity']}** · `{r['rule']}` ({r['source']})")
+            st.markdown(f"**{md(r['severity'])}** · {code(r['rule'])} ({md(r['source'])})")
             _code(r["evidence"])
     with tabs[6]:
         outputs = {k: v for k, v in detail["outputs"].items() if k != "diff"}

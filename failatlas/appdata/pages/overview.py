@@ -7,7 +7,7 @@ import altair as alt
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, link, paginate, show_next_steps
+from failatlas.appdata.pages.common import Context, code, link, paginate, show_next_steps
 
 SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E")
 
@@ -29,7 +29,7 @@ def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
 def render(ctx: Context) -> None:
     st.header("Overview")
     counts = ctx.status.counts
-    st.caption(f"Store `{ctx.path}` · " + " · ".join(
+    st.caption(f"Store {code(ctx.path)} · " + " · ".join(
         f"{t}: {n:,}" for t, n in counts.items() if n >= 0))
     if not show_next_steps(ctx, ("runs",)):
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, go, link, show_next_steps, with_intervals
+from failatlas.appdata.pages.common import Context, code, go, link, md, show_next_steps, with_intervals
 from failatlas.core.errors import InputError
 
 UNITS = {"share of insights": "insights", "share of runs": "runs"}
@@ -52,7 +52,7 @@ def render(ctx: Context) -> None:
     try:
         frame = ctx.q("prevalence_frame", ctx.taxonomy_id, unit=unit, dimension=dimension, value=value)
     except InputError as exc:
-        st.warning(f"{exc.one_line()}")
+        st.warning(md(exc.one_line()))
         return
     if dimension == "paper":
         st.caption("Paper filter: counts and shares of insight occurrences, without intervals.")
@@ -61,8 +61,8 @@ def render(ctx: Context) -> None:
         _exports(ctx)
         return
     what = "insight occurrences of the phase" if unit == "insights" else "runs"
-    st.caption(f"Share of {what} per failure type, 95% bootstrap interval; taxonomy `{ctx.taxonomy_id}`"
-               + (f"; {dimension} = `{value}`" if dimension else "") + ".")
+    st.caption(f"Share of {what} per failure type, 95% bootstrap interval; taxonomy {code(ctx.taxonomy_id)}"
+               + (f"; {dimension} = {code(value)}" if dimension else "") + ".")
     frame = with_intervals(frame).with_columns(
         pl.struct("failure_type_id").map_elements(
             lambda r: link("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"]),
@@ -73,10 +73,10 @@ def render(ctx: Context) -> None:
         part = frame.filter(pl.col("phase") == phase)
         total = part["total"][0]
         n_types = part.filter(pl.col("failure_type_id") != "unassigned").height
-        st.subheader(f"{phase.capitalize()} · {n_types} type(s) · total {total:,}")
+        st.subheader(f"{md(phase.capitalize())} · {n_types} type(s) · total {total:,}")
         cats = categories.filter(pl.col("phase") == phase)
         if cats.height:
-            st.caption("Categories: " + "; ".join(f"**{r['category']}** ({r['n']} type{'s' if r['n'] > 1 else ''})"
+            st.caption("Categories: " + "; ".join(f"**{md(r['category'])}** ({r['n']} type{'s' if r['n'] > 1 else ''})"
                                                    for r in cats.iter_rows(named=True)))
         st.dataframe(
             part.select("category", "failure_type", "share", "count", "95% CI (%)", "failure_type_id", "drill"),
