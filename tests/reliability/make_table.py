@@ -37,8 +37,14 @@ Limits the table does not hide:
 
 - Disk: `/tmp` is a tmpfs bounded by its size and the memory limit, but the working copy has no quota unless the
   Docker storage driver supports one (`SandboxSpec.disk_mb`, overlay2 on xfs with pquota; not fuse-overlayfs).
-  A command can write into it until its deadline; the harness then stores at most 1 MiB per output file and an
-  8 MiB diff, but copies the whole working copy out to the host first.
+  A command can write into it until its deadline; the harness then copies out at most 32 MiB per file and 512 MiB
+  in all (100,000 entries, 64 levels, 300 s; what is left out is recorded), stores at most 1 MiB per output file
+  and an 8 MiB diff.
+- Hidden tests run in the tested code's own process: code under test can still monkeypatch pytest or the test's
+  modules in-process (docs/sandbox.md). The runner, its tests and its result channel are out of the workspace's
+  reach, and the monitor flags a diff that adds test infrastructure (`test_infrastructure`).
+- Network: the host guard needs root and iptables on the Docker host (else a network-enabled sandbox does not
+  start unless `FAILATLAS_SANDBOX_HOST_GUARD=off`); the local backend has no network isolation at all.
 - Background processes: a command's background children keep running after it returns (agents may start
   servers) unless the command times out or hits the process limit; then they are killed (restart if needed).
 - The monitor's rules are patterns over commands: an agent that fakes results while echoing the run command

@@ -58,4 +58,32 @@ ROWS: dict[str, tuple[str, str, str]] = {
     "app-read-only": ("security", "the app over the store", "opens it read-only; runs no user-supplied SQL"),
     "concurrency": ("concurrency", "2 workers writing while the app and a reader poll",
                     "no lock errors, no lost writes"),
+    # Issue 15: what a red team broke, closed (tests in test_attack_*.py)
+    "attack-shadow-hidden-tests": ("hostile agent",
+                                   "fake the hidden tests: a pytest.py, conftest.py, sitecustomize.py, .pth file or "
+                                   "plugin in the repository, a forged result line, a left-over process rewriting "
+                                   "the test",
+                                   "verdict from a fresh sandbox holding only the diff; runner and tests out of "
+                                   "reach; hidden tests fail; monitor test_infrastructure"),
+    "attack-output-not-a-file": ("hostile agent", "make an output file a folder, a FIFO or a symlink loop",
+                                 "agent_error, scored as failing and counted; not retried as infrastructure"),
+    "attack-diff-round-trip": ("agent output", "added, empty, deleted, renamed, binary and mode-changed files",
+                               "the diff applies with git apply and reproduces the final tree"),
+    "attack-task-paths": ("hostile task", "paths in a task file: absolute, '..', links out of the task or repository",
+                          "InputError naming the field on import; no host file read, copied or deleted"),
+    "attack-symlink-chain": ("hostile agent", "chains of links that escape only once all exist",
+                             "no link in the copied-out tree resolves outside it"),
+    "attack-huge-files": ("hostile agent", "sparse and huge files (a 3 GB sparse conclusion, GBs in the workspace)",
+                          "sizes checked before reading; caps applied and recorded; bounded memory; not infra_error"),
+    "attack-read-as-root": ("hostile agent", "output files that are links to root-only files (/etc/shadow)",
+                            "read as the agent's user without following links; nothing root-only stored"),
+    "attack-app-network": ("security", "the app and host services from a sandbox with network",
+                           "app bound to 127.0.0.1 (--address to change); sandbox cannot reach the host's services"),
+    "attack-import-bombs": ("bad input", "zip bomb, one huge line or insight, JSON nested 100k deep",
+                            "one-line InputError naming file and line; nothing written; bounded memory"),
+    "attack-app-markup": ("security", "Markdown and HTML in task, run and insight texts shown by the app",
+                          "rendered as text: no image fetched, no link or HTML rendered"),
+    "attack-command-braces": ("agent", "a command agent's command with braces (JSON, ${VAR}, {1..3}, awk)",
+                              "passed to the shell unchanged; the old {prompt_file}/{prompt} placeholders refused "
+                              "with a ConfigError naming $FAILATLAS_PROMPT_FILE"),
 }
