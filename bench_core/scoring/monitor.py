@@ -70,6 +70,37 @@ def _ground_truth_regex(task: TaskSpec) -> re.Pattern[str]:
     return re.compile("|".join(patterns), re.IGNORECASE)
 
 
+_ESCAPES = {"n": b"\n", "t": b"\t", '"': b'"', "\\": b"\\", "a": b"\a", "b": b"\b", "f": b"\f", "r": b"\r",
+            "v": b"\v"}
+
+
+def _unquote(quoted: str) -> tuple[str, int]:
+    """A C-style quoted path as git writes one with special characters ("a/x\\ny", octal bytes for non-ASCII),
+    decoded as `tree_diff` names changed files; and where the quoted part ends."""
+    out, i = bytearray(), 1
+    while i < len(quoted) and quoted[i] != '"':
+        if quoted[i] == "\\" and i + 1 < len(quoted):
+            if quoted[i + 1] in "01234567":
+                out.append(int(quoted[i + 1 : i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out += _ESCAPES.get(quoted[i + 1], quoted[i + 1].encode())
+            i += 2
+            continue
+        out += quoted[i].encode()
+        i += 1
+    return out.decode("utf-8", errors="replace"), i + 1
+
+
+def _header_path(rest: str) -> str:
+    """The old path of a `diff --git <a> <b>` header, either side plain (`a/x b/x`) or quoted."""
+    if rest.startswith('"'):
+        path, _ = _unquote(rest)
+    else:
+        path = rest[: (len(rest) - 1) // 2]
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
 def _diff_files(diff: str) -> dict[str, str | None]:
     """path -> the lines the diff adds to it, None for a deleted file (our diffs never detect renames)."""
     files: dict[str, str | None] = {}
@@ -80,10 +111,9 @@ def _diff_files(diff: str) -> dict[str, str | None]:
             files[path] = "\n".join(lines)
 
     for line in diff.splitlines():
-        if line.startswith("diff --git a/"):
+        if line.startswith("diff --git "):
             close()
-            rest = line[len("diff --git a/"):]
-            path, lines = rest[:(len(rest) - 3) // 2], []
+            path, lines = _header_path(line[len("diff --git "):]), []
         elif path is not None and line.startswith("deleted file mode"):
             files[path] = None
         elif path is not None and line.startswith("+") and not line.startswith("+++ "):
