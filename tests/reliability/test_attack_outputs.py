@@ -179,6 +179,9 @@ from failatlas.bench_core.runs.execute import RunConfig, execute_run
 from failatlas.bench_core.runs.model import RunRequest
 from failatlas.bench_core.suites import load_suite
 
+def own_peak_kb():  # VmHWM: this process's own peak (ru_maxrss starts at the parent's, kept across exec on Linux)
+    return int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
+
 # a harness that pulled the huge files into memory or onto disk would hit these limits and fail, not the machine
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
 args = json.loads(sys.argv[1])
@@ -188,7 +191,7 @@ started = time.monotonic()
 record = execute_run(request, task, RunConfig.model_validate(args["config"]))
 seconds = time.monotonic() - started
 print(json.dumps({"record": record.model_dump(mode="json"), "seconds": seconds,
-                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "maxrss_mb": own_peak_kb() / 1024,
                   "children_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
