@@ -90,10 +90,10 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, text.rstrip("\r\n")
 
 
-def nesting_line(text: str, depth: int = 100) -> int | None:
-    """The line where brackets (outside JSON strings) first nest deeper than `depth`; None if they never do."""
-    level, line, in_string, escaped = 0, 1, False, False
-    for ch in text:
+def outside_strings(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, character) of each character of `text` outside JSON strings, the quotes themselves left out."""
+    in_string = escaped = False
+    for i, ch in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -103,14 +103,20 @@ def nesting_line(text: str, depth: int = 100) -> int | None:
                 in_string = False
         elif ch == '"':
             in_string = True
-        elif ch in "[{":
+        else:
+            yield i, ch
+
+
+def nesting_line(text: str, depth: int = 100) -> int | None:
+    """The line where brackets (outside JSON strings) first nest deeper than `depth`; None if they never do."""
+    level = 0
+    for i, ch in outside_strings(text):
+        if ch in "[{":
             level += 1
             if level > depth:
-                return line
+                return text.count("\n", 0, i) + 1
         elif ch in "]}":
             level -= 1
-        if ch == "\n":
-            line += 1
     return None
 
 
@@ -264,5 +270,5 @@ class ImporterRegistry(Registry[Importer[R]]):
 
 
 __all__ = ["AUTO", "MAX_DOCUMENT_BYTES", "MAX_JSON_ELEMENTS", "MAX_LINE_BYTES", "Importer", "ImporterRegistry",
-           "Loaded", "NoOptions", "check_json_elements", "check_size", "iter_lines", "nesting_line", "parse_json",
-           "read_document", "too_deep"]
+           "Loaded", "NoOptions", "check_json_elements", "check_size", "iter_lines", "nesting_line",
+           "outside_strings", "parse_json", "read_document", "too_deep"]

@@ -10,7 +10,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from failatlas.core.errors import InputError
-from failatlas.core.importers import ImporterRegistry, check_json_elements, iter_lines, read_document, too_deep
+from failatlas.core.importers import (
+    ImporterRegistry,
+    check_json_elements,
+    iter_lines,
+    outside_strings,
+    read_document,
+    too_deep,
+)
 from failatlas.ingest.model import PHASES, RawInsight
 
 MAX_LISTED_PROBLEMS = 20
@@ -84,18 +91,8 @@ class Problems:
 def _trailing_commas(text: str) -> list[int]:
     """Offsets of commas outside strings that are followed only by whitespace and a closing bracket."""
     found: list[int] = []
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == ",":
+    for i, ch in outside_strings(text):
+        if ch == ",":
             j = i + 1
             while j < len(text) and text[j] in " \t\r\n":
                 j += 1
