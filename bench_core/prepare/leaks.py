@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from failatlas.bench_core.prepare.stubs import function_bodies
+from failatlas.bench_core.prepare.stubs import StubError, StubTarget, function_bodies, target_bodies
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import FailAtlasError, InputError
 
@@ -105,15 +105,26 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
             if file.suffix == ".py":
                 # A masked file's helpers may be copied elsewhere in the repository on purpose: warn only.
                 secrets.add_python(f"masked file {file.relative_to(reference)}", text, hard=False)
-    by_path: dict[str, list[str]] = {}
-    for ref in task.masking.functions:
-        by_path.setdefault(ref.path, []).append(ref.qualname)
-    for rel, qualnames in by_path.items():
+    for rel, targets in function_targets(task).items():
         source = (reference / rel).read_text(errors="replace")
-        secrets.add_python(f"masked function in {rel}", source, qualnames)
+        try:
+            bodies = target_bodies(source, targets, filename=rel)
+        except (SyntaxError, StubError):
+            continue
+        for label, body in bodies.items():
+            secrets.add(f"masked function in {rel}::{label}", body)
     if task.masking.overlay:
         _overlay_secrets(secrets, reference, task_path(task, task.masking.overlay, field="masking.overlay"))
     return secrets
+
+
+def function_targets(task: TaskSpec) -> dict[str, list[StubTarget]]:
+    """The task's masked functions as stub targets, by file (in the task's order)."""
+    by_path: dict[str, list[StubTarget]] = {}
+    for ref in task.masking.functions:
+        target = StubTarget(ref.qualname, ref.line_start, ref.line_end, ref.docstring)
+        by_path.setdefault(ref.path, []).append(target)
+    return by_path
 
 
 def _overlay_secrets(secrets: SecretSet, reference: Path, overlay: Path) -> None:

@@ -1,36 +1,110 @@
-"""AST-based function stubbing: keep signature, decorators and docstring; the body raises NotImplementedError.
+"""AST-based function stubbing: keep signature and decorators; the body raises NotImplementedError.
 
-Only the body's text is replaced: the rest of the file (comments, formatting, other code) stays byte for byte.
+A function is named by its qualname (`name`, `Class.name`), or located by its lines (AutoExperiment names methods
+without their class: `forward`, `__init__`), the name found there checked. The stub keeps the original docstring,
+or replaces it with the one given (AutoExperiment's generated description, which is the task). Only the body's
+text is replaced: the rest of the file (comments, formatting, other code) stays byte for byte.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import io
+import re
 import textwrap
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+Located = list[tuple[str, FunctionNode]]  # (qualname, definition)
+# CPython 3.11 keeps one AST-conversion depth counter per interpreter, so two threads building ASTs at once can fail
+# with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905): parses are serialised.
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse`, one thread at a time (see `_AST_LOCK`)."""
+    with _AST_LOCK:
+        return ast.parse(source, filename=filename)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # all but tab and newline
+_QUOTE_RUN = re.compile(r'"{3,}')
+_TRAILING_QUOTES = re.compile(r'"+$')
 
 
 class StubError(ValueError):
     """A function cannot be found or stubbed; callers turn this into an InputError naming task and path."""
 
 
+@dataclass(frozen=True)
+class StubTarget:
+    """One function to stub: every definition of `qualname`, or, with `line_start` (1-based: the `def` line or
+    its first decorator), the one definition at those lines, whose name must end with `qualname`. `docstring`
+    replaces the stub's docstring when given."""
+
+    qualname: str
+    line_start: int | None = None
+    line_end: int | None = None
+    docstring: str | None = None
+
+
+@dataclass(frozen=True)
+class Stubbed:
+    """A definition that was stubbed: its real qualname and, when other definitions share that qualname and were
+    left alone, its 1-based `occurrence` among them."""
+
+    qualname: str
+    occurrence: int | None = None
+
+    @property
+    def label(self) -> str:
+        return self.qualname if self.occurrence is None else f"{self.qualname}#{self.occurrence}"
+
+
+@dataclass
+class StubResult:
+    """The stubbed source, what was stubbed (in target order), and notes (a function found off its lines)."""
+
+    source: str
+    stubbed: list[Stubbed] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 def stub_message(qualname: str) -> str:
     return f"{qualname} is masked: implement it"
 
 
-def iter_functions(tree: ast.Module) -> Iterator[tuple[str, FunctionNode]]:
-    """(qualname, node) for every function reachable through classes and functions, outermost first."""
+def masked_entry(path: str, stubbed: Stubbed) -> str:
+    """`path::Class.method` (`#k` appended when only the k-th of same-named definitions is masked)."""
+    return f"{path}::{stubbed.label}"
 
-    def walk(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, FunctionNode]]:
-        for node in body:
+
+def parse_masked_entry(entry: str) -> tuple[str, str, int | None]:
+    """(path, qualname, occurrence) of a `masked_entry` string."""
+    path, label = entry.split("::", 1)
+    qualname, sep, occurrence = label.rpartition("#")
+    if sep and occurrence.isdigit():
+        return path, qualname, int(occurrence)
+    return path, label, None
+
+
+def iter_functions(tree: ast.Module) -> Iterator[tuple[str, FunctionNode]]:
+    """(qualname, node) for every function defined in the module, in classes, functions and blocks (`if`,
+    `try`, ...), outermost first."""
+
+    def walk(nodes: list[ast.AST], prefix: str) -> Iterator[tuple[str, FunctionNode]]:
+        for node in nodes:
             if isinstance(node, ast.ClassDef):
                 yield from walk(node.body, f"{prefix}{node.name}.")
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 yield f"{prefix}{node.name}", node
                 yield from walk(node.body, f"{prefix}{node.name}.<locals>.")
+            else:
+                blocks = ast.stmt | ast.excepthandler | ast.match_case
+                yield from walk([c for c in ast.iter_child_nodes(node) if isinstance(c, blocks)], prefix)
 
     yield from walk(tree.body, "")
 
@@ -38,6 +112,51 @@ def iter_functions(tree: ast.Module) -> Iterator[tuple[str, FunctionNode]]:
 def find_functions(tree: ast.Module, qualname: str) -> list[FunctionNode]:
     """Every definition of `qualname` (`name` or `Class.name`); a property's getter and setter both count."""
     return [node for name, node in iter_functions(tree) if name == qualname]
+
+
+def _first_line(node: FunctionNode) -> int:
+    return node.decorator_list[0].lineno if node.decorator_list else node.lineno
+
+
+def _names_match(found: str, wanted: str) -> bool:
+    return found == wanted or found.endswith(f".{wanted}")
+
+
+def locate(tree: ast.Module, target: StubTarget, filename: str = "<string>") -> tuple[Located, str | None]:
+    """The definitions `target` names, as (qualname, node), and a note when found away from its lines.
+
+    By qualname: every definition of it. By lines: the definition that starts at `line_start`, which must carry
+    the target's name; else the one definition of that name overlapping `line_start`..`line_end` (the lines
+    drifted: the note says where it was found). Raises StubError naming file, lines and names otherwise: never
+    another function.
+    """
+    functions = list(iter_functions(tree))
+    if target.line_start is None:
+        found = [(q, n) for q, n in functions if q == target.qualname]
+        if not found:
+            raise StubError(f"function {target.qualname!r} not found in {filename}")
+        return found, None
+    start, end = target.line_start, max(target.line_end or target.line_start, target.line_start)
+    where = f"{filename} line {start}" if end == start else f"{filename} lines {start}-{end}"
+    starting = [(q, n) for q, n in functions if start in (n.lineno, _first_line(n))]
+    if starting:
+        qualname, node = starting[-1]
+        if not _names_match(qualname, target.qualname):
+            raise StubError(f"{filename} line {start} defines {qualname!r}, not {target.qualname!r}: the lines "
+                            "given point at another function")
+        return [(qualname, node)], None
+    overlapping = [(q, n) for q, n in functions if _first_line(n) <= end and n.end_lineno >= start]
+    named = [(q, n) for q, n in overlapping if _names_match(q, target.qualname)]
+    if len(named) > 1:
+        raise StubError(f"{where}: {len(named)} functions named {target.qualname!r} "
+                        f"({', '.join(q for q, _ in named)}); give the line of the one to mask")
+    if not named:
+        there = f" (there: {', '.join(q for q, _ in overlapping)})" if overlapping else ""
+        raise StubError(f"{where}: no function named {target.qualname!r}{there}")
+    qualname, node = named[0]
+    note = (f"{qualname} in {filename} is at lines {_first_line(node)}-{node.end_lineno}, not {start}-{end} as "
+            "given: located by its name within those lines")
+    return named, note
 
 
 def _docstring_node(node: FunctionNode) -> ast.Expr | None:
@@ -50,7 +169,8 @@ class _Offsets:
     """Turns ast (line, UTF-8 byte column) positions into indexes of the str."""
 
     def __init__(self, source: str) -> None:
-        self.lines = source.splitlines(keepends=True)
+        # Python ends lines at \n, \r\n and \r only; str.splitlines also splits at form feeds and \u2028.
+        self.lines = io.StringIO(source, newline="").readlines()
         self.starts = [0]
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line))
@@ -70,59 +190,116 @@ def _body_span(node: FunctionNode, offsets: _Offsets) -> tuple[int, int, bool]:
     return offsets.index(first.lineno, first.col_offset), end, False
 
 
+def _body_text(source: str, node: FunctionNode, offsets: _Offsets) -> str:
+    """The dedented source of `node`'s body after its docstring."""
+    start, end, after_doc = _body_span(node, offsets)
+    text = source[start:end]
+    if not after_doc:
+        text = " " * node.body[0].col_offset + text
+    return textwrap.dedent(text.lstrip("\n;")).strip()
+
+
 def function_bodies(source: str) -> dict[str, str]:
     """qualname -> dedented source of its body after the docstring (same-named definitions joined)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     offsets = _Offsets(source)
     bodies: dict[str, str] = {}
     for qualname, node in iter_functions(tree):
-        start, end, after_doc = _body_span(node, offsets)
-        text = source[start:end]
-        if not after_doc:
-            text = " " * node.body[0].col_offset + text
-        body = textwrap.dedent(text.lstrip("\n;")).strip()
+        body = _body_text(source, node, offsets)
         bodies[qualname] = f"{bodies[qualname]}\n\n{body}" if qualname in bodies else body
     return bodies
 
 
-def stub_functions(source: str, qualnames: list[str], *, filename: str = "<string>") -> str:
-    """Return `source` with each function in `qualnames` stubbed; raise StubError if one is missing.
+def target_bodies(source: str, targets: list[StubTarget], *, filename: str = "<string>") -> dict[str, str]:
+    """Masked label (see `Stubbed.label`) -> body after the docstring, for each target (all definitions of a
+    qualname joined; a line-located target only its own). Raises SyntaxError, or StubError as `locate`."""
+    tree = parse_python(source, filename=filename)
+    offsets = _Offsets(source)
+    bodies: dict[str, str] = {}
+    for target in targets:
+        found, _ = locate(tree, target, filename)
+        label = _stubbed(tree, found).label
+        bodies[label] = "\n\n".join(_body_text(source, node, offsets) for _, node in found)
+    return bodies
 
-    The stub keeps decorators, the signature and the docstring; its body is `raise NotImplementedError(...)`.
-    The result is checked by compiling it.
-    """
+
+def docstring_literal(text: str, indent: str) -> str:
+    """`text` as a triple-quoted string literal for a body indented by `indent`: later lines indented,
+    backslashes, control characters and quotes that would end the string escaped, so any text compiles and
+    `inspect.cleandoc` of its value is `inspect.cleandoc(text)` (line breaks normalised to `\\n`)."""
+    escaped = text.replace("\r\n", "\n").replace("\r", "\n").strip().replace("\\", "\\\\")
+    escaped = _CONTROL.sub(lambda m: _escape_char(m.group()), escaped)
+    escaped = _TRAILING_QUOTES.sub(lambda m: '\\"' * len(m.group()), escaped)
+    escaped = _QUOTE_RUN.sub(lambda m: '\\"' * len(m.group()), escaped)
+    first, *rest = escaped.split("\n")
+    if not rest:
+        return f'"""{first}"""'
+    later = "\n".join(f"{indent}{line}" if line else "" for line in rest)
+    return f'"""{first}\n{later}\n{indent}"""'
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def stub_functions(source: str, qualnames: list[str], *, filename: str = "<string>") -> str:
+    """Return `source` with every definition of each of `qualnames` stubbed (decorators, signature and docstring
+    kept; the body raises NotImplementedError); StubError if one is missing or the result does not compile."""
+    return stub_targets(source, [StubTarget(q) for q in qualnames], filename=filename).source
+
+
+def stub_targets(source: str, targets: list[StubTarget], *, filename: str = "<string>") -> StubResult:
+    """Stub each target (see `locate`): its body becomes its docstring (the target's, else the original one)
+    followed by `raise NotImplementedError(...)`. Raises StubError when a target cannot be found, two masked
+    definitions nest, or the result does not compile."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse_python(source, filename=filename)
     except SyntaxError as exc:
         raise StubError(f"cannot parse {filename}: {exc.msg} (line {exc.lineno})") from exc
     offsets = _Offsets(source)
-    edits: list[tuple[int, int, str]] = []
-    for qualname in dict.fromkeys(qualnames):
-        nodes = find_functions(tree, qualname)
-        if not nodes:
-            raise StubError(f"function {qualname!r} not found in {filename}")
-        for node in nodes:
-            edits.append(_edit_for(node, qualname, source, offsets))
-    edits.sort()
-    for (_, end_a, _), (start_b, _, _) in zip(edits, edits[1:], strict=False):
+    result = StubResult(source)
+    edits: dict[int, tuple[int, int, str]] = {}
+    for target in targets:
+        found, note = locate(tree, target, filename)
+        if note:
+            result.notes.append(note)
+        stubbed = _stubbed(tree, found)
+        if stubbed not in result.stubbed:
+            result.stubbed.append(stubbed)
+        for qualname, node in found:
+            edits.setdefault(id(node), _edit_for(node, qualname, source, offsets, target.docstring))
+    ordered = sorted(edits.values())
+    for (_, end_a, _), (start_b, _, _) in zip(ordered, ordered[1:], strict=False):
         if start_b < end_a:
             raise StubError(f"masked functions in {filename} are nested in each other; mask the outer one")
-    for start, end, text in reversed(edits):
+    for start, end, text in reversed(ordered):
         source = source[:start] + text + source[end:]
     try:
         compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise StubError(f"stubbed {filename} does not compile: {exc.msg} (line {exc.lineno})") from exc
-    return source
+    result.source = source
+    return result
 
 
-def _edit_for(node: FunctionNode, qualname: str, source: str, offsets: _Offsets) -> tuple[int, int, str]:
+def _stubbed(tree: ast.Module, found: Located) -> Stubbed:
+    """What `found` (the definitions located for one target) is reported as."""
+    qualname = found[0][0]
+    same = find_functions(tree, qualname)
+    if len(found) == len(same):
+        return Stubbed(qualname)
+    return Stubbed(qualname, next(i for i, node in enumerate(same, 1) if node is found[0][1]))
+
+
+def _edit_for(node: FunctionNode, qualname: str, source: str, offsets: _Offsets,
+              docstring: str | None) -> tuple[int, int, str]:
     raise_stmt = f"raise NotImplementedError({stub_message(qualname)!r})"
     first = node.body[0]
     if _shares_line_with_header(node, offsets):
         # The body sits on the header's line: rebuild the whole definition from the AST instead.
-        doc = _docstring_node(node)
-        new_node = ast.parse(f"def _():\n    {raise_stmt}\n").body[0]
+        doc = _docstring_node(node) if docstring is None else ast.Expr(ast.Constant(docstring.strip()))
+        new_node = parse_python(f"def _():\n    {raise_stmt}\n").body[0]
         node_copy = copy.copy(node)
         node_copy.body = ([doc] if doc is not None else []) + new_node.body
         text = ast.unparse(node_copy)
@@ -131,12 +308,26 @@ def _edit_for(node: FunctionNode, qualname: str, source: str, offsets: _Offsets)
         start_node = node.decorator_list[0] if node.decorator_list else node
         start = offsets.index(start_node.lineno, start_node.col_offset - (1 if node.decorator_list else 0))
         return start, offsets.index(node.end_lineno, node.end_col_offset), text
+    line = offsets.lines[first.lineno - 1]
+    indent = line[: len(line) - len(line.lstrip())]
+    end = offsets.index(node.end_lineno, node.end_col_offset)
+    if docstring is not None:
+        # From the line after the header: the old docstring and comments before the first statement go too.
+        start = offsets.starts[_header_last_line(node, offsets)]
+        return start, end, f"{indent}{docstring_literal(docstring, indent)}\n{indent}{raise_stmt}"
     start, end, after_doc = _body_span(node, offsets)
     if after_doc:
-        line = offsets.lines[first.lineno - 1]
-        indent = line[: len(line) - len(line.lstrip())]
         return start, end, f"\n{indent}{raise_stmt}"
     return start, end, raise_stmt
+
+
+def _header_last_line(node: FunctionNode, offsets: _Offsets) -> int:
+    """The 1-based line holding the header's closing colon: the last line before the first body statement that
+    is neither blank nor only a comment."""
+    line = node.body[0].lineno - 1
+    while line > node.lineno and offsets.lines[line - 1].strip()[:1] in ("", "#"):
+        line -= 1
+    return line
 
 
 def _shares_line_with_header(node: FunctionNode, offsets: _Offsets) -> bool:
@@ -147,9 +338,12 @@ def _shares_line_with_header(node: FunctionNode, offsets: _Offsets) -> bool:
     return prefix.strip() != ""
 
 
-def stubbed_correctly(source: str, qualname: str) -> bool:
-    """True when each definition of `qualname` in `source` is an optional docstring plus the masking raise."""
-    nodes = find_functions(ast.parse(source), qualname)
+def stubbed_correctly(source: str, qualname: str, occurrence: int | None = None) -> bool:
+    """True when each definition of `qualname` in `source` (only the `occurrence`-th, 1-based, when given) is an
+    optional docstring plus the masking raise."""
+    nodes = find_functions(parse_python(source), qualname)
+    if occurrence is not None:
+        nodes = nodes[occurrence - 1:occurrence] if occurrence >= 1 else []
     if not nodes:
         return False
     for node in nodes:

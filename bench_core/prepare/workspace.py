@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
+import tokenize
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from failatlas.bench_core.prepare.gitrepo import commit_count, git, init_single_commit, iter_objects
-from failatlas.bench_core.prepare.leaks import GroundTruthLeakError, find_leaks, task_path, task_secrets
-from failatlas.bench_core.prepare.stubs import StubError, stub_functions, stubbed_correctly
+from failatlas.bench_core.prepare.leaks import (
+    GroundTruthLeakError,
+    find_leaks,
+    function_targets,
+    task_path,
+    task_secrets,
+)
+from failatlas.bench_core.prepare.stubs import (
+    StubError,
+    masked_entry,
+    parse_masked_entry,
+    stub_targets,
+    stubbed_correctly,
+)
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.paths import inside, relative_path, remove_inside
 
 SKIPPED_NAMES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints")
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
+MAX_COMPILED = 50_000
+_COMPILED: dict[tuple[str, bytes], str | None] = {}  # (path, sha256 of content) -> compile error, or None
 
 
 class PreparedWorkspace(BaseModel):
@@ -24,23 +40,43 @@ class PreparedWorkspace(BaseModel):
     path: str
     task_id: str
     masked_files: list[str] = Field(default_factory=list)
-    masked_functions: list[str] = Field(default_factory=list, description="'path::qualname'")
+    masked_functions: list[str] = Field(
+        default_factory=list, description="'path::qualname' ('#k' appended: only the k-th of same-named ones)")
+    materials: list[str] = Field(default_factory=list, description="files given with the task (paper.txt)")
     removed: list[str] = Field(default_factory=list, description="every path removed, masked files included")
     commit: str
     warnings: list[str] = Field(default_factory=list)
 
 
 def source_tree(task: TaskSpec, repo: Path | None = None) -> Path:
-    """The reference tree: `repo` if given, else the task's bundled `repository.local_path`."""
-    if repo is None:
-        if not task.repository.local_path:
-            raise InputError(f"task {task.id} has no bundled repository; pass the checked-out repository",
-                             field="repository.local_path")
-        repo = task_path(task, task.repository.local_path, field="repository.local_path")
-    repo = Path(repo).resolve()
-    if not repo.is_dir():
-        raise InputError(f"task {task.id}: the repository is not a folder", path=str(repo))
-    return repo
+    """The reference tree: `repo` if given, else the task's bundled `repository.local_path`.
+
+    Raises InputError saying "repository not available" (and how to supply one) when neither is there."""
+    if repo is not None:
+        repo = Path(repo).resolve()
+        if not repo.is_dir():
+            raise InputError(f"task {task.id}: the repository given is not a folder", path=str(repo))
+        return repo
+    bundled = None
+    if task.repository.local_path:
+        bundled = task_path(task, task.repository.local_path, field="repository.local_path").resolve()
+        if bundled.is_dir():
+            return bundled
+    raise unavailable(task, bundled)
+
+
+def unavailable(task: TaskSpec, bundled: Path | None = None) -> InputError:
+    """The error for a task whose repository is not here: what was looked for, and how to supply it."""
+    if bundled is not None:
+        missing = f"its bundled copy {bundled} does not exist"
+    elif task.repository.url:
+        at = f" at commit {task.repository.commit}" if task.repository.commit else ""
+        missing = f"its repository {task.repository.url}{at} has no local copy"
+    else:
+        missing = "the task names no repository"
+    return InputError(f"task {task.id}: repository not available: {missing}",
+                      hint="pass a local checkout with --repo PATH, or add it to the repository cache with "
+                      "`failatlas repos add`")
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
@@ -102,6 +138,8 @@ def _check_paths(task: TaskSpec) -> None:
         _check_relative(task, ref.path, "masking.functions")
     if task.run.results_file:
         _check_relative(task, task.run.results_file, "run.results_file")
+    for rel in task.materials:
+        _check_relative(task, rel, "materials")
 
 
 def _apply_overlay(task: TaskSpec, dest: Path) -> list[str]:
@@ -126,23 +164,51 @@ def _apply_overlay(task: TaskSpec, dest: Path) -> list[str]:
     return replaced
 
 
-def _stub_all(task: TaskSpec, dest: Path) -> list[str]:
-    by_path: dict[str, list[str]] = {}
-    for ref in task.masking.functions:
-        by_path.setdefault(ref.path, []).append(ref.qualname)
+def _stub_all(task: TaskSpec, dest: Path, warnings: list[str]) -> list[str]:
+    """Stub the task's masked functions in `dest`; return their `path::qualname` entries."""
     masked = []
-    for rel, qualnames in by_path.items():
+    for rel, targets in function_targets(task).items():
         target = inside(dest, rel, field="masking.functions")
         if not target.is_file():
             raise InputError(f"task {task.id}: the file of a masked function does not exist", path=rel,
                              field="masking.functions")
+        encoding = _source_encoding(target)
         try:
-            stubbed = stub_functions(target.read_text(), qualnames, filename=rel)
-        except StubError as exc:
+            result = stub_targets(target.read_text(encoding=encoding), targets, filename=rel)
+        except (StubError, UnicodeDecodeError) as exc:
             raise InputError(f"task {task.id}: {exc}", path=rel, field="masking.functions") from exc
-        target.write_text(stubbed)
-        masked.extend(f"{rel}::{q}" for q in dict.fromkeys(qualnames))
+        target.write_text(result.source, encoding=encoding, errors="backslashreplace")
+        warnings.extend(result.notes)
+        masked.extend(masked_entry(rel, stubbed) for stubbed in result.stubbed)
     return masked
+
+
+def _source_encoding(path: Path) -> str:
+    """The encoding Python reads `path` with (its coding cookie, else UTF-8)."""
+    with path.open("rb") as file:
+        try:
+            return tokenize.detect_encoding(file.readline)[0]
+        except SyntaxError:
+            return "utf-8"
+
+
+def _add_materials(task: TaskSpec, dest: Path) -> list[str]:
+    """Copy the task's materials (the paper) into `dest`; InputError for a missing material or one that would
+    replace a repository file."""
+    added = []
+    for rel, src in sorted(task.materials.items()):
+        source = task_path(task, src, field=f"materials.{rel}")
+        if not source.is_file():
+            raise InputError(f"task {task.id}: the material {src} does not exist", path=str(source),
+                             field=f"materials.{rel}")
+        target = inside(dest, rel, follow_last=False, field=f"materials.{rel}")
+        if target.exists() or target.is_symlink():
+            raise InputError(f"task {task.id}: the material {rel} would replace the repository's own {rel}",
+                             field=f"materials.{rel}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        added.append(rel)
+    return added
 
 
 def _compile_all(dest: Path, stubbed_paths: set[str], warnings: list[str]) -> None:
@@ -150,12 +216,27 @@ def _compile_all(dest: Path, stubbed_paths: set[str], warnings: list[str]) -> No
         if not file.is_file() or ".git" in file.relative_to(dest).parts:
             continue
         rel = file.relative_to(dest).as_posix()
+        error = _compile_error(rel, file.read_bytes())
+        if error is None:
+            continue
+        if rel in stubbed_paths:
+            raise InputError(f"stubbed file does not compile: {error}", path=rel)
+        warnings.append(f"{rel} does not compile as Python 3 (left as it was): {error}")
+
+
+def _compile_error(rel: str, data: bytes) -> str | None:
+    """Why `data` does not compile as Python 3 (None when it does). Remembered by path and content: one
+    repository is prepared for many tasks, and compiling it is a large part of the time that takes."""
+    key = (rel, hashlib.sha256(data).digest())
+    if key not in _COMPILED:
+        if len(_COMPILED) >= MAX_COMPILED:
+            _COMPILED.clear()
         try:
-            compile(file.read_bytes(), rel, "exec", dont_inherit=True)
+            compile(data, rel, "exec", dont_inherit=True)
+            _COMPILED[key] = None
         except (SyntaxError, ValueError) as exc:
-            if rel in stubbed_paths:
-                raise InputError(f"stubbed file does not compile: {exc}", path=rel) from exc
-            warnings.append(f"{rel} does not compile as Python 3 (left as it was): {exc}")
+            _COMPILED[key] = str(exc)
+    return _COMPILED[key]
 
 
 def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
@@ -164,8 +245,11 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
 
     Copies the reference tree (`repo`, else the task's bundled repository) without `.git`, removes masked
     files, `masking.remove_also` and any stale results file, lays the base-version overlay of an extension
-    task over it, stubs masked functions, compiles every .py file, then commits everything as the only
-    commit of a new repository. Raises InputError for a masked path or function that does not exist, for a path
+    task over it, stubs masked functions (located by qualname, or by their lines with the name checked; a
+    given docstring replaces the original), compiles every .py file, copies the task's materials (the paper) in,
+    then commits everything as the only commit of a new repository. Raises InputError when the repository is
+    not available (saying how to supply it), for a masked path or function that does not exist or a masked
+    function whose lines hold another one, for a material that would replace a repository file, for a path
     the task names that is absolute, holds '..' or leaves its folder through a link (a bundled repository or
     overlay outside the task's folder, a results or masked file outside the repository), and
     GroundTruthLeakError if the answer, a hidden test, the task spec or masked code can still be found in
@@ -205,18 +289,20 @@ def _build(task: TaskSpec, source: Path, dest: Path) -> PreparedWorkspace:
     overlaid = _apply_overlay(task, dest)
     if overlaid:
         warnings.append(f"replaced with the base version: {', '.join(overlaid)}")
-    masked_functions = _stub_all(task, dest)
+    masked_functions = _stub_all(task, dest, warnings)
     _compile_all(dest, {m.split("::")[0] for m in masked_functions}, warnings)
+    materials = _add_materials(task, dest)
     commit = init_single_commit(dest)
-    _assert_clean(task, source, dest, masked_functions, warnings)
+    _assert_clean(task, source, dest, masked_functions, warnings, materials)
     return PreparedWorkspace(path=str(dest), task_id=task.id, masked_files=list(task.masking.files),
-                             masked_functions=masked_functions, removed=removed, commit=commit,
-                             warnings=warnings)
+                             masked_functions=masked_functions, materials=materials, removed=removed,
+                             commit=commit, warnings=warnings)
 
 
 def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: list[str],
-                  warnings: list[str]) -> None:
-    """Raise GroundTruthLeakError if the prepared tree or its git objects hold ground truth."""
+                  warnings: list[str], materials: list[str]) -> None:
+    """Raise GroundTruthLeakError if the prepared tree or its git objects hold ground truth. A material (the
+    paper) is given on purpose: ground truth found in it is a warning."""
     problems = []
     if commit_count(dest) != 1:
         problems.append("the repository has more than one commit")
@@ -226,17 +312,27 @@ def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: li
         if (dest / rel).exists():
             problems.append(f"masked file {rel} is present")
     for entry in masked_functions:
-        rel, qualname = entry.split("::", 1)
-        if not stubbed_correctly((dest / rel).read_text(), qualname):
+        rel, qualname, occurrence = parse_masked_entry(entry)
+        if not stubbed_correctly((dest / rel).read_text(encoding=_source_encoding(dest / rel)), qualname,
+                                 occurrence):
             problems.append(f"{entry} is not stubbed")
     secrets = task_secrets(task, source)
     warnings.extend(f"too short to scan for leaks: {label}" for label in secrets.skipped)
-    documents = ((f"git {kind} {oid}", content) for oid, kind, content in iter_objects(dest))
+    given = _blob_ids(dest, materials)
+    documents = ((given.get(oid, f"git {kind} {oid}"), content) for oid, kind, content in iter_objects(dest))
     for where, secret in find_leaks(documents, secrets.secrets):
-        if secret.hard:
+        if secret.hard and where not in given.values():
             problems.append(f"{secret.label} found in {where}")
         else:
             warnings.append(f"possible leak: {secret.label} found in {where}")
     if problems:
         raise GroundTruthLeakError(f"task {task.id}: the prepared workspace {dest} leaks ground truth: "
                                    + "; ".join(problems[:10]) + (" ..." if len(problems) > 10 else ""))
+
+
+def _blob_ids(dest: Path, materials: list[str]) -> dict[str, str]:
+    """git blob id -> 'material <path>' for each material committed in `dest`."""
+    if not materials:
+        return {}
+    ids = git(dest, "rev-parse", *(f"HEAD:{rel}" for rel in materials)).decode().split()
+    return {oid: f"material {rel}" for oid, rel in zip(ids, materials, strict=True)}

@@ -27,6 +27,7 @@ GROUND_TRUTH_FIELDS = frozenset(
         "masking",
         "expected_results",
         "success",
+        "checks",
         "extra",
     }
 )

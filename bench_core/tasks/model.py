@@ -41,6 +41,7 @@ class TaskKind(StrEnum):
     T3 = "T3"  # EXP-Bench: no implementation found; design and conclusion only
     MASKED_FUNCTIONS = "masked_functions"  # AutoExperiment: n functions stubbed
     EXTENSION = "extension"  # RExBench: implement an extension of a base repository
+    FULL_CODE = "full_code"  # AutoExperiment n = 0: nothing masked, run the experiments and report
     DESIGN_ONLY = "design_only"  # design and conclusion only, nothing to run
 
 
@@ -79,10 +80,16 @@ class DesignSpec(_Model):
 
 
 class FunctionRef(_Model):
-    """A function or method to mask: `qualname` is `name` or `Class.name`."""
+    """A function or method to mask: `qualname` is `name` or `Class.name`. With `line_start` (1-based, the
+    `def` line or its first decorator, as AutoExperiment gives it) the definition is located by its lines and
+    `qualname` may be the bare name (`__init__`); `docstring` replaces the stub's docstring (AutoExperiment's
+    generated description, which *is* the task)."""
 
     path: str
     qualname: str
+    line_start: int | None = Field(default=None, ge=1)
+    line_end: int | None = Field(default=None, ge=1)
+    docstring: str | None = None
 
     @field_validator("path")
     @classmethod
@@ -125,11 +132,18 @@ class ImplementationTruth(_Model):
 
 
 class RunSpec(_Model):
-    """How the experiment is run: the exact command, from the repo root, and where its results appear."""
+    """How the experiment is run: the exact command, from the repo root, and where its results appear.
+
+    `answer`: where the validator reads the observed results: `results_file` (the JSON file below; the default
+    when one is named) or `stdout_json` (the last JSON object the command prints, AutoExperiment's "final answer as
+    a json"). `agent_script`: the agent's own run script is the command (EXP-Bench's reproduce script), re-run by
+    the validator when the task has no command of its own."""
 
     command: str | None = None
     results_file: str | None = Field(default=None, description="JSON file of metric -> value the command writes")
     timeout_s: int = 3600
+    answer: Literal["results_file", "stdout_json"] | None = None
+    agent_script: bool = False
 
     @field_validator("results_file")
     @classmethod
@@ -174,6 +188,59 @@ class SuccessCriterion(_Model):
         return self
 
 
+class OutputCheck(_Model):
+    """A user-supplied execution check (RExBench publishes no expected values): where the observed value comes
+    from and what it must be. `stdout_regex`: the last match of `pattern` (its first group, else the whole match)
+    in the re-run's stdout; `csv_column`: `column` of the CSV `file` (relative to the repository root) at `row`
+    (an index, or `last`/`first`/`max`/`min`); `json_field`: the dotted `field` (`a.b[0]`) of the JSON `file`.
+    Numbers compare with numpy.isclose(observed, value, rtol, atol); strings exactly."""
+
+    name: str
+    source: Literal["stdout_regex", "csv_column", "json_field"]
+    value: float | str
+    pattern: str | None = None
+    file: str | None = None
+    column: str | None = None
+    row: int | Literal["last", "first", "max", "min"] = "last"
+    field: str | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    @field_validator("file")
+    @classmethod
+    def _relative(cls, path: str | None) -> str | None:
+        return _in_repository(path)
+
+    @field_validator("rtol", "atol")
+    @classmethod
+    def _non_negative(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError("tolerances must be >= 0")
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> OutputCheck:
+        needs = {"stdout_regex": ("pattern",), "csv_column": ("file", "column"), "json_field": ("file", "field")}
+        missing = [k for k in needs[self.source] if not getattr(self, k)]
+        if missing:
+            raise ValueError(f"a '{self.source}' check needs {', '.join(missing)}")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a regular expression: {exc}") from exc
+        return self
+
+
+class Setting(_Model):
+    """One way of giving the task to an agent (AutoExperiment's "Partial Code" vs "Partial Code + refsol"):
+    chosen per run and part of the run's key."""
+
+    name: str
+    show_run_command: bool = True
+    description: str | None = None
+
+
 class Resources(_Model):
     gpus: int = 0
     time_limit_s: int = 3600
@@ -196,6 +263,9 @@ class AgentView(_Model):
     expected_metrics: list[str]
     needs_implementation: bool
     gpus: int
+    materials: list[str] = Field(default_factory=list, description="files given with the task (paper.txt)")
+    setting: str | None = None
+    rerun_script: bool = Field(default=False, description="the agent's run script is re-run and its output checked")
 
 
 class TaskSpec(_Model):
@@ -219,6 +289,13 @@ class TaskSpec(_Model):
     run: RunSpec = Field(default_factory=RunSpec)
     expected_results: list[ExpectedMetric] = Field(default_factory=list)
     success: SuccessCriterion | None = None
+    checks: list[OutputCheck] = Field(default_factory=list, description="user-supplied execution checks")
+    materials: dict[str, str] = Field(
+        default_factory=dict,
+        description="workspace path -> file relative to the task file's folder, copied into the agent's "
+        "workspace (AutoExperiment's paper.txt)",
+    )
+    settings: list[Setting] = Field(default_factory=list, description="the first is the default")
     resources: Resources = Field(default_factory=Resources)
     source: str | None = Field(default=None, description="file the task was imported from")
     warnings: list[str] = Field(default_factory=list)
@@ -231,34 +308,61 @@ class TaskSpec(_Model):
             raise ValueError(f"task id {v!r} may hold only letters, digits and . _ : / , + -")
         return v
 
+    @field_validator("materials")
+    @classmethod
+    def _materials(cls, materials: dict[str, str]) -> dict[str, str]:
+        for dest, src in materials.items():
+            _in_repository(dest)
+            _in_repository(src)
+        return materials
+
     @property
     def judgeable_phases(self) -> list[str]:
         """Phases that can be scored for this task."""
         phases = []
         if self.design is not None:
             phases.append("design")
-        if self.kind not in (TaskKind.T3, TaskKind.DESIGN_ONLY):
+        if self.kind not in (TaskKind.T3, TaskKind.DESIGN_ONLY, TaskKind.FULL_CODE):
             phases.append("implementation")
-        if self.run.command and (self.expected_results or self.success):
+        runnable = bool(self.run.command) or self.run.agent_script
+        checkable = bool(self.expected_results or self.success or self.checks) or (
+            self.run.agent_script and bool(self.expected_conclusion))
+        if runnable and checkable:
             phases.append("execution")
         if self.expected_conclusion:
             phases.append("conclusion")
         return phases
 
-    def agent_view(self) -> AgentView:
-        """What the agent is allowed to know."""
+    def setting(self, name: str | None = None) -> Setting:
+        """The named setting (ValueError naming the known ones), else the default: the first, or one that shows
+        everything when the task declares none."""
+        if name is None:
+            return self.settings[0] if self.settings else Setting(name="default")
+        for setting in self.settings:
+            if setting.name == name:
+                return setting
+        known = ", ".join(s.name for s in self.settings) or "none (the task has one way only)"
+        raise ValueError(f"task {self.id} has no setting {name!r}; its settings: {known}")
+
+    def agent_view(self, setting: str | None = None) -> AgentView:
+        """What the agent is allowed to know, in `setting` (the default when None)."""
+        chosen = self.setting(setting)
         return AgentView(
             task_id=self.id,
             question=self.question,
             method=self.method,
             instructions=self.instructions,
             hints=list(self.hints),
-            run_command=self.run.command,
+            run_command=self.run.command if chosen.show_run_command else None,
             results_file=self.run.results_file,
             expected_metrics=[m.name for m in self.expected_results]
-            + ([self.success.metric] if self.success else []),
-            needs_implementation=self.kind not in (TaskKind.T3, TaskKind.DESIGN_ONLY),
+            + ([self.success.metric] if self.success else [])
+            + [c.name for c in self.checks],
+            needs_implementation=self.kind not in (TaskKind.T3, TaskKind.DESIGN_ONLY, TaskKind.FULL_CODE),
             gpus=self.resources.gpus,
+            materials=sorted(self.materials),
+            setting=chosen.name if self.settings else None,
+            rerun_script=self.run.agent_script,
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
@@ -19,12 +20,14 @@ from failatlas.core.store import Store
 
 
 class TaskImportParams(BaseModel):
-    """What to import: files and folders (walked), in one format or `auto` (detected per item)."""
+    """What to import: files and folders (walked), in one format or `auto` (detected per item), and importer
+    options (each importer takes the ones it declares in its `Options`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     paths: list[Path] = Field(min_length=1)
     format: str = AUTO
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class TaskImportResult(BaseModel):
@@ -95,6 +98,7 @@ def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], No
     InputError (naming file, line, field) for a missing, unrecognised or malformed input and ConfigError for an
     unknown format; in both cases no task is written. `on_step` is called after each item is read.
     """
+    TASK_IMPORTERS.check_options(params.options, params.format)
     discovery = discover(params.paths, params.format)
     if not discovery.found:
         raise InputError(
@@ -103,11 +107,12 @@ def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], No
             hint="known formats: " + "; ".join(f"{imp.name}: {imp.description}"
                                                for imp in TASK_IMPORTERS.in_sniff_order()),
         )
-    recorded = params.model_copy(update={"paths": [p.resolve() for p in params.paths]})
+    options = {k: Path(v).resolve() if isinstance(v, Path) else v for k, v in params.options.items()}
+    recorded = params.model_copy(update={"paths": [p.resolve() for p in params.paths], "options": options})
     with stage_run(store, "tasks.import", recorded) as stage:
         loaded: list[tuple[Found, list[TaskSpec]]] = []
         for item in discovery.found:
-            tasks = TASK_IMPORTERS.load(item.path, item.format).records
+            tasks = TASK_IMPORTERS.load(item.path, item.format, params.options).records
             for task in tasks:
                 _check_storable(task, item.path)
             loaded.append((item, tasks))

@@ -5,24 +5,31 @@ Documented format (AutoExperiment, github.com/j1mk1m/AutoExperiment, `dataset/ML
 - `paper_id`: the arXiv id (`2205.00048`); `func_ids`: the masked functions' ids, `"0,1"` (a list is
   accepted). Either may be replaced by `combined_id` = `<paper_id>_<func_ids>` (`2205.00048_0,1`), the
   benchmark's task id;
-- `func_details`: one object per masked function: `func_id`, `name` (or `Class.name`; `class_name` is read
-  too), `file` (relative to the paper's `code/`), `header_line`, `line_start`, `line_end`, `description` (the
-  docstring the stub keeps; the body raises NotImplementedError), `relevant_paper`, `exp_dependencies`;
+- `func_details`: one object per masked function: `func_id`, `name` (bare, `__init__`, `forward`: the lines
+  locate it; `Class.name` or `class_name` are read too), `file` (relative to the paper's `code/`), `header_line`
+  (1-based, the `def` line, after any decorator), `line_start` (the line after it), `line_end` (the last line of
+  the body), `description` (the generated docstring the agent is given instead of the body), `relevant_paper`,
+  `exp_dependencies`. Line numbers may be integers or digit strings;
 - `experiments`: the task text, "Experiment 1: ... Return final answer as a json: {...}";
 - `solution`: the exact bash run command(s) (`echo Experiment 1\\npython ...`), AutoExperiment's "refsol";
 - `results`: gold results per experiment, a JSON object or a JSON string of one: `{"Experiment 1": 0.87,
   "Experiment 2": {"acc": 0.8, "f1": [0.7, 0.6]}}`.
 Extensions read when present (FailAtlas's own, not in the original rows): `tolerances` (`{"default": {"rtol":
 0.05}, "Experiment 2.acc": {"atol": 0.01}, "Experiment 1": {...}}`, most specific wins), `repository`
-(`{"url", "commit"}`), `resources` (our `Resources` fields), `title`.
+(`{"url", "commit", "local_path"}`), `resources` (our `Resources` fields), `title`.
 
-Each gold number becomes an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with
-its own tolerance; the default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to
-a mean. The repository is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless
-`repository` names one; a local repository must lie inside the rows file's folder and a masked file inside the
-repository (relative, no '..', no link leading out). Line numbers and descriptions of masked functions, which
-`FunctionRef` cannot hold, stay in `extra["func_details"]`. A malformed row raises `InputError` naming the file,
-line and field.
+As AutoExperiment gives a task: each masked function is a `FunctionRef` located by its lines (`line_start` =
+`header_line`, checked against the name when the workspace is prepared) whose stub has the row's `description`
+as its docstring; the paper (`<paper_id>/paper.txt`, when beside the code) is a material copied into the
+workspace; the settings are AutoExperiment's Partial Code and Partial Code + refsol (Full Code and Full Code +
+refsol for n = 0 rows, kind `full_code`, id `autoexperiment-<paper_id>`), the "+ refsol" one showing the run
+command; the answer is the JSON the run prints last (`RunSpec.answer = "stdout_json"`). Each gold number becomes
+an `ExpectedMetric` named by its path (`Experiment 2.acc`, `Experiment 2.f1[0]`) with its own tolerance; the
+default is rtol 0.05, AutoExperiment's 5 % threshold applied per metric rather than to a mean. The repository
+is the paper's bundled `code/` folder beside the rows (`<paper_id>/code`) unless `repository` names one; a
+local repository must lie inside the rows file's folder and a masked file inside the repository (relative, no
+'..', no link leading out). A row whose bundled code is absent imports with a `repository-unavailable` warning.
+A malformed row raises `InputError` naming the file, line and field.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from failatlas.bench_core.tasks.model import (
     RepoRef,
     Resources,
     RunSpec,
+    Setting,
     TaskKind,
     TaskSpec,
 )
@@ -79,6 +87,20 @@ MAPPED_KEYS = frozenset(
     }
 )
 _ARXIV = re.compile(r"\d{4}\.\d{4,5}(v\d+)?")
+PAPER_MATERIAL = "paper.txt"
+PARTIAL_CODE_SETTINGS = [
+    Setting(name="partial_code", show_run_command=False,
+            description="Partial Code: the masked functions are stubs whose docstrings say what they do; no run "
+            "command"),
+    Setting(name="partial_code+refsol", show_run_command=True,
+            description="Partial Code + refsol: the stubs, and the reference run command"),
+]
+FULL_CODE_SETTINGS = [
+    Setting(name="full_code", show_run_command=False,
+            description="Full Code: the complete repository; no run command"),
+    Setting(name="full_code+refsol", show_run_command=True,
+            description="Full Code + refsol: the complete repository and the reference run command"),
+]
 
 
 def _is_row(obj: Any) -> bool:
@@ -142,6 +164,9 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
     combined_id = f"{paper_id}_{','.join(func_ids)}"
     repository = _repository(row, paper_id, path, where, prefix)
     local_repo = path.resolve().parent / repository.local_path if repository.local_path else None
+    if local_repo is not None and not local_repo.is_dir():
+        w.add("repository-unavailable", f"the paper's code {repository.local_path} is not beside the rows file: "
+              "preparing the task needs --repo PATH (or `failatlas repos add`)")
     funcs = _functions(row, func_ids, w, where, prefix, repo=local_repo)
     results = _results(row, where, prefix)
     expected, non_numeric = _expected(results, row.get("tolerances") or {}, where, prefix)
@@ -152,8 +177,6 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
             + ", ".join(sorted(non_numeric))
             + "; kept in extra['non_numeric_results']",
         )
-    if not func_ids:
-        w.add("no-masked-functions", "func_ids is empty: the full-code setting, nothing is masked")
     experiments = row.get("experiments")
     if not isinstance(experiments, str) or not experiments.strip():
         raise InputError(
@@ -163,8 +186,8 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
     if not isinstance(command, str) or not command.strip():
         w.add("missing-command", "no solution: the exact run command is unknown")
         command = None
+    materials = _materials(paper_id, path, where, prefix)
 
-    missing = "\n".join(f"- {f.qualname} in file {f.path}" for f in funcs)
     extra: dict[str, Any] = {
         "combined_id": combined_id,
         "func_ids": func_ids,
@@ -175,9 +198,9 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
     extra.update({k: jsonable(v) for k, v in row.items() if k not in MAPPED_KEYS})
     try:
         return TaskSpec(
-            id=f"autoexperiment-{combined_id}",
+            id=f"autoexperiment-{combined_id if func_ids else paper_id}",
             benchmark=Benchmark.AUTOEXPERIMENT.value,
-            kind=TaskKind.MASKED_FUNCTIONS,
+            kind=TaskKind.MASKED_FUNCTIONS if func_ids else TaskKind.FULL_CODE,
             title=row.get("title") if isinstance(row.get("title"), str) else None,
             paper=PaperMeta(
                 id=paper_id,
@@ -186,22 +209,17 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
             ),
             repository=repository,
             question=experiments.strip(),
-            instructions=(
-                f"Missing function(s):\n{missing}\nImplement them (their docstrings say what they do), "
-                "then run the experiments and report the results as JSON."
-            )
-            if funcs
-            else None,
+            instructions=_instructions(funcs, paper=bool(materials)),
             implementation=ImplementationTruth(
-                requirements=[
-                    f"{f.qualname} in {f.path}: {d.get('description', '').strip()}".rstrip(": ")
-                    for f, d in zip(funcs, row.get("func_details") or [], strict=False)
-                ],
+                requirements=[f"{f.qualname} in {f.path}: {f.docstring or ''}".rstrip(": ") for f in funcs],
                 reference_files=list(dict.fromkeys(f.path for f in funcs)),
             ),
             masking=Masking(functions=funcs),
-            run=RunSpec(command=command),
+            # the reference commands print no JSON answer: the agent's run script (which must) is what is re-run
+            run=RunSpec(command=command, answer="stdout_json", agent_script=True),
             expected_results=expected,
+            materials=materials,
+            settings=_settings(masked=bool(func_ids)),
             resources=Resources(**row["resources"])
             if isinstance(row.get("resources"), dict)
             else Resources(),
@@ -211,6 +229,45 @@ def _task(row: dict[str, Any], path: Path, where: dict[str, Any], prefix: str) -
         )
     except ValidationError as exc:
         raise validation_error(exc, path=path, line=where["line"], prefix=prefix.rstrip(".")) from exc
+
+
+def _instructions(funcs: list[FunctionRef], *, paper: bool) -> str:
+    """What the agent is told besides the experiments: the stubs to implement (if any), the paper, and how to
+    answer. Never the run command: the setting decides whether `AgentView.run_command` shows it."""
+    paper_note = f" The paper is in {PAPER_MATERIAL}." if paper else ""
+    answer = ("Your run script must run the experiments and finish by printing the final answer as one JSON object "
+              "in the format the experiments ask for: it is re-run in a clean copy of the repository, and the last "
+              "JSON object it prints is read as the answer.")
+    if not funcs:
+        return f"The repository is complete.{paper_note} Run the experiments and report their results. {answer}"
+    missing = "\n".join(f"- {f.qualname} in file {f.path}{_summary(f.docstring)}" for f in funcs)
+    return (f"Missing function(s):\n{missing}\nEach is a stub: its docstring says what it does and its body "
+            f"raises NotImplementedError. Implement them, then run the experiments.{paper_note} {answer}")
+
+
+def _summary(docstring: str | None, limit: int = 100) -> str:
+    """`: <the docstring's first line>` (shortened), which tells apart two stubs of one name in one file."""
+    first = (docstring or "").strip().split("\n", 1)[0].strip()
+    if not first:
+        return ""
+    return f": {first if len(first) <= limit else first[: limit - 3].rstrip() + '...'}"
+
+
+def _settings(*, masked: bool) -> list[Setting]:
+    """AutoExperiment's settings for a row: Partial Code (+ refsol), or Full Code (+ refsol) when nothing is
+    masked; the first is the default."""
+    return [s.model_copy() for s in (PARTIAL_CODE_SETTINGS if masked else FULL_CODE_SETTINGS)]
+
+
+def _materials(paper_id: str, path: Path, where: dict[str, Any], prefix: str) -> dict[str, str]:
+    """{"paper.txt": "<paper_id>/paper.txt"} when the paper lies beside the code (inside the rows file's folder,
+    links followed: InputError naming the field otherwise), else nothing."""
+    folder = Path(path).resolve().parent
+    paper = f"{paper_id}/{PAPER_MATERIAL}"
+    if not (folder / paper).is_file():
+        return {}
+    task_folder_path(folder, paper, path=Path(where["path"]), line=where["line"], field=f"{prefix}paper_id")
+    return {PAPER_MATERIAL: paper}
 
 
 def _ids(row: dict[str, Any], where: dict[str, Any], prefix: str) -> tuple[str, list[str]]:
@@ -276,23 +333,54 @@ def _functions(
             "func-count",
             f"func_ids names {len(func_ids)} function(s) but func_details describes {len(details)}",
         )
-    funcs = []
-    for i, d in enumerate(details):
-        field = f"{prefix}func_details[{i}]"
-        if not isinstance(d, dict):
-            raise InputError("must be an object", field=field, **where)
-        file, name = d.get("file"), d.get("name")
-        if not isinstance(file, str) or not file.strip():
-            raise InputError("missing: the file that holds the function", field=f"{field}.file", **where)
-        if not isinstance(name, str) or not name.strip():
-            raise InputError("missing: the function's name", field=f"{field}.name", **where)
-        cls = d.get("class_name") or d.get("class")
-        qualname = f"{cls}.{name}" if isinstance(cls, str) and cls and "." not in name else name
-        rel = repo_path(file.strip(), repo=repo, path=Path(where["path"]), line=where["line"], field=f"{field}.file")
-        funcs.append(FunctionRef(path=rel, qualname=qualname.strip()))
-        if "line_start" not in d or "line_end" not in d:
-            w.add("missing-lines", f"{qualname} has no line_start/line_end: it is located by name only")
-    return funcs
+    return [_function(d, w, where, f"{prefix}func_details[{i}]", repo=repo) for i, d in enumerate(details)]
+
+
+def _function(d: Any, w: Warnings, where: dict[str, Any], field: str, *, repo: Path | None) -> FunctionRef:
+    """One `func_details` entry: located by its lines (`header_line`, the `def` line, else `line_start`, through
+    `line_end`) when it has them, with its `description` as the stub's docstring."""
+    if not isinstance(d, dict):
+        raise InputError("must be an object", field=field, **where)
+    file, name = d.get("file"), d.get("name")
+    if not isinstance(file, str) or not file.strip():
+        raise InputError("missing: the file that holds the function", field=f"{field}.file", **where)
+    if not isinstance(name, str) or not name.strip():
+        raise InputError("missing: the function's name", field=f"{field}.name", **where)
+    cls = d.get("class_name") or d.get("class")
+    qualname = (f"{cls}.{name}" if isinstance(cls, str) and cls and "." not in name else name).strip()
+    rel = repo_path(file.strip(), repo=repo, path=Path(where["path"]), line=where["line"], field=f"{field}.file")
+    keys = ("header_line", "line_start", "line_end")
+    lines = {key: _line_number(d.get(key), where, f"{field}.{key}") for key in keys}
+    start = lines["header_line"] or lines["line_start"]
+    if start is None:
+        w.add_to("missing-lines", qualname, "no header_line/line_start: located by name only")
+    elif lines["line_end"] is not None and lines["line_end"] < start:
+        raise InputError(f"{lines['line_end']} is before the function's first line {start}",
+                         field=f"{field}.line_end", **where)
+    description = d.get("description") or None
+    if description is not None and not isinstance(description, str):
+        raise InputError("must be text: the docstring the agent is given", field=f"{field}.description", **where)
+    if description is not None:
+        try:
+            description.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate (`"\ud800"` is valid JSON): no file can hold it
+            raise InputError(f"holds a character that is not valid Unicode text at position {exc.start}",
+                             field=f"{field}.description", **where) from exc
+    return FunctionRef(path=rel, qualname=qualname, line_start=start,
+                       line_end=lines["line_end"] if start is not None else None,
+                       docstring=description.strip() if description and description.strip() else None)
+
+
+def _line_number(value: Any, where: dict[str, Any], field: str) -> int | None:
+    """A 1-based line number given as an integer or a digit string (AutoExperiment's functions.jsonl); None when
+    absent; InputError naming the field otherwise."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"must be a line number (1 or more), not {value!r}", field=field, **where)
+    return value
 
 
 def _results(row: dict[str, Any], where: dict[str, Any], prefix: str) -> dict[str, Any]:

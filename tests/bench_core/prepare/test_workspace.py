@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -224,3 +225,106 @@ def test_hidden_tests_need_a_task_that_has_them(tmp_path: Path) -> None:
     task = _task("tree-depth")
     with pytest.raises(InputError, match="no hidden tests"):
         run_hidden_tests(task, reference_workspace(task, tmp_path / "reference"))
+
+
+TWO_FORWARDS = (
+    "class Encoder:\n"
+    "    def forward(self, x):\n"
+    "        return [v * 2 + 7777777 for v in x]  # encoder body\n"
+    "\n"
+    "\n"
+    "class Decoder:\n"
+    "    def forward(self, x):\n"
+    "        \"\"\"Old docstring.\"\"\"\n"
+    "        return [v - 5555555 for v in reversed(x)]  # decoder body\n"
+)
+
+
+def _line_task(tmp_path: Path, **extra) -> tuple[TaskSpec, Path]:
+    """A task file's folder holding a repository whose masked method is named without its class, by lines."""
+    folder = tmp_path / "bench"
+    repo = folder / "code"
+    repo.mkdir(parents=True)
+    (repo / "nets.py").write_text(TWO_FORWARDS)
+    (repo / "README.md").write_text("Two networks.\n")
+    (folder / "paper.txt").write_text("The paper: decoders reverse their input.\n")
+    task = TaskSpec.model_validate({
+        "id": "lines-task", "benchmark": "test", "kind": "masked_functions", "question": "Run it.",
+        "repository": {"local_path": "code"}, "source": str(folder / "rows.jsonl"),
+        "masking": {"functions": [{"path": "nets.py", "qualname": "forward", "line_start": 7, "line_end": 9,
+                                   "docstring": "Reverse x and shift every value down."}]},
+        **extra,
+    })
+    return task, repo
+
+
+def test_a_method_located_by_its_lines_is_stubbed_with_its_description(tmp_path: Path) -> None:
+    task, repo = _line_task(tmp_path)
+    prepared = prepare_workspace(task, tmp_path / "agent")
+    root = Path(prepared.path)
+    assert prepared.masked_functions == ["nets.py::Decoder.forward"]
+    text = (root / "nets.py").read_text()
+    assert "v * 2 + 7777777" in text and "5555555" not in text and "Old docstring" not in text
+    assert '"""Reverse x and shift every value down."""' in text
+    assert b"5555555" not in _all_git_objects(root)
+
+
+def test_the_body_of_a_line_located_method_copied_elsewhere_is_refused(tmp_path: Path) -> None:
+    task, repo = _line_task(tmp_path)
+    (repo / "spare.py").write_text("def spare(x):\n    return [v - 5555555 for v in reversed(x)]  # decoder body\n")
+    with pytest.raises(GroundTruthLeakError, match=r"masked function in nets.py::Decoder.forward found in git blob"):
+        prepare_workspace(task, tmp_path / "agent")
+
+
+def test_lines_pointing_at_another_function_are_refused(tmp_path: Path) -> None:
+    task, _ = _line_task(tmp_path)
+    task.masking.functions[0].qualname = "backward"
+    with pytest.raises(InputError, match="line 7 defines 'Decoder.forward', not 'backward'") as info:
+        prepare_workspace(task, tmp_path / "agent")
+    assert info.value.path == "nets.py" and not (tmp_path / "agent").exists()
+
+
+def test_materials_are_committed_with_the_tree_and_given_on_purpose(tmp_path: Path) -> None:
+    task, _ = _line_task(tmp_path, materials={"paper.txt": "paper.txt", "docs/paper-copy.txt": "paper.txt"})
+    # A paper may quote the code: the material is what the benchmark gives, so that is only a warning.
+    (tmp_path / "bench" / "paper.txt").write_text("Listing 1: return [v - 5555555 for v in reversed(x)]  "
+                                                  "# decoder body\n")
+    prepared = prepare_workspace(task, tmp_path / "agent")
+    root = Path(prepared.path)
+    assert prepared.materials == ["docs/paper-copy.txt", "paper.txt"]
+    assert (root / "paper.txt").read_text().startswith("Listing 1")
+    assert sorted(_git(root, "ls-files").decode().split()) == ["README.md", "docs/paper-copy.txt", "nets.py",
+                                                               "paper.txt"]
+    assert any(w.startswith("possible leak: masked function in nets.py::Decoder.forward found in material "
+                            "paper.txt") for w in prepared.warnings)
+
+
+def test_a_material_never_replaces_a_repository_file_and_must_exist(tmp_path: Path) -> None:
+    task, _ = _line_task(tmp_path, materials={"README.md": "paper.txt"})
+    with pytest.raises(InputError, match="the material README.md would replace the repository's own README.md"):
+        prepare_workspace(task, tmp_path / "agent")
+    task, _ = _line_task(tmp_path / "b", materials={"paper.txt": "missing.txt"})
+    with pytest.raises(InputError, match="the material missing.txt does not exist"):
+        prepare_workspace(task, tmp_path / "agent")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("host file")
+    task, _ = _line_task(tmp_path / "c", materials={"paper.txt": "link.txt"})
+    (tmp_path / "c" / "bench" / "link.txt").symlink_to(outside)
+    with pytest.raises(InputError, match="leads outside the task folder"):
+        prepare_workspace(task, tmp_path / "agent")
+
+
+def test_a_task_without_its_repository_says_repository_not_available(tmp_path: Path) -> None:
+    task, repo = _line_task(tmp_path)
+    shutil.rmtree(repo)
+    with pytest.raises(InputError) as info:
+        prepare_workspace(task, tmp_path / "agent")
+    assert f"task lines-task: repository not available: its bundled copy {repo} does not exist" in str(info.value)
+    assert "--repo PATH" in info.value.one_line() and "failatlas repos add" in info.value.one_line()
+    remote = task.model_copy(update={"repository": task.repository.model_copy(
+        update={"local_path": None, "url": "https://github.com/acme/nets", "commit": "abc123"})})
+    with pytest.raises(InputError, match="repository not available: its repository https://github.com/acme/nets "
+                                         "at commit abc123 has no local copy"):
+        prepare_workspace(remote, tmp_path / "agent")
+    with pytest.raises(InputError, match="the repository given is not a folder"):
+        prepare_workspace(remote, tmp_path / "agent", repo=tmp_path / "nowhere")

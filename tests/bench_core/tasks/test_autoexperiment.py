@@ -40,6 +40,9 @@ def test_rows_become_masked_function_tasks_with_combined_ids(rows_file: Path):
     assert (rows_file.parent / first.repository.local_path / first.masking.functions[0].path).is_file()
     assert first.extra["func_details"][0]["line_start"] == 7 and first.extra["environment"] == "jme"
     assert "expected_exposure in file" in first.instructions
+    located = first.masking.functions[0]
+    assert (located.line_start, located.line_end) == (6, 10)  # header_line, the `def` line, to line_end
+    assert located.docstring.startswith("Expected exposure of every item") and first.materials == {}
     assert first.warnings == []
 
 
@@ -74,10 +77,11 @@ def test_non_numeric_gold_is_kept_and_reported(tmp_path: Path):
         + "\n"
     )
     (task,) = TASK_IMPORTERS.load(path, "autoexperiment").records
-    assert task.id == "autoexperiment-2303.11932_" and task.masking.functions == []
+    assert task.id == "autoexperiment-2303.11932" and task.masking.functions == []
+    assert task.kind == TaskKind.FULL_CODE and task.extra["combined_id"] == "2303.11932_"
     assert task.extra["non_numeric_results"] == {"Experiment 1": "B-cos"}
     codes = {w.split(":")[0] for w in task.warnings}
-    assert codes == {"non-numeric-result", "no-masked-functions"}
+    assert codes == {"non-numeric-result", "repository-unavailable"}  # no 2303.11932/code beside the rows
 
 
 @pytest.mark.parametrize(
@@ -122,6 +126,28 @@ def test_non_numeric_gold_is_kept_and_reported(tmp_path: Path):
             "tolerances",
             2,
         ),
+        (
+            {
+                "paper_id": "p",
+                "func_ids": "0",
+                "func_details": [{"name": "f", "file": "a.py", "header_line": "four"}],
+                "experiments": "e",
+                "results": {"E": 1},
+            },
+            "func_details[0].header_line",
+            2,
+        ),
+        (
+            {
+                "paper_id": "p",
+                "func_ids": "0",
+                "func_details": [{"name": "f", "file": "a.py", "header_line": "9", "line_end": 3}],
+                "experiments": "e",
+                "results": {"E": 1},
+            },
+            "func_details[0].line_end",
+            2,
+        ),
     ],
 )
 def test_malformed_rows_name_file_line_and_field(tmp_path: Path, rows_file: Path, row, field, line):
@@ -144,3 +170,21 @@ def test_a_broken_line_and_a_duplicate_row_are_errors(tmp_path: Path, rows_file:
     twice.write_text(lines[0] + "\n" + lines[0] + "\n")
     with pytest.raises(InputError, match="duplicate task 2205.00048_0,1 \\(first on line 1\\)"):
         TASK_IMPORTERS.load(twice, "autoexperiment")
+
+
+def test_a_description_with_a_lone_surrogate_is_refused_naming_the_field(tmp_path):
+    import json as _json
+
+    from failatlas.bench_core.tasks.importers.autoexperiment import load_autoexperiment
+    from failatlas.core.errors import InputError as _InputError
+
+    (tmp_path / "p" / "code").mkdir(parents=True)
+    (tmp_path / "p" / "code" / "m.py").write_text("def f():\n    return 1\n")
+    row = {"paper_id": "p", "func_ids": "0", "experiments": "Experiment 1: run", "solution": "python3 m.py",
+           "results": {"Experiment 1": 1.0}, "func_details": [
+               {"file": "m.py", "name": "f", "header_line": 1, "line_start": 2, "line_end": 2,
+                "description": "bad \ud800 text"}]}
+    (tmp_path / "rows.jsonl").write_text(_json.dumps(row) + "\n")
+    with pytest.raises(_InputError) as err:
+        load_autoexperiment(tmp_path / "rows.jsonl")
+    assert err.value.line == 1 and err.value.field == "func_details[0].description"

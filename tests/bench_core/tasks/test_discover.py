@@ -23,7 +23,7 @@ def test_formats_are_told_apart_by_content(iclr2024: Path, fixtures: Path, tmp_p
     )
     assert TASK_IMPORTERS.detect(as_list) == "autoexperiment"
     assert TASK_IMPORTERS.detect(fixtures / "rexbench" / "othello") == "rexbench"
-    assert TASK_IMPORTERS.detect(fixtures / "rexbench" / "othello" / "task.json") == "rexbench"
+    assert TASK_IMPORTERS.detect(fixtures / "rexbench" / "othello" / "instructions.md") == "rexbench"
     assert (
         TASK_IMPORTERS.detect(fixtures / "autoexperiment" / "2205.00048" / "code" / "src" / "run_metric.py") is None
     )
@@ -74,4 +74,4 @@ def test_broken_or_unknown_inputs_are_errors(tmp_path: Path):
 def test_an_explicit_format_reads_only_that_format(iclr2024: Path, fixtures: Path):
     found = discover([iclr2024.parent, fixtures / "autoexperiment", fixtures / "rexbench"], fmt="autoexperiment")
     assert [f.path.name for f in found.found] == ["mlrc_n_k.jsonl"]
-    assert len([p for p in found.skipped if p.suffix == ".json"]) == 25 + 2  # EXP-Bench files, othello's JSON
+    assert len([p for p in found.skipped if p.suffix == ".json"]) == 25  # the EXP-Bench files
