@@ -1,19 +1,25 @@
-"""EXP-Bench field repairs: each reads one raw field, repairs the known defects and records a warning.
+"""EXP-Bench field repairs: each reads one raw field, repairs the known defects and records a warning; and the
+paper index (repository URL, GPU needs) a task file's tasks take their repository from.
 
 See `bench_core.tasks.importers.expbench` for the format and the warning codes.
 """
 
 from __future__ import annotations
 
+import glob
+import json
 import posixpath
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from failatlas.bench_core.tasks.importers._common import Warnings, is_fenced, jsonable, unfence_json
+from failatlas.bench_core.tasks.importers._common import Warnings, is_fenced, json_lines, jsonable, unfence_json
 from failatlas.bench_core.tasks.model import DesignSpec
+from failatlas.core.errors import InputError
 
 NOTE_KEYS = (
     "design_ambiguity",
@@ -289,3 +295,188 @@ def _repo_path(name: str, item: Any, w: Warnings) -> str | None:
 def unique(items: list[str]) -> list[str]:
     """Items in first-seen order without repeats."""
     return list(dict.fromkeys(items))
+
+
+# -- the paper index: repository URL and GPU needs ----------------------------------------------------------
+MAX_GPUS = 64  # a count above this is not a plausible need of one paper: read as unknown
+_NUMBER_WORDS = {"one": 1, "single": 1, "a single": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                 "seven": 7, "eight": 8}
+_GPU_COUNT = re.compile(
+    r"^(?:gpus?\s*[:=]\s*)?(?:(?:at\s+least|a\s+minimum\s+of|minimum(?:\s+of)?|min\.?)\s+)?"
+    r"(?P<low>\d+|a\s+single|single|one|two|three|four|five|six|seven|eight)"
+    r"(?:\s*(?:-|–|to|or)\s*(?:\d+|more))?(?:\s*[x×])?\b",
+    re.IGNORECASE,
+)
+_NO_GPU = re.compile(r"^(?:none|no|0|cpu(?:\s+only)?|not\s+(?:needed|required)|no\s+gpus?\b.*)\.?$",
+                     re.IGNORECASE)
+_NAMES_A_GPU = re.compile(r"gpu|cuda|nvidia|tesla|geforce|\brtx|\b[ahv]\d{2,3}\b|\ba[68]000\b|\ba800\b",
+                          re.IGNORECASE)
+_REPO_URL = (
+    re.compile(r"(?:https?|git|ssh|git\+ssh)://(?:[^\s/@]+@)?[A-Za-z0-9.-]+(?::\d+)?/\S+"),
+    re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S+"),  # scp-like: git@github.com:owner/name.git
+    re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d+)?/\S+"),  # github.com/owner/name
+)
+_NO_URL = {"", "n/a", "na", "none", "null", "-"}
+VENUE_FOLDER = re.compile(r"([A-Za-z]+)[_-]?(\d{4})")
+INDEX_SUFFIX = "_index.jsonl"
+
+
+def repo_url(value: str) -> str | None:
+    """`value` (the index's `code_url`) stripped, when it is a network repository URL (http(s), git, ssh,
+    scp-like or `host/path`); None when it says there is none (`""`, `N/A`). ValueError for anything else: a
+    local path, `file://` or a transport such as `ext::` must never reach `git clone` from a downloaded file."""
+    text = value.strip()
+    if text.lower() in _NO_URL:
+        return None
+    if text.isprintable() and any(p.fullmatch(text) for p in _REPO_URL):
+        return text
+    raise ValueError(f"{value[:200]!r} is not a repository URL (https://host/owner/name, git@host:owner/name)")
+
+
+def gpu_need(reproduce_difficulty: Any, w: Warnings) -> int:
+    """GPUs a paper needs, from the index's `reproduce_difficulty.resource_requirements.GPUs`.
+
+    The rule (the index is LLM-written: an int, text, `{type, amount}` (or `count`), a list of those): an integer
+    amount is taken as it is; a text is read for its leading count, the lower bound of a range (`1`, `1-2` -> 1,
+    `2-8` -> 2, `1 or more` -> 1, `8 x A100` -> 8, `at least one`, `single` -> 1): the least the paper can run
+    on; `None`, `no GPU`, `CPU only` -> 0. Without a count, a text that names a GPU (`A100-SXM-80GB`, `requires
+    GPU`) -> 1 with a `gpus-guessed` warning; anything else (`N/A`, not given, over MAX_GPUS) -> 0 with a
+    `gpus-unknown` warning. A list sums its entries; `resource_requirements` given as one text is read as such."""
+    requirements = reproduce_difficulty.get("resource_requirements") if isinstance(reproduce_difficulty,
+                                                                                   dict) else None
+    value = requirements.get("GPUs", requirements.get("gpus")) if isinstance(requirements, dict) else requirements
+    if value is None:
+        w.add("gpus-unknown", "the index gives no GPU needs (reproduce_difficulty.resource_requirements.GPUs); "
+                              "0 GPUs assumed")
+        return 0
+    count, named = _gpu_count(value)
+    shown = json.dumps(value, ensure_ascii=False)[:160]
+    if count is not None and count <= MAX_GPUS:
+        return count
+    if count is None and named:
+        w.add("gpus-guessed", f"the index says {shown} without a count: 1 GPU assumed")
+        return 1
+    w.add("gpus-unknown", f"the index says {shown}, not a GPU count: 0 GPUs assumed")
+    return 0
+
+
+def _gpu_count(value: Any) -> tuple[int | None, bool]:
+    """(the count, or None when there is none; whether the value names a GPU)."""
+    if isinstance(value, bool):
+        return None, False
+    if isinstance(value, int | float):
+        return (int(value), True) if value >= 0 and float(value).is_integer() else (None, True)
+    if isinstance(value, str):
+        text = value.strip()
+        if _NO_GPU.match(text):
+            return 0, False
+        match = _GPU_COUNT.match(text)
+        if match:
+            low = re.sub(r"\s+", " ", match.group("low").lower())
+            return (int(low) if low.isdigit() else _NUMBER_WORDS[low]), True
+        return None, bool(_NAMES_A_GPU.search(text))
+    if isinstance(value, dict):
+        amount = next((value[k] for k in ("amount", "count", "number") if value.get(k) is not None), None)
+        count, named = _gpu_count(amount)
+        kind = value.get("type")
+        return count, named or (isinstance(kind, str) and bool(_NAMES_A_GPU.search(kind)))
+    if isinstance(value, list) and value:
+        parts = [_gpu_count(item) for item in value]
+        if all(count is not None for count, _ in parts):
+            return sum(count for count, _ in parts), True
+        return None, any(named for _, named in parts)
+    return None, False
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One paper of the index: its line, and what its tasks take from it."""
+
+    line: int
+    code_url: str | None
+    title: str | None
+    page: str | None
+    reproduce_difficulty: Any
+
+
+@dataclass(frozen=True)
+class PaperIndex:
+    """An index file's papers by id; `found`: it was found beside the venue folder, not named by the user."""
+
+    path: Path
+    papers: dict[str, IndexEntry]
+    found: bool = False
+
+
+_INDEX_CACHE: dict[tuple[str, int, int], dict[str, IndexEntry]] = {}  # one read per index and import
+
+
+def find_index(path: Path) -> Path | None:
+    """The index of the venue folder the task file sits in (`iclr2024_index.jsonl` beside `iclr2024/`): a file
+    `<venue folder>*_index.jsonl` in the venue folder's parent, the exact name preferred. None when there is
+    none; InputError (with the hint to pass --index) when several could be meant."""
+    for folder in path.resolve().parents:
+        if not VENUE_FOLDER.fullmatch(folder.name):
+            continue
+        exact = folder.parent / f"{folder.name}{INDEX_SUFFIX}"
+        if exact.is_file():
+            return exact
+        found = sorted(p for p in folder.parent.glob(f"{glob.escape(folder.name)}*{INDEX_SUFFIX}") if p.is_file())
+        if len(found) > 1:
+            raise InputError(f"{len(found)} paper indexes fit this task file: {', '.join(p.name for p in found)}",
+                             path=str(path), hint="name one with --index FILE")
+        return found[0] if found else None
+    return None
+
+
+def read_index(path: Path) -> dict[str, IndexEntry]:
+    """The papers of an index file by id; InputError naming the file and line of a malformed line (not JSON,
+    not an object, no `id`, an `id` listed twice, a `code_url` that is not a network repository URL)."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read the paper index: {exc.strerror or exc}", path=str(path)) from exc
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _INDEX_CACHE:
+        if len(_INDEX_CACHE) >= 8:
+            _INDEX_CACHE.clear()
+        _INDEX_CACHE[key] = _parse_index(path)
+    return _INDEX_CACHE[key]
+
+
+def _parse_index(path: Path) -> dict[str, IndexEntry]:
+    papers: dict[str, IndexEntry] = {}
+    for line, row in json_lines(path):
+        if not isinstance(row, dict):
+            raise InputError(f"an index line must be an object, not {type(row).__name__}", path=str(path), line=line)
+        raw_id = row.get("id")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or not str(raw_id).strip():
+            raise InputError(f"must be the paper's id, not {raw_id!r}", path=str(path), line=line, field="id")
+        paper_id = str(raw_id).strip()
+        if paper_id in papers:
+            raise InputError(f"paper {paper_id!r} is listed twice (first at line {papers[paper_id].line})",
+                             path=str(path), line=line, field="id")
+        url = _index_text(row, "code_url", path, line)
+        try:
+            url = repo_url(url) if url is not None else None
+        except ValueError as exc:
+            raise InputError(str(exc), path=str(path), line=line, field="code_url") from exc
+        papers[paper_id] = IndexEntry(
+            line=line, code_url=url, title=_index_text(row, "title", path, line),
+            page=_index_text(row, "url", path, line), reproduce_difficulty=row.get("reproduce_difficulty"))
+    return papers
+
+
+def _index_text(row: dict[str, Any], key: str, path: Path, line: int) -> str | None:
+    value = row.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"must be text, not {type(value).__name__}", path=str(path), line=line, field=key)
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def paper_index(path: Path, index: Path | None) -> PaperIndex | None:
+    """The index for the task file `path`: `index` when given, else the one found beside it (None if none)."""
+    if index is not None:
+        return PaperIndex(Path(index), read_index(Path(index)))
+    found = find_index(path)
+    return PaperIndex(found, read_index(found), found=True) if found is not None else None

@@ -31,6 +31,17 @@ Defects of the real files are repaired where the intent is clear and always repo
 The NeurIPS half (`<id>_complete_final_with_difficulty_level.json`) adds per-task `paper_id` (it wins over the
 file name, with a `paper-id-mismatch` warning if they differ) and `difficulty_level` (kept in `extra`).
 A file that is not JSON, has no `questions` list, or has a task without a `question` raises `InputError`.
+
+Repositories and GPU needs come from EXP-Bench's paper index (`<venue>_index.jsonl`, JSON lines of `id`,
+`title`, `code_url`, `reproduce_difficulty`), the only place that maps a paper to its repository: option `index`
+(`failatlas tasks import --index FILE`), else a file named `<venue folder>*_index.jsonl` beside the venue folder
+(`iclr2024_index.jsonl` beside `iclr2024/`), in which case every task says so (`index: ...`). A task of a paper in
+the index gets `repository.url` = `code_url`, `paper.title`/`paper.url` where the file has none,
+`resources.gpus` (the rule: `_expbench_fields.gpu_need`; `gpus-guessed`, `gpus-unknown`) and the whole
+`reproduce_difficulty` in `extra`; a paper the index lacks (or no index at all) gets `no-repository` and still
+imports. A malformed index line (not JSON, not an object, no `id`, a repeated `id`, a `code_url` that is not a
+network repository URL) raises `InputError` naming the index file and line. T1 and T2 tasks get
+`run.agent_script` (EXP-Bench's execution check re-runs the agent's reproduce script); T3 tasks have nothing to run.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from failatlas.bench_core.tasks.importers._common import (
     TASK_IMPORTERS,
@@ -51,9 +62,13 @@ from failatlas.bench_core.tasks.importers._common import (
 )
 from failatlas.bench_core.tasks.importers._expbench_fields import (
     NOTE_KEYS,
+    VENUE_FOLDER,
+    PaperIndex,
     coerce_dict,
     design_spec,
+    gpu_need,
     method_text,
+    paper_index,
     repo_paths,
     requirement_steps,
     text_field,
@@ -64,12 +79,15 @@ from failatlas.bench_core.tasks.model import (
     ImplementationTruth,
     Masking,
     PaperMeta,
+    RepoRef,
+    Resources,
+    RunSpec,
     TaskKind,
     TaskSpec,
     stable_id,
 )
 from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded, NoOptions
+from failatlas.core.importers import Loaded
 
 FORMAT = "expbench"
 FINAL_MARK = "_complete_final"
@@ -79,6 +97,7 @@ TEXT_KEYS = ("mode", "no_answer", "usage_instructions", "subsection_source")
 ALT_DESIGN_KEYS = ("experiment_design_complexity",)
 
 VENUES = {"iclr": "ICLR", "neurips": "NeurIPS", "icml": "ICML", "acl": "ACL", "cvpr": "CVPR"}
+RUNNABLE_KINDS = (TaskKind.T1, TaskKind.T2)  # the agent writes a reproduce script, re-run by the execution check
 
 
 def sniff(path: Path) -> bool:
@@ -103,15 +122,42 @@ def paper_id_from_name(path: Path) -> str:
 def venue_from_path(path: Path) -> tuple[str | None, int | None]:
     """(`ICLR`, 2024) from a parent folder named `iclr2024` (or `neurips_2024`); (None, None) otherwise."""
     for folder in path.resolve().parents:
-        match = re.fullmatch(r"([A-Za-z]+)[_-]?(\d{4})", folder.name)
+        match = VENUE_FOLDER.fullmatch(folder.name)
         if match:
             name = match.group(1).lower()
             return VENUES.get(name, name.upper()), int(match.group(2))
     return None, None
 
 
-def load_expbench(path: str | Path) -> list[TaskSpec]:
-    """Every task of one EXP-Bench file, validated; InputError naming the file and field if malformed."""
+# -- the paper index ---------------------------------------------------------------------------------------
+def _apply_index(draft: dict[str, Any], w: Warnings, index: PaperIndex | None) -> dict[str, Any]:
+    """Repository, GPU needs and difficulty of the draft's paper from `index`, into the draft; returns what the
+    paper's metadata takes from it (title, page)."""
+    if index is None:
+        w.add("no-repository", "no paper index beside the task folder (a <venue>_index.jsonl): the repository "
+                               "is unknown; pass --index FILE")
+        return {}
+    if index.found:
+        w.add("index", f"repository and GPU needs from {index.path} (found beside the task folder)")
+    paper_id = draft["_paper"]
+    entry = index.papers.get(paper_id)
+    if entry is None:
+        w.add("no-repository", f"paper {paper_id} is not in the index {index.path}: the repository is unknown")
+        return {}
+    draft["extra"]["index"] = {"file": str(index.path.resolve()), "line": entry.line}
+    draft["extra"]["reproduce_difficulty"] = jsonable(entry.reproduce_difficulty)
+    draft["resources"] = Resources(gpus=gpu_need(entry.reproduce_difficulty, w))
+    if entry.code_url is None:
+        w.add("no-repository", f"the index names no code_url for paper {paper_id}: the repository is unknown")
+    else:
+        draft["repository"] = RepoRef(url=entry.code_url)
+    return {"title": entry.title, "url": entry.page}
+
+
+def load_expbench(path: str | Path, index: Path | None = None) -> list[TaskSpec]:
+    """Every task of one EXP-Bench file, validated, with its paper's repository and GPU needs from the paper
+    index (`index`, else the one beside the venue folder; see the module's docstring). InputError naming the file
+    (or index file), line and field if malformed."""
     path = Path(path)
     data = load_json(path)
     if not isinstance(data, dict):
@@ -131,6 +177,7 @@ def load_expbench(path: str | Path) -> list[TaskSpec]:
             f"must be a list of tasks, not {type(questions).__name__}", path=str(path), field="questions"
         )
 
+    index_used = paper_index(path, index)
     paper_id = paper_id_from_name(path)
     venue, year = venue_from_path(path)
     paper = PaperMeta(id=paper_id, venue=venue, year=year)
@@ -149,7 +196,9 @@ def load_expbench(path: str | Path) -> list[TaskSpec]:
     tasks = []
     for i, draft in enumerate(drafts):
         warnings: Warnings = draft.pop("_warnings")
-        task_paper = paper.model_copy(update={"id": draft.pop("_paper")})
+        from_index = _apply_index(draft, warnings, index_used)
+        task_paper = paper.model_copy(update={"id": draft.pop("_paper"),
+                                              **{k: v for k, v in from_index.items() if v is not None}})
         if file_extra:
             draft["extra"]["file"] = file_extra
         try:
@@ -258,6 +307,7 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
             method_notes=method if kind == TaskKind.T3 else None,
         ),
         "masking": Masking(files=unique(masked_files), remove_also=["README.md"]),
+        "run": RunSpec(agent_script=kind in RUNNABLE_KINDS),
         "extra": extra,
     }
 
@@ -322,21 +372,32 @@ def _assign_ids(drafts: list[dict[str, Any]]) -> None:
         d["id"] = task_id
 
 
+class ExpBenchOptions(BaseModel):
+    """`index`: the venue's paper index (`failatlas tasks import --index FILE`); None: the one beside the venue
+    folder, if any."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: Path | None = None
+
+
 @TASK_IMPORTERS.register(FORMAT)
 class ExpBenchImporter:
     """EXP-Bench *_complete_final*.json files (one per paper)"""
 
     name = FORMAT
     description = "EXP-Bench *_complete_final*.json files (one per paper)"
-    Options = NoOptions
+    Options = ExpBenchOptions
     suffixes = (".json",)
     sniff_order = 20
 
     def sniff(self, path: Path) -> bool:
         return sniff(path)
 
-    def load(self, path: Path, options: NoOptions) -> Loaded[TaskSpec]:
-        return Loaded(path=path, format=self.name, records=load_expbench(path))
+    def load(self, path: Path, options: ExpBenchOptions) -> Loaded[TaskSpec]:
+        index = paper_index(path, options.index)
+        notes = [f"index: {index.path}"] if index is not None else []
+        return Loaded(path=path, format=self.name, records=load_expbench(path, options.index), warnings=notes)
 
     def keep(self, files: list[Path]) -> list[Path]:
         """EXP-Bench log folders also hold intermediate task files; where final ones (`*_complete_final*`) are

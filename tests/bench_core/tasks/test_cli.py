@@ -43,9 +43,10 @@ def imported(run, iclr2024: Path):
 def test_import_prints_a_summary_line(imported):
     assert (
         "imported 28 file(s), 211 task(s) (211 new, 0 updated, 0 unchanged); by kind: T1 97, T2 55, T3 54, "
-        "extension 2, masked_functions 3; 33 warning(s)"
+        "extension 2, masked_functions 3; "
     ) in imported.stdout
     assert "missing-design 5" in imported.stdout
+    assert "index 206" in imported.stdout and "gpus-guessed 11" in imported.stdout  # the index found beside
 
 
 def test_reimport_with_explicit_format_updates_nothing(run, imported, iclr2024: Path):
@@ -59,8 +60,10 @@ def test_import_can_print_every_warning(run, imported, iclr2024: Path):
     result = run("import", str(iclr2024 / "18277.json"), "--warnings")
     assert result.exit_code == 0
     lines = [line for line in result.stdout.splitlines() if line.startswith("expbench-18277-")]
-    assert len(lines) == 7
+    assert len(lines) == 7 + 7
     assert sum("missing-design: no design_complexity" in line for line in lines) == 5
+    assert sum(f"index: repository and GPU needs from {iclr2024.parent / 'iclr2024_index.jsonl'}" in line
+               for line in lines) == 7
 
 
 def test_list_with_filters(run, imported):
@@ -87,9 +90,9 @@ def test_show_hides_ground_truth_unless_asked(run, imported):
     text = run("show", "rexbench-othello")
     assert text.exit_code == 0
     assert "hint level 2" in text.stdout and "ground truth hidden" in text.stdout
-    assert "oracle_band" not in text.stdout
+    assert "repository-from-user" in text.stdout and "instructions_md" not in text.stdout
     text = run("show", "rexbench-othello", "--ground-truth")
-    assert "oracle_band" in text.stdout and "layer_1_test_acc = 0.88211" in text.stdout
+    assert "extra fields" in text.stdout and "instructions_md" in text.stdout
 
 
 def test_errors_are_one_line_with_an_exit_code(run, imported, tmp_path: Path):

@@ -32,6 +32,10 @@ KNOWN_CODES = {
     "missing-conclusion",
     "bad-field-type",
     "duplicate-question",
+    "index",
+    "no-repository",
+    "gpus-guessed",
+    "gpus-unknown",
 }
 
 
@@ -92,12 +96,15 @@ def test_every_warning_has_a_known_code_and_lands_on_the_right_tasks(real_tasks)
         {("17595", 8), ("19292", 3)} | {("19044", i) for i in range(5)}
     )
     assert codes == {
+        "index": 206,  # the index beside iclr2024/ was found: every task says so
         "wrapped-field": 15,
+        "gpus-guessed": 11,
         "unknown-keys": 7,
         "missing-design": 5,
         "method-dict": 2,
         "relative-path": 2,
     }
+    assert {p for p, _ in _where(real_tasks, "gpus-guessed")} == {"17666", "19209"}
 
 
 def test_defects_are_repaired_and_nothing_is_lost(real_tasks):
@@ -271,10 +278,18 @@ def test_neurips_shaped_files_import_without_spurious_warnings(iclr2024: Path, w
     path = write_json(
         "neurips2024/93022/93022_complete_final_with_difficulty_level.json", {"questions": [task, other]}
     )
-    first, second = TASK_IMPORTERS.load(path, "expbench").records
+    index = path.parents[2] / "neurips2024_index.jsonl"
+    index.write_text("\n".join(json.dumps({"id": i, "code_url": f"https://github.com/o/{i}", "reproduce_difficulty":
+                                            {"resource_requirements": {"GPUs": {"amount": 2}}}})
+                               for i in ("93022", "93023")))
+    first, second = TASK_IMPORTERS.load(path, "expbench", {"index": index}).records
     assert (first.paper.id, first.paper.venue, first.paper.year) == ("93022", "NeurIPS", 2024)
     assert first.id.startswith("expbench-93022-")
     assert first.warnings == []
+    assert (first.repository.url, first.resources.gpus) == ("https://github.com/o/93022", 2)
     assert first.extra["difficulty_level"]["complexity_score"] == 33
     assert second.paper.id == "93023" and second.id.startswith("expbench-93023-")
     assert [warning_code(w) for w in second.warnings] == ["paper-id-mismatch"]
+    assert second.repository.url == "https://github.com/o/93023"
+    found = TASK_IMPORTERS.load(path, "expbench").records  # the same index, found beside neurips2024/
+    assert [[warning_code(w) for w in t.warnings] for t in found] == [["index"], ["paper-id-mismatch", "index"]]
