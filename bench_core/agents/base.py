@@ -140,12 +140,20 @@ def task_prompt(view: AgentView, workdir: str = "/workspace") -> str:
     for level, hint in enumerate(view.hints, 1):
         parts += ["", f"## Hint {level}", hint]
     parts += ["", "## What to deliver", f"You work in the repository at {workdir} (a git repository)."]
+    if view.materials:
+        files = ", ".join(f"`{name}`" for name in view.materials)
+        parts.append(f"- Given with the task: {files} {'is' if len(view.materials) == 1 else 'are'} in your "
+                     "workspace.")
     if view.needs_implementation:
         parts.append("- Implement what is missing so that the experiment runs; edit the repository in place.")
     if view.run_command:
         parts.append(f"- The experiment is run from the repository root with: `{view.run_command}`"
                      + (f"; it writes `{view.results_file}`." if view.results_file else "."))
-        parts.append(f"- Write the script that reproduces your experiment to `{RUN_SCRIPT}` and run it.")
+    if view.run_command or view.rerun_script:
+        parts.append(f"- Write the script that reproduces your experiment to `{RUN_SCRIPT}` and run it"
+                     + (": it is re-run from the repository root in a clean copy of the repository with your "
+                        "changes, and what it prints is checked, so end it by printing your final results as one "
+                        "JSON object." if view.rerun_script else "."))
     if view.expected_metrics:
         parts.append("- Report these metrics: " + ", ".join(view.expected_metrics) + ".")
     parts += [

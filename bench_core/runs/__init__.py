@@ -12,7 +12,9 @@ from failatlas.bench_core.runs.api import (
     total_runs,
 )
 from failatlas.bench_core.runs.execute import RunConfig
-from failatlas.bench_core.runs.runner import BatchReport, plan_runs, run_batch
+from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs
+from failatlas.bench_core.runs.runner import BatchReport, Plan, plan, plan_runs, run_batch
 
-__all__ = ["BatchReport", "BenchParams", "BenchResult", "RunConfig", "get_run", "list_runs", "plan_runs", "run",
-           "run_batch", "runs_dir_for", "select_tasks", "total_runs"]
+__all__ = ["BatchReport", "BenchParams", "BenchResult", "Plan", "RepoUsed", "ResourceOverrides", "RunConfig",
+           "RunInputs", "get_run", "list_runs", "plan", "plan_runs", "run", "run_batch", "runs_dir_for",
+           "select_tasks", "total_runs"]

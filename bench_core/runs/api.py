@@ -9,9 +9,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from failatlas.bench_core.agents.base import Budget, create_agent
+from failatlas.bench_core.repos import repository_for
 from failatlas.bench_core.runs.execute import RunConfig
+from failatlas.bench_core.runs.executors import host_gpus
+from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of, unavailable
 from failatlas.bench_core.runs.model import RunRecord
-from failatlas.bench_core.runs.runner import plan_runs, run_batch
+from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, NotFoundError
@@ -35,7 +38,12 @@ def select_tasks(store: Store, *, task_ids: list[str] | None = None, benchmark: 
 
 
 class BenchParams(BaseModel):
-    """What `failatlas bench run` does: which agent on which tasks, how often, where. Recorded with the stage run."""
+    """What `failatlas bench run` does: which agent on which tasks, how often, where. Recorded with the stage run.
+
+    `repo`: the checkout every selected task is prepared from (default: each task's cached repository, else its
+    bundled one). `resources` override the tasks' declared GPUs, memory and time limit. `gpu_tasks`: run a task
+    that needs more GPUs than this host has anyway, with none visible (default: it is not run, with the reason).
+    `setting`: the task setting the agent is given (part of the run's key; default: each task's first)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -55,22 +63,70 @@ class BenchParams(BaseModel):
     image: str | None = None
     repo: Path | None = None
     runs_dir: Path | None = None
+    resources: ResourceOverrides = Field(default_factory=ResourceOverrides)
+    setting: str | None = None
 
 
 class BenchResult(BaseModel):
-    """What one `run` did: runs executed now (by status), runs skipped because they were stored already."""
+    """What one `run` did: runs executed now (by status), runs skipped because they were stored already.
+
+    `not_run`: "task: reason" for each task not run because an input is missing (its repository, GPUs this host
+    lacks); nothing is stored for it. `infra_errors`: "task · agent: reason" for each run that ended in
+    `infra_error` now; `kept_infra` the same for stored ones skipped because their inputs did not change (redo
+    them with `retry_infra`); `redone`: stored `infra_error` runs done again because their inputs changed."""
 
     planned: int
     skipped: int
     by_status: dict[str, int]
     run_ids: list[str]
     stage_run_id: str
+    not_run: list[str] = Field(default_factory=list)
+    infra_errors: list[str] = Field(default_factory=list)
+    kept_infra: list[str] = Field(default_factory=list)
+    redone: int = 0
 
 
 def _tasks(store: Store, params: BenchParams) -> list[TaskSpec]:
-    # tasks named by id always run; a filter includes tasks that need GPUs only with `gpu_tasks`
-    return select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
-                        include_gpu=params.gpu_tasks or bool(params.task_ids))
+    """The selected tasks with the resource overrides applied (tasks needing GPUs included: `run` says per task
+    why one the host cannot serve is not run)."""
+    tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind)
+    return [params.resources.apply(task) for task in tasks]
+
+
+def _check_setting(tasks: list[TaskSpec], setting: str | None) -> None:
+    """ConfigError naming each task that lacks `setting`, with the settings it has."""
+    if setting is None:
+        return
+    unknown = []
+    for task in tasks:
+        try:
+            task.setting(setting)
+        except ValueError as exc:
+            unknown.append(str(exc))
+    if unknown:
+        more = f" (and {len(unknown) - 3} more task(s))" if len(unknown) > 3 else ""
+        raise ConfigError("; ".join(unknown[:3]) + more, hint="choose one of the task's settings, or leave "
+                          "--setting out for each task's default")
+
+
+def _inputs(store: Store, tasks: list[TaskSpec], params: BenchParams) -> tuple[list[TaskSpec],
+                                                                               dict[str, RepoUsed], list[str]]:
+    """The tasks that can run here, each one's repository (`params.repo`, else the repository cache's checkout,
+    else the bundled folder), and "task: reason" for each that cannot."""
+    gpus = host_gpus(params.executor)
+    given = repository_of(tasks[0], repo=params.repo) if params.repo is not None and tasks else None
+    runnable, repos, not_run = [], {}, []
+    for task in tasks:
+        if gpus is not None and task.resources.gpus > gpus and not params.gpu_tasks:
+            not_run.append(f"{task.id}: needs {task.resources.gpus} GPU(s), this host has {gpus}")
+            continue
+        repo = given or repository_of(task, cached=repository_for(store, task))
+        if repo is None:
+            not_run.append(f"{task.id}: {unavailable(task)}")
+            continue
+        runnable.append(task)
+        repos[task.id] = repo
+    return runnable, repos, not_run
 
 
 def total_runs(store: Store, params: BenchParams) -> int:
@@ -84,25 +140,34 @@ def runs_dir_for(store: Store, runs_dir: Path | None) -> Path:
 
 
 def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], None] | None = None) -> BenchResult:
-    """Run `params.agent` on the selected tasks (`attempts` each), doing only the runs not stored yet; each run
-    is stored in one transaction as it finishes, so an interrupted call is resumed by calling again. Records one
-    `stage_runs` row (stage `bench.run`). Raises ConfigError for bad parameters or an unknown agent, NotFoundError
-    when no task matches."""
+    """Run `params.agent` on the selected tasks (`attempts` each), doing only the runs not stored yet (and stored
+    `infra_error` runs whose inputs changed); each run is stored in one transaction as it finishes, so an
+    interrupted call is resumed by calling again. A task whose repository or GPUs are missing is not run, with
+    its reason in `not_run`, and the batch goes on. Records one `stage_runs` row (stage `bench.run`). Raises
+    ConfigError for bad parameters, an unknown agent or a setting a task lacks (before anything runs),
+    NotFoundError when no task matches."""
     with stage_run(store, "bench.run", params) as record:
         if params.attempts < 1:
             raise ConfigError("--attempts must be at least 1")
         create_agent(params.agent, **params.agent_params)  # fail fast on an unknown agent or bad parameters
         tasks = _tasks(store, params)
-        work, skipped = plan_runs(store, tasks, params.agent, model=params.model, attempts=params.attempts,
-                                  agent_params=params.agent_params, retry_infra=params.retry_infra)
+        _check_setting(tasks, params.setting)
+        runnable, repos, not_run = _inputs(store, tasks, params)
         config = RunConfig(runs_dir=runs_dir_for(store, params.runs_dir), sandbox=params.sandbox, image=params.image,
-                           repo=params.repo, budget=params.budget)
-        report = run_batch(store, work, config, workers=params.workers, executor=params.executor, on_done=on_done)
+                           repo=params.repo, budget=params.budget, repos=repos, overrides=params.resources,
+                           run_without_gpus=params.gpu_tasks)
+        todo = plan(store, runnable, params.agent, model=params.model, attempts=params.attempts,
+                    agent_params=params.agent_params, retry_infra=params.retry_infra, setting=params.setting,
+                    config=config)
+        report = run_batch(store, todo.todo, config, workers=params.workers, executor=params.executor,
+                           on_done=on_done)
         for table, n in report.rows.items():
             record.count(table, n)
-        record.note(tasks=len(tasks), planned=report.planned, skipped=skipped, by_status=report.by_status)
-    return BenchResult(planned=report.planned, skipped=skipped, by_status=report.by_status, run_ids=report.run_ids,
-                       stage_run_id=record.id)
+        record.note(tasks=len(tasks), planned=report.planned, skipped=todo.skipped, by_status=report.by_status,
+                    redone=todo.redone, not_run=not_run, infra_errors=report.infra_errors)
+    return BenchResult(planned=report.planned, skipped=todo.skipped, by_status=report.by_status,
+                       run_ids=report.run_ids, stage_run_id=record.id, not_run=not_run,
+                       infra_errors=report.infra_errors, kept_infra=todo.kept_infra, redone=todo.redone)
 
 
 def list_runs(store: Store, *, agent: str | None = None, task_id: str | None = None) -> list[dict[str, Any]]:
@@ -115,8 +180,9 @@ def list_runs(store: Store, *, agent: str | None = None, task_id: str | None = N
         params.append(task_id)
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     return store.query_dicts(
-        f"SELECT id, task_id, agent, model, attempt, status, fault_injected, round(duration_s, 1) AS seconds,"
-        f" infra_error FROM runs {where} ORDER BY task_id, agent, attempt", params)
+        f"SELECT id, task_id, agent, model, attempt, setting, status, fault_injected,"
+        f" round(duration_s, 1) AS seconds, infra_error, repo_commit FROM runs {where}"
+        f" ORDER BY task_id, agent, attempt", params)
 
 
 def get_run(store: Store, run_id: str) -> dict[str, Any]:

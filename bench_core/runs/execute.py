@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field
 
 from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
 from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
+from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs, repository_of, unavailable
 from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
-from failatlas.bench_core.sandbox.model import CopyLimits
+from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE, CopyLimits
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InfrastructureError
 
@@ -24,12 +25,20 @@ TAIL = 4000
 
 class RunConfig(BaseModel):
     """How runs are executed on this host. `output_file_bytes` caps each output file read back (design,
-    conclusion, run script); `copy_limits` bound the copy of the working copy (what is cut is recorded)."""
+    conclusion, run script); `copy_limits` bound the copy of the working copy (what is cut is recorded).
+
+    `repos` holds each task's repository as the parent resolved it (task id -> `RepoUsed`); a task missing there
+    uses `repo`, else its bundled folder. `overrides` replace the tasks' declared resources (`memory_mb` is a
+    floor for the tasks' own memory, not for an override). `run_without_gpus`: a task that needs more GPUs than
+    the host has runs with none visible instead of failing its lease."""
 
     runs_dir: Path
     sandbox: str = "docker"
     image: str | None = None
     repo: Path | None = None
+    repos: dict[str, RepoUsed] = Field(default_factory=dict)
+    overrides: ResourceOverrides = Field(default_factory=ResourceOverrides)
+    run_without_gpus: bool = False
     budget: Budget = Budget()
     memory_mb: int = 2048
     cpus: float = 1.0
@@ -72,13 +81,24 @@ def _redactor():
     return Redactor(secrets)
 
 
+def sandbox_resources(task: TaskSpec, config: RunConfig) -> dict:
+    """The sandbox's size for `task` (overrides applied): CPUs, memory, processes, network, GPUs asked for, and
+    the experiment's time limit."""
+    memory_mb = int(task.resources.memory_gb * 1024)
+    if config.overrides.memory_gb is None:
+        memory_mb = max(config.memory_mb, memory_mb)
+    return {"cpus": config.cpus, "memory_mb": memory_mb, "pids_limit": config.pids_limit,
+            "network": task.resources.network, "gpus": task.resources.gpus, "timeout_s": task.run.timeout_s}
+
+
 def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
     from failatlas.bench_core.sandbox import SandboxSpec
 
+    size = sandbox_resources(task, config)
     fields = dict(
-        cpus=config.cpus, memory_mb=max(config.memory_mb, int(task.resources.memory_gb * 1024)),
-        pids_limit=config.pids_limit, network=task.resources.network, gpu_ids=list(config.gpu_ids),
-        run_id=request.run_id, labels={"failatlas.task_id": task.id[:200], "failatlas.agent": request.agent},
+        cpus=size["cpus"], memory_mb=size["memory_mb"], pids_limit=size["pids_limit"], network=size["network"],
+        gpu_ids=list(config.gpu_ids), run_id=request.run_id,
+        labels={"failatlas.task_id": task.id[:200], "failatlas.agent": request.agent},
     )
     image = config.image or task.resources.image
     if image:
@@ -86,11 +106,48 @@ def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
     return SandboxSpec(**fields)
 
 
+def repository_for_run(task: TaskSpec, config: RunConfig) -> RepoUsed | None:
+    """The repository `task` is prepared from: the parent's choice, else `config.repo`, else the bundled folder."""
+    return config.repos.get(task.id) or repository_of(task, repo=config.repo)
+
+
+def run_inputs(task: TaskSpec, config: RunConfig, repo: RepoUsed | None = None) -> RunInputs:
+    """The inputs a run of `task` (overrides applied) under `config` depends on, beyond its key."""
+    repo = repo or repository_for_run(task, config)
+    return RunInputs(
+        repo_url=repo.url if repo else None, repo_commit=repo.commit if repo else None,
+        image=config.image or task.resources.image or DEFAULT_IMAGE, sandbox=config.sandbox,
+        resources=sandbox_resources(task, config), budget=config.budget.model_dump(mode="json"),
+    )
+
+
+def infra_failure(request: RunRequest, task: TaskSpec, config: RunConfig, reason: str) -> RunRecord:
+    """The record of a run that could not start for a reason outside the agent (no GPU free in time)."""
+    task = config.overrides.apply(task)
+    now = _now()
+    return RunRecord(request=request, benchmark=task.benchmark, status="infra_error", infra_error=reason,
+                     sandbox=config.sandbox, started_at=now, finished_at=now, outputs=RunOutputs(),
+                     setting=_setting_name(task, request), inputs=run_inputs(task, config))
+
+
+def _setting_name(task: TaskSpec, request: RunRequest) -> str | None:
+    """The setting the run is given the task in (the task's default when the request names none)."""
+    try:
+        return task.agent_view(request.setting).setting
+    except ValueError:
+        return request.setting
+
+
 def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
-    """Run `request` to completion and return everything it produced. Never raises for agent or infra failures."""
+    """Run `request` to completion and return everything it produced. Never raises for agent or infra failures.
+
+    The task is prepared from `repository_for_run`, its resources are `config.overrides` applied, and the agent
+    sees it in `request.setting`."""
     from failatlas.bench_core.prepare import prepare_workspace, reference_workspace
     from failatlas.bench_core.sandbox import TracedSandbox, create_sandbox
 
+    task = config.overrides.apply(task)
+    repo = repository_for_run(task, config)
     started = _now()
     scratch = config.runs_dir / request.run_id
     steps: list[StepRow] = []
@@ -112,17 +169,21 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         if scratch.exists():
             shutil.rmtree(scratch)  # a run killed midway is redone from scratch
         scratch.mkdir(parents=True)
-        masked = Path(prepare_workspace(task, scratch / "masked", repo=config.repo).path)
+        if repo is None:
+            raise InfrastructureError(unavailable(task))
+        view = task.agent_view(request.setting)
+        masked = Path(prepare_workspace(task, scratch / "masked", repo=repo.path).path)
         workspace = scratch / "workspace"
         shutil.copytree(masked, workspace, symlinks=True)
         agent = create_agent(request.agent, **request.agent_params)
         reference = None
         if getattr(agent, "needs_reference", False):
-            reference = Reference(task=task, tree=Path(reference_workspace(task, scratch / "reference")))
+            tree = reference_workspace(task, scratch / "reference", repo=repo.path)
+            reference = Reference(task=task, tree=Path(tree))
         inner = create_sandbox(config.sandbox, _spec(task, request, config), workspace=workspace)
         sandbox = TracedSandbox(inner, lambda e: commands.append(_command_row(e, redactor.text)), purpose="agent")
         workdir = getattr(inner, "workdir", None) or "/workspace"
-        ctx = AgentContext(view=task.agent_view(), sandbox=sandbox, workdir=workdir,
+        ctx = AgentContext(view=view, sandbox=sandbox, workdir=workdir,
                            budget=config.budget, record=record, reference=reference)
         try:
             outcome = agent.run(ctx)
@@ -162,5 +223,6 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         agent_error=agent_error, fault_injected=getattr(outcome, "fault_injected", None),
         sandbox=config.sandbox, started_at=started, finished_at=_now(), outputs=outputs,
         steps=steps, commands=commands, tokens=getattr(outcome, "tokens", 0) or 0,
-        cost_usd=getattr(outcome, "cost_usd", 0.0) or 0.0,
+        cost_usd=getattr(outcome, "cost_usd", 0.0) or 0.0, setting=_setting_name(task, request),
+        inputs=run_inputs(task, config, repo),
     )

@@ -1,6 +1,8 @@
 """Executors run `execute_run` somewhere and yield records back to the one process that writes the store.
 
-- `local`: a pool of worker processes on this host; GPUs are leased per run from a `GpuAllocator`.
+- `local`: a pool of worker processes on this host; GPUs are leased per run from a `GpuAllocator` (a task that
+  needs more GPUs than the host has runs with none when `RunConfig.run_without_gpus`; no GPU free within
+  `gpu_wait_s` is the run's `infra_error`).
 - `ray`: Ray tasks on a cluster (`pip install 'failatlas[ray]'`), scheduled by the task's GPU count; the GPU ids
   Ray grants are passed into the sandbox.
 """
@@ -12,7 +14,7 @@ import multiprocessing as mp
 from collections.abc import Iterator
 from typing import Protocol
 
-from failatlas.bench_core.runs.execute import RunConfig, execute_run
+from failatlas.bench_core.runs.execute import RunConfig, execute_run, infra_failure
 from failatlas.bench_core.runs.model import RunRecord, RunRequest
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, MissingDependencyError
@@ -27,13 +29,31 @@ class Executor(Protocol):
 
 
 def _run_with_gpus(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
-    if task.resources.gpus <= 0:
+    """`execute_run` with the task's GPUs (overrides applied) leased for the run and visible in its sandbox."""
+    gpus = config.overrides.apply(task).resources.gpus
+    if gpus <= 0:
         return execute_run(request, task, config)
-    from failatlas.bench_core.sandbox import GpuAllocator
+    from failatlas.bench_core.sandbox import GpuAllocator, GpuUnavailableError
 
     allocator = GpuAllocator()
-    with allocator.lease(task.resources.gpus, owner=request.run_id, wait_s=config.gpu_wait_s) as lease:
+    if gpus > len(allocator.gpu_ids) and config.run_without_gpus:
+        return execute_run(request, task, config.model_copy(update={"gpu_ids": []}))
+    try:
+        lease = allocator.lease(gpus, owner=request.run_id, wait_s=config.gpu_wait_s)
+    except GpuUnavailableError as exc:
+        return infra_failure(request, task, config, exc.one_line())
+    with lease:
         return execute_run(request, task, config.model_copy(update={"gpu_ids": list(lease.ids)}))
+
+
+def host_gpus(executor: str) -> int | None:
+    """How many GPUs runs on `executor` can lease: this host's for `local`; None for `ray`, which schedules runs
+    by GPU count on its cluster itself."""
+    if executor != "local":
+        return None
+    from failatlas.bench_core.sandbox import detect_gpus
+
+    return len(detect_gpus())
 
 
 class LocalExecutor:
@@ -93,7 +113,8 @@ class RayExecutor:
             gpu_ids = [str(int(g)) for g in ray.get_gpu_ids()]
             return execute_run(request, task, config.model_copy(update={"gpu_ids": gpu_ids}))
 
-        pending = [_remote.options(num_gpus=task.resources.gpus, num_cpus=1).remote(request, task, config)
+        pending = [_remote.options(num_gpus=config.overrides.apply(task).resources.gpus, num_cpus=1)
+                   .remote(request, task, config)
                    for request, task in work]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from failatlas.bench_core.runs.inputs import RunInputs
+
 RunStatus = Literal["completed", "agent_error", "infra_error"]
 
 
@@ -20,10 +22,14 @@ class RunRequest(BaseModel):
     agent_params: dict[str, Any] = Field(default_factory=dict)
     model: str = ""
     attempt: int = 1
+    setting: str | None = Field(default=None, description="the task's setting (None: its default)")
 
     @property
     def run_id(self) -> str:
-        key = json.dumps([self.task_id, self.agent, self.agent_params, self.model, self.attempt], sort_keys=True)
+        parts: list[Any] = [self.task_id, self.agent, self.agent_params, self.model, self.attempt]
+        if self.setting is not None:  # runs made before settings existed keep their ids
+            parts.append({"setting": self.setting})
+        key = json.dumps(parts, sort_keys=True)
         return "run-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -88,3 +94,5 @@ class RunRecord(BaseModel):
     commands: list[CommandRow] = Field(default_factory=list)
     tokens: int = 0
     cost_usd: float = 0.0
+    setting: str | None = Field(default=None, description="the setting the agent was given the task in")
+    inputs: RunInputs | None = Field(default=None, description="repository, image, sandbox, resources, budget")

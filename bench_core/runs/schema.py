@@ -55,4 +55,20 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="bench_core.runs",
+        version=2,
+        name="run_inputs",
+        sql="""
+        -- the setting the agent was given the task in (AutoExperiment's Partial Code, ...); NULL: the task has none
+        ALTER TABLE runs ADD COLUMN setting VARCHAR;
+        -- the repository the run was prepared from (NULL for runs stored before this column, or when unknown)
+        ALTER TABLE runs ADD COLUMN repo_url VARCHAR;
+        ALTER TABLE runs ADD COLUMN repo_commit VARCHAR;
+        -- repository, image, sandbox kind, resources after overrides, budget; and its hash, which decides whether
+        -- a stored infra_error run is redone (NULL: stored before fingerprints, so redone)
+        ALTER TABLE runs ADD COLUMN inputs JSON;
+        ALTER TABLE runs ADD COLUMN inputs_hash VARCHAR;
+        """,
+    ),
 ]

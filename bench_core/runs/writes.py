@@ -26,13 +26,17 @@ def write_run(store: Store, record: RunRecord) -> dict[str, int]:
         outputs = record.outputs.model_dump(mode="json")
         if record.agent_error:
             outputs["agent_error"] = record.agent_error
+        inputs = record.inputs
         conn.execute(
             "INSERT INTO runs (id, task_id, agent, agent_params, model, attempt, benchmark, status, infra_error,"
-            " fault_injected, sandbox, started_at, finished_at, duration_s, outputs, cost_usd, tokens)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " fault_injected, sandbox, started_at, finished_at, duration_s, outputs, cost_usd, tokens, setting,"
+            " repo_url, repo_commit, inputs, inputs_hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [r.run_id, r.task_id, r.agent, json.dumps(r.agent_params, sort_keys=True), r.model, r.attempt,
              record.benchmark, record.status, record.infra_error, record.fault_injected, record.sandbox,
-             record.started_at, record.finished_at, duration, json.dumps(outputs), record.cost_usd, record.tokens],
+             record.started_at, record.finished_at, duration, json.dumps(outputs), record.cost_usd, record.tokens,
+             record.setting, inputs.repo_url if inputs else None, inputs.repo_commit if inputs else None,
+             inputs.model_dump_json() if inputs else None, inputs.fingerprint if inputs else None],
         )
         if record.steps:
             conn.executemany(
