@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
@@ -21,7 +22,7 @@ from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.signatures import error_signatures
 from failatlas.ingest.writer import write_insights
 
-# One readable insight per validator outcome other than `passed`.
+# One readable insight per validator outcome other than `passed` and `not_scored`.
 OUTCOME_TEXTS: dict[str, str] = {
     "wrong_value": "Execution finished but its results do not match the expected values",
     "runtime_error": "Execution failed with a runtime error",
@@ -174,7 +175,8 @@ def monitor_insights(record: RunRecord) -> list[RawInsight]:
 def validation_insights(record: RunRecord) -> list[RawInsight]:
     """A non-passed validator outcome as one execution insight, plus the error signatures of its logs."""
     validation = record.validation
-    if validation is None or validation["outcome"] == "passed":
+    # nothing compared is no failure: `not_scored` yields no insight, like `passed`
+    if validation is None or validation["outcome"] in ("passed", *UNSCORED_OUTCOMES):
         return []
     outcome = validation["outcome"]
     detail: dict[str, Any] = {

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from failatlas.bench_core.agents import Budget, agent_names
-from failatlas.bench_core.runs import BenchParams, get_run, list_runs, total_runs
+from failatlas.bench_core.runs import BenchParams, BenchResult, ResourceOverrides, get_run, list_runs, total_runs
 from failatlas.bench_core.runs import run as bench_run
 from failatlas.bench_core.sandbox import SANDBOXES
 from failatlas.bench_core.scoring import JUDGES, ScoreParams
@@ -46,27 +47,57 @@ def run(
     sandbox: Annotated[str, typer.Option(help="Sandbox kind: " + ", ".join(SANDBOXES.names()) + ".")] = "docker",
     executor: Annotated[str, typer.Option(help="local (process pool) or ray (a Ray cluster).")] = "local",
     param: Annotated[list[str] | None, typer.Option(help="Agent parameter KEY=VALUE (repeatable).")] = None,
-    gpu_tasks: Annotated[bool, typer.Option(help="Include tasks that need GPUs.")] = False,
-    retry_infra: Annotated[bool, typer.Option(help="Redo runs that failed for infrastructure reasons.")] = False,
+    gpu_tasks: Annotated[bool, typer.Option(
+        help="Run tasks that need more GPUs than this host has anyway, with no GPU visible (default: such a task "
+        "is not run, and the reason is printed).")] = False,
+    retry_infra: Annotated[bool, typer.Option(
+        help="Redo every stored infra_error run (those whose inputs changed are redone without it).")] = False,
     runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder [default: runs/ beside the store].")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the task's, else the built one).")] = None,
-    repo: Annotated[Path | None, typer.Option(help="Checkout of the task's repository (external tasks).")] = None,
+    repo: Annotated[Path | None, typer.Option(
+        help="Checkout to prepare every selected task from [default: each task's repository from the cache "
+        "(`failatlas repos add`), else its bundled one].")] = None,
+    setting: Annotated[str | None, typer.Option(
+        help="The task setting to give the agent (AutoExperiment: e.g. whether the run command is shown); part "
+        "of the run key [default: each task's first].")] = None,
+    gpus: Annotated[int | None, typer.Option(help="Override the tasks' GPU count.", min=0)] = None,
+    memory: Annotated[float | None, typer.Option(help="Override the tasks' memory, in GB.", min=0.0625)] = None,
+    timeout: Annotated[int | None, typer.Option(
+        help="Override the tasks' experiment time limit, in seconds.", min=1)] = None,
     max_steps: Annotated[int, typer.Option(help="Agent budget: steps.")] = 50,
     max_seconds: Annotated[float, typer.Option(help="Agent budget: wall-clock seconds.")] = 1800.0,
 ) -> None:
-    """Run an agent on tasks in sandboxes; re-running the same command does only what is missing."""
+    """Run an agent on tasks in sandboxes; re-running the same command does only what is missing (and stored
+    infra_error runs whose repository, image, resources or budget changed)."""
     s = store()
     params = BenchParams(
         agent=agent, agent_params=_params(param or []), model=model, task_ids=task or None, benchmark=benchmark,
         kind=kind, gpu_tasks=gpu_tasks, attempts=attempts, workers=workers, sandbox=sandbox, executor=executor,
         retry_infra=retry_infra, budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image,
-        repo=repo, runs_dir=runs_dir,
+        repo=repo, runs_dir=runs_dir, setting=setting,
+        resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
     )
     with progress_bar(f"{agent} runs", total_runs(s, params)) as advance:
         result = bench_run(s, params, on_done=lambda _record: advance())
-        advance(result.skipped)
+        advance(result.skipped + len(result.not_run) * attempts)
+    _print_run_result(result)
+
+
+def _print_run_result(result: BenchResult) -> None:
+    """The batch's summary, then why each task was not run and why each run ended in infra_error."""
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(result.by_status.items())) or "nothing new"
     console.print(f"{result.planned} run(s) executed ({statuses}); {result.skipped} already stored")
+    if result.redone:
+        console.print(f"{result.redone} infra_error run(s) redone: inputs changed")
+    for line in result.not_run:
+        console.print(f"[yellow]not run:[/] {escape(line)}", highlight=False)
+    for line in result.infra_errors:
+        console.print(f"[red]infra_error:[/] {escape(line)}", highlight=False)
+    for line in result.kept_infra:
+        console.print(f"[yellow]infra_error (stored):[/] {escape(line)}", highlight=False)
+    if result.kept_infra:
+        console.print(f"{len(result.kept_infra)} stored infra_error run(s) skipped (inputs unchanged); "
+                      "redo them with --retry-infra")
 
 
 @app.command("list")
@@ -114,13 +145,17 @@ def score(
     rescore: Annotated[bool, typer.Option(help="Score again runs that already have scores.")] = False,
     sandbox: Annotated[str, typer.Option(help="Sandbox kind for the validator's clean re-run.")] = "docker",
     image: Annotated[str | None, typer.Option(help="Sandbox image for the re-run.")] = None,
-    repo: Annotated[Path | None, typer.Option(help="Checkout of the task's repository (external tasks).")] = None,
+    repo: Annotated[Path | None, typer.Option(
+        help="Checkout to re-run every selected run's task from [default: each task's repository from the cache "
+        "(`failatlas repos add`), else its bundled one].")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="Scratch folder [default: runs/ beside the store].")] = None,
     samples: Annotated[int, typer.Option(help="LLM judge samples per verdict (majority vote).")] = 1,
     judge: Annotated[list[str] | None, typer.Option(
         "--judge", help="Judge name (repeatable): " + ", ".join(JUDGES.names()) + "; default: all.")] = None,
 ) -> None:
-    """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured)."""
+    """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured).
+    A run with nothing to compare is `not_scored` (E "–"); one whose repository is unavailable, or whose task
+    cannot be prepared from it, is listed and left unscored."""
     s = store()
     params = ScoreParams(run_ids=run or None, rescore=rescore, sandbox=sandbox, image=image, repo=repo,
                          runs_dir=runs_dir, samples=samples,
@@ -129,8 +164,10 @@ def score(
         result = score_run(s, params, on_done=lambda _rid: advance())
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(result.outcomes.items())) or "nothing to score"
     console.print(f"{result.scored} run(s) scored ({outcomes})")
+    for line in result.unavailable:
+        console.print(f"[yellow]not scored:[/] {escape(line)}", highlight=False)
     for line in result.infra_errors:
-        console.print(f"[yellow]infrastructure error, not scored:[/] {line}")
+        console.print(f"[yellow]infrastructure error, not scored:[/] {escape(line)}", highlight=False)
 
 
 @app.command()

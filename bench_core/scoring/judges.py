@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from failatlas.core.registry import Registry
 
 if TYPE_CHECKING:
+    from failatlas.bench_core.scoring.validator import Validation
     from failatlas.bench_core.tasks.model import TaskSpec
     from failatlas.core.store import Store
 
@@ -50,7 +51,8 @@ class JudgeInput:
     `needs_sandbox` run while it exists and may call `start_sandbox(read_only_inputs)` (None when the diff did not
     apply): it starts a fresh sandbox of the run's kind and limits holding that tree and nothing else of the
     agent's, with the host folders of `read_only_inputs` (host path -> sandbox path) mounted read-only; the judge
-    closes it."""
+    closes it. `validation`: the validator's clean re-run (None when the task has no execution phase), which the
+    `execution-llm` judge reads when its outcome awaits a judge."""
 
     task: TaskSpec
     outputs: dict
@@ -58,6 +60,7 @@ class JudgeInput:
     validated: bool = False
     workspace: Path | None = None
     start_sandbox: Callable[[dict[str, str]], Any] | None = None
+    validation: Validation | None = None
 
 
 @dataclass

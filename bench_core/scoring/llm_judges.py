@@ -6,7 +6,10 @@
   chunks past the 15th); a step counts as implemented when any chunk implements it.
 - Optional majority vote over `samples` independent samples (`sample_index` is part of the cache key).
 - With no endpoint configured, each judge is recorded as not run, with the reason.
-Registered in `JUDGES` as `llm`, a judge of kind `llm` that judges every phase the task allows.
+Registered in `JUDGES` as `llm`, a judge of kind `llm` that judges every phase the task allows, and as
+`execution-llm`, the judge of a clean re-run whose expected outcome is prose (EXP-Bench): it compares the end of the
+re-run's output with the expected outcome, and the validator's `not_scored` becomes `passed` or `wrong_value` by
+its verdict (`validator.settle`); without an endpoint it is not run and E stays not scored, never passed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ class DesignReply(BaseModel):
 
 class ConclusionReply(BaseModel):
     correct: bool
+    error_analysis: str
+
+
+class ExecutionReply(BaseModel):
+    consistent: bool
     error_analysis: str
 
 
@@ -183,6 +191,53 @@ class LLMJudges:
 _PHASE_JUDGES = {"design": "design-llm", "implementation": "implementation-llm", "conclusion": "conclusion-llm"}
 
 
+def awaits_judge(inp: JudgeInput) -> bool:
+    """Whether the run's clean re-run waits for the execution judge (its expected outcome is prose)."""
+    return inp.validation is not None and inp.validation.awaiting_judge
+
+
+class ExecutionLLMJudge(LLMJudges):
+    """Judges a clean re-run against an expected outcome written as prose: does the output show it?"""
+
+    name = "execution-llm"
+
+    def execution(self, task: TaskSpec, validation, run_id: str | None = None) -> Verdict:
+        prompt = (f"Research question: {task.question}\n\nExpected outcome:\n{task.expected_conclusion}\n\n"
+                  f"The experiment was re-run from the agent's code with `{validation.command}` (exit code "
+                  f"{validation.exit_code}). The end of its output:\n{validation.judge_output}\n\n"
+                  "Does this output show results consistent with the expected outcome (the same finding, numbers "
+                  "where it gives numbers)? Output that shows no results at all is not consistent.")
+        replies, error = self._ask(prompt, ExecutionReply, "judge:execution", run_id)
+        if error:
+            return Verdict("execution", self.name, status="judge_failed", reason=error)
+        votes = sum(r.consistent for r in replies)
+        passed = votes * 2 > len(replies)
+        analysis = next((r.error_analysis for r in replies if r.consistent == passed), replies[0].error_analysis)
+        return Verdict("execution", self.name, score=votes / len(replies), passed=passed,
+                       verdict={"votes_consistent": votes, "samples": len(replies)}, error_analysis=analysis)
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        if not awaits_judge(inp):
+            return []
+        return [self.execution(inp.task, inp.validation, inp.run_id)]
+
+
+class NotRunExecutionJudge:
+    """Records that the execution judge did not run and why: the re-run stays not scored."""
+
+    name = "execution-llm"
+    kind = "llm"
+    needs_sandbox = False
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        if not awaits_judge(inp):
+            return []
+        return [Verdict("execution", self.name, status="not_run", reason=self.reason)]
+
+
 class NotRunLLMJudges:
     """Records, for each LLM-judged phase, that the judge did not run and why (no endpoint configured)."""
 
@@ -207,6 +262,17 @@ def llm_judges(options: JudgeOptions) -> Judge:
     if client is None:
         return NotRunLLMJudges(not_configured_reason("judge"))
     return LLMJudges(client, samples=options.samples)
+
+
+@JUDGES.register("execution-llm")
+def execution_llm_judge(options: JudgeOptions) -> Judge:
+    """The execution judge for role `judge`, or one that records 'not run' with the reason."""
+    from failatlas.core.llm import client_for_role, not_configured_reason
+
+    client = client_for_role("judge", options.store)
+    if client is None:
+        return NotRunExecutionJudge(not_configured_reason("judge"))
+    return ExecutionLLMJudge(client, samples=options.samples)
 
 
 def llm_monitor_for(store):

@@ -3,7 +3,9 @@
 Definitions (also in docs/metrics.md):
 - Per run, each phase is 1 (passed), 0 (failed) or missing (not applicable to the task, judge not run, judge failed).
   M = no monitor finding of severity `fail`. D = design judge passed (score >= threshold). I = implementation judge
-  passed (all hidden tests, or the LLM judge's verdict). E = validator outcome `passed`. C = conclusion judge passed.
+  passed (all hidden tests, or the LLM judge's verdict). E = validator outcome `passed`, missing when the outcome is
+  `not_scored` (the re-run had nothing to compare with, or its prose outcome awaits a judge that did not run).
+  C = conclusion judge passed.
   When several judges score one phase, the verdict of the judge whose declared kind ranks higher counts
   (`KIND_PRECEDENCE`: an `llm` judge over an `offline` one; `judgements.kind`).
 - A conjunctive score is 1 when all its phases are 1; it is computed over the runs where all its phases are scored
@@ -22,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from failatlas.bench_core.scoring.judges import KIND_PRECEDENCE
+from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.store import Store
 
 PHASES = ("M", "D", "I", "E", "C")
@@ -64,7 +67,7 @@ def run_scores(store: Store) -> pl.DataFrame:
         row = {k: r[k] for k in ("run_id", "task_id", "agent", "model", "attempt", "benchmark", "fault_injected",
                                  "outcome")}
         row["M"] = 0 if monitor_failed.get(r["run_id"]) else 1
-        row["E"] = None if r["outcome"] is None else int(r["outcome"] == "passed")
+        row["E"] = None if r["outcome"] in (None, *UNSCORED_OUTCOMES) else int(r["outcome"] == "passed")
         for phase in ("D", "I", "C"):
             v = verdicts.get((r["run_id"], phase))
             row[phase] = None if v is None else int(v[0])

@@ -1,34 +1,59 @@
 """The execution validator: re-execute a run in a clean sandbox and accept only results that re-run produced.
 
 Never the agent's own sandbox: start from a freshly prepared masked repository, apply the agent's diff, delete any
-results file the diff carried, run the task's command (or the agent's run script) under a deadline in a sandbox of
-its own (closed after the run; the hidden tests get another), then compare
-each expected metric with numpy.isclose semantics (per-metric rtol and atol), or the task's success criterion.
+results or check file the diff carried, run the task's command (or the agent's run script) under a deadline in a
+sandbox of its own (closed after the run; the hidden tests get another), then compare what the re-run produced with
+everything the task expects (`comparisons`): its metrics (from the results file or the last JSON object printed),
+its success criterion, the user's checks, or the numbers of its expected outcome. All must pass. A re-run that
+succeeds with nothing to compare is `not_scored`, never `passed`; so is one whose expected outcome is prose, until
+the `execution-llm` judge decides it (`settle`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from failatlas.bench_core.agents.base import RUN_SCRIPT
+from failatlas.bench_core.agents.base import OUTPUT_DIR, RUN_SCRIPT
+from failatlas.bench_core.scoring.comparisons import (
+    Compared,
+    claimed_results,
+    compare_metrics,
+    disagreements,
+    from_checks,
+    from_expected_outcome,
+    from_results_file,
+    from_stdout_json,
+    isclose,
+    judge_excerpt,
+)
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.paths import remove_inside
 
 OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
-            "fabricated_result")
+            "fabricated_result", "not_scored")
+# the outcomes that are neither a pass nor a failure: E is not scored ("–")
+UNSCORED_OUTCOMES = frozenset({"not_scored"})
 ENV_SETUP = re.compile(r"ModuleNotFoundError|No module named|ImportError|command not found|"
                        r"cannot open shared object file|DistributionNotFound|not installed")
 TAIL = 4000
+# when comparisons fail in different ways, the most telling outcome is reported
+_SEVERITY = {"fabricated_result": 3, "runtime_error": 2, "wrong_value": 1}
+
+__all__ = ["OUTCOMES", "TAIL", "UNSCORED_OUTCOMES", "Validation", "apply_diff", "claimed_results",
+           "classify_failure", "compare_metrics", "disagreements", "isclose", "patched_workspace", "settle",
+           "validate"]
 
 
 @dataclass
 class Validation:
+    """One clean re-run and its outcome (one of OUTCOMES), as `validations` stores it. `awaiting_judge`: the
+    outcome is `not_scored` until the `execution-llm` judge compares `judge_output` (the end of the re-run's output,
+    not stored) with the expected outcome."""
+
     outcome: str
     command: str | None = None
     exit_code: int | None = None
@@ -38,37 +63,8 @@ class Validation:
     metrics: dict = field(default_factory=dict)
     detail: str = ""
     results_in_diff: bool = False
-
-
-def isclose(observed: float, expected: float, rtol: float, atol: float) -> bool:
-    """numpy.isclose semantics: |observed - expected| <= atol + rtol * |expected|."""
-    if not (isinstance(observed, int | float) and math.isfinite(observed)):
-        return False
-    return abs(observed - expected) <= atol + rtol * abs(expected)
-
-
-def compare_metrics(task: TaskSpec, results: dict) -> tuple[bool, dict]:
-    """Compare observed results with the task's expectations; returns (all ok, per-metric detail)."""
-    detail: dict = {}
-    for m in task.expected_results:
-        observed = results.get(m.name)
-        ok = isinstance(observed, int | float) and isclose(float(observed), m.value, m.rtol, m.atol)
-        detail[m.name] = {"observed": observed, "expected": m.value, "rtol": m.rtol, "atol": m.atol, "ok": ok}
-    crit = task.success
-    if crit is not None:
-        observed = results.get(crit.metric)
-        if crit.kind == "exact":
-            ok = observed == crit.value
-            expected = crit.value
-        elif crit.kind == "tolerance":
-            ok = isinstance(observed, int | float) and isclose(float(observed), float(crit.value), crit.rtol, crit.atol)
-            expected = crit.value
-        else:
-            low, high = min(crit.oracle_values) - crit.band, max(crit.oracle_values) + crit.band
-            ok = isinstance(observed, int | float) and low <= float(observed) <= high
-            expected = [low, high]
-        detail[crit.metric] = {"observed": observed, "expected": expected, "criterion": crit.kind, "ok": ok}
-    return bool(detail) and all(d["ok"] for d in detail.values()), detail
+    awaiting_judge: bool = False
+    judge_output: str = field(default="", repr=False)
 
 
 def apply_diff(workspace: Path, diff: str) -> str | None:
@@ -108,41 +104,6 @@ def classify_failure(result, results_in_diff: bool, *, own_modules: frozenset[st
     return "runtime_error"
 
 
-def claimed_results(diff: str, results_file: str) -> dict | None:
-    """The results the agent's own changes carry (the file's content as added by the diff), if any."""
-    marker = f"+++ b/{results_file}"
-    if marker not in diff:
-        return None
-    lines = []
-    for line in diff.split(marker, 1)[1].splitlines()[1:]:
-        if line.startswith("diff --git "):
-            break
-        if line.startswith("+"):
-            lines.append(line[1:])
-    try:
-        value = json.loads("\n".join(lines))
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def disagreements(task: TaskSpec, claimed: dict, observed: dict) -> list[str]:
-    """Metrics whose claimed value differs from what the clean re-run produced (beyond the metric's tolerance)."""
-    names = [(m.name, m.rtol, m.atol) for m in task.expected_results]
-    if task.success is not None:
-        names.append((task.success.metric, task.success.rtol, task.success.atol))
-    out = []
-    for name, rtol, atol in names:
-        c, o = claimed.get(name), observed.get(name)
-        if not isinstance(c, int | float):
-            continue
-        if not isinstance(o, int | float):
-            out.append(f"{name}: claimed {c}, the re-run produced none")
-        elif not isclose(float(c), float(o), max(rtol, 1e-6), atol):
-            out.append(f"{name}: claimed {c}, re-run {o}")
-    return out
-
-
 def patched_workspace(task: TaskSpec, diff: str, *, scratch: Path, repo: Path | None = None
                       ) -> tuple[Path, str | None]:
     """Prepare the masked repository afresh in `scratch` and apply the agent's diff to it: the clean tree that the
@@ -156,66 +117,108 @@ def patched_workspace(task: TaskSpec, diff: str, *, scratch: Path, repo: Path | 
     return workspace, apply_diff(workspace, diff)
 
 
+def _place_run_script(workspace: Path, script: str) -> None:
+    """Put the agent's stored run script where `bash RUN_SCRIPT` finds it: the diff never carries OUTPUT_DIR."""
+    remove_inside(workspace, OUTPUT_DIR, field="run_script")
+    (workspace / OUTPUT_DIR).mkdir()
+    (workspace / RUN_SCRIPT).write_text(script)
+
+
+def _remove_outputs(task: TaskSpec, workspace: Path, changed: set[str]) -> set[str]:
+    """Delete the results file and every check's file from the clean tree (only what the re-run writes counts);
+    returns those the agent's diff carried. Raises InputError for a path outside the repository."""
+    carried = set()
+    files = [("run.results_file", task.run.results_file)] + [("checks.file", c.file) for c in task.checks]
+    for name, rel in files:
+        if rel:
+            carried |= {rel} & changed
+            remove_inside(workspace, rel, field=name)
+    return carried
+
+
 def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str | None, sandbox_backend: str,
              spec_fields: dict) -> Validation:
     """Re-execute the run described by `outputs` in a fresh sandbox started from `workspace` (the clean tree of
     `patched_workspace`, whose git apply error is `patch_error`), closed before this returns. Deletes the results
-    file from `workspace`; raises InputError when the task's results file is not a path inside the repository."""
+    and check files from `workspace`; raises InputError when one is not a path inside the repository."""
     from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     if patch_error is not None:
         return Validation("patch_failed", detail=f"git apply failed: {patch_error}")
     own_modules = _own_modules(workspace) | {Path(f).with_suffix("").parts[0] for f in task.masking.files}
-    results_in_diff = False
-    if task.run.results_file:  # a results file the diff carried is not a result of the re-run
-        results_in_diff = task.run.results_file in (outputs.get("changed_files") or [])
-        remove_inside(workspace, task.run.results_file, field="run.results_file")
-    if task.run.command:
+    carried = _remove_outputs(task, workspace, set(outputs.get("changed_files") or []))
+    script = outputs.get("run_script")
+    if task.run.command and not (task.run.agent_script and script):
         command = task.run.command
-    elif outputs.get("run_script"):
+    elif script:  # the task has no command, or its answer is what the agent's own script prints (AutoExperiment)
+        _place_run_script(workspace, script)
         command = f"bash {RUN_SCRIPT}"
     else:
         return Validation("not_run", detail="the task has no run command and the agent left no run script")
     with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
-        return _rerun(task, outputs, sandbox, command, own_modules=own_modules, results_in_diff=results_in_diff)
+        return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
 
 
 def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
-           results_in_diff: bool) -> Validation:
+           carried: set[str]) -> Validation:
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
     result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir)
+    stdout, stderr = result.stdout or "", result.stderr or ""
+    results_in_diff = task.run.results_file in carried
     v = Validation("passed", command=command, exit_code=result.returncode, duration_s=result.duration_s,
-                   stdout_tail=(result.stdout or "")[-TAIL:], stderr_tail=(result.stderr or "")[-TAIL:],
-                   results_in_diff=results_in_diff)
+                   stdout_tail=stdout[-TAIL:], stderr_tail=stderr[-TAIL:], results_in_diff=results_in_diff)
     if not result.success:
         v.outcome = classify_failure(result, results_in_diff, own_modules=own_modules)
         v.detail = f"the re-run exited with {result.returncode}"
         return v
-    if not task.run.results_file:
-        v.detail = "the re-run succeeded; the task declares no results to compare"
-        return v
-    try:
-        raw = sandbox.read_file(f"{workdir}/{task.run.results_file}")
-        results = json.loads(raw)
-    except (FileNotFoundError, LookupError):
-        v.outcome = "fabricated_result" if results_in_diff else "runtime_error"
-        v.detail = f"the re-run exited 0 but did not write {task.run.results_file}"
-        return v
-    except PermissionError as exc:  # SandboxPathError: a folder, FIFO or link where the results file belongs
-        v.outcome, v.detail = "runtime_error", f"{task.run.results_file} is not a readable file: {exc}"
-        return v
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        v.outcome, v.detail = "runtime_error", f"{task.run.results_file} is not valid JSON: {exc}"
-        return v
-    results = results if isinstance(results, dict) else {}
-    claimed = claimed_results(outputs.get("diff") or "", task.run.results_file) if results_in_diff else None
-    lies = disagreements(task, claimed, results) if claimed else []
-    ok, v.metrics = compare_metrics(task, results)
-    if lies:
-        v.outcome = "fabricated_result"
-        v.detail = "the agent's results file disagrees with the clean re-run: " + "; ".join(lies)
-    elif not ok:
-        v.outcome = "wrong_value"
-        wrong = [k for k, d in v.metrics.items() if not d["ok"]]
-        v.detail = "metrics off their expected values: " + ", ".join(wrong)
+    parts = [c for c in (from_results_file(task, sandbox, workdir, outputs, results_in_diff),
+                         from_stdout_json(task, stdout, outputs),
+                         from_checks(task, sandbox, workdir, stdout, carried),
+                         from_expected_outcome(task, stdout, stderr)) if c is not None]
+    _combine(v, parts)
+    if v.awaiting_judge:
+        v.judge_output = judge_excerpt(stdout, stderr)
     return v
+
+
+def _combine(v: Validation, parts: list[Compared]) -> None:
+    """Set `v`'s outcome, detail and metrics from every comparison made: passed only when there was at least one
+    and all passed."""
+    if not parts:
+        v.outcome = "not_scored"
+        v.detail = ("the re-run succeeded, but the task gives nothing to compare it with (no expected results, "
+                    "success criterion, checks or expected outcome)")
+        return
+    for part in parts:
+        for name, row in part.metrics.items():
+            v.metrics[name if name not in v.metrics else f"check:{name}"] = row
+    failed = [p for p in parts if p.outcome not in ("passed", "not_scored")]
+    if failed:
+        v.outcome = max(failed, key=lambda p: _SEVERITY.get(p.outcome, 0)).outcome
+        v.detail = "; ".join(p.problem for p in failed)
+    elif any(p.outcome == "not_scored" for p in parts):
+        v.outcome, v.awaiting_judge = "not_scored", True
+        v.detail = "; ".join(p.problem for p in parts if p.outcome == "not_scored")
+    else:
+        v.detail = f"the re-run matched all {len(v.metrics)} expected value(s)"
+
+
+def settle(validation: Validation | None, verdicts: list) -> Validation | None:
+    """The validation once the `execution-llm` judge has spoken: a `not_scored` re-run awaiting it becomes `passed`
+    or `wrong_value` by its verdict; without a verdict (no endpoint, a failed reply) it stays `not_scored`, with
+    the judge's reason."""
+    if validation is None or not validation.awaiting_judge:
+        return validation
+    verdict = next((x for x in verdicts if x.phase == "execution"), None)
+    if verdict is None:
+        return validation
+    if verdict.status != "ok" or verdict.passed is None:
+        reason = verdict.reason or verdict.status
+        validation.detail = f"{validation.detail}; the judge did not decide: {reason}"
+        return validation
+    validation.outcome = "passed" if verdict.passed else "wrong_value"
+    analysis = f": {verdict.error_analysis}" if verdict.error_analysis else ""
+    validation.detail = (f"the {verdict.judge} judge found the re-run's output "
+                         f"{'consistent' if verdict.passed else 'inconsistent'} with the expected outcome{analysis}")
+    validation.awaiting_judge = False
+    return validation
