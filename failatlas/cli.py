@@ -6,9 +6,11 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from failatlas import db_cli
 from failatlas.bench_core.cli import bench as runs_cli
+from failatlas.bench_core.cli import repos as repos_cli
 from failatlas.bench_core.cli import sandbox as sandbox_cli
 from failatlas.bench_core.cli import tasks as tasks_cli
 from failatlas.cluster import cli as cluster_cli
@@ -32,6 +34,7 @@ app = typer.Typer(
 SUBCOMMANDS = [
     ("db", db_cli.app, "Create, upgrade and describe the DuckDB store."),
     ("tasks", tasks_cli.app, "Import, list and show benchmark tasks; prepare masked repositories."),
+    ("repos", repos_cli.app, "Get task repositories into a local cache, pinned."),
     ("sandbox", sandbox_cli.app, "Build the sandbox image and clean up orphaned sandboxes."),
     ("bench", runs_cli.app, "Run agents on tasks in sandboxes, score the runs, report metrics."),
     ("ingest", ingest_cli.app, "Collect raw failure insights from runs and from other tools' files."),
@@ -111,7 +114,8 @@ def main() -> None:
     try:
         app()
     except FailAtlasError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
+        # the message quotes user input, task files and git's output: shown as text, never read as markup
+        err_console.print(f"[bold red]error:[/] {escape(exc.one_line())}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted; re-run the same command to resume")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from failatlas.bench_core.repos import schema as repos_schema
 from failatlas.bench_core.runs import schema as runs_schema
 from failatlas.bench_core.scoring import schema as scoring_schema
+from failatlas.bench_core.task_validation import schema as task_validation_schema
 from failatlas.bench_core.tasks import schema as tasks_schema
 from failatlas.cluster import schema as cluster_schema
 from failatlas.core import schema as core_schema
@@ -27,9 +29,11 @@ from failatlas.taxonomy import schema as taxonomy_schema
 SCHEMAS: tuple[tuple[str, ModuleType], ...] = (
     ("failatlas", core_schema),
     ("bench_core.tasks", tasks_schema),
+    ("bench_core.repos", repos_schema),
     ("bench_core.llm", llm_schema),
     ("bench_core.runs", runs_schema),
     ("bench_core.scoring", scoring_schema),
+    ("bench_core.task_validation", task_validation_schema),
     ("ingest", ingest_schema),
     ("embed", embed_schema),
     ("cluster", cluster_schema),

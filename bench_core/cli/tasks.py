@@ -45,6 +45,12 @@ def import_cmd(
     show_warnings: Annotated[
         bool, typer.Option("--warnings", help="Print every warning, task by task.")
     ] = False,
+    index: Annotated[Path | None, typer.Option(
+        help="EXP-Bench: the venue's paper index (JSONL with id, code_url, reproduce_difficulty) that names each "
+        "paper's repository [default: a *_index.jsonl beside the task folder].")] = None,
+    checks: Annotated[Path | None, typer.Option(
+        help="RExBench: a YAML/JSON file of execution checks per task (regex over stdout, CSV column, JSON field).")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Import EXP-Bench, AutoExperiment, RExBench or FailAtlas tasks into the catalog.
@@ -53,7 +59,9 @@ def import_cmd(
 
     Every file is validated before anything is written: a malformed file is named with its line and field.
     """
-    params = TaskImportParams(paths=paths, format=fmt)
+    given = {"index": index, "checks": checks}
+    options = {key: value for key, value in given.items() if value is not None}
+    params = TaskImportParams(paths=paths, format=fmt, options=options)
     with progress_bar("reading task files", None) as advance:
         result = run(store(), params, on_step=lambda _item: advance())
     _print_result(result, show_warnings=show_warnings, as_json=as_json)
@@ -154,13 +162,20 @@ def show_cmd(
 def prepare_cmd(
     task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id.")],
     out: Annotated[Path, typer.Option("--out", help="Folder to create the agent's workspace in.")],
-    repo: Annotated[Path | None, typer.Option(help="Local checkout of the task's repository.")] = None,
+    repo: Annotated[Path | None, typer.Option(
+        help="Local checkout of the task's repository [default: the repository cache's, else the bundled one].")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
 ) -> None:
     """Prepare a task's workspace: the repository with its ground-truth files or functions masked."""
     from failatlas.bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.repos import repository_for
 
-    task = get_task(store(create=False), task_id)
+    s = store(create=False)
+    task = get_task(s, task_id)
+    if repo is None:  # else the repository cache's checkout, else the task's bundled folder
+        cached = repository_for(s, task)
+        repo = cached.path if cached is not None else None
     ws = prepare_workspace(task, Path(out), repo=Path(repo) if repo else None, force=force)
     console.print(f"workspace: {ws.path}", highlight=False, soft_wrap=True)
     for path in ws.masked_files:
@@ -229,3 +244,47 @@ def _print_task(task: TaskSpec, ground_truth: bool) -> None:
         section(
             "extra fields", ", ".join(sorted(task.extra)) + "\n(see --json --ground-truth for their values)"
         )
+
+
+@app.command("validate")
+def validate_cmd(
+    task: Annotated[list[str] | None, typer.Option("--task", help="Task id (repeatable); default: all.")] = None,
+    benchmark: Annotated[str | None, typer.Option(help="Only tasks of this benchmark.")] = None,
+    setting: Annotated[str | None, typer.Option(help="Task setting to validate (default: each task's own).")] = None,
+    sandbox: Annotated[str, typer.Option(help="Sandbox kind for the runs and re-runs.")] = "docker",
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the task's, else the built one).")] = None,
+    repo: Annotated[Path | None, typer.Option(help="Checkout of the tasks' repository (else the repository "
+                                                   "cache, else the bundled one).")] = None,
+    workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
+    runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder [default: runs/ beside the store].")] = None,
+    llm: Annotated[bool, typer.Option(help="Let the LLM judges score too (needs an endpoint).")] = False,
+    out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Check the tasks themselves: prepare each, run gold and null, score both, and give each task a status
+    (valid, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails, null-passes,
+    not-checkable, infra-error). Resumable: stored runs and scores are reused."""
+    from failatlas.bench_core.task_validation import ValidateParams
+    from failatlas.bench_core.task_validation import run as validate
+    from failatlas.bench_core.task_validation.report import counts_table, write_report
+
+    params = ValidateParams(task_ids=task or None, benchmark=benchmark, setting=setting, sandbox=sandbox,
+                            image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm)
+    with progress_bar("validating tasks", None) as advance:
+        result = validate(store(), params, on_step=lambda _step: advance())
+    if as_json:
+        console.print_json(json.dumps({"counts": result.counts(),
+                                       "tasks": [v.model_dump() for v in result.verdicts]}))
+    else:
+        for v in result.verdicts:
+            colour = "green" if v.status == "valid" else "yellow"
+            console.print(f"[{colour}]{v.status:>16}[/] {escape(v.task_id)}: {escape(v.reason)}", highlight=False,
+                          soft_wrap=True)
+        headers, rows = counts_table(result)
+        table = Table(*headers, title="tasks by status")
+        for row in rows:
+            table.add_row(*(str(c) for c in row))
+        console.print(table)
+    if out is not None:
+        for path in write_report(result, out):
+            err_console.print(f"wrote {path}", highlight=False, soft_wrap=True)

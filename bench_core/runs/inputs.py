@@ -110,7 +110,8 @@ def unavailable(task: TaskSpec) -> str:
     if task.repository.local_path:
         return (f"repository not available: its bundled copy {task.repository.local_path} is missing; pass its "
                 "checkout with --repo")
-    return "repository not available: the task names none; pass its checkout with --repo"
+    return (f"repository not available: the task names none; add its checkout with `failatlas repos add PATH "
+            f"--task {task.id}`, or pass --repo")
 
 
 class RunInputs(BaseModel):

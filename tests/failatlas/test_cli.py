@@ -52,3 +52,11 @@ def test_user_mistake_is_one_line_and_non_zero_without_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     assert "no store at" in proc.stderr and "none.duckdb" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2
+
+
+def test_an_error_quoting_user_input_shows_markup_as_text(tmp_path):
+    import subprocess
+
+    proc = subprocess.run(["failatlas", "--db", str(tmp_path / "s.duckdb"), "bench", "run", "--agent", "gold",
+                           "--task", "[red]zz[/]"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "'[red]zz[/]'" in proc.stderr

@@ -1,0 +1,67 @@
+"""Typed values of task validation: what to validate (`ValidateParams`), a task's verdict, what a call did."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# status -> what it means (docs/benchmarks.md repeats this table; `failatlas tasks validate --help` prints it)
+STATUSES: dict[str, str] = {
+    "valid": "gold passes every phase that can be checked and null fails at least one of them",
+    "needs-gpu": "the task needs more GPUs than this host has (declared, or the gold run failed for want of CUDA)",
+    "repo-unavailable": "no repository for the task: not bundled, not in the repository cache, no --repo",
+    "prepare-fails": "the masked workspace cannot be built from the repository (a masked file or function is "
+                     "missing, a stub does not compile, ground truth leaks)",
+    "data-unavailable": "the gold run's re-run needed a dataset, weights or a download it could not reach",
+    "env-failed": "the gold run's re-run failed setting up its environment (a package is missing)",
+    "gold-fails": "the reference solution fails a check that does not point at the environment (the reason says "
+                  "which)",
+    "null-passes": "an agent that does nothing passes every checked phase: the task is broken or trivially gamed",
+    "not-checkable": "gold ran, but no phase of the task could be checked (nothing to compare)",
+    "infra-error": "the harness failed (sandbox, image): the task was not judged",
+}
+VALID = "valid"
+
+
+class ValidateParams(BaseModel):
+    """What `failatlas tasks validate` does. Recorded with the stage run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_ids: list[str] | None = None
+    benchmark: str | None = None
+    setting: str | None = None
+    sandbox: str = "docker"
+    image: str | None = None
+    repo: Path | None = None
+    runs_dir: Path | None = None
+    workers: int = Field(default=1, ge=1)
+    llm: bool = Field(default=False, description="also let the LLM judges score (needs an endpoint)")
+
+
+class TaskVerdict(BaseModel):
+    """One task's status, with the one-line reason and the runs it was decided on."""
+
+    task_id: str
+    benchmark: str
+    status: str
+    reason: str
+    gold_run_id: str | None = None
+    null_run_id: str | None = None
+    setting: str | None = None
+
+
+class ValidateResult(BaseModel):
+    """Every verdict of one call, and the id of its `stage_runs` row."""
+
+    verdicts: list[TaskVerdict]
+    stage_run_id: str
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """benchmark -> status -> number of tasks."""
+        out: dict[str, Counter] = {}
+        for v in self.verdicts:
+            out.setdefault(v.benchmark, Counter())[v.status] += 1
+        return {b: dict(c) for b, c in sorted(out.items())}

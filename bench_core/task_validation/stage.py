@@ -1,0 +1,163 @@
+"""The `tasks.validate` stage: is each task sound? Prepare it, run `gold` and `null` in sandboxes, score both, and
+record one status per task (`model.STATUSES`), as SWE-bench validates its instances.
+
+Order, cheapest first: a task that needs more GPUs than the host has, or has no repository, is decided without a
+run; one whose masked workspace cannot be built is decided by a dry prepare; the rest get a gold run (its agent
+does not execute the experiment itself: the validator's clean re-run does, and only that counts), scored; the tasks
+whose gold passes everything checked get a null run, scored. Runs and scores are the ordinary stages, so a killed
+validation resumes where it stopped (stored runs and scores are reused) and `failatlas bench show` explains any run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from failatlas.bench_core.prepare import prepare_workspace
+from failatlas.bench_core.repos import repository_for
+from failatlas.bench_core.runs import BenchParams, runs_dir_for, select_tasks
+from failatlas.bench_core.runs import run as run_agents
+from failatlas.bench_core.runs.inputs import RepoUsed, repository_of, unavailable
+from failatlas.bench_core.sandbox import detect_gpus
+from failatlas.bench_core.scoring import ScoreParams
+from failatlas.bench_core.scoring import run as score_runs
+from failatlas.bench_core.scoring.metrics import run_scores
+from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, last_line, null_status
+from failatlas.bench_core.task_validation.model import TaskVerdict, ValidateParams, ValidateResult
+from failatlas.bench_core.task_validation.writes import write_verdicts
+from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.errors import FailAtlasError, InputError
+from failatlas.core.stages import stage_run
+from failatlas.core.store import Store
+
+GOLD_PARAMS = {"execute": False}  # the clean re-run executes; the gold agent only restores the reference
+
+
+def repository(store: Store, task: TaskSpec, explicit: Path | None) -> RepoUsed | None:
+    """The tree the task is prepared from, by the runs' one rule: `explicit`, else the repository cache's
+    checkout, else the bundled folder; None when there is none."""
+    return repository_of(task, repo=explicit, cached=None if explicit is not None else repository_for(store, task))
+
+
+def _no_run_verdict(store: Store, task: TaskSpec, params: ValidateParams, scratch: Path,
+                    host_gpus: int) -> tuple[str, str] | None:
+    """The status of a task decided without running anything, or None when it needs runs."""
+    repo = repository(store, task, params.repo)
+    if task.resources.gpus > host_gpus:  # both said: a GPU host would still need the repository
+        also = f"; and {unavailable(task)}" if repo is None else f"; repository: {repo.url or repo.source}"
+        return "needs-gpu", f"needs {task.resources.gpus} GPU(s); this host has {host_gpus}{also}"
+    if repo is None:
+        return "repo-unavailable", unavailable(task)
+    try:
+        prepare_workspace(task, scratch, repo=repo.path, force=True)
+    except InputError as exc:
+        return "prepare-fails", last_line(exc.one_line())
+    except FailAtlasError as exc:  # a ground-truth leak the prepared tree would carry
+        return "prepare-fails", last_line(exc.one_line())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return None
+
+
+def _facts(store: Store, run_ids: list[str]) -> dict[str, RunFacts]:
+    """What the stored runs, their validations and judgements say, by run id."""
+    if not run_ids:
+        return {}
+    marks = ", ".join("?" for _ in run_ids)
+    runs = store.query_dicts(
+        f"SELECT r.id, r.status, coalesce(r.infra_error, '') AS infra_error, v.outcome,"
+        f" coalesce(v.detail, '') AS detail, coalesce(v.stdout_tail, '') || '\n' || coalesce(v.stderr_tail, '')"
+        f" AS output FROM runs r LEFT JOIN validations v ON v.run_id = r.id WHERE r.id IN ({marks})", run_ids)
+    errors = dict(store.query(f"SELECT id, json_extract_string(outputs, '$.log') FROM runs WHERE id IN ({marks})",
+                              run_ids))
+    failures: dict[str, list[str]] = {}
+    for run_id, phase, judge, reason in store.query(
+            f"SELECT run_id, phase, judge, coalesce(reason, '') FROM judgements WHERE run_id IN ({marks})"
+            " AND status = 'ok' AND passed = false ORDER BY phase, judge", run_ids):
+        failures.setdefault(run_id, []).append(f"{phase} ({judge}) failed" + (f": {last_line(reason)}"
+                                                                            if reason else ""))
+    scores = {row["run_id"]: row
+              for row in run_scores(store).filter(pl.col("run_id").is_in(run_ids)).iter_rows(named=True)}
+    out = {}
+    for r in runs:
+        row = scores.get(r["id"], {})
+        out[r["id"]] = RunFacts(
+            run_id=r["id"], status=r["status"], phases={p: row.get(p) for p in ("M", "D", "I", "E", "C")},
+            outcome=r["outcome"], detail=r["detail"], output=r["output"],
+            error=r["infra_error"] or errors.get(r["id"]) or "", failures=tuple(failures.get(r["id"], [])))
+    return out
+
+
+def _agent_runs(store: Store, agent: str, tasks: list[TaskSpec], params: ValidateParams,
+                on_step: Callable[[str], None] | None) -> dict[str, str]:
+    """Run `agent` on `tasks` and score its runs (both resumable); task id -> run id."""
+    if not tasks:
+        return {}
+    bench = BenchParams(
+        agent=agent, agent_params=GOLD_PARAMS if agent == "gold" else {}, task_ids=[t.id for t in tasks],
+        gpu_tasks=True, workers=params.workers, sandbox=params.sandbox, image=params.image, repo=params.repo,
+        runs_dir=params.runs_dir, **({"setting": params.setting} if params.setting else {}))
+    run_agents(store, bench, on_done=lambda rec: on_step and on_step(f"{agent} {rec.request.task_id}"))
+    ids = {}
+    for task in tasks:
+        rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = ? AND agent_params = ?::JSON"
+                           " ORDER BY attempt LIMIT 1",
+                           [task.id, agent, json.dumps(bench.agent_params)])
+        if rows:
+            ids[task.id] = rows[0][0]
+    score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
+                                  repo=params.repo, runs_dir=params.runs_dir, llm=params.llm))
+    return ids
+
+
+def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] | None = None) -> ValidateResult:
+    """Validate the selected tasks (all by default) and store one verdict per task in `task_validations`,
+    recording one `stage_runs` row (`tasks.validate`). Raises NotFoundError when no task matches."""
+    with stage_run(store, "tasks.validate", params) as record:
+        tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, include_gpu=True)
+        host_gpus = len(detect_gpus())
+        scratch = runs_dir_for(store, params.runs_dir) / "validate-prepare"
+        verdicts: dict[str, TaskVerdict] = {}
+        runnable: list[TaskSpec] = []
+
+        def decide(task: TaskSpec, status: str, reason: str, **runs: str | None) -> None:
+            verdicts[task.id] = TaskVerdict(task_id=task.id, benchmark=task.benchmark, status=status, reason=reason,
+                                            setting=params.setting, **runs)
+
+        for task in tasks:
+            decided = _no_run_verdict(store, task, params, scratch / "workspace", host_gpus)
+            if decided:
+                decide(task, *decided)
+            else:
+                runnable.append(task)
+            if on_step:
+                on_step(f"checked {task.id}")
+        gold_ids = _agent_runs(store, "gold", runnable, params, on_step)
+        gold = _facts(store, list(gold_ids.values()))
+        passing: list[TaskSpec] = []
+        for task in runnable:
+            facts = gold.get(gold_ids.get(task.id, ""))
+            decided = gold_status(facts)
+            if decided:
+                decide(task, *decided, gold_run_id=gold_ids.get(task.id))
+            else:
+                passing.append(task)
+        null_ids = _agent_runs(store, "null", passing, params, on_step)
+        nulls = _facts(store, list(null_ids.values()))
+        for task in passing:
+            status, reason = null_status(gold[gold_ids[task.id]], nulls.get(null_ids.get(task.id, "")))
+            decide(task, status, reason, gold_run_id=gold_ids[task.id], null_run_id=null_ids.get(task.id))
+        ordered = [verdicts[t.id] for t in tasks]
+        with store.write() as conn:
+            record.count("task_validations", write_verdicts(conn, ordered, sandbox=params.sandbox,
+                                                            stage_run_id=record.id))
+            counts: dict[str, int] = {}
+            for v in ordered:
+                counts[v.status] = counts.get(v.status, 0) + 1
+            record.note(tasks=len(ordered), statuses=counts)
+            record.record(conn)
+    return ValidateResult(verdicts=ordered, stage_run_id=record.id)

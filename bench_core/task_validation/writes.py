@@ -1,0 +1,24 @@
+"""The writes of `bench_core.task_validation`: one row per task, replaced when the task is validated again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import duckdb
+
+from failatlas.bench_core.task_validation.model import TaskVerdict
+
+
+def write_verdicts(conn: duckdb.DuckDBPyConnection, verdicts: Iterable[TaskVerdict], *, sandbox: str,
+                   stage_run_id: str) -> int:
+    """Replace the stored verdict of each task (inside the caller's transaction); returns the rows written."""
+    n = 0
+    for v in verdicts:
+        conn.execute("DELETE FROM task_validations WHERE task_id = ?", [v.task_id])
+        conn.execute(
+            "INSERT INTO task_validations (task_id, benchmark, status, reason, gold_run_id, null_run_id, setting,"
+            " sandbox, stage_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [v.task_id, v.benchmark, v.status, v.reason, v.gold_run_id, v.null_run_id, v.setting, sandbox,
+             stage_run_id])
+        n += 1
+    return n
