@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from failatlas.bench_core.agents import Budget, agent_names
+from failatlas.bench_core.agents import Budget, agent_names, create_agent
 from failatlas.bench_core.runs import BenchParams, BenchResult, ResourceOverrides, get_run, list_runs, total_runs
 from failatlas.bench_core.runs import run as bench_run
 from failatlas.bench_core.sandbox import SANDBOXES
@@ -77,6 +77,7 @@ def run(
         repo=repo, runs_dir=runs_dir, setting=setting,
         resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
     )
+    create_agent(agent, **params.agent_params)  # an unknown agent fails before any progress bar is drawn
     with progress_bar(f"{agent} runs", total_runs(s, params)) as advance:
         result = bench_run(s, params, on_done=lambda _record: advance())
         advance(result.skipped + len(result.not_run) * attempts)
@@ -104,13 +105,20 @@ def _print_run_result(result: BenchResult) -> None:
 def list_(
     agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")] = False,
 ) -> None:
-    """List stored runs."""
+    """List stored runs (full run ids: `bench show RUN` takes them)."""
     rows = list_runs(store(create=False), agent=agent, task_id=task)
+    if as_json:
+        console.print_json(json.dumps(rows, default=str))
+        return
     table = Table("run", "task", "agent", "model", "att.", "status", "fault", "s")
+    # ids are what a user copies into `bench show`: never cut; the task column gives way first
+    table.columns[0].no_wrap = True
+    table.columns[0].min_width = max([3] + [len(r["id"]) for r in rows])
     for r in rows:
-        table.add_row(r["id"], r["task_id"], r["agent"], r["model"] or "-", str(r["attempt"]), r["status"],
-                      r["fault_injected"] or "", str(r["seconds"]))
+        table.add_row(r["id"], escape(r["task_id"]), r["agent"], escape(r["model"] or "-"), str(r["attempt"]),
+                      r["status"], r["fault_injected"] or "", str(r["seconds"]))
     console.print(table)
     console.print(f"{len(rows)} run(s)")
 

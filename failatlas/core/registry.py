@@ -7,6 +7,7 @@ arguments are `ConfigError`s that list what is known.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -55,7 +56,9 @@ class Registry(Generic[T]):
         try:
             return self._factories[name]
         except KeyError:
-            raise ConfigError(f"unknown {self.kind} '{name}'",
+            close = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
+            guess = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown {self.kind} '{name}'{guess}",
                               hint=f"choose one of: {', '.join(self.names()) or 'none registered'}") from None
 
     def create(self, name: str, **params: Any) -> T:

@@ -60,3 +60,32 @@ def test_an_error_quoting_user_input_shows_markup_as_text(tmp_path):
     proc = subprocess.run(["failatlas", "--db", str(tmp_path / "s.duckdb"), "bench", "run", "--agent", "gold",
                            "--task", "[red]zz[/]"], capture_output=True, text=True)
     assert proc.returncode != 0 and "'[red]zz[/]'" in proc.stderr
+
+
+def test_a_mistyped_agent_is_named_with_a_suggestion_before_any_progress_bar(tmp_path):
+    import subprocess
+
+    db = str(tmp_path / "s.duckdb")
+    subprocess.run(["failatlas", "--db", db, "tasks", "import-mini"], check=True, capture_output=True)
+    proc = subprocess.run(["failatlas", "--db", db, "bench", "run", "--agent", "golden"], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and "did you mean 'gold'?" in proc.stderr
+    assert "golden runs" not in proc.stdout + proc.stderr  # no progress bar drawn for a run that cannot start
+
+
+def test_bench_list_shows_whole_run_ids_in_a_narrow_terminal_and_as_json(tmp_path):
+    import json
+    import os
+    import subprocess
+
+    db = str(tmp_path / "s.duckdb")
+    env = {**os.environ, "COLUMNS": "80"}
+    subprocess.run(["failatlas", "--db", db, "tasks", "import-mini"], check=True, capture_output=True)
+    subprocess.run(["failatlas", "--db", db, "bench", "run", "--agent", "null", "--task", "mini-ridge-cv",
+                    "--sandbox", "local", "--runs-dir", str(tmp_path / "runs")], check=True, capture_output=True)
+    rows = json.loads(subprocess.run(["failatlas", "--db", db, "bench", "list", "--json"], check=True,
+                                     capture_output=True, text=True).stdout)
+    assert [r["task_id"] for r in rows] == ["mini-ridge-cv"] and rows[0]["id"].startswith("run-")
+    table = subprocess.run(["failatlas", "--db", db, "bench", "list"], check=True, capture_output=True, text=True,
+                           env=env).stdout
+    assert rows[0]["id"] in table
