@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated
 
 import typer
@@ -71,7 +72,12 @@ def run(
     from failatlas.cluster.params import ClusterParams
     from failatlas.cluster.stage import run as run_cluster
     from failatlas.core.errors import ConfigError
+    from failatlas.ingest.model import PHASES
 
+    if phase is not None and phase not in PHASES:  # else "no insights in phase 'implmentation'" hides the typo
+        close = difflib.get_close_matches(phase, PHASES, n=1)
+        raise ConfigError(f"unknown phase '{phase}'" + (f" (did you mean '{close[0]}'?)" if close else ""),
+                          hint="phases: " + ", ".join(PHASES))
     try:
         params = ClusterParams(
             phase=phase,

@@ -89,3 +89,12 @@ def test_bench_list_shows_whole_run_ids_in_a_narrow_terminal_and_as_json(tmp_pat
     table = subprocess.run(["failatlas", "--db", db, "bench", "list"], check=True, capture_output=True, text=True,
                            env=env).stdout
     assert rows[0]["id"] in table
+
+
+def test_a_mistyped_phase_is_named_with_the_valid_ones(tmp_path):
+    import subprocess
+
+    proc = subprocess.run(["failatlas", "--db", str(tmp_path / "s.duckdb"), "cluster", "run", "--phase",
+                           "implmentation"], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "did you mean 'implementation'?" in proc.stderr and "design, implementation, execution" in proc.stderr
