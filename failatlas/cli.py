@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from failatlas import db_cli
 from failatlas.bench_core.cli import bench as runs_cli
@@ -66,6 +67,20 @@ def root(
 def version() -> None:
     """Print the FailAtlas version."""
     console.print(__version__)
+
+
+@app.command()
+def agents(
+    show_all: Annotated[bool, typer.Option("--all", help="Also the hostile agents that attack the harness.")] = False,
+) -> None:
+    """List the agents `bench run --agent` takes, each with what it does."""
+    from failatlas.bench_core.agents import AGENTS, agent_names
+
+    table = Table("agent", "what it does")
+    for name in agent_names(include_hidden=show_all):
+        doc = (getattr(AGENTS.factory(name), "__doc__", None) or "").strip().split("\n")[0]
+        table.add_row(name, escape(doc))
+    console.print(table)
 
 
 @app.command(name="app")

@@ -120,8 +120,10 @@ def register_agent(name: str) -> Callable[[Callable[..., Agent]], Callable[..., 
     return AGENTS.register(name)
 
 
-def agent_names() -> list[str]:
-    return AGENTS.names()
+def agent_names(*, include_hidden: bool = False) -> list[str]:
+    """Registered agent names; without `include_hidden`, not the ones that declare `hidden = True` (the hostile
+    agents, which attack the harness in its tests)."""
+    return [n for n in AGENTS.names() if include_hidden or not getattr(AGENTS.factory(n), "hidden", False)]
 
 
 def create_agent(name: str, **params: Any) -> Agent:

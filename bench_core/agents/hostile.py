@@ -215,4 +215,5 @@ HOSTILE_AGENTS = {
 }
 for _name, _cls in HOSTILE_AGENTS.items():
     _cls.name = _name
+    _cls.hidden = True  # attacks for testing the harness: listed by `failatlas agents --all`, not in help texts
     register_agent(_name)(_cls)

@@ -183,4 +183,5 @@ FAKE_HIDDEN_TESTS_AGENTS = {
 }
 for _name, _cls in FAKE_HIDDEN_TESTS_AGENTS.items():
     _cls.name = _name
+    _cls.hidden = True  # attacks for testing the harness: listed by `failatlas agents --all`, not in help texts
     register_agent(_name)(_cls)

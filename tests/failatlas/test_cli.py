@@ -98,3 +98,18 @@ def test_a_mistyped_phase_is_named_with_the_valid_ones(tmp_path):
                            "implmentation"], capture_output=True, text=True)
     assert proc.returncode != 0
     assert "did you mean 'implementation'?" in proc.stderr and "design, implementation, execution" in proc.stderr
+
+
+def test_hostile_agents_are_listed_only_when_asked():
+    import subprocess
+
+    from failatlas.bench_core.agents import AGENTS, agent_names
+
+    hostile = [n for n in AGENTS.names() if n.startswith("hostile-")]
+    assert hostile and not set(hostile) & set(agent_names())
+    assert set(hostile) <= set(agent_names(include_hidden=True))
+    shown = subprocess.run(["failatlas", "agents"], capture_output=True, text=True, check=True).stdout
+    everything = subprocess.run(["failatlas", "agents", "--all"], capture_output=True, text=True, check=True).stdout
+    assert "gold" in shown and "hostile-" not in shown and "hostile-fork-bomb" in everything
+    help_text = subprocess.run(["failatlas", "bench", "run", "--help"], capture_output=True, text=True).stdout
+    assert "hostile" not in help_text and "gold" in help_text
