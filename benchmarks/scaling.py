@@ -3,7 +3,7 @@
     python benchmarks/scaling.py [--workers 1,2,4] [--sandboxes local,docker] [--runs 8] [--sleep 5] [--json OUT]
 
 The `command` agent runs `sleep S` on the CPU-only tasks of the mini-suite (cycled with extra attempts up to
-`--runs` runs), through `plan_runs` + `run_batch` (the building blocks of `runs.run`, behind `failatlas bench
+`--runs` runs), through `plan` + `run_batch` (the building blocks of `runs.run`, behind `failatlas bench
 run`) into a fresh store per configuration. Runs per minute = runs / wall x 60; the ideal for w workers is
 min(w, runs) x 60 / (S + overhead).
 The agent sleeps, so what the workers contend for is the harness's own work (workspace copies, container start,
@@ -27,7 +27,7 @@ sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes 
 
 def one(sandbox: str, workers: int, runs: int, sleep: float) -> dict[str, Any]:
     from failatlas.bench_core.runs.execute import RunConfig
-    from failatlas.bench_core.runs.runner import plan_runs, run_batch
+    from failatlas.bench_core.runs.runner import plan, run_batch
     from failatlas.bench_core.suites.loader import load_suite
     from failatlas.store import open_store
 
@@ -35,7 +35,7 @@ def one(sandbox: str, workers: int, runs: int, sleep: float) -> dict[str, Any]:
     attempts = -(-runs // len(tasks))
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp) / "store.duckdb")
-        work, _ = plan_runs(store, tasks, "command", agent_params={"command": f"sleep {sleep}"}, attempts=attempts)
+        work = plan(store, tasks, "command", agent_params={"command": f"sleep {sleep}"}, attempts=attempts).todo
         work = work[:runs]
         config = RunConfig(runs_dir=Path(tmp) / "runs", sandbox=sandbox, keep_workspace=False)
         t = time.perf_counter()

@@ -1,5 +1,5 @@
 """The runs stage: agents on tasks in sandboxes, each run stored once (tables in `schema.py`, writes in
-`writes.py`). `run(store, BenchParams) -> BenchResult` is the stage; `plan_runs` + `run_batch` its building blocks."""
+`writes.py`). `run(store, BenchParams) -> BenchResult` is the stage; `plan` + `run_batch` its building blocks."""
 
 from failatlas.bench_core.runs.api import (
     BenchParams,
@@ -13,8 +13,8 @@ from failatlas.bench_core.runs.api import (
 )
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs
-from failatlas.bench_core.runs.runner import BatchReport, Plan, plan, plan_runs, run_batch
+from failatlas.bench_core.runs.runner import BatchReport, Plan, plan, run_batch
 
 __all__ = ["BatchReport", "BenchParams", "BenchResult", "Plan", "RepoUsed", "ResourceOverrides", "RunConfig",
-           "RunInputs", "get_run", "list_runs", "plan", "plan_runs", "run", "run_batch", "runs_dir_for",
+           "RunInputs", "get_run", "list_runs", "plan", "run", "run_batch", "runs_dir_for",
            "select_tasks", "total_runs"]

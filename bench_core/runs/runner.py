@@ -81,23 +81,6 @@ def plan(
     return out
 
 
-def plan_runs(
-    store: Store,
-    tasks: Iterable[TaskSpec],
-    agent: str,
-    *,
-    model: str = "",
-    attempts: int = 1,
-    agent_params: dict | None = None,
-    retry_infra: bool = False,
-) -> tuple[list[tuple[RunRequest, TaskSpec]], int]:
-    """The runs still to do, and how many were skipped because they are already stored (`plan` without inputs:
-    a stored `infra_error` run is redone only with `retry_infra`)."""
-    planned = plan(store, tasks, agent, model=model, attempts=attempts, agent_params=agent_params,
-                   retry_infra=retry_infra)
-    return planned.todo, planned.skipped
-
-
 def run_batch(
     store: Store,
     work: list[tuple[RunRequest, TaskSpec]],

@@ -23,7 +23,7 @@ from failatlas.bench_core.agents.hostile_tests import FORGE_AT_START, FORGED_LIN
 from failatlas.bench_core.prepare.gitrepo import init_single_commit
 from failatlas.bench_core.runs.diff import tree_diff
 from failatlas.bench_core.runs.execute import RunConfig
-from failatlas.bench_core.runs.runner import plan_runs, run_batch
+from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score
 from failatlas.bench_core.scoring.metrics import run_scores
@@ -68,7 +68,7 @@ def attacked(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
                ("hostile-forge-from-frames", "hostile-forge-from-frames", None),
                *[(label, "hostile-plant-files", {"files": files}) for label, files in PLANTED.items()]]
     for label, agent, params in planned:
-        todo, _ = plan_runs(store, [task], agent, agent_params=params)
+        todo = plan(store, [task], agent, agent_params=params).todo
         labels[todo[0][0].run_id] = label
         work += todo
     config = RunConfig(runs_dir=root / "runs", image=sandbox_image, budget=Budget(command_timeout_s=60))

@@ -16,7 +16,7 @@ import pytest
 from failatlas.bench_core.agents.base import Budget
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.model import RunRecord
-from failatlas.bench_core.runs.runner import plan_runs, run_batch
+from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.runs.writes import write_run
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 from failatlas.bench_core.scoring import ScoreParams
@@ -50,7 +50,7 @@ def _run_commands(store, task, commands: dict[str, str], config: RunConfig) -> d
     """Run the command agent once per command (one batch); stored runs by the commands' names."""
     work = []
     for command in commands.values():
-        todo, _ = plan_runs(store, [task], "command", agent_params={"command": command})
+        todo = plan(store, [task], "command", agent_params={"command": command}).todo
         work += todo
     run_batch(store, work, config)
     rows = {}
@@ -93,9 +93,8 @@ def test_an_output_that_is_not_a_file_is_the_agents_failure(sandbox_image, mini_
     assert "design.json" in errors["design-and-script"] and "run.sh" in errors["design-and-script"]
     assert runs["design-and-script"]["outputs"]["conclusion"] == "Ridge wins\n"  # the other outputs still count
 
-    todo, skipped = plan_runs(store, [mini_task], "command", agent_params={"command": NOT_A_FILE["folder"]},
-                              retry_infra=True)
-    assert todo == [] and skipped == 1
+    planned = plan(store, [mini_task], "command", agent_params={"command": NOT_A_FILE["folder"]}, retry_infra=True)
+    assert planned.todo == [] and planned.skipped == 1
     score(store, ScoreParams(runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image, llm=False))
     [report] = report_table(store, by="agent").iter_rows(named=True)
     assert report["runs"] == 5

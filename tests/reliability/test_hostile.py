@@ -11,7 +11,7 @@ import pytest
 from failatlas.bench_core.agents.base import Budget
 from failatlas.bench_core.agents.hostile import HOSTILE_AGENTS
 from failatlas.bench_core.runs.execute import RunConfig
-from failatlas.bench_core.runs.runner import plan_runs, run_batch
+from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score
 from failatlas.bench_core.scoring.monitor import monitor_run
@@ -36,7 +36,7 @@ def batch(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     work = []
     for agent in [*HOSTILE_AGENTS, "gold"]:
         params = {"host_target": str(canary)} if agent == "hostile-write-outside" else None
-        todo, _ = plan_runs(store, [task], agent, agent_params=params)
+        todo = plan(store, [task], agent, agent_params=params).todo
         work += todo
     before = store.query("SELECT count(*) FROM runs")[0][0]
     config = RunConfig(runs_dir=root / "runs", image=sandbox_image, budget=Budget(command_timeout_s=20),

@@ -13,7 +13,7 @@ import pytest
 
 from failatlas.bench_core.runs.collect import collect_outputs
 from failatlas.bench_core.runs.execute import RunConfig
-from failatlas.bench_core.runs.runner import plan_runs, run_batch
+from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.sandbox import CopyLimits, SandboxSpec, create_sandbox
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
@@ -31,7 +31,7 @@ def test_outputs_that_are_not_files_are_the_agents_failure_locally(store, tmp_pa
     save_tasks(store, [task], source="failatlas-mini")
     work = []
     for command in COMMANDS.values():
-        work += plan_runs(store, [task], "command", agent_params={"command": command})[0]
+        work += plan(store, [task], "command", agent_params={"command": command}).todo
     done = threading.Thread(target=run_batch, args=(store, work, RunConfig(runs_dir=tmp_path / "runs",
                                                                            sandbox="local")), daemon=True)
     done.start()
@@ -45,7 +45,7 @@ def test_outputs_that_are_not_files_are_the_agents_failure_locally(store, tmp_pa
     assert "is a folder, not a file" in errors["folder"] and "is a FIFO" in errors["fifo"]
     assert "is a symlink" in errors["loop"] and "design.json in the sandbox is a symlink" in errors["design-link"]
     assert json.loads(got["design-link"]["outputs"])["conclusion"] == "fine\n"
-    assert all(plan_runs(store, [task], "command", agent_params={"command": c}, retry_infra=True)[0] == []
+    assert all(plan(store, [task], "command", agent_params={"command": c}, retry_infra=True).todo == []
                for c in COMMANDS.values())
 
 
