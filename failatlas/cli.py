@@ -17,6 +17,7 @@ from failatlas.bench_core.cli import tasks as tasks_cli
 from failatlas.cluster import cli as cluster_cli
 from failatlas.core.cli import console, err_console, state
 from failatlas.core.errors import FailAtlasError
+from failatlas.core.llm import cli as llm_cli
 from failatlas.core.version import __version__
 from failatlas.embed import cli as embed_cli
 from failatlas.ingest import cli as ingest_cli
@@ -42,6 +43,7 @@ SUBCOMMANDS = [
     ("embed", embed_cli.app, "Embed insights with sentence-transformers (cached by content)."),
     ("cluster", cluster_cli.app, "Cluster insights per phase and evaluate clusters against human labels."),
     ("taxonomy", taxonomy_cli.app, "Name failure types, build the hierarchy, export tables and figures."),
+    ("llm", llm_cli.app, "Show each LLM role's resolved configuration and what the calls spent."),
 ]
 for _name, _sub, _help in SUBCOMMANDS:
     app.add_typer(_sub, name=_name, help=_help)

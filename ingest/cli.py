@@ -93,7 +93,12 @@ def runs_command(
 ) -> None:
     """Extract insights from runs' judge analyses, monitor findings and validator outcomes."""
     params = _params(RunsIngestParams, extractor=extractor, run_ids=run or None, redo=redo)
-    _print_result(run_runs(store(), params))
+    result = run_runs(store(), params)
+    _print_result(result)
+    if result.failed:  # the LLM extractor failed on some runs: say so in the exit code (re-running retries them)
+        err_console.print(f"{len(result.failed)} run(s) failed; run the same command again to retry them",
+                          highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command("stats")

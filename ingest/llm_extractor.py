@@ -2,7 +2,8 @@
 
 Follows the EXP-Bench paper's insight extraction. Written against a small protocol, `StructuredLLM`, so any
 client with `structured(messages, schema, *, run_id, purpose) -> result` (with `.ok`, `.value`, `.error`)
-fits, FailAtlas's `failatlas.core.llm` client included (it caches and logs each call in `llm_calls`). Inputs
+fits, FailAtlas's `failatlas.core.llm` client included (it caches and logs each call in `llm_calls`). Each
+insight records the model and endpoint host that extracted it (`detail.model`, `detail.endpoint`). Inputs
 longer than a field's budget are cut with an explicit marker saying how much was left out, never silently.
 """
 
@@ -101,6 +102,9 @@ class LLMExtractor:
         When the endpoint itself fails (an InfrastructureError), the remaining runs are not attempted.
         """
         outcome = ExtractionOutcome()
+        config = getattr(self.llm, "config", None)
+        # which model said it, and where it ran (never the key): kept with every insight it extracted
+        made_by = {"model": config.model, "endpoint": config.host} if config is not None else {}
         for position, record in enumerate(records):
             messages = build_messages(record)
             prompt_sha = hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
@@ -140,7 +144,7 @@ class LLMExtractor:
                         extractor="llm",
                         source_field="llm_extraction",
                         run_id=record.run_id,
-                        detail={"prompt_sha": prompt_sha},
+                        detail={"prompt_sha": prompt_sha, **made_by},
                         **record.provenance(),
                     )
                 )

@@ -2,13 +2,17 @@
 
 Tools run in the sandbox: `bash`, `write_file`, `read_file`, and `finish`. Budgets on steps, wall-clock time,
 tokens and cost end the run early (the budget that stopped it is recorded). Every message, tool call and tool
-result is a step of the run's trace; every LLM call is a step with its tokens, cost and latency.
-Runs in the runner's workers, which never write the store: the client has no cache there.
+result is a step of the run's trace, `read_file` included: a read runs as a traced `cat` in the sandbox, so it is
+a sandbox command the monitor's rules and its LLM check see. Every LLM call, failed ones included, is an
+`llm_call` step carrying its `llm_calls` row (role agent, model, tokens, cost); the runner's parent writes those
+rows with the run's id (`runner.write_agent_llm_calls`). Runs in the runner's workers, which never write the
+store: the client has no cache there. `model` (the runner passes the run's resolved model) overrides the role's.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 
 from failatlas.bench_core.agents.base import AgentContext, AgentOutcome, StepEvent, register_agent, task_prompt
 from failatlas.core.errors import ConfigError
@@ -37,13 +41,15 @@ MAX_TOOL_OUTPUT = 6000
 class ReactAgent:
     name = "react"
     needs_reference = False
+    llm_role = "agent"  # the runner resolves this role's model into the run's key
 
-    def __init__(self, temperature: float = 0.0) -> None:
+    def __init__(self, temperature: float | None = 0.0, model: str | None = None) -> None:
         from failatlas.core.llm import not_configured_reason, resolve_config
 
-        self.config = resolve_config("agent")
-        if self.config is None:
+        config = resolve_config("agent")
+        if config is None:
             raise ConfigError(f"the react agent needs an LLM endpoint: {not_configured_reason('agent')}")
+        self.config = config.model_copy(update={"model": model}) if model else config
         self.temperature = temperature
 
     def _tool(self, ctx: AgentContext, name: str, args: dict) -> str:
@@ -57,16 +63,30 @@ class ReactAgent:
             return f"wrote {path}"
         if name == "read_file":
             path = str(args.get("path", "")).lstrip("/")
-            try:
-                return ctx.sandbox.read_file(f"{ctx.workdir}/{path}").decode(errors="replace")[-MAX_TOOL_OUTPUT:]
-            except (FileNotFoundError, LookupError, PermissionError) as exc:  # missing; a folder, FIFO or link
-                return f"error: {exc}"
+            ctx.record(StepEvent(kind="tool_call", tool="read_file", arguments={"path": path}))
+            limit = max(min(ctx.budget.command_timeout_s, ctx.seconds_left()), 1.0)
+            r = ctx.sandbox.exec(f"cat -- {shlex.quote(path)}", timeout=limit, cwd=ctx.workdir)
+            out = r.stdout[-MAX_TOOL_OUTPUT:] if r.returncode == 0 else f"error: {r.stderr.strip()[-500:]}"
+            ctx.record(StepEvent(kind="tool_result", tool="read_file", content=out[-2000:]))
+            return out
         return f"error: unknown tool {name}"
 
-    def run(self, ctx: AgentContext) -> AgentOutcome:
-        from failatlas.core.llm import LLMClient
+    def _chat(self, client, records, ctx: AgentContext, messages: list[dict]):  # noqa: ANN001, ANN202
+        """One LLM call; its `llm_calls` row travels in the trace, whether the call succeeded or failed."""
+        try:
+            return client.chat(messages, tools=TOOLS, temperature=self.temperature, purpose="agent")
+        finally:
+            for row in records.calls:
+                call = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
+                ctx.record(StepEvent(kind="llm_call", content=None if call["status"] == "ok" else call["error"],
+                                     arguments={"llm_call": call}))
+            records.calls.clear()
 
-        client = LLMClient(self.config, None, use_cache=False)
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        from failatlas.core.llm import LLMClient, MemoryRecords
+
+        records = MemoryRecords()
+        client = LLMClient(self.config, records=records, use_cache=False, check_endpoint=True)
         ctx.sh("mkdir -p .failatlas")
         messages = [{"role": "system", "content": SYSTEM},
                     {"role": "user", "content": task_prompt(ctx.view, ctx.workdir)}]
@@ -77,10 +97,10 @@ class ReactAgent:
             if ctx.seconds_left() <= 0:
                 stopped = "time"
                 break
-            reply = client.chat(messages, tools=TOOLS, temperature=self.temperature, purpose="agent")
+            reply = self._chat(client, records, ctx, messages)
             tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
             cost += reply.cost_usd or 0.0
-            ctx.record(StepEvent(kind="llm_call", content=reply.content, arguments={
+            ctx.record(StepEvent(kind="message", role="assistant", content=reply.content, arguments={
                 "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
                 "cost_usd": reply.cost_usd, "latency_s": reply.latency_s, "model": reply.model}))
             assistant = {"role": "assistant", "content": reply.content or ""}

@@ -63,6 +63,7 @@ def plan(
     """The runs still to do. A stored run is skipped, except an `infra_error` one with `retry_infra`, or whose
     inputs (computed with `config`; without it, never compared) differ from what a run would use now."""
     stored = {row[0]: row[1:] for row in store.query("SELECT id, status, inputs_hash, infra_error FROM runs")}
+    model, agent_params = agent_model(agent, model, agent_params or {})
     out = Plan()
     for task in tasks:
         fingerprint = run_inputs(config.overrides.apply(task), config).fingerprint if config else None
@@ -81,6 +82,64 @@ def plan(
     return out
 
 
+def _llm_role(agent: str) -> str | None:
+    from failatlas.bench_core.agents import AGENTS
+
+    try:
+        return getattr(AGENTS.factory(agent), "llm_role", None)
+    except Exception:  # noqa: BLE001 - an unknown agent is reported where it is created
+        return None
+
+
+def check_agent_endpoint(work: list[tuple[RunRequest, TaskSpec]]) -> None:
+    """Before a batch of an LLM agent's runs: one cheap request to its endpoint (`LLMClient.check`), so a wrong
+    URL, port or key is one clear error instead of a batch of infra_error runs. Raises LLMEndpointError."""
+    if not work or not (role := _llm_role(work[0][0].agent)):
+        return
+    from failatlas.core.llm import LLMClient, resolve_config
+
+    config = resolve_config(role)
+    if config is None:
+        return
+    model = work[0][0].model
+    with LLMClient(config.model_copy(update={"model": model}) if model else config) as client:
+        client.check()
+
+
+def agent_model(agent: str, model: str, agent_params: dict) -> tuple[str, dict]:
+    """The model a run of `agent` really uses, and the agent parameters that make it use it.
+
+    An agent that talks to an LLM (it declares `llm_role`) uses `model` when given (`--model`), else the model its
+    role's configuration resolves to; that model is the run's `model` (part of its key and recorded) and is handed
+    to the agent as its `model` parameter, so what is stored is what the requests went to. Other agents keep
+    `model` as given. Raises ConfigError when the role's configuration is invalid."""
+    from failatlas.core.llm import resolve_config
+
+    role = _llm_role(agent)
+    if not role:
+        return model, agent_params
+    config = resolve_config(role)
+    used = model or agent_params.get("model") or (config.model if config is not None else "")
+    return used, ({**agent_params, "model": used} if used else agent_params)
+
+
+def write_agent_llm_calls(store: Store, record: RunRecord) -> int:
+    """Write the agent's LLM calls, carried in its trace as `llm_call` steps, to `llm_calls` with the run's id
+    (idempotent: a call already stored is kept). Returns how many steps carried a call."""
+    from failatlas.core.llm.records import CALL_COLUMNS
+
+    rows = []
+    for step in record.steps:
+        call = (step.arguments or {}).get("llm_call") if step.kind == "llm_call" else None
+        if isinstance(call, dict) and call.get("id"):
+            rows.append([record.request.run_id if c == "run_id" else call.get(c) for c in CALL_COLUMNS])
+    if rows:
+        with store.write() as conn:
+            conn.executemany(f"INSERT OR IGNORE INTO llm_calls ({', '.join(CALL_COLUMNS)})"
+                             f" VALUES ({', '.join('?' for _ in CALL_COLUMNS)})", rows)
+    return len(rows)
+
+
 def run_batch(
     store: Store,
     work: list[tuple[RunRequest, TaskSpec]],
@@ -97,6 +156,7 @@ def run_batch(
     report = BatchReport(planned=len(work))
     if not work:
         return report
+    check_agent_endpoint(work)
     from failatlas.bench_core.sandbox import sandbox_kind
 
     kind = sandbox_kind(config.sandbox)
@@ -107,6 +167,8 @@ def run_batch(
         for record in pool.map_unordered(work, config):
             for table, n in write_run(store, record).items():
                 report.rows[table] = report.rows.get(table, 0) + n
+            if calls := write_agent_llm_calls(store, record):
+                report.rows["llm_calls"] = report.rows.get("llm_calls", 0) + calls
             report.by_status[record.status] = report.by_status.get(record.status, 0) + 1
             report.run_ids.append(record.request.run_id)
             if record.status == "infra_error":

@@ -21,7 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from failatlas.bench_core.runs.inputs import RepoUsed, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.sandbox import sandbox_kind
-from failatlas.bench_core.scoring.judges import Judge, JudgeInput, JudgeOptions, Verdict, create_judges
+from failatlas.bench_core.scoring.judges import (
+    Judge,
+    JudgeInput,
+    JudgeOptions,
+    Verdict,
+    create_judges,
+    resumable,
+)
 from failatlas.bench_core.scoring.monitor import monitor_findings
 from failatlas.bench_core.scoring.validator import Validation, patched_workspace, settle, validate
 from failatlas.bench_core.scoring.writes import write_scores
@@ -98,6 +105,27 @@ def _repository(store: Store, task: TaskSpec, repo: Path | None) -> RepoUsed | N
     return repository_of(task, cached=repository_for(store, task))
 
 
+def _run_environment(store: Store, run_id: str) -> dict:
+    """The clean re-run's network and environment: the policy, allowed hosts and CA bundle the run itself had
+    (none for runs stored before runs recorded them), and a prebuilt environment's image. Scoring never opens the
+    network wider than `registries`: the agent's code re-run (and imported by hidden tests) may install packages
+    through the allowlisting proxy, but a run that had `full` does not get to fetch anything else while judged."""
+    from failatlas.bench_core.sandbox.policy import upstream_proxy
+
+    raw = store.query("SELECT inputs FROM runs WHERE id = ?", [run_id])
+    inputs = json.loads(raw[0][0]) if raw and raw[0][0] else {}
+    network = inputs.get("network") or "none"
+    fields: dict = {"network": "registries" if network == "full" else network,
+                    "allow_hosts": inputs.get("allow_hosts") or []}
+    if inputs.get("environment") == "prebuilt" and inputs.get("image"):
+        fields["image"] = inputs["image"]
+    if fields["network"] != "none":
+        fields["upstream_proxy"] = upstream_proxy()
+        if inputs.get("ca_bundle") and Path(inputs["ca_bundle"]["path"]).is_file():
+            fields["ca_bundle"] = inputs["ca_bundle"]["path"]
+    return fields
+
+
 def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, params: ScoreParams,
                judges: list[Judge], llm_monitor, repo: Path | None = None
                ) -> tuple[Validation | None, dict[str, int]]:
@@ -112,7 +140,7 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
     validation = None
     if needs_tree(task):
         spec = {"run_id": f"{run_id}-validate", "labels": {"failatlas.purpose": "validator"},
-                "network": False, "memory_mb": max(2048, int(task.resources.memory_gb * 1024))}
+                "memory_mb": max(2048, int(task.resources.memory_gb * 1024)), **_run_environment(store, run_id)}
         if params.image or task.resources.image:
             spec["image"] = params.image or task.resources.image
         lease = None
@@ -145,11 +173,12 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
 def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str]]:
     where = "WHERE r.status != 'infra_error'"
     if not params.rescore:
-        # unscored, or a judge stopped by its endpoint (infrastructure): a plain re-run of scoring resumes those
+        # unscored, with a failed judgement (its endpoint failed, its reply never parsed), or with LLM judgements
+        # not run for want of an endpoint configured now: a plain re-run of scoring resumes those (one rule for
+        # every judge and the monitor: judges.resumable)
         where += " AND ((NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
                  " AND NOT EXISTS (SELECT 1 FROM validations v WHERE v.run_id = r.id))" \
-                 " OR EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id AND j.status = 'judge_failed'" \
-                 " AND j.reason LIKE '%endpoint failed (infrastructure)%'))"
+                 f" OR EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id AND {resumable('j')}))"
     rows = store.query(f"SELECT r.id, r.task_id FROM runs r {where} ORDER BY r.id")
     if params.run_ids is not None:
         wanted = set(params.run_ids)

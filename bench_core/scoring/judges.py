@@ -2,9 +2,15 @@
 
 A judge reads one stored run (its task, collected outputs and, where scoring prepared it, the clean tree)
 and returns verdicts, one per phase it judges. Each judge declares its `kind`; the kind is stored with every
-verdict (`judgements.kind`) and the metrics read it: when several judges score one phase, a verdict of an `llm`
-judge takes precedence over an `offline` one. A judge whose endpoint is missing records `not_run` with the reason,
-never a pass.
+verdict (`judgements.kind`) and the metrics read it: when several judges score one phase, `judge_precedence`
+decides which verdict counts: a deterministic check (the hidden tests) over an `llm` judge over an `offline`
+heuristic. Every verdict is recorded; where an LLM verdict and a deterministic one disagree, `disagreements` says so
+(`bench score` prints them). A judge whose endpoint is missing records `not_run` with the reason, never a pass.
+
+Failures, one rule for every LLM judge and the monitor's LLM check: an endpoint failure is recorded as
+`judge_failed` with `infra_failure_reason(exc)`, a reply that never parsed as `judge_failed` with its error, and a
+plain `bench score` (no --rescore) scores again every run with a `judge_failed` judgement, and every run whose LLM
+judgements were not run for want of an endpoint that is configured now (`resumable()`).
 
 A new judge is a module with a factory registered by name, `@JUDGES.register("name")`, taking
 `options: JudgeOptions`, plus one import line in `scoring/__init__.py`.
@@ -27,6 +33,68 @@ if TYPE_CHECKING:
 JudgeKind = Literal["offline", "llm"]
 # when several judges score one phase of a run, the verdict of the higher kind counts (ties: the first stored)
 KIND_PRECEDENCE: dict[str, int] = {"offline": 0, "llm": 1}
+# deterministic checks: their verdict outranks any LLM opinion on the same phase (an LLM never overrides them)
+DETERMINISTIC_JUDGES = frozenset({"hidden-tests"})
+INFRA_FAILURE_PREFIX = "endpoint failed (infrastructure):"
+# the judgements a plain re-score (no --rescore) scores again: every failed judgement, whatever failed
+RESUMABLE = "status = 'judge_failed'"
+NOT_CONFIGURED = "not run: no LLM endpoint configured for role"
+
+
+def resumable(alias: str = "j") -> str:
+    """The SQL condition on `judgements` (as `alias`) of the runs a plain re-score scores again: every failed
+    judgement (`RESUMABLE`), and the LLM judgements not run for want of an endpoint that is configured now."""
+    from failatlas.core.llm import resolve_config
+
+    failed = f"{alias}.{RESUMABLE}"
+    roles = [role for role in ("judge", "monitor") if resolve_config(role) is not None]
+    if not roles:
+        return failed
+    waiting = " OR ".join(f"{alias}.reason LIKE '{NOT_CONFIGURED} {role} %'" for role in roles)
+    return f"({failed} OR ({alias}.status = 'not_run' AND ({waiting})))"
+
+
+def judge_precedence(kind: str | None, judge: str | None) -> int:
+    """The rank of a verdict among those of one phase: deterministic checks 2, `llm` judges 1, `offline` 0."""
+    if judge in DETERMINISTIC_JUDGES:
+        return 2
+    return KIND_PRECEDENCE.get(kind or "", 0)
+
+
+def infra_failure_reason(exc: BaseException) -> str:
+    """The one reason recorded when a judge's endpoint failed: infrastructure, resumed by a plain re-score."""
+    one_line = getattr(exc, "one_line", None)
+    return f"{INFRA_FAILURE_PREFIX} {one_line() if callable(one_line) else exc}"
+
+
+def disagreements(store: Store, run_ids: list[str] | None = None) -> list[str]:
+    """"run: phase: judge says X, deterministic judge says Y" for each phase where an LLM verdict and a
+    deterministic check disagree (the deterministic one counts)."""
+    rows = store.query(
+        "SELECT l.run_id, l.phase, l.judge, l.passed, d.judge, d.passed FROM judgements l JOIN judgements d"
+        " ON d.run_id = l.run_id AND d.phase = l.phase WHERE l.kind = 'llm' AND l.status = 'ok'"
+        f" AND d.status = 'ok' AND d.judge IN ({', '.join(repr(j) for j in sorted(DETERMINISTIC_JUDGES))})"
+        " AND l.passed IS DISTINCT FROM d.passed ORDER BY l.run_id, l.phase")
+    wanted = set(run_ids) if run_ids is not None else None
+
+    def word(passed: bool | None) -> str:
+        return "passed" if passed else "failed"
+
+    return [f"{r[0]}: {r[1]}: {r[2]} says {word(r[3])}, {r[4]} says {word(r[5])} ({r[4]} counts)"
+            for r in rows if wanted is None or r[0] in wanted]
+
+
+def judge_counts(store: Store, run_ids: list[str]) -> dict[str, dict[str, int]]:
+    """judge -> status -> how many judgements of these runs (ok, judge_failed, not_run)."""
+    if not run_ids:
+        return {}
+    marks = ", ".join("?" for _ in run_ids)
+    counts: dict[str, dict[str, int]] = {}
+    for judge, status, n in store.query(
+            f"SELECT judge, status, count(*) FROM judgements WHERE run_id IN ({marks}) GROUP BY ALL ORDER BY 1, 2",
+            run_ids):
+        counts.setdefault(judge, {})[status] = n
+    return counts
 
 
 @dataclass

@@ -6,8 +6,8 @@ Definitions (also in docs/metrics.md):
   passed (all hidden tests, or the LLM judge's verdict). E = validator outcome `passed`, missing when the outcome is
   `not_scored` (the re-run had nothing to compare with, or its prose outcome awaits a judge that did not run).
   C = conclusion judge passed.
-  When several judges score one phase, the verdict of the judge whose declared kind ranks higher counts
-  (`KIND_PRECEDENCE`: an `llm` judge over an `offline` one; `judgements.kind`).
+  When several judges score one phase, the verdict that ranks higher counts (`judge_precedence`: a deterministic
+  check, the hidden tests, over an `llm` judge over an `offline` heuristic; `judgements.kind`, `judgements.judge`).
 - A conjunctive score is 1 when all its phases are 1; it is computed over the runs where all its phases are scored
   (its denominator), and the number of runs left out is reported beside it.
 - A failed monitor (M = 0) zeroes every score that includes M, as in EXP-Bench.
@@ -23,7 +23,7 @@ from math import comb
 import numpy as np
 import polars as pl
 
-from failatlas.bench_core.scoring.judges import KIND_PRECEDENCE
+from failatlas.bench_core.scoring.judges import judge_precedence
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.store import Store
 
@@ -56,7 +56,7 @@ def run_scores(store: Store) -> pl.DataFrame:
         phase = PHASE_OF.get(r["phase"])
         if phase is None:
             continue
-        rank = KIND_PRECEDENCE.get(r["kind"], 0)
+        rank = judge_precedence(r["kind"], r["judge"])
         key = (r["run_id"], phase)
         if key not in verdicts or rank > verdicts[key][1]:
             verdicts[key] = (bool(r["passed"]), rank)

@@ -1,5 +1,7 @@
 """LLM naming with contrastive prompts: the model sees members of the type and members of the nearest other
-types, and must answer in a JSON schema that is checked before use. Prompts and raw replies are kept."""
+types, and must answer in a JSON schema that is checked before use; names and definitions are asked to be specific
+to the type's phase. Prompts and raw replies are kept. A reply that is rejected (the schema, no INSIDE id) falls
+back to offline naming and is dropped from the LLM cache, so the next build asks again instead of replaying it."""
 
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ CATEGORY_PROMPT = (
     "You build a taxonomy of why AI research agents fail. The failure types listed as INSIDE were grouped "
     "into one category; OUTSIDE lists the types of the other categories of the same phase. Name the category "
     "in 2 to 6 words (sentence case) so that it covers every INSIDE type and none of the OUTSIDE ones, and "
-    "define it in one sentence. Answer with JSON matching the schema, nothing else."
+    "define it in one sentence. Name and definition must be specific to the phase given as `phase` (what goes "
+    "wrong in that phase of the experiment), never generic. Answer with JSON matching the schema, nothing else."
 )
 
 SYSTEM_PROMPT = (
@@ -50,7 +53,11 @@ SYSTEM_PROMPT = (
     "INSIDE insights share and the OUTSIDE ones do not. The name is 3 to 8 words, specific, in sentence case "
     "(e.g. 'Missing module / import error'). The definition is one sentence. Inclusion criteria say what an "
     "insight must show to belong; exclusion criteria say how it differs from the OUTSIDE clusters. Pick "
-    "representative_example_ids only from the INSIDE ids. Answer with JSON matching the schema, nothing else."
+    "representative_example_ids only from the INSIDE ids. The name and the definition must be specific to the "
+    "phase given as `phase` (design, implementation, execution, conclusion or monitor): say what went wrong in "
+    "that phase of the experiment, in that phase's terms (e.g. for implementation, the code step that is wrong; "
+    "for design, the variable or control that is wrong), never a generic name that would fit any phase. "
+    "Answer with JSON matching the schema, nothing else."
 )
 
 
@@ -102,6 +109,13 @@ def _raw_reply(result: StructuredResult) -> str:
     return raw
 
 
+def _forget(client: StructuredLLM, result: StructuredResult) -> None:
+    """Drop a reply the labeller rejected from the client's cache (the client alone knows its cache)."""
+    forget = getattr(client, "forget", None)
+    if callable(forget) and result.ok:
+        forget(result)
+
+
 @register_labeller("llm")
 class LLMLabeller:
     """Names a type with an LLM; falls back to offline naming (and says so in `naming_method` and `raw_reply`)
@@ -126,6 +140,12 @@ class LLMLabeller:
         self.n_outside = n_outside
         self.n_examples = n_examples
 
+    @property
+    def made_by(self) -> dict[str, str]:
+        """The model and endpoint host that name types ({} before the first call or for a stand-in client)."""
+        config = getattr(self.client, "config", None)
+        return {"model": config.model, "endpoint": config.host} if config is not None else {}
+
     def label(self, evidence: TypeEvidence) -> TypeLabel:
         if self.client is None:
             self.client = labeller_client(self.store)
@@ -146,6 +166,7 @@ class LLMLabeller:
             if not chosen:
                 parsed, problem = None, "reply cites no INSIDE insight id"
         if parsed is None:
+            _forget(self.client, result)  # a rejected reply is not replayed by the next build
             fallback = OfflineLabeller(n_examples=self.n_examples).label(evidence)
             return fallback.model_copy(
                 update={
@@ -187,6 +208,7 @@ class LLMLabeller:
             except (ValidationError, ValueError, TypeError) as exc:
                 problem = f"reply does not match the schema: {exc}"
         if problem is not None:
+            _forget(self.client, result)
             return offline.model_copy(
                 update={
                     "naming_method": "offline-after-llm-error",

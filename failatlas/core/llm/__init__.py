@@ -42,9 +42,19 @@ Used by agents, judges, the monitor, insight extraction and taxonomy labelling. 
   - Prompts and raw responses are stored; the API key, credentials in base_url and anything shaped like a
     key (sk-..., Bearer ...) are replaced by [REDACTED] in every stored string, every error message and the
     replies handed to callers (so a fresh reply and its cached replay are identical).
+  - Only replies that were used are cached (a structured conversation that ended in a valid value); a failed
+    one leaves nothing to replay. `client.forget(result)` drops replies a caller rejected for its own reasons.
+  - `client.check()`: one cheap request (GET /models); a client from `client_for_role` runs it once before its
+    first request that is not a cache hit and, when it fails, fails every call at once (no retries per call).
+  - A refused request (400/422) is told apart by its body: `LLMEndpointError.kind` format_refused (structured
+    falls back), context_length, unsupported_param (with `.param`), tools_unsupported, each with a hint.
+- `client_for_role(...)` skips the cache when $FAILATLAS_LLM_NO_CACHE is set (`bench score --no-cache`).
 - `llm_usage(store, *, run_id=None, role=None) -> LLMUsage`: calls, cached/failed calls, tokens and cost spent
   (cache hits excluded), and how many fresh calls had no price (for `runs.tokens` / `runs.cost_usd`).
-- `failatlas.core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests.
+- `llm_spend(store)`: the same per role, model and endpoint (`failatlas llm spend`); `failatlas llm config` prints
+  each role's resolved settings (`LLMConfig.describe()`, never the key).
+- `failatlas.core.llm.testing.ScriptedOpenAIServer`: a scripted fake OpenAI-compatible server for tests;
+  `ideal_judge.ideal_judge` is its deterministic ideal-judge responder.
 
 Endpoint set-up (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM): docs/llm.md.
 """
@@ -55,16 +65,31 @@ from .errors import LLMEndpointError
 from .records import LLMRecords, MemoryRecords, StoreRecords
 from .results import ChatResult, StructuredLLM, StructuredResult, ToolCall
 from .structured import parse_json_reply
-from .usage import LLMUsage, llm_usage
+from .usage import LLMUsage, llm_spend, llm_usage
+
+NO_CACHE_ENV = "FAILATLAS_LLM_NO_CACHE"
 
 
-def client_for_role(role: str, store=None, *, config_file=None, use_cache: bool = True) -> LLMClient | None:  # noqa: ANN001
+def cache_bypassed() -> bool:
+    """Whether $FAILATLAS_LLM_NO_CACHE asks every role to skip the cache (`--no-cache` sets it)."""
+    import os
+
+    return os.environ.get(NO_CACHE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def client_for_role(role: str, store=None, *, config_file=None, use_cache: bool = True,  # noqa: ANN001
+                    check_endpoint: bool = True) -> LLMClient | None:
     """A client for `role`, or None when no endpoint is configured (record `not_configured_reason(role)`).
 
-    Raises ConfigError when the role is half configured or its api_key_env variable is unset.
+    The client checks its endpoint once, before its first request that is not a cache hit (`LLMClient.check`):
+    a wrong URL or port fails every call at once with a clear error instead of minutes of retries. The cache
+    is skipped when `use_cache` is False or $FAILATLAS_LLM_NO_CACHE is set. Raises ConfigError when the role is
+    half configured or its api_key_env variable is unset.
     """
     config = resolve_config(role, config_file=config_file)
-    return None if config is None else LLMClient(config, store, use_cache=use_cache)
+    if config is None:
+        return None
+    return LLMClient(config, store, use_cache=use_cache and not cache_bypassed(), check_endpoint=check_endpoint)
 
 
 __all__ = [
@@ -80,7 +105,10 @@ __all__ = [
     "StructuredLLM",
     "StructuredResult",
     "ToolCall",
+    "NO_CACHE_ENV",
+    "cache_bypassed",
     "client_for_role",
+    "llm_spend",
     "llm_usage",
     "load_config_file",
     "not_configured_reason",

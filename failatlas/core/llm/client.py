@@ -6,10 +6,13 @@ import email.utils
 import json
 import logging
 import random
+import re
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -44,6 +47,7 @@ class _Failure(Exception):
         self.status = status
         self.retry_after = retry_after
         self.retryable = retryable
+        self.param = ""
 
 
 def _retry_after(response: Any) -> float | None:
@@ -66,6 +70,50 @@ def _retry_after(response: Any) -> float | None:
         return max(0.0, parsed.timestamp() - time.time())
 
 
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output|grammar|guided_", re.I)
+_CONTEXT_WORDS = re.compile(
+    r"context.length|context window|maximum context|too many tokens|prompt is too long|input is too long"
+    r"|exceeds? the (?:model'?s? )?(?:maximum|max)", re.I)
+_TOOL_WORDS = re.compile(
+    r"tool.choice|enable-auto-tool-choice|tool.call.parser|does not support tools|tools? (?:are|is) not supported",
+    re.I)
+_PARAM_WORDS = re.compile(r"unsupported (?:parameter|value)|not supported|does not support|unrecognized|unknown", re.I)
+CALL_PARAMS = ("temperature", "max_completion_tokens", "max_tokens", "top_p", "seed", "tools")
+
+
+def _error_details(exc: Any) -> tuple[str, str, str]:
+    """(message, code, param) of an HTTP error, read from its body (OpenAI's {"error": {...}} or a bare one)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("detail") or json.dumps(body)[:500]
+        return str(message), str(body.get("code") or ""), str(body.get("param") or "")
+    if isinstance(body, str) and body:
+        return body[:500], "", ""
+    response = getattr(exc, "response", None)
+    text = getattr(response, "text", "") if response is not None else ""
+    return (text[:500] or str(getattr(exc, "message", exc))), "", ""
+
+
+def _client_failure(status: int, message: str, code: str, param: str) -> _Failure:
+    """A refused request, told apart by its body: a structured mode refused, a context too long, a call parameter
+    the model does not take, or anything else."""
+    text = f"HTTP {status}: {message}"
+    if code == "context_length_exceeded" or _CONTEXT_WORDS.search(message):
+        return _Failure("context_length", text, status=status, retryable=False)
+    if _TOOL_WORDS.search(message) or param in ("tools", "tool_choice"):
+        return _Failure("tools_unsupported", text, status=status, retryable=False)
+    if _FORMAT_WORDS.search(message) or param == "response_format":
+        return _Failure("format_refused", text, status=status, retryable=False)
+    named = param if param in CALL_PARAMS else next((p for p in CALL_PARAMS if p in message), "")
+    if named and (code.startswith("unsupported") or _PARAM_WORDS.search(message) or param):
+        failure = _Failure("unsupported_param", text, status=status, retryable=False)
+        failure.param = named
+        return failure
+    return _Failure("client_error", text, status=status, retryable=False)
+
+
 def _classify(exc: Exception) -> _Failure:
     import openai
 
@@ -75,18 +123,45 @@ def _classify(exc: Exception) -> _Failure:
         return _Failure("connection", f"cannot connect: {exc.__cause__ or exc}")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        message = f"HTTP {status}: {exc.message}"
+        detail, code, param = _error_details(exc)
+        message = f"HTTP {status}: {detail}"
         if status == 429:
             return _Failure("rate_limit", message, status=status, retry_after=_retry_after(exc.response))
         if status >= 500 and "validation error" in message.lower():
             # some servers (llama-cpp-python) report a request they refuse as 500; retrying cannot help
-            return _Failure("client_error", message, status=status, retryable=False)
+            return _client_failure(status, detail, code, param)
         if status >= 500:
             return _Failure("server_error", message, status=status, retry_after=_retry_after(exc.response))
         if status == 408:
             return _Failure("timeout", message, status=status)
+        if status in (400, 422):
+            return _client_failure(status, detail, code, param)
         return _Failure("client_error", message, status=status, retryable=False)
     return _Failure("server_error", f"unusable response: {exc}")
+
+
+def _refusal_hint(failure: _Failure, cfg: LLMConfig) -> str:
+    """What the user can change when the endpoint refused the request (retrying cannot fix it)."""
+    role = cfg.role.upper()
+    param = getattr(failure, "param", "")
+    if failure.kind == "unsupported_param" and param == "temperature":
+        return (f"the model refuses this temperature: set temperature = \"omit\" in the [{cfg.role}] section of the "
+                f"LLM config (or FAILATLAS_LLM_{role}_TEMPERATURE=omit) to send none")
+    if failure.kind == "unsupported_param" and param in ("max_tokens", "max_completion_tokens"):
+        other = "max_completion_tokens" if param == "max_tokens" else "max_tokens"
+        return (f"the model refuses {param}: set max_tokens_param = \"{other}\" for role {cfg.role} "
+                f"(FAILATLAS_LLM_{role}_MAX_TOKENS_PARAM={other}), or leave max_tokens unset")
+    if failure.kind == "unsupported_param":
+        return f"the model refuses the parameter {param}: remove it from the role's extra_params"
+    if failure.kind == "tools_unsupported":
+        return ("the server does not take tool calls, which the react agent needs: on vLLM start it with "
+                "--enable-auto-tool-choice --tool-call-parser <parser for the model>, then redo the runs with "
+                "--retry-infra")
+    if failure.kind == "context_length":
+        return "the prompt is longer than the model's context: use a model with a longer context"
+    if failure.status == 404 and not urlsplit(cfg.base_url).path.rstrip("/").endswith("/v1"):
+        return f"the base URL usually ends in /v1: try {cfg.base_url}/v1"
+    return "the endpoint refused the request; retrying cannot fix it"
 
 
 def _parse_completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +210,10 @@ class LLMClient:
         *,
         records: LLMRecords | None = None,
         use_cache: bool = True,
+        check_endpoint: bool = False,
     ) -> None:
+        """`check_endpoint`: before the first request that is not a cache hit, check the endpoint once with one
+        cheap request (`check`); when it fails, that call and every later one raise its error at once."""
         if store is not None and records is not None:
             raise ValueError("pass either a store or records, not both")
         self.config = config
@@ -149,6 +227,11 @@ class LLMClient:
             base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
         )
         self.structured_mode = config.structured_mode
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._pending_lock = threading.Lock()
+        self.check_endpoint_first = check_endpoint
+        self._checked: LLMEndpointError | bool = False
+        self._check_lock = threading.Lock()
 
     def __repr__(self) -> str:
         cfg = self.config
@@ -218,11 +301,63 @@ class LLMClient:
             params=params,
         )
 
+    def check(self) -> None:
+        """One cheap request (GET /models) that says whether the endpoint is there and takes the key.
+
+        Raises LLMEndpointError with a hint (a base URL without /v1, a refused key). A server without a
+        /models route under /v1 passes: its first real call will tell."""
+        import openai
+
+        cfg = self.config
+        try:
+            listing = self._openai.with_options(timeout=min(cfg.timeout_s, 15.0), max_retries=0).models.list()
+        except openai.APIStatusError as exc:
+            detail = _error_details(exc)[0]
+            if exc.status_code == 404 and urlsplit(cfg.base_url).path.rstrip("/").endswith("/v1"):
+                return
+            if exc.status_code >= 500 or exc.status_code == 429:
+                return  # busy or failing now: the calls' own retries handle it
+            failure = _Failure("client_error", f"HTTP {exc.status_code}: {detail}", status=exc.status_code,
+                               retryable=False)
+            raise self._check_error(failure) from None
+        except openai.APIError as exc:
+            raise self._check_error(_classify(exc)) from None
+        models = [getattr(m, "id", "") for m in getattr(listing, "data", []) or []]
+        if models and cfg.model not in models:
+            log.warning("endpoint %s does not list model %s (it lists %s)", cfg.endpoint, cfg.model,
+                        ", ".join(models[:5]))
+
+    def _check_error(self, failure: _Failure) -> LLMEndpointError:
+        cfg = self.config
+        if failure.status in (401, 403):
+            hint = f"the endpoint refused the key: check {cfg.api_key_env or 'api_key_env'} for role {cfg.role}"
+        elif failure.status == 404 or failure.kind == "client_error":
+            hint = _refusal_hint(failure, cfg)
+        else:
+            hint = f"is the server running at {cfg.endpoint}? check the host and port of base_url"
+        return LLMEndpointError(
+            f"LLM endpoint {cfg.endpoint} (model {cfg.model}, role {cfg.role}) failed its check: "
+            f"{failure.kind}: {self._redactor.text(str(failure))}",
+            kind=failure.kind, status_code=failure.status, attempts=1, hint=hint)
+
+    def _check_once(self) -> None:
+        if not self.check_endpoint_first:
+            return
+        with self._check_lock:
+            if self._checked is False:
+                try:
+                    self.check()
+                    self._checked = True
+                except LLMEndpointError as exc:
+                    self._checked = exc
+        if isinstance(self._checked, LLMEndpointError):
+            raise self._checked
+
     # -- internals -------------------------------------------------------------------------------------------
     def _request_params(self, tools: list[dict[str, Any]] | None, params: dict[str, Any]) -> dict[str, Any]:
         merged: dict[str, Any] = {"temperature": self.config.temperature}
         if self.config.max_tokens is not None:
-            merged["max_tokens"] = self.config.max_tokens
+            merged[self.config.max_tokens_param] = self.config.max_tokens
         merged.update(self.config.extra_params)
         merged.update(params)
         if tools:
@@ -239,7 +374,9 @@ class LLMClient:
         purpose: str | None,
         schema: dict[str, Any] | None,
         params: dict[str, Any],
+        defer_cache: bool = False,
     ) -> ChatResult:
+        """`defer_cache`: the reply is cached only when the caller `_keep`s it (structured: once it validated)."""
         cfg = self.config
         messages = [_plain_message(m) for m in messages]
         request_params = self._request_params(tools, params)
@@ -282,6 +419,7 @@ class LLMClient:
                 return result
 
         try:
+            self._check_once()
             body, attempts = self._send_with_retries(messages, request_params)
             # redacted before anyone sees it, so a fresh reply and its cached replay are identical and
             # callers writing traces cannot leak a key the model echoed
@@ -315,8 +453,38 @@ class LLMClient:
             "completion_tokens": fields["completion_tokens"],
             "cost_usd": cost,
         }
-        self._log(call, result, status="ok", cache_row=cache_row if self.use_cache else None)
+        if defer_cache and self.use_cache:
+            with self._pending_lock:
+                self._pending[result.call_id] = cache_row
+            self._log(call, result, status="ok")
+        else:
+            self._log(call, result, status="ok", cache_row=cache_row if self.use_cache else None)
         return result
+
+    def _keep(self, result: ChatResult) -> None:
+        """Cache a deferred reply now that the caller used it."""
+        with self._pending_lock:
+            row = self._pending.pop(result.call_id, None)
+        if row is not None and self.records is not None:
+            now = datetime.now(UTC).replace(tzinfo=None)
+            redact = self._redactor
+            self.records.keep_cached(dict(row, request=redact.json(row["request"]),
+                                          response=redact.json(row["response"]), created_at=now))
+
+    def forget(self, result: Any) -> None:
+        """Drop the cached replies of a result (a ChatResult or a StructuredResult) that the caller rejected for
+        its own reasons, so running again asks the endpoint again."""
+        if self.records is None:
+            return
+        for call in getattr(result, "calls", None) or [result]:
+            self.records.evict(call.key)
+
+    def _discard(self, result: ChatResult) -> None:
+        """Forget a deferred reply the caller could not use; evict it when it came from the cache."""
+        with self._pending_lock:
+            self._pending.pop(result.call_id, None)
+        if result.cached and self.records is not None:
+            self.records.evict(result.key)
 
     def _log(
         self,
@@ -388,9 +556,7 @@ class LLMClient:
                 failure = exc if isinstance(exc, _Failure) else _classify(exc)
             message = self._redactor.text(str(failure))
             if not failure.retryable or attempt == budget:
-                hint = (
-                    None if failure.retryable else "the endpoint refused the request; retrying cannot fix it"
-                )
+                hint = None if failure.retryable else _refusal_hint(failure, cfg)
                 raise LLMEndpointError(
                     f"LLM endpoint {cfg.endpoint} (model {cfg.model}, role {cfg.role}) failed after "
                     f"{attempt} attempt(s): {failure.kind}: {message}",
@@ -398,6 +564,7 @@ class LLMClient:
                     status_code=failure.status,
                     attempts=attempt,
                     hint=hint,
+                    param=failure.param or None,
                 )
             delay = self._backoff(attempt, failure.retry_after)
             log.warning(

@@ -15,7 +15,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -27,6 +27,7 @@ ENV_PREFIX = "FAILATLAS_LLM_"
 CONFIG_FILE_ENV = "FAILATLAS_LLM_CONFIG"
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")  # in the order the client falls back
 NO_KEY_PLACEHOLDER = "not-needed"  # local servers accept any key; the openai package insists on one
+OMIT_WORDS = ("omit", "none", "default")  # a temperature given as one of these is not sent
 
 
 class LLMConfig(BaseModel):
@@ -38,8 +39,10 @@ class LLMConfig(BaseModel):
     base_url: str
     model: str
     api_key_env: str | None = None
-    temperature: float = 0.0
+    temperature: float | None = 0.0  # None ("omit" in a file or env var): not sent, the server's default
     max_tokens: int | None = None
+    # the name the cap is sent under: OpenAI's reasoning models refuse max_tokens and want max_completion_tokens
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
     backoff_base_s: float = Field(default=1.0, ge=0)
@@ -59,6 +62,13 @@ class LLMConfig(BaseModel):
             )
         return value.rstrip("/")
 
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _omittable(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in OMIT_WORDS:
+            return None
+        return value
+
     @field_validator("structured_mode")
     @classmethod
     def _mode(cls, value: str) -> str:
@@ -72,6 +82,17 @@ class LLMConfig(BaseModel):
         parts = urlsplit(self.base_url)
         host = parts.netloc.rsplit("@", 1)[-1]
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+    @property
+    def host(self) -> str:
+        """The endpoint's host[:port] (no credentials): what judgements, taxonomies and insights record."""
+        return urlsplit(self.base_url).netloc.rsplit("@", 1)[-1]
+
+    def describe(self) -> dict[str, Any]:
+        """The resolved settings, safe to print and store: the endpoint without credentials, the NAME of the
+        key's variable (never the key), and every call parameter."""
+        values = self.model_dump(exclude={"base_url"})
+        return {"role": self.role, "endpoint": self.endpoint, **{k: v for k, v in values.items() if k != "role"}}
 
     def url_secrets(self) -> list[str]:
         """Credentials embedded in base_url (a password, query values): redacted wherever text is stored."""
@@ -201,6 +222,6 @@ def not_configured_reason(role: str) -> str:
     r = role.upper()
     return (
         f"not run: no LLM endpoint configured for role {role} (set {ENV_PREFIX}{r}_BASE_URL and "
-        f"{ENV_PREFIX}{r}_MODEL, or {ENV_PREFIX}BASE_URL and {ENV_PREFIX}MODEL, or a [{role}] section in "
-        f"${CONFIG_FILE_ENV}; see docs/llm.md)"
+        f"{ENV_PREFIX}{r}_MODEL, or {ENV_PREFIX}BASE_URL and {ENV_PREFIX}MODEL, or a section named {role} in "
+        f"the file ${CONFIG_FILE_ENV}; see docs/llm.md)"
     )

@@ -61,12 +61,24 @@ class LLMRecords(Protocol):
         """Keep one `llm_calls` row and, for a fresh successful reply, one `llm_cache` row."""
         ...
 
+    def keep_cached(self, row: dict[str, Any]) -> None:
+        """Keep one `llm_cache` row for a reply the caller used (structured replies are cached once valid)."""
+        ...
 
-def write_records(store: Store, calls: list[dict[str, Any]], cache: list[dict[str, Any]]) -> None:
-    """Write call and cache rows in one transaction (cache rows already present are kept as they are)."""
-    if not calls and not cache:
+    def evict(self, key: str) -> None:
+        """Drop the cached response for `key` (a replayed reply the caller could not use)."""
+        ...
+
+
+def write_records(store: Store, calls: list[dict[str, Any]], cache: list[dict[str, Any]],
+                  evicted: list[str] | tuple[str, ...] = ()) -> None:
+    """Write call and cache rows, and drop evicted cache keys, in one transaction (cache rows already present
+    are kept as they are)."""
+    if not calls and not cache and not evicted:
         return
     with store.write() as conn:
+        if evicted:
+            conn.executemany("DELETE FROM llm_cache WHERE key = ?", [[k] for k in evicted])
         if cache:
             conn.executemany(
                 f"INSERT OR IGNORE INTO llm_cache ({', '.join(CACHE_COLUMNS)})"
@@ -111,6 +123,14 @@ class StoreRecords:
         with self._lock:
             write_records(self.store, [call], [cache] if cache else [])
 
+    def keep_cached(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            write_records(self.store, [], [row])
+
+    def evict(self, key: str) -> None:
+        with self._lock:
+            write_records(self.store, [], [], [key])
+
 
 class MemoryRecords:
     """Rows held in memory for a worker that may not open the store; the parent calls `flush(store)`.
@@ -124,6 +144,7 @@ class MemoryRecords:
         self._responses: dict[str, str] = {row["key"]: row["response"] for row in seed or []}
         self.calls: list[dict[str, Any]] = []
         self.cache: list[dict[str, Any]] = []
+        self.evicted: list[str] = []
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -137,12 +158,24 @@ class MemoryRecords:
                 self.cache.append(cache)
                 self._responses.setdefault(cache["key"], cache["response"])
 
+    def keep_cached(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self.cache.append(row)
+            self._responses.setdefault(row["key"], row["response"])
+
+    def evict(self, key: str) -> None:
+        with self._lock:
+            self._responses.pop(key, None)
+            self.cache[:] = [r for r in self.cache if r["key"] != key]
+            self.evicted.append(key)
+
     def flush(self, store: Store) -> int:
         """Write the pending rows to `store` in one transaction, then forget them; returns how many calls."""
         with self._lock:
-            calls, cache = list(self.calls), list(self.cache)
-        write_records(store, calls, cache)
+            calls, cache, evicted = list(self.calls), list(self.cache), list(self.evicted)
+        write_records(store, calls, cache, evicted)
         with self._lock:
             del self.calls[: len(calls)]
             del self.cache[: len(cache)]
+            del self.evicted[: len(evicted)]
         return len(calls)

@@ -7,6 +7,9 @@ client's life, when a server refuses a mode (any non-retryable error on a reques
                (llama-cpp-python's server, which enforces the schema by grammar but refuses json_schema)
   prompt       the schema in the system message only
 
+Only replies that were used are cached: the replies of a conversation that ended in a valid value (repairs
+included); a conversation that ended in failure leaves nothing in the cache (replies replayed from an older cache
+are evicted), so running again asks the endpoint again instead of replaying the failure.
 A reply that still does not validate after the repair budget is `StructuredResult(ok=False, error=...)`: the
 caller records a judge failure. It is never turned into a score of zero or a pass.
 """
@@ -154,9 +157,13 @@ def run_structured(
                 },
             ]
             continue
+        for call in calls:  # the conversation that produced a valid reply is cached, repairs included
+            client._keep(call)
         return StructuredResult(
             ok=True, value=value, attempts=attempt, raw_replies=[c.content for c in calls], calls=calls
         )
+    for call in calls:  # a failed conversation is never cached (replies replayed from an older cache are evicted)
+        client._discard(call)
     return StructuredResult(
         ok=False,
         error=f"no valid reply after {len(calls)} attempt(s): {error}",
@@ -166,16 +173,13 @@ def run_structured(
     )
 
 
-AUTH_OR_MISSING = (401, 403, 404)
-
-
 def _fall_back(client: LLMClient, exc: LLMEndpointError, *args: Any) -> ChatResult:
     """Retry in the next structured mode while the server refuses (not fails) the current one.
 
-    Authentication, permission and not-found answers (401, 403, 404) are not refusals of a format: they are raised.
+    Only a refusal whose body names the format (`format_refused`) moves on; a context too long, a parameter the
+    model does not take, authentication and not-found answers are raised as they are.
     """
-    while (exc.kind == "client_error" and exc.status_code not in AUTH_OR_MISSING
-           and client.structured_mode != STRUCTURED_MODES[-1]):
+    while exc.kind == "format_refused" and client.structured_mode != STRUCTURED_MODES[-1]:
         refused = client.structured_mode
         client.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(refused) + 1]
         log.warning("endpoint %s refused structured mode %s (%s); using %s from now on",
@@ -207,6 +211,7 @@ def _ask(
             purpose=purpose,
             schema=schema,
             params={**params, "response_format": {"type": "json_object", "schema": schema}},
+            defer_cache=True,
         )
     if client.structured_mode == "json_schema":
         response_format = {
@@ -221,6 +226,7 @@ def _ask(
             purpose=purpose,
             schema=schema,
             params={**params, "response_format": response_format},
+            defer_cache=True,
         )
     return client._chat(
         _with_instructions(conversation, schema),
@@ -230,4 +236,5 @@ def _ask(
         purpose=purpose,
         schema=schema,
         params=params,
+        defer_cache=True,
     )

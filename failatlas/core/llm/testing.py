@@ -5,7 +5,8 @@
 HTTP error with or without Retry-After, a body that is not JSON, or any of these after a delay. It records
 every request it receives. It generates nothing: every reply was written by the test. An exhausted script
 answers HTTP 400 ("no scripted reply left"), which the client does not retry, so an under-scripted test fails
-loudly.
+loudly, unless a `responder` answers from the request (`ideal_judge.ideal_judge`: deterministic ideal verdicts).
+`python -m failatlas.core.llm.ideal_judge [--port 8765]` serves the ideal judge until Ctrl-C.
 
     with ScriptedOpenAIServer([ScriptedReply.json({"score": 1}), ScriptedReply.error(500)]) as server:
         config = LLMConfig(base_url=server.base_url, model="scripted")
@@ -17,6 +18,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -139,8 +141,17 @@ class RecordedRequest:
 class ScriptedOpenAIServer:
     """A scripted fake OpenAI-compatible server on 127.0.0.1 (see the module docstring)."""
 
-    def __init__(self, replies: list[ScriptedReply] | tuple[ScriptedReply, ...] = ()) -> None:
+    def __init__(
+        self,
+        replies: list[ScriptedReply] | tuple[ScriptedReply, ...] = (),
+        *,
+        responder: Callable[[Any], ScriptedReply] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         self._script: list[ScriptedReply] = list(replies)
+        self.responder = responder  # answers a request's JSON body once the script is spent (ideal_judge)
+        self._address = (host, port)
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self._httpd: ThreadingHTTPServer | None = None
@@ -166,6 +177,8 @@ class ScriptedOpenAIServer:
             self.requests.append(request)
             if self._script:
                 return self._script.pop(0)
+        if self.responder is not None:
+            return self.responder(request.body if isinstance(request.body, dict) else {})
         return ScriptedReply.error(400, "scripted fake: no scripted reply left")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -202,12 +215,14 @@ class ScriptedOpenAIServer:
                     pass  # the client gave up (timeout) before the delayed reply
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.split("?")[0].rstrip("/") == "/v1/models":
                     self._send(
                         ScriptedReply(
                             body={
                                 "object": "list",
-                                "data": [{"id": SCRIPTED_MODEL, "object": "model", "owned_by": "scripted"}],
+                                # with a responder any model name is answered: none is listed
+                                "data": [] if server.responder else [
+                                    {"id": SCRIPTED_MODEL, "object": "model", "owned_by": "scripted"}],
                             }
                         )
                     )
@@ -221,7 +236,7 @@ class ScriptedOpenAIServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = raw.decode(errors="replace")
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":  # routes live under /v1
                     self._send(ScriptedReply.error(404, f"no route {self.path}"))
                     return
                 recorded = RecordedRequest(
@@ -229,7 +244,7 @@ class ScriptedOpenAIServer:
                 )
                 self._send(server._next(recorded))
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(self._address, Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name="scripted-openai", daemon=True
@@ -248,3 +263,4 @@ class ScriptedOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+

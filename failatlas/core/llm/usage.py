@@ -50,3 +50,16 @@ def llm_usage(store: Store, *, run_id: str | None = None, role: str | None = Non
     )[0]
     return LLMUsage(calls=row[0], cached_calls=row[1], failed_calls=row[2], prompt_tokens=int(row[3]),
                     completion_tokens=int(row[4]), cost_usd=float(row[5]), unpriced_calls=row[6])  # fmt: skip
+
+
+def llm_spend(store: Store) -> list[dict]:
+    """What each (role, model, endpoint) spent, every role included (agent and labeller calls too): calls,
+    cache hits, failures, tokens and cost of the calls that reached the endpoint, and fresh calls without a price."""
+    return store.query_dicts(
+        "SELECT role, model, endpoint, count(*) AS calls, count(*) FILTER (WHERE cached) AS cached,"
+        " count(*) FILTER (WHERE status = 'error') AS failed,"
+        " coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0) AS prompt_tokens,"
+        " coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0) AS completion_tokens,"
+        " coalesce(sum(cost_usd), 0) AS cost_usd,"
+        " count(*) FILTER (WHERE status = 'ok' AND NOT cached AND cost_usd IS NULL) AS unpriced"
+        " FROM llm_calls GROUP BY ALL ORDER BY role, model, endpoint")

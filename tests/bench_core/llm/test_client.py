@@ -108,7 +108,7 @@ def test_client_errors_are_not_retried(server, make_config):
     server.enqueue(ScriptedReply.error(400, "context length exceeded"), ScriptedReply.text("never sent"))
     with pytest.raises(LLMEndpointError, match="context length exceeded") as info:
         LLMClient(make_config(max_retries=3)).chat(HELLO)
-    assert (info.value.kind, info.value.status_code, info.value.attempts) == ("client_error", 400, 1)
+    assert (info.value.kind, info.value.status_code, info.value.attempts) == ("context_length", 400, 1)
     assert server.request_count == 1 and server.remaining == 1
 
 
