@@ -1,4 +1,4 @@
-"""Cluster quality on TRAIL's GAIA split (human-labelled agent errors): FailAtlas vs BERTopic's defaults.
+"""Cluster and taxonomy quality on TRAIL's GAIA split (human-labelled agent errors): FailAtlas vs BERTopic's defaults.
 
     python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--model NAME] [--bertopic-runs 3] [--json OUT]
 
@@ -7,8 +7,11 @@ Fills `insights` / `insight_sources` of a fresh store from trail_errors_gaia.jso
 embeds them once through the embed stage (all-MiniLM-L6-v2, or `--model`: any name `failatlas embed run --model`
 takes, e.g. all-mpnet-base-v2; a --db kept between runs keeps the vectors), then compares on those same vectors:
 BERTopic with every default (UMAP unseeded, so it runs several times), k-means on the raw embeddings, and the
-FailAtlas cluster stage step by step (each row adds one change to the row above: the ablation). Prints a
-Markdown table. Nothing is tuned here on anything but this split.
+FailAtlas cluster stage step by step (each row adds one change to the row above: the ablation), then the
+taxonomy stage on the default clusterings: unseeded (offline names), zero-shot by the TRAIL seed's names alone,
+and seeded with the TRAIL seed (`taxonomy build --seed trail`). Every row reports name fidelity where the
+method names its groups, and the 5-seed stability (mean ARI between the runs of different seeds). Prints
+Markdown tables. Nothing is tuned here on anything but this split.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from failatlas.cluster.metrics import agreement  # noqa: E402
 from failatlas.embed import DEFAULT_MODEL, EmbedParams, find_embedding_set, load_insight_vectors  # noqa: E402
 from failatlas.embed import run as run_embed  # noqa: E402
 from failatlas.store import Store, open_store  # noqa: E402
+from failatlas.taxonomy import BuildParams, make_labeller  # noqa: E402
+from failatlas.taxonomy import run as build_taxonomy  # noqa: E402
+from failatlas.taxonomy.evaluate import evaluate_taxonomy  # noqa: E402
+from failatlas.taxonomy.seeding import load_seed, prototypes  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"
 PHASE = "other"  # TRAIL errors carry no FailAtlas phase
@@ -144,6 +151,63 @@ STEPS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+DEFAULT_STEP = "+ outliers reassigned to nearest centroid (--reassign-outliers)"
+SEEDED_ROW = "taxonomy seeded with TRAIL's 20 categories"
+
+
+def taxonomy_rows(
+    store: Store, model: str, ids: list[str], labels: list[str], clusterings: list[str], add, quantiles: list[float]
+) -> None:
+    """The taxonomy stage on each seed's default clustering: unseeded (offline names), zero-shot by the TRAIL
+    seed's category names alone, and seeded (`--seed trail`); every row through `evaluate_taxonomy`."""
+    from failatlas.embed import get_embedder
+
+    embedder = get_embedder(model)
+    trail = load_seed("trail")
+    position = {i: k for k, i in enumerate(ids)}
+
+    def types_of(taxonomy_id: str) -> np.ndarray:
+        rows = store.query(
+            "SELECT a.insight_id, t.id FROM insight_failure_types a LEFT JOIN failure_types t"
+            " ON t.taxonomy_id = a.taxonomy_id AND t.id = a.failure_type_id WHERE a.taxonomy_id = ?",
+            [taxonomy_id],
+        )
+        index = {t: k for k, t in enumerate(sorted({r[1] for r in rows if r[1] is not None}))}
+        out = np.full(len(ids), -1)
+        for insight, type_id in rows:
+            out[position[insight]] = -1 if type_id is None else index[type_id]
+        return out
+
+    # zero-shot: each insight to the nearest category name, nothing else (one run: no randomness)
+    vectors = load_insight_vectors(store, find_embedding_set(store, model=model, normalise="none")).vectors
+    categories = trail.categories_for(PHASE)
+    start = time.perf_counter()
+    names = embedder.encode([c.name for c in categories])
+    zero = (vectors @ names.T).argmax(axis=1)
+    add("zero-shot: nearest TRAIL category name", [zero], [time.perf_counter() - start], None)
+    start = time.perf_counter()
+    protos = prototypes(categories, lambda t: embedder.encode(t))
+    proto_pred = (vectors @ protos.T).argmax(axis=1)
+    add("zero-shot: nearest TRAIL prototype (name, definition, examples)", [proto_pred],
+        [time.perf_counter() - start], None)
+    variants = [("taxonomy, unseeded (offline names)", None, 0.8)] + [
+        (SEEDED_ROW + ("" if k == 0 else f", seed quantile {q}"), trail, q) for k, q in enumerate(quantiles)
+    ]
+    for method, seed, quantile in variants:
+        preds, secs, fidelity, coverage = [], [], [], []
+        for clustering_id in clusterings:
+            start = time.perf_counter()
+            params = BuildParams(clustering_ids=[clustering_id], seed_taxonomy=seed, seed_null_quantile=quantile)
+            tax = build_taxonomy(store, params, labeller=make_labeller("offline"), embedder=embedder)
+            secs.append(time.perf_counter() - start)
+            quality = evaluate_taxonomy(store, tax.id, embedder=embedder)
+            preds.append(types_of(tax.id))
+            assert abs(quality["labels"]["ari"] - quality_metrics(labels, preds[-1])["ari"]) < 1e-9
+            fidelity.append(quality["name_fidelity"])
+            coverage += [c["coverage"] for c in quality["coverage"].values()]
+        add(method, preds, secs, None, fidelity, coverage or None)
+
+
 def fmt(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
@@ -161,6 +225,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=42, help="first of the seeds each configuration runs with")
     ap.add_argument("--seeds", type=int, default=5, help="how many seeds (their metrics are averaged)")
     ap.add_argument("--json", type=Path, default=None, help="also write all metrics here")
+    ap.add_argument("--seed-quantiles", default="0.8,0.9,0.95",
+                    help="seed calibration quantiles to report (the first is the shipped default, 0.8)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("FAILATLAS_NO_PROGRESS", "1")
@@ -192,11 +258,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "macro_recall",
     )
 
-    def add(method: str, preds: list[np.ndarray], seconds: list[float], stability: float | None) -> dict:
-        """A table row: metrics averaged over `preds` (one per seed or run), ARI and NMI with their spread."""
+    def add(
+        method: str,
+        preds: list[np.ndarray],
+        seconds: list[float],
+        stability: float | None,
+        fidelity: list[float] | None = None,
+        coverage: list[float] | None = None,
+    ) -> dict:
+        """A table row: metrics averaged over `preds` (one per seed or run), ARI and NMI with their spread,
+        the mean ARI between the runs (`seed_ari`), and the name fidelity / seed coverage where measured."""
         ms = [quality_metrics(labels, p) for p in preds]
         row = {k: float(np.mean([m[k] for m in ms])) for k in keys}
         row.update(method=method, runs=len(preds), stability_ari=stability, seconds=float(np.mean(seconds)))
+        pairs = [agreement(preds[i], preds[j]) for i in range(len(preds)) for j in range(i + 1, len(preds))]
+        row["seed_ari"] = float(np.mean(pairs)) if pairs else None
+        row["name_fidelity"] = float(np.mean(fidelity)) if fidelity else None
+        row["coverage"] = float(np.mean(coverage)) if coverage else None
         row["ari_sd"] = float(np.std([m["ari"] for m in ms]))
         row["nmi_sd"] = float(np.std([m["nmi"] for m in ms]))
         row["per_label_recall"] = {
@@ -208,14 +286,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         return row
 
-    runs = [bertopic_default(texts, vectors) for _ in range(args.bertopic_runs)]
-    agree = [agreement(runs[i][0], runs[j][0]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
-    add(
-        f"BERTopic default, unseeded ({len(runs)} runs; stability = ARI between runs)",
-        [r[0] for r in runs],
-        [r[1] for r in runs],
-        float(np.mean(agree)) if agree else None,
-    )
+    try:
+        import bertopic
+    except ImportError:  # the `compare` extra; say so in the output instead of failing the whole comparison
+        bertopic = None
+        print("BERTopic is not installed (pip install 'failatlas[compare]'): its row is left out", file=sys.stderr)
+    if bertopic is not None and args.bertopic_runs:
+        runs = [bertopic_default(texts, vectors) for _ in range(args.bertopic_runs)]
+        agree = [agreement(runs[i][0], runs[j][0]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+        add(
+            f"BERTopic default, unseeded ({len(runs)} runs; stability = ARI between runs)",
+            [r[0] for r in runs],
+            [r[1] for r in runs],
+            float(np.mean(agree)) if agree else None,
+        )
     km = [kmeans_raw(vectors, n_labels, seed) for seed in seeds]
     add(
         f"k-means on raw embeddings, k = {n_labels} = number of labels",
@@ -224,6 +308,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         None,
     )
 
+    clustering_ids: dict[str, list[str]] = {}
     for name, settings in steps:
         preds, secs, stab = [], [], None
         for seed in seeds:
@@ -247,7 +332,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             assert abs(quality_metrics(labels, preds[-1])["ari"] - metrics["ari"]) < 1e-9  # stage agrees
             secs.append(result.timings.get("reduce", 0) + result.timings.get("cluster", 0))
             stab = result.stability_ari if first else stab
+            clustering_ids.setdefault(name, []).append(result.id)
         add(name, preds, secs, stab)
+
+    quantiles = [float(q) for q in args.seed_quantiles.split(",") if q.strip()]
+    taxonomy_rows(store, args.model, ids, labels, clustering_ids[DEFAULT_STEP], add, quantiles)
 
     header = [
         "method",
@@ -260,6 +349,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "clusters",
         "macro recall",
         "stability ARI",
+        "5-seed ARI",
+        "name fidelity",
         "time (s)",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -275,28 +366,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{r['n_clusters']:.1f}",
             r["macro_recall"],
             "-" if r["stability_ari"] is None else r["stability_ari"],
+            "-" if r["seed_ari"] is None else r["seed_ari"],
+            "-" if r["name_fidelity"] is None else r["name_fidelity"],
             f"{r['seconds']:.1f}",
         ]
         lines.append("| " + " | ".join(fmt(c) for c in cells) + " |")
-    import bertopic
-
     print(
         f"TRAIL GAIA: {n_rows} labelled errors -> {len(ids)} distinct descriptions (insights), "
         f"{n_labels} labels; text = {args.text}; {args.model} vectors (embedding "
         + ", ".join(f"{t:.1f} s {k.removeprefix('embed_')}" for k, t in timing.items())
-        + f"); bertopic {bertopic.__version__}; "
+        + f"); bertopic {bertopic.__version__ if bertopic else 'not installed'}; "
         f"metrics are means over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}) or BERTopic runs.\n"
     )
     print("\n".join(lines))
     final = next(r for r in results if r["method"].startswith("+ outliers reassigned"))
+    seeded = next(r for r in results if r["method"] == SEEDED_ROW)
+    print(f"\nSeed coverage (share of insights the TRAIL seed explains): {seeded['coverage']:.3f}")
     print(
-        "\nPer-label recall of the default pipeline with --reassign-outliers"
-        " (share of a label's insights in its best cluster, mean over seeds):\n"
+        "\nPer-label recall (share of a label's insights in its best cluster or type, mean over seeds), of the"
+        " default pipeline with --reassign-outliers and of the seeded taxonomy:\n"
     )
-    print("| label | insights | recall |\n|---|---|---|")
+    print("| label | insights | recall, clusters | recall, seeded taxonomy |\n|---|---|---|---|")
     sizes = {lab: labels.count(lab) for lab in set(labels)}
     for lab, rec in sorted(final["per_label_recall"].items(), key=lambda kv: -sizes[kv[0]]):
-        print(f"| {lab} | {sizes[lab]} | {rec:.2f} |")
+        print(f"| {lab} | {sizes[lab]} | {rec:.2f} | {seeded['per_label_recall'][lab]:.2f} |")
     out = {"model": args.model, "text": args.text, "n_rows": n_rows, "n_insights": len(ids), "timing": timing}
     out["rows"] = results
     if args.json:

@@ -58,3 +58,29 @@ def agreement(labels_a: np.ndarray, labels_b: np.ndarray) -> float:
     from sklearn.metrics import adjusted_rand_score
 
     return float(adjusted_rand_score(np.asarray(labels_a), np.asarray(labels_b)))
+
+
+def name_fidelity(
+    vectors: np.ndarray, assigned: Sequence[int] | np.ndarray, name_vectors: np.ndarray
+) -> dict[str, Any]:
+    """How well names reconstruct their groups (as Clio checks that summaries reconstruct their clusters):
+    every item goes to the group whose name (+ definition) vector is nearest by cosine, and `fidelity` is the
+    share that lands in its own group. `assigned` holds each item's group index into `name_vectors` (-1: in no
+    group, left out). Also `per_group` (index -> share) and `n_items` counted. Raises ValueError for mismatched
+    shapes."""
+    v = np.asarray(vectors, dtype=np.float64)
+    a = np.asarray(assigned, dtype=np.int64)
+    names = np.asarray(name_vectors, dtype=np.float64)
+    if v.shape[0] != a.shape[0]:
+        raise ValueError(f"{v.shape[0]} vectors but {a.shape[0]} group assignments")
+    keep = a >= 0
+    if not keep.any() or names.shape[0] == 0:
+        return {"fidelity": float("nan"), "n_items": 0, "per_group": {}}
+    if a[keep].max() >= names.shape[0]:
+        raise ValueError(f"a group index is {int(a[keep].max())} but only {names.shape[0]} names are given")
+    v = v[keep] / np.maximum(np.linalg.norm(v[keep], axis=1, keepdims=True), 1e-12)
+    names = names / np.maximum(np.linalg.norm(names, axis=1, keepdims=True), 1e-12)
+    nearest = (v @ names.T).argmax(axis=1)
+    hit = nearest == a[keep]
+    per_group = {int(g): float(hit[a[keep] == g].mean()) for g in np.unique(a[keep])}
+    return {"fidelity": float(hit.mean()), "n_items": int(keep.sum()), "per_group": per_group}

@@ -7,7 +7,7 @@ import datetime as dt
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 
@@ -15,93 +15,32 @@ from failatlas.core.errors import ConfigError
 from failatlas.core.stages import StageRun, stage_run
 from failatlas.core.store import Store
 from failatlas.core.version import code_version
-from failatlas.embed import EmbeddingSet
+from failatlas.embed import Embedder, EmbeddingSet
 from failatlas.taxonomy.assign import assign_by_phase
+from failatlas.taxonomy.drafts import Draft, cluster_drafts, seeded_drafts
+from failatlas.taxonomy.edits import apply_edits, load_edits
 from failatlas.taxonomy.hierarchy import group_centroids
-from failatlas.taxonomy.inputs import ClusteringInput, latest_clusterings, load_clustering, normalise, require_vectors
+from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
 from failatlas.taxonomy.keywords import class_tfidf
 from failatlas.taxonomy.labelling import Labeller, make_labeller
-from failatlas.taxonomy.merge import merge_groups
 from failatlas.taxonomy.model import (
     UNASSIGNED,
     BuildParams,
     CategoryEvidence,
     FailureCategory,
     FailureType,
+    SeedReport,
     Taxonomy,
     TypeEvidence,
     TypeLabel,
     phase_rank,
 )
 from failatlas.taxonomy.read import load_taxonomy
+from failatlas.taxonomy.seeding import prototypes
 from failatlas.taxonomy.writes import write_assignments, write_snapshot
 
 
-@dataclass
-class _Draft:
-    """A failure type before naming: its members (most central first) and where it came from."""
-
-    phase: str
-    insight_ids: list[str]
-    texts: list[str]
-    similarities: np.ndarray
-    centroid: np.ndarray
-    keywords: list[str]
-    merged_from: list[str]
-
-
-def _centroid(vectors: np.ndarray) -> np.ndarray:
-    return normalise(vectors.mean(axis=0, keepdims=True))[0]
-
-
-def _drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams) -> tuple[list[_Draft], np.ndarray]:
-    """Merged failure-type drafts of one clustering and the row indices of its outliers."""
-    labels = ci.members["cluster"].to_numpy()
-    texts = ci.members["text"].to_list()
-    ids = ci.members["insight_id"].to_list()
-    phases = ci.members["phase"].to_list()
-    clusters = sorted({int(c) for c in labels if c >= 0})
-    outliers = np.flatnonzero(labels < 0)
-    if not clusters:
-        return [], outliers
-    keywords = class_tfidf(texts, labels, top_n=params.n_keywords)
-    centroids = np.stack([_centroid(vectors[labels == c]) for c in clusters])
-    groups = merge_groups(
-        centroids,
-        [[t for t, _ in keywords[c]] for c in clusters],
-        threshold=params.merge_threshold,
-        min_shared_keywords=params.merge_min_shared_keywords,
-    )
-    merged_labels = np.full(len(labels), -1)
-    for g, members in enumerate(groups):
-        for m in members:
-            merged_labels[labels == clusters[m]] = g
-    if len(groups) < len(clusters):
-        keywords = class_tfidf(texts, merged_labels, top_n=params.n_keywords)
-    else:
-        keywords = {g: keywords[clusters[g]] for g in range(len(groups))}
-    drafts = []
-    for g, members in enumerate(groups):
-        rows = np.flatnonzero(merged_labels == g)
-        centroid = _centroid(vectors[rows])
-        sims = vectors[rows] @ centroid
-        order = rows[np.argsort(-sims, kind="stable")]
-        phase = ci.phase or Counter(phases[r] for r in rows).most_common(1)[0][0]
-        drafts.append(
-            _Draft(
-                phase=phase,
-                insight_ids=[ids[r] for r in order],
-                texts=[texts[r] for r in order],
-                similarities=np.sort(sims)[::-1].astype(float),
-                centroid=centroid,
-                keywords=[t for t, _ in keywords[g]],
-                merged_from=[f"{ci.id}:{clusters[m]}" for m in members],
-            )
-        )
-    return drafts, outliers
-
-
-def _evidence(drafts: list[_Draft], type_ids: list[str], n_neighbours: int = 2) -> list[TypeEvidence]:
+def _evidence(drafts: list[Draft], type_ids: list[str], n_neighbours: int = 2) -> list[TypeEvidence]:
     """Each draft's evidence, with the nearest other drafts of its phase as contrast."""
     plain = [
         TypeEvidence(
@@ -142,35 +81,55 @@ def _unique_names(names: list[str], keywords: list[list[str]]) -> list[str]:
 
 def _categories(
     phase: str,
-    drafts: list[_Draft],
+    drafts: list[Draft],
     labels: list[TypeLabel],
     names: list[str],
     labeller: Labeller,
     params: BuildParams,
 ) -> tuple[list[FailureCategory], list[str]]:
-    """The phase's categories, named by `labeller`, and each draft's category id."""
-    centroids = np.stack([d.centroid for d in drafts])
-    sizes = np.array([len(d.insight_ids) for d in drafts], dtype=float)
-    groups = group_centroids(centroids, sizes, max_categories=params.max_categories)
-    n_groups = int(groups.max()) + 1
-    texts = [t for d in drafts for t in d.texts]
-    text_groups = [int(groups[i]) for i, d in enumerate(drafts) for _ in d.texts]
-    keywords = class_tfidf(texts, text_groups, top_n=6) if n_groups > 1 else {0: []}
-    members = [[i for i in range(len(drafts)) if groups[i] == c] for c in range(n_groups)]
+    """The phase's categories and each draft's category id ('' for a type that stands alone).
+
+    A category exists only where it groups two or more types under a more general name: seed types sharing a
+    seed `parent` form one (named by it); the other types are grouped by their centroids and named by
+    `labeller`, and a group of one type, or one group holding every type of the phase, is no category."""
+    member_lists: list[list[int]] = []
+    seeded: dict[str, list[int]] = {}
+    for i, d in enumerate(drafts):
+        if d.seed_category is not None and d.seed_category.parent:
+            seeded.setdefault(d.seed_category.parent, []).append(i)
+    seed_groups = [(parent, m) for parent, m in seeded.items() if len(m) >= 2]
+    rest = [i for i, d in enumerate(drafts) if d.origin != "seed"]
+    if len(rest) >= 3:
+        centroids = np.stack([drafts[i].centroid for i in rest])
+        sizes = np.array([len(drafts[i].insight_ids) for i in rest], dtype=float)
+        groups = group_centroids(centroids, sizes, max_categories=params.max_categories)
+        if groups.max() > 0:
+            member_lists = [[rest[j] for j in np.flatnonzero(groups == g)] for g in range(int(groups.max()) + 1)]
+            member_lists = [m for m in member_lists if len(m) >= 2]
+    texts = [t for m in member_lists for i in m for t in drafts[i].texts]
+    text_groups = [g for g, m in enumerate(member_lists) for i in m for _ in drafts[i].texts]
+    keywords = class_tfidf(texts, text_groups, top_n=6) if len(member_lists) > 1 else {0: []}
     evidence = [
         CategoryEvidence(
-            key=f"{phase}/C{c + 1}",
+            key=f"{phase}/C{g + 1}",
             phase=phase,
-            type_names=[names[i] for i in members[c]],
-            type_definitions=[labels[i].definition for i in members[c]],
-            keywords=[t for t, _ in keywords[c]] or drafts[members[c][0]].keywords,
-            texts=[t for i in members[c] for t in drafts[i].texts],
-            other_categories=[[names[i] for i in members[o]] for o in range(n_groups) if o != c],
+            type_names=[names[i] for i in m],
+            type_definitions=[labels[i].definition for i in m],
+            keywords=[t for t, _ in keywords.get(g, [])] or drafts[m[0]].keywords,
+            texts=[t for i in m for t in drafts[i].texts],
+            # for contrast: the phase's other categories, and each type that stands alone as one of its own
+            other_categories=[[names[i] for i in o] for h, o in enumerate(member_lists) if h != g]
+            + [[names[i]] for i in range(len(drafts)) if not any(i in o for o in member_lists)],
         )
-        for c in range(n_groups)
+        for g, m in enumerate(member_lists)
     ]
     named = [labeller.label_category(ev) for ev in evidence]
-    unique = _unique_names([n.name for n in named], [ev.keywords for ev in evidence])
+    member_names = [{names[i].lower() for i in m} for m in member_lists]
+    plain = [
+        lab.name if lab.name.lower() not in taken else f"{lab.name} and related failures"
+        for lab, taken in zip(named, member_names, strict=True)
+    ]
+    unique = _unique_names(plain, [ev.keywords for ev in evidence])
     out = [
         FailureCategory(
             id=ev.key,
@@ -184,10 +143,61 @@ def _categories(
         )
         for ev, lab, name in zip(evidence, named, unique, strict=True)
     ]
-    return out, [f"{phase}/C{int(groups[i]) + 1}" for i in range(len(drafts))]
+    category_of = {i: ev.key for ev, m in zip(evidence, member_lists, strict=True) for i in m}
+    for parent, m in seed_groups:
+        key = f"{phase}/C{len(out) + 1}"
+        out.append(
+            FailureCategory(
+                id=key,
+                phase=phase,
+                name=parent,
+                definition=f"Seed category grouping {len(m)} types: " + "; ".join(names[i] for i in m) + ".",
+                keywords=[],
+                naming_method="seed",
+            )
+        )
+        category_of.update({i: key for i in m})
+    return out, [category_of.get(i, "") for i in range(len(drafts))]
 
 
-def run(store: Store, params: BuildParams, *, labeller: Labeller | None = None) -> Taxonomy:
+def _prototype_encoder(embedding_set: EmbeddingSet, embedder: Embedder | None) -> Callable[[list[str]], np.ndarray]:
+    """Encodes seed texts into the embedding set's space: its model (or `embedder`), its normaliser. Raises
+    ConfigError when `embedder` is another model than the set's."""
+    from failatlas.embed import get_embedder, normaliser_named
+
+    model = embedder or get_embedder(embedding_set.model)
+    if model.model != embedding_set.model:
+        raise ConfigError(
+            f"the seed would be embedded with '{model.model}' but the clusterings use '{embedding_set.model}'",
+            hint="pass the embedder of the clusterings' embedding set",
+        )
+    normaliser = normaliser_named(embedding_set.normalisation)
+    return lambda texts: model.encode(normaliser(texts))
+
+
+def _seed_label(d: Draft, evidence: TypeEvidence, params: BuildParams, report: SeedReport) -> TypeLabel:
+    """A seed type keeps the seed's name and definition; its examples are its most central insights."""
+    from failatlas.taxonomy.labelling.offline import examples_of, shorten
+
+    category = d.seed_category
+    assert category is not None and params.seed_taxonomy is not None
+    typical = "; ".join(f'"{shorten(t, 140)}"' for t in dict.fromkeys(evidence.texts[:5]))
+    return TypeLabel(
+        name=category.name,
+        definition=f"{category.definition} Here, e.g. {typical}.",
+        inclusion_criteria=[
+            f"Nearest category of the seed '{params.seed_taxonomy.name}', with cosine to its prototype (name,"
+            f" definition, examples) at least {report.threshold:.3f}: the {report.null_quantile:.2f} quantile of"
+            " this phase's cosines to categories that are not an insight's nearest."
+        ],
+        examples=examples_of(evidence, params.n_examples),
+        naming_method="seed",
+    )
+
+
+def run(
+    store: Store, params: BuildParams, *, labeller: Labeller | None = None, embedder: Embedder | None = None
+) -> Taxonomy:
     """Build and store a taxonomy snapshot from `params.clustering_ids` (default: the newest clustering per
     phase), and record the run in `stage_runs`. A snapshot is named by what decides it (the clusterings, the
     parameters, the embedding set and the code version): when that snapshot exists already, it is returned as it
@@ -200,12 +210,19 @@ def run(store: Store, params: BuildParams, *, labeller: Labeller | None = None) 
     Centroids come from the vectors of the embedding set the clusterings were made from. Raises NotFoundError
     when a clustering is missing, InputError when members lack vectors, ConfigError for inconsistent inputs or
     an unusable labeller.
+
+    With `params.seed_taxonomy`, each phase's insights first join the seed category they are close enough to
+    (a threshold calibrated on the phase's own cosines, reported in `Taxonomy.seed_reports`); those types keep
+    the seed's names (origin 'seed'), and only the rest are clustered into types marked 'new'. Seed texts are
+    embedded with the embedding set's model, or with `embedder` (which must be that model).
     """
     with stage_run(store, "taxonomy.build", params, seed=params.seed) as record:
-        return _build(store, params, labeller, record)
+        return _build(store, params, labeller, embedder, record)
 
 
-def _build(store: Store, params: BuildParams, labeller: Labeller | None, record: StageRun) -> Taxonomy:
+def _build(
+    store: Store, params: BuildParams, labeller: Labeller | None, embedder: Embedder | None, record: StageRun
+) -> Taxonomy:
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     clustering_ids = list(params.clustering_ids) if params.clustering_ids else latest_clusterings(store)
     inputs = [load_clustering(store, c) for c in clustering_ids]
@@ -221,6 +238,9 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
         raise ConfigError(f"two clusterings cover the same phase: {phases_seen}", hint="pass one per phase")
     key = [clustering_ids, params.model_dump(mode="json", exclude={"clustering_ids"}), embedding_set.id,
            code_version()]
+    edits = load_edits(store)
+    if edits:  # saved edits shape the snapshot too
+        key.append([e.model_dump(mode="json") for e in edits])
     if labeller is not None:
         key.append(started.isoformat())  # a labeller object's identity is not recorded: always a new snapshot
     taxonomy_id = "tx-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
@@ -229,15 +249,38 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
         return load_taxonomy(store, taxonomy_id).model_copy(update={"stage_run_id": record.id})
     labeller = labeller or make_labeller(params.labeller, store=store, **params.labeller_args)
 
-    drafts: list[_Draft] = []
+    drafts: list[Draft] = []
     outliers: list[tuple[str, str, np.ndarray]] = []  # (insight_id, phase, vector)
+    encode = None
+    reports: dict[str, SeedReport] = {}
+    content: dict[str, tuple[str, np.ndarray]] = {}
     for ci in inputs:
         vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
-        found, out_rows = _drafts(ci, vectors, params)
+        if edits:
+            content.update(zip(ci.members["insight_id"].to_list(), zip(ci.members["text"].to_list(), vectors,
+                                                                           strict=True), strict=True))
+        phase = ci.phase or Counter(ci.members["phase"].to_list()).most_common(1)[0][0]
+        seed_categories = params.seed_taxonomy.categories_for(phase) if params.seed_taxonomy else []
+        if seed_categories:
+            encode = encode or _prototype_encoder(embedding_set, embedder)
+            seeded, ci, vectors, reports[phase] = seeded_drafts(
+                ci, vectors, params, seed_categories, prototypes(seed_categories, encode)
+            )
+            drafts.extend(seeded)
+        found, out_rows = cluster_drafts(ci, vectors, params)
+        if seed_categories:  # a 'new' type is a failure seen at least twice; single leftovers are outliers
+            row_of = {i: r for r, i in enumerate(ci.members["insight_id"].to_list())}
+            single = [row_of[d.insight_ids[0]] for d in found if len(d.insight_ids) < 2]
+            found = [d for d in found if len(d.insight_ids) >= 2]
+            out_rows = np.concatenate([np.asarray(out_rows, dtype=int), np.asarray(single, dtype=int)])
+        for d in found:
+            d.origin = "new" if seed_categories else "cluster"
         drafts.extend(found)
         outliers.extend(
             (ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows
         )
+    if params.seed_taxonomy is not None:
+        record.note(seed=params.seed_taxonomy.name, seed_reports=[r.model_dump() for r in reports.values()])
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []
@@ -247,13 +290,16 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
             (d for d in drafts if d.phase == phase), key=lambda d: (-len(d.insight_ids), d.merged_from)
         )
         type_ids = [f"{phase}/T{n:02d}" for n in range(1, len(mine) + 1)]
-        labels = [labeller.label(ev) for ev in _evidence(mine, type_ids)]
+        labels = [
+            _seed_label(d, ev, params, reports[phase]) if d.seed_category is not None else labeller.label(ev)
+            for d, ev in zip(mine, _evidence(mine, type_ids), strict=True)
+        ]
         names = _unique_names([lab.name for lab in labels], [d.keywords for d in mine])
         cats, cat_ids = _categories(phase, mine, labels, names, labeller, params)
         categories.extend(cats)
         rule = (
-            f"Closer to this type's centroid than to any other {phase} type's, with cosine at least "
-            f"{params.assign_threshold:.2f}."
+            f"Later insights: closer to this type's centroid than to any other {phase} type's, with cosine at "
+            f"least {params.assign_threshold:.2f}."
         )
         for type_id, d, lab, name, cat in zip(type_ids, mine, labels, names, cat_ids, strict=True):
             types.append(
@@ -272,6 +318,7 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
                     naming_method=lab.naming_method,
                     prompt=lab.prompt,
                     raw_reply=lab.raw_reply,
+                    origin=d.origin,
                 )
             )
             records += [
@@ -297,8 +344,17 @@ def _build(store: Store, params: BuildParams, labeller: Labeller | None, record:
             )
             for o, t, s in zip(outliers, out_ids, out_sims, strict=True)
         ]
+    edit_notes: list[str] = []
+    if edits:
+        types, records, edit_notes = apply_edits(
+            edits, types, records,
+            lambda ids: ([content[i][0] for i in ids], np.stack([content[i][1] for i in ids])),
+        )
+        record.note(edits=edit_notes)
+    labelled_by = getattr(labeller, "made_by", {}) or {}  # an LLM labeller's model and host; {} offline
     return _store_snapshot(store, record, taxonomy_id, clustering_ids, embedding_set, params, started, categories,
-                           types, records)
+                           types, records, list(reports.values()), labelled_by,
+                           ).model_copy(update={"edit_notes": edit_notes})
 
 
 def _store_snapshot(
@@ -312,6 +368,8 @@ def _store_snapshot(
     categories: list[FailureCategory],
     types: list[FailureType],
     records: list[tuple[str, str, float | None, str]],
+    seed_reports: list[SeedReport],
+    labelled_by: dict[str, str],
 ) -> Taxonomy:
     version_code = code_version()
     n_unassigned = sum(1 for r in records if r[0] == UNASSIGNED)
@@ -320,7 +378,7 @@ def _store_snapshot(
             conn, taxonomy_id=taxonomy_id, clustering_ids=clustering_ids, embedding_set_id=embedding_set.id,
             embed_model=embedding_set.model, normalisation=embedding_set.normalisation,
             params_json=params.model_dump_json(), code_version=version_code, created_at=started,
-            categories=categories, types=types,
+            categories=categories, types=types, seed_reports=seed_reports, labelled_by=labelled_by,
         )
         write_assignments(store, [(taxonomy_id, iid, tid, s, m) for tid, iid, s, m in records])
         record.count("taxonomies", 1)
@@ -344,5 +402,7 @@ def _store_snapshot(
         types=types,
         n_assigned=len(records) - n_unassigned,
         n_unassigned=n_unassigned,
+        seed_reports=seed_reports,
+        labelled_by=labelled_by,
         stage_run_id=record.id,
     )

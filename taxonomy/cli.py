@@ -11,6 +11,7 @@ from rich.table import Table
 from failatlas.core.cli import console, store
 from failatlas.taxonomy.export import export_formats
 from failatlas.taxonomy.labelling import LABELLERS
+from failatlas.taxonomy.seeding import builtin_seeds
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -39,11 +40,23 @@ def build(
         float, typer.Option(help="Least cosine for an insight to join a type.")
     ] = 0.45,
     max_categories: Annotated[int, typer.Option(help="Most categories per phase.")] = 5,
-    seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
+    seed: Annotated[
+        str | None,
+        typer.Option(help="Seed taxonomy to map insights onto first: a YAML/JSON file, or a shipped seed ("
+                     + ", ".join(builtin_seeds()) + ")."),
+    ] = None,
+    seed_quantile: Annotated[
+        float, typer.Option(help="An insight joins a seed category when its cosine beats this share of the"
+                            " corpus' mismatched insight-category pairs.")
+    ] = 0.8,
+    random_seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
 ) -> None:
-    """Build a new taxonomy snapshot from clusterings: name, merge, group into categories, assign members."""
+    """Build a new taxonomy snapshot from clusterings: name, merge, group into categories, assign members. With
+    --seed, insights first join the seed's categories (threshold calibrated per phase, coverage reported); the
+    rest are clustered into types marked new. Saved edits (rename, merge) are applied again."""
     from failatlas.taxonomy.build import run
     from failatlas.taxonomy.model import BuildParams
+    from failatlas.taxonomy.seeding import load_seed
 
     params = BuildParams(
         clustering_ids=clustering or None,
@@ -51,20 +64,35 @@ def build(
         merge_threshold=merge_threshold,
         assign_threshold=assign_threshold,
         max_categories=max_categories,
-        seed=seed,
+        seed=random_seed,
+        seed_taxonomy=None if seed is None else load_seed(seed),
+        seed_null_quantile=seed_quantile,
     )
     tax = run(store(), params)
-    table = Table("id", "category", "name", "n", "method", title=f"taxonomy v{tax.version} ({tax.id})")
+    table = Table("id", "category", "name", "n", "origin", "method", title=f"taxonomy v{tax.version} ({tax.id})")
     cats = {c.id: c.name for c in tax.categories}
     for t in tax.types:
         table.add_row(
-            t.id, cats.get(t.category_id, t.category_id), t.name, str(t.n_insights), t.naming_method
+            t.id, cats.get(t.category_id, ""), t.name, str(t.n_insights), t.origin, t.naming_method
         )
     console.print(table)
     console.print(
         f"{tax.id}: {len(tax.types)} failure types in {len(tax.categories)} categories; "
         f"{tax.n_assigned} insights assigned, {tax.n_unassigned} unassigned"
     )
+    for r in tax.seed_reports:
+        console.print(
+            f"seed coverage {r.phase}: {r.n_explained}/{r.n_insights} = {100 * r.coverage:.1f}% explained by the"
+            f" seed (cosine >= {r.threshold:.3f}, the {r.null_quantile:.2f} quantile of mismatched pairs); "
+            f"{sum(t.origin == 'new' and t.phase == r.phase for t in tax.types)} new type(s)",
+            highlight=False,
+        )
+    for note in tax.edit_notes:
+        console.print(note, highlight=False)
+    fallbacks = sum(x.naming_method == "offline-after-llm-error" for x in (*tax.types, *tax.categories))
+    if fallbacks:  # the LLM labeller's replies were unusable there: say so, the table alone hides it
+        console.print(f"[yellow]{fallbacks} name(s) fell back to offline naming after an LLM error[/] "
+                      "(their raw_reply says why; building again asks the endpoint again)", highlight=False)
 
 
 @app.command(name="list")
@@ -96,6 +124,10 @@ def show(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     definitions: Annotated[
         bool, typer.Option(help="Also print each type's definition and an example.")
+    ] = False,
+    quality: Annotated[
+        bool, typer.Option(help="Also print name fidelity, seed coverage and, where insights carry human labels,"
+                           " ARI / NMI / per-label recall of the types (loads the embedding model).")
     ] = False,
 ) -> None:
     """Show a taxonomy's failure types with prevalence (counts, shares, 95% CIs)."""
@@ -133,6 +165,32 @@ def show(
             console.print(f"[bold]{t.id} {t.name}[/]: {t.definition}", highlight=False)
             if t.examples:
                 console.print(f"  e.g. {t.examples[0].insight_id}: {t.examples[0].text}", highlight=False)
+    if quality:
+        _print_quality(s, tax.id)
+
+
+def _print_quality(s: object, taxonomy_id: str) -> None:
+    from failatlas.taxonomy.evaluate import evaluate_taxonomy
+
+    m = evaluate_taxonomy(s, taxonomy_id)  # type: ignore[arg-type]
+    summary = Table("metric", "value", title=f"quality of {taxonomy_id}")
+    summary.add_row("name fidelity", f"{m['name_fidelity']:.3f} ({m.get('fidelity_items', 0)} insights)")
+    for phase, c in m["coverage"].items():
+        summary.add_row(f"seed coverage ({phase})", f"{100 * c['coverage']:.1f}% (cosine >= {c['threshold']:.3f})")
+    labels = m.get("labels")
+    if labels:
+        for key in ("n_items", "n_labels", "n_clusters", "ari", "nmi", "homogeneity", "completeness", "purity",
+                    "macro_recall"):
+            value = labels[key]
+            summary.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    else:
+        summary.add_row("human labels", "none in insight_sources.label: ARI / NMI not scored")
+    console.print(summary)
+    if labels:
+        recall = Table("label", "items", "recall", title="per-label recall (share in the label's best type)")
+        for name, value in sorted(labels["per_label_recall"].items(), key=lambda kv: -labels["label_sizes"][kv[0]]):
+            recall.add_row(name, str(labels["label_sizes"][name]), f"{value:.2f}")
+        console.print(recall)
 
 
 @app.command()
@@ -182,3 +240,50 @@ def export(
         console.print(f"wrote {path}", highlight=False)
     for what, why in result.skipped.items():
         console.print(f"skipped {what}: {why}", highlight=False)
+
+
+TaxonomyOption = Annotated[
+    str | None, typer.Option("--taxonomy", "-t", help="Taxonomy id or version (default: the newest).")
+]
+
+
+def _edit(action: str, type_ids: list[str], args: dict, taxonomy_id: str | None) -> None:
+    from failatlas.taxonomy.edits import edit_taxonomy
+
+    edit, types = edit_taxonomy(store(), action, type_ids, args, taxonomy_id)
+    touched = [t for t in types if t.naming_method == "edited" and t.phase == edit.phase]
+    for t in touched:
+        console.print(f"{edit.made_on} {t.id}: {t.name} ({t.n_insights} insights)", highlight=False)
+    console.print(f"saved as edit {edit.id}: later `taxonomy build` runs apply it to the types holding most of"
+                  " the same insights", highlight=False)
+
+
+@app.command()
+def rename(
+    type_id: Annotated[str, typer.Argument(help="Failure type id, e.g. implementation/T03.")],
+    name: Annotated[str, typer.Argument(help="The new name.")],
+    definition: Annotated[str | None, typer.Option(help="A new definition too.")] = None,
+    taxonomy_id: TaxonomyOption = None,
+) -> None:
+    """Rename a failure type (and optionally redefine it); kept across rebuilds."""
+    _edit("rename", [type_id], {"name": name, **({"definition": definition} if definition else {})}, taxonomy_id)
+
+
+@app.command()
+def merge(
+    type_ids: Annotated[list[str], typer.Argument(help="Two or more type ids of one phase; the first is kept.")],
+    name: Annotated[str | None, typer.Option(help="Name of the merged type (default: the first's).")] = None,
+    taxonomy_id: TaxonomyOption = None,
+) -> None:
+    """Merge failure types of one phase into the first; kept across rebuilds."""
+    _edit("merge", type_ids, {"name": name} if name else {}, taxonomy_id)
+
+
+@app.command()
+def split(
+    type_id: Annotated[str, typer.Argument(help="Failure type id to split.")],
+    k: Annotated[int, typer.Option(help="Number of parts (k-means over the members' vectors).")] = 2,
+    taxonomy_id: TaxonomyOption = None,
+) -> None:
+    """Split a failure type into k parts, each named from its insights; kept across rebuilds."""
+    _edit("split", [type_id], {"k": k}, taxonomy_id)

@@ -1,74 +1,61 @@
 """The conjunctive-score funnel (EXP-Bench): the share of runs that pass the monitor (M), then also the
-conclusion (C), design (D), implementation (I) judges and the execution validator (E), cumulatively."""
+conclusion (C), design (D), implementation (I) judges and the execution validator (E), cumulatively.
+
+It is computed from the very per-run phase results `failatlas bench report` uses
+(`failatlas.bench_core.scoring.metrics.run_scores`), so its last stage is the report's M·C·D·I·E: a phase that
+was not scored (its judge did not run or failed, the validator had nothing to compare) is missing, never a
+failure; a stage counts the runs where every phase up to it was scored (`n_runs`) and reports the runs left
+out beside it (`n_unscored`)."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.core.store import Store
-from failatlas.taxonomy.inputs import query_frame
 
 STAGES = ("M", "M·C", "M·C·D", "M·C·D·I", "M·C·D·I·E")
+_PHASES_OF = {stage: stage.split("·") for stage in STAGES}
 
-# A phase passes when every judge of that phase ran ('ok') and passed; a missing judgement is not a pass.
-# The monitor passes unless a 'fail' finding or a failed monitor judgement exists. Runs that ended in an
-# infrastructure error are left out: they say nothing about the agent.
-_RUN_CHECKS_SQL = """
-WITH j AS (
-    SELECT run_id, phase, bool_and(status = 'ok' AND coalesce(passed, false)) AS ok
-    FROM judgements GROUP BY run_id, phase
-)
-SELECT r.id AS run_id, r.agent, r.model,
-    (NOT EXISTS (SELECT 1 FROM monitor_findings f WHERE f.run_id = r.id AND f.severity = 'fail')
-     AND coalesce((SELECT bool_and(ok) FROM j WHERE j.run_id = r.id AND j.phase = 'monitor'), true)) AS m,
-    coalesce((SELECT bool_and(ok) FROM j WHERE j.run_id = r.id AND j.phase = 'conclusion'), false) AS c,
-    coalesce((SELECT bool_and(ok) FROM j WHERE j.run_id = r.id AND j.phase = 'design'), false) AS d,
-    coalesce((SELECT bool_and(ok) FROM j WHERE j.run_id = r.id AND j.phase = 'implementation'), false) AS i,
-    coalesce((SELECT outcome = 'passed' FROM validations v WHERE v.run_id = r.id), false) AS e
-FROM runs r
-WHERE r.status <> 'infra_error'
-"""
+_SCHEMA = {
+    "agent": pl.Utf8,
+    "stage": pl.Utf8,
+    "n_pass": pl.Int64,
+    "n_runs": pl.Int64,
+    "n_unscored": pl.Int64,
+    "share": pl.Float64,
+}
 
 
 def funnel(store: Store) -> pl.DataFrame:
-    """Per agent (agent and model) and funnel stage: `n_runs`, `n_pass` and `share` of scored runs that pass
-    every check up to that stage. Empty when the store has no runs."""
-    checks = query_frame(store, _RUN_CHECKS_SQL)
-    if checks.height == 0:
-        return pl.DataFrame(
-            schema={
-                "agent": pl.Utf8,
-                "stage": pl.Utf8,
-                "n_pass": pl.Int64,
-                "n_runs": pl.Int64,
-                "share": pl.Float64,
-            }
-        )
-    checks = checks.with_columns(
+    """Per agent ('agent (model)') and funnel stage: `n_runs` scored on every phase up to the stage, `n_pass`
+    of them passing all those phases, `n_unscored` runs left out, and `share` = n_pass / n_runs (NaN when no
+    run is scored there). Runs that ended in an infrastructure error or were never scored are left out, as in
+    `bench report`. Empty when the store has no scored run."""
+    scores = run_scores(store)
+    if scores.height == 0:
+        return pl.DataFrame(schema=_SCHEMA)
+    scores = scores.with_columns(
         pl.when(pl.col("model").fill_null("") == "")
         .then(pl.col("agent"))
         .otherwise(pl.col("agent") + " (" + pl.col("model") + ")")
         .alias("agent")
     )
-    conjunctions = [
-        pl.col("m"),
-        pl.col("m") & pl.col("c"),
-        pl.col("m") & pl.col("c") & pl.col("d"),
-        pl.col("m") & pl.col("c") & pl.col("d") & pl.col("i"),
-        pl.col("m") & pl.col("c") & pl.col("d") & pl.col("i") & pl.col("e"),
-    ]
-    frames = [
-        checks.group_by("agent").agg(
-            pl.lit(stage).alias("stage"),
-            expr.sum().cast(pl.Int64).alias("n_pass"),
-            pl.len().cast(pl.Int64).alias("n_runs"),
+    frames = []
+    for k, stage in enumerate(STAGES):
+        phases = _PHASES_OF[stage]
+        scored = pl.all_horizontal([pl.col(p).is_not_null() for p in phases])
+        passed = scored & pl.all_horizontal([pl.col(p).fill_null(0) == 1 for p in phases])
+        frames.append(
+            scores.group_by("agent").agg(
+                pl.lit(stage).alias("stage"),
+                pl.lit(k).alias("_k"),
+                passed.sum().cast(pl.Int64).alias("n_pass"),
+                scored.sum().cast(pl.Int64).alias("n_runs"),
+                (~scored).sum().cast(pl.Int64).alias("n_unscored"),
+            )
         )
-        for stage, expr in zip(STAGES, conjunctions, strict=True)
-    ]
-    out = pl.concat(frames).with_columns((pl.col("n_pass") / pl.col("n_runs")).alias("share"))
-    order = {s: k for k, s in enumerate(STAGES)}
-    return (
-        out.with_columns(pl.col("stage").replace_strict(order, return_dtype=pl.Int64).alias("_k"))
-        .sort("agent", "_k")
-        .drop("_k")
+    out = pl.concat(frames).with_columns(
+        pl.when(pl.col("n_runs") > 0).then(pl.col("n_pass") / pl.col("n_runs")).otherwise(float("nan")).alias("share")
     )
+    return out.sort("agent", "_k").select(list(_SCHEMA))

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from failatlas.taxonomy.seeding import Seed
+
 UNASSIGNED = "unassigned"
 PHASE_ORDER = ("design", "implementation", "execution", "conclusion", "monitor", "other")
 
@@ -35,6 +37,15 @@ class BuildParams(BaseModel):
     n_examples: int = Field(5, ge=1)
     n_keywords: int = Field(10, ge=1)
     seed: int = 0
+    split_signatures: bool = Field(True, description="split a type whose insights name different exceptions")
+    seed_taxonomy: Seed | None = Field(
+        None, description="a published scheme to map insights onto first (`taxonomy build --seed FILE`)"
+    )
+    seed_null_quantile: float = Field(
+        0.8, gt=0.0, lt=1.0,
+        description="an insight joins a seed category when its cosine beats this share of mismatched pairs",
+    )
+    seed_refine: int = Field(10, ge=0, description="rounds of seeded k-means after the first assignment")
 
 
 class Example(BaseModel):
@@ -124,6 +135,21 @@ class FailureType(BaseModel):
     naming_method: str
     prompt: list[dict[str, Any]] | None = None
     raw_reply: str | None = None
+    origin: str = "cluster"  # cluster | seed (a seed taxonomy's category) | new (not explained by the seed)
+
+
+class SeedReport(BaseModel):
+    """How much of a phase a seed taxonomy explains, and the threshold calibrated for it."""
+
+    phase: str
+    n_insights: int
+    n_explained: int
+    threshold: float
+    null_quantile: float
+
+    @property
+    def coverage(self) -> float:
+        return self.n_explained / self.n_insights if self.n_insights else 0.0
 
 
 class Taxonomy(BaseModel):
@@ -141,4 +167,7 @@ class Taxonomy(BaseModel):
     types: list[FailureType]
     n_assigned: int = 0
     n_unassigned: int = 0
+    seed_reports: list[SeedReport] = Field(default_factory=list)  # when built with a seed taxonomy
+    labelled_by: dict[str, str] = Field(default_factory=dict)  # the LLM labeller's model and endpoint host ({} offline)
+    edit_notes: list[str] = Field(default_factory=list)  # what each saved edit did in this build (when just built)
     stage_run_id: str | None = None  # the stage_runs row of the build (when just built)

@@ -9,7 +9,15 @@ import polars as pl
 from failatlas.core.store import Store
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.inputs import query_frame
-from failatlas.taxonomy.model import BuildParams, Example, FailureCategory, FailureType, Taxonomy, phase_rank
+from failatlas.taxonomy.model import (
+    BuildParams,
+    Example,
+    FailureCategory,
+    FailureType,
+    SeedReport,
+    Taxonomy,
+    phase_rank,
+)
 
 
 def list_taxonomies(store: Store) -> pl.DataFrame:
@@ -30,7 +38,8 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     with store.read() as conn:
         head = conn.execute(
-            "SELECT version, clustering_ids, embed_model, params, code_version, normalisation, embedding_set_id"
+            "SELECT version, clustering_ids, embed_model, params, code_version, normalisation, embedding_set_id,"
+            " seed_reports, labelled_by"
             " FROM taxonomies"
             " WHERE id = ?",
             [taxonomy_id],
@@ -42,7 +51,7 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
         ).fetchall()
         types = conn.execute(
             "SELECT id, phase, category_id, name, definition, inclusion_criteria, examples, keywords,"
-            " centroid, n_insights, merged_from, naming_method, prompt, raw_reply FROM failure_types"
+            " centroid, n_insights, merged_from, naming_method, prompt, raw_reply, origin FROM failure_types"
             " WHERE taxonomy_id = ?"
             " ORDER BY id",
             [taxonomy_id],
@@ -84,6 +93,7 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
             naming_method=t[11],
             prompt=None if t[12] is None else json.loads(t[12]),
             raw_reply=t[13],
+            origin=t[14] or "cluster",
         )
         for t in types
     ]
@@ -102,6 +112,8 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
         types=failure_types,
         n_assigned=counts.get(False, 0),
         n_unassigned=counts.get(True, 0),
+        seed_reports=[SeedReport(**r) for r in json.loads(head[7] or "[]")],
+        labelled_by=json.loads(head[8]) if head[8] else {},
     )
 
 
@@ -112,11 +124,13 @@ def types_markdown(taxonomy: Taxonomy) -> str:
     cats = {c.id: c for c in taxonomy.categories}
     for t in taxonomy.types:
         cat = cats.get(t.category_id)
+        origin = {"seed": " From the seed taxonomy.", "new": " New: not in the seed taxonomy."}.get(t.origin, "")
         out += [
             f"## {t.id}: {t.name}",
             "",
-            f"Phase: {t.phase}. Category: {cat.name if cat else t.category_id}. Insights: {t.n_insights}. "
-            f"Named by: {t.naming_method}. From clusters: {', '.join(t.merged_from)}.",
+            f"Phase: {t.phase}. Category: {cat.name if cat else 'none (the type stands alone)'}. "
+            f"Insights: {t.n_insights}. Named by: {t.naming_method}. From clusters: {', '.join(t.merged_from)}."
+            + origin,
             "",
             t.definition,
             "",

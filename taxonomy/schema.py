@@ -70,4 +70,29 @@ MIGRATIONS = [
         WHERE c.id = json_extract_string(taxonomies.clustering_ids, '$[0]');
         """,
     ),
+    Migration(
+        package="taxonomy",
+        version=3,
+        name="failure_types_origin",
+        sql="""
+        -- where a type comes from: 'cluster' (unseeded build), 'seed' (a category of the seed taxonomy the build
+        -- was given) or 'new' (clustered from the insights the seed did not explain)
+        ALTER TABLE failure_types ADD COLUMN origin VARCHAR DEFAULT 'cluster';
+        -- per phase of a seeded build: insights, how many the seed explains, the calibrated threshold
+        ALTER TABLE taxonomies ADD COLUMN seed_reports JSON;
+        -- who named the types: {"model", "endpoint"} of the LLM labeller (host only, never a key); NULL offline
+        ALTER TABLE taxonomies ADD COLUMN labelled_by JSON;
+        -- a person's edits (rename, merge, split), kept across rebuilds: each names the types it touched by their
+        -- members when it was made, and a rebuild applies it to the new types that hold most of those members
+        CREATE TABLE taxonomy_edits (
+            id INTEGER PRIMARY KEY,            -- 1, 2, 3 ... in the order edits are applied
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            action VARCHAR NOT NULL,           -- rename | merge | split
+            phase VARCHAR NOT NULL,
+            anchors JSON NOT NULL,             -- [[insight id, ...], ...]: members of each type the edit names
+            args JSON NOT NULL,                -- rename: {name, definition}; merge: {name}; split: {k}
+            made_on VARCHAR NOT NULL           -- taxonomies.id the edit was made on
+        );
+        """,
+    ),
 ]

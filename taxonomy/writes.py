@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 
 from failatlas.core.store import Store
-from failatlas.taxonomy.model import FailureCategory, FailureType
+from failatlas.taxonomy.model import FailureCategory, FailureType, SeedReport
 
 
 def write_snapshot(
@@ -26,15 +26,19 @@ def write_snapshot(
     created_at: dt.datetime,
     categories: list[FailureCategory],
     types: list[FailureType],
+    seed_reports: list[SeedReport] | None = None,
+    labelled_by: dict[str, str] | None = None,
 ) -> int:
     """Insert a taxonomy snapshot with its categories and failure types on `conn` (inside the caller's
     transaction); returns its version number (one more than the newest)."""
     version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM taxonomies").fetchall()[0][0]
     conn.execute(
         "INSERT INTO taxonomies (id, version, clustering_ids, embed_model, normalisation, embedding_set_id, params,"
-        " code_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " code_version, created_at, seed_reports, labelled_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [taxonomy_id, version, json.dumps(clustering_ids), embed_model, normalisation, embedding_set_id,
-         params_json, code_version, created_at],
+         params_json, code_version, created_at,
+         None if not seed_reports else json.dumps([r.model_dump() for r in seed_reports]),
+         json.dumps(labelled_by) if labelled_by else None],
     )
     if categories:
         conn.executemany(
@@ -55,32 +59,7 @@ def write_snapshot(
                 for c in categories
             ],
         )
-    if types:
-        conn.executemany(
-            "INSERT INTO failure_types (taxonomy_id, id, phase, category_id, name, definition,"
-            " inclusion_criteria, examples, keywords, centroid, n_insights, merged_from, naming_method,"
-            " prompt, raw_reply) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                [
-                    taxonomy_id,
-                    t.id,
-                    t.phase,
-                    t.category_id,
-                    t.name,
-                    t.definition,
-                    json.dumps(t.inclusion_criteria),
-                    json.dumps([e.model_dump() for e in t.examples]),
-                    json.dumps(t.keywords),
-                    t.centroid,
-                    t.n_insights,
-                    json.dumps(t.merged_from),
-                    t.naming_method,
-                    None if t.prompt is None else json.dumps(t.prompt),
-                    t.raw_reply,
-                ]
-                for t in types
-            ],
-        )
+    _insert_types(conn, taxonomy_id, types)
     return int(version)
 
 
@@ -105,3 +84,59 @@ def write_assignments(store: Store, records: Sequence[tuple[str, str, str, float
             " (taxonomy_id, insight_id, failure_type_id, similarity, method) SELECT * FROM new_assignments"
         )
         conn.unregister("new_assignments")
+
+
+def _insert_types(conn: duckdb.DuckDBPyConnection, taxonomy_id: str, types: list[FailureType]) -> None:
+    if types:
+        conn.executemany(
+            "INSERT INTO failure_types (taxonomy_id, id, phase, category_id, name, definition,"
+            " inclusion_criteria, examples, keywords, centroid, n_insights, merged_from, naming_method,"
+            " prompt, raw_reply, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                [
+                    taxonomy_id,
+                    t.id,
+                    t.phase,
+                    t.category_id,
+                    t.name,
+                    t.definition,
+                    json.dumps(t.inclusion_criteria),
+                    json.dumps([e.model_dump() for e in t.examples]),
+                    json.dumps(t.keywords),
+                    t.centroid,
+                    t.n_insights,
+                    json.dumps(t.merged_from),
+                    t.naming_method,
+                    None if t.prompt is None else json.dumps(t.prompt),
+                    t.raw_reply,
+                    t.origin,
+                ]
+                for t in types
+            ],
+        )
+
+
+def replace_types(
+    conn: duckdb.DuckDBPyConnection,
+    taxonomy_id: str,
+    types: list[FailureType],
+    records: Sequence[tuple[str, str, float | None, str]],
+) -> None:
+    """Replace a snapshot's failure types and insight assignments ((type id, insight id, cosine, method) rows) on
+    `conn`, inside the caller's transaction (an edit)."""
+    conn.execute("DELETE FROM insight_failure_types WHERE taxonomy_id = ?", [taxonomy_id])
+    conn.execute("DELETE FROM failure_types WHERE taxonomy_id = ?", [taxonomy_id])
+    _insert_types(conn, taxonomy_id, types)
+    if records:
+        frame = pl.DataFrame(
+            [(taxonomy_id, i, t, s, m) for t, i, s, m in records],
+            schema={"taxonomy_id": pl.Utf8, "insight_id": pl.Utf8, "failure_type_id": pl.Utf8,
+                    "similarity": pl.Float64, "method": pl.Utf8},
+            orient="row",
+        )
+        conn.register("edited_assignments", frame.to_arrow())
+        conn.execute(
+            "INSERT INTO insight_failure_types (taxonomy_id, insight_id, failure_type_id, similarity, method)"
+            " SELECT * FROM edited_assignments"
+        )
+        conn.unregister("edited_assignments")

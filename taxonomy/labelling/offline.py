@@ -1,12 +1,15 @@
-"""Offline naming: a readable name from the type's c-TF-IDF keywords, a definition templated from its most
-central insight. Deterministic, no network."""
+"""Offline naming: a phrase from the type's own insights that states the failure (labelling/phrases.py), a
+definition saying what is inside (with representative insights) and what is not. Deterministic, no network.
+`readable_name` (keywords joined into a short name) remains for callers that only have keywords."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from failatlas.taxonomy.labelling.base import register_labeller
+from failatlas.taxonomy.labelling.phrases import BARE_TOKENS, failure_name, sentence_case
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
 
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z_][a-zA-Z0-9_\-]+\b")
@@ -62,7 +65,7 @@ def readable_name(keywords: Sequence[str], texts: Sequence[str] = (), *, parts: 
     return name[0].upper() + name[1:]
 
 
-def _shorten(text: str, limit: int = 180) -> str:
+def shorten(text: str, limit: int = 180) -> str:
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
@@ -89,7 +92,9 @@ def examples_of(evidence: TypeEvidence, n: int) -> list[Example]:
 
 @register_labeller("offline")
 class OfflineLabeller:
-    """Names a type from its top keywords; defines it by those keywords and its most central insight."""
+    """Names a type by the phrase its insights share and its nearest neighbours' do not (led by the error
+    signature most members name); defines it by what is inside, with representative insights, and by what is
+    not (the nearest other types)."""
 
     name = "offline"
 
@@ -99,15 +104,19 @@ class OfflineLabeller:
         self.name_parts = name_parts
 
     def label(self, evidence: TypeEvidence) -> TypeLabel:
-        name = readable_name(evidence.keywords, evidence.texts, parts=self.name_parts)
-        top = evidence.keywords[:3]
-        central = _shorten(evidence.texts[0]) if evidence.texts else ""
+        contrast = [t for other in evidence.neighbours for t in other.texts]
+        name = failure_name(evidence.texts, contrast, evidence.keywords)
+        representative = [shorten(t, 140) for t in dict.fromkeys(evidence.texts[:5])]
+        neighbours = [failure_name(o.texts, evidence.texts, o.keywords) for o in evidence.neighbours]
         definition = (
-            f'Failures characterised by {_join_terms(top)}, as in the most typical case: "{central}"'
-            if top
-            else f'Failures like the most typical case: "{central}"'
+            f"{name} ({evidence.size} {evidence.phase} insight{'s' if evidence.size != 1 else ''}), e.g. "
+            + "; ".join(f'"{t}"' for t in representative) + "."
         )
-        criteria = [f"The insight is about {_join_terms(evidence.keywords[:5])}."] if top else []
+        criteria = [f"Inside: the insight reports {name[0].lower() + name[1:] if name[:1].isupper() else name}."]
+        if evidence.keywords:
+            criteria.append(f"Terms typical of it: {_join_terms(evidence.keywords[:5])}.")
+        if neighbours:
+            criteria.append("Not inside: " + "; ".join(neighbours) + " (the nearest other types).")
         return TypeLabel(
             name=name,
             definition=definition,
@@ -117,15 +126,37 @@ class OfflineLabeller:
         )
 
     def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
-        """A one-type category takes its type's name; the only category of a phase is "All <phase> failures";
-        otherwise a name from the category's keywords. The definition lists the member types."""
-        if len(evidence.type_names) == 1:
-            name = evidence.type_names[0]
-        elif not evidence.other_categories:
-            name = f"All {evidence.phase} failures"
-        else:
-            name = readable_name(evidence.keywords, evidence.texts, parts=self.name_parts)
+        """A category of two or more types is named by the term its types share (in their names first, else
+        its top keyword), more general than any one of them. The definition lists the member types."""
+        shared = _shared_term(evidence.type_names) or next(
+            (k for k in evidence.keywords if k.lower() not in BARE_TOKENS
+             and not k.lower().endswith(("error", "exception"))), None
+        )
+        name = f"{sentence_case(shared)} failures" if shared else f"Other {evidence.phase} failures"
         return CategoryLabel(name=name, definition=category_definition(evidence), naming_method="offline")
+
+
+def _shared_term(names: Sequence[str]) -> str | None:
+    """The word (not a filler or a bare tool token; plurals count as one) that most of `names`, and at least
+    two, contain, in the form the names use."""
+    counts: Counter[str] = Counter()
+    forms: dict[str, str] = {}
+    for n in names:
+        words = re.findall(r"[A-Za-z][A-Za-z_\-]{3,}", n)
+        for w in {_stem(w) for w in words}:
+            counts[w] += 1
+        for w in words:
+            forms.setdefault(_stem(w), w.lower() if w[1:].islower() else w)
+    common = [w for w, c in counts.items() if c >= 2 and w not in BARE_TOKENS and w not in _FILLER]
+    return forms[max(common, key=lambda w: (counts[w], len(w), w))] if common else None
+
+
+def _stem(word: str) -> str:
+    w = word.lower()
+    return w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w
+
+
+_FILLER = frozenset({"that", "with", "from", "insight", "insights", "failures", "failure", "error", "errors"})
 
 
 def category_definition(evidence: CategoryEvidence) -> str:

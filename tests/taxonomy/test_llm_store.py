@@ -30,7 +30,7 @@ def _script(offline) -> list[ScriptedReply]:
             }))
         categories = [c for c in offline.categories if c.phase == phase]
         for c in categories:
-            if sum(t.category_id == c.id for t in types) >= 2 and len(categories) > 1:
+            if sum(t.category_id == c.id for t in types) >= 2:
                 replies.append(ScriptedReply.json({"name": f"Scripted {phase} category",
                                                    "definition": "A scripted category of failures."}))
     return replies
@@ -45,8 +45,14 @@ def test_llm_labelling_is_logged_and_cached_in_the_store_so_a_rebuild_sends_noth
         monkeypatch.setenv("FAILATLAS_LLM_LABELLER_MODEL", "scripted-fake")
         first = build(mini_store, BuildParams(labeller="llm"))
         sent = len(server.requests)
-        assert sent == len(script) == 7  # 6 types and the one category of two types
+        assert sent == len(script) == 7  # 6 types and the one category (two of implementation's three types)
         assert all(t.naming_method == "llm" and t.name.startswith("Scripted") for t in first.types)
+        host = server.base_url.split("//", 1)[1].split("/", 1)[0]
+        assert first.labelled_by == {"model": "scripted-fake", "endpoint": host}  # which model named the types
+        assert offline.labelled_by == {}
+        from failatlas.taxonomy.read import load_taxonomy
+
+        assert load_taxonomy(mini_store, first.id).labelled_by == first.labelled_by
         calls = mini_store.query_dicts("SELECT role, status, cached, http_attempts FROM llm_calls ORDER BY created_at")
         assert len(calls) == sent
         assert all(c["role"] == "labeller" and c["status"] == "ok" and not c["cached"] for c in calls)

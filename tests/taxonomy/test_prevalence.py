@@ -145,7 +145,35 @@ def test_funnel_matches_the_hand_count(mini_store):
         if r["agent"] == f"{OPENHANDS[0]} ({OPENHANDS[1]})"
     }
     assert react == {"M": (3, 4), "M·C": (2, 4), "M·C·D": (1, 4), "M·C·D·I": (1, 4), "M·C·D·I·E": (1, 4)}
-    assert hands == {"M": (4, 4), "M·C": (3, 4), "M·C·D": (3, 4), "M·C·D·I": (2, 4), "M·C·D·I·E": (1, 4)}
+    # o3's conclusion judge failed to run: not scored, so it leaves every stage from M·C on (never a failure)
+    assert hands == {"M": (4, 4), "M·C": (3, 3), "M·C·D": (3, 3), "M·C·D·I": (2, 3), "M·C·D·I·E": (1, 3)}
+    unscored = {r["stage"]: r["n_unscored"] for r in frame.iter_rows(named=True) if r["agent"].startswith(OPENHANDS[0])}
+    assert unscored == {"M": 0, "M·C": 1, "M·C·D": 1, "M·C·D·I": 1, "M·C·D·I·E": 1}
+
+
+def test_funnel_agrees_with_bench_report(mini_store):
+    """The funnel's last stage is the report's M·C·D·I·E, and its first the report's M, for every agent."""
+    from failatlas.bench_core.scoring.metrics import run_scores, summarise
+
+    report = summarise(run_scores(mini_store), ["agent", "model"], n_boot=10)
+    frame = funnel(mini_store)
+    assert report.height == 2
+    for r in report.iter_rows(named=True):
+        mine = {x["stage"]: x for x in frame.iter_rows(named=True) if x["agent"] == f"{r['agent']} ({r['model']})"}
+        assert mine["M·C·D·I·E"]["share"] == pytest.approx(r["M·C·D·I·E"])
+        assert mine["M·C·D·I·E"]["n_runs"] == r["M·C·D·I·E_n"]
+        assert mine["M"]["share"] == pytest.approx(r["M"]) and mine["M"]["n_runs"] == r["M_n"]
+
+
+def test_funnel_of_unscored_judges_is_not_a_failure(mini_store):
+    """A gold-like agent whose LLM judges all say not_run: the funnel passes it on what was scored."""
+    with mini_store.write() as conn:
+        conn.execute("UPDATE judgements SET status = 'not_run', passed = NULL, score = NULL WHERE run_id = 'o4'")
+    frame = funnel(mini_store)
+    hands = {r["stage"]: (r["n_pass"], r["n_runs"]) for r in frame.iter_rows(named=True)
+             if r["agent"].startswith(OPENHANDS[0])}
+    assert hands["M"] == (4, 4)  # o4 still scored by the monitor and the validator
+    assert hands["M·C"] == (2, 2)  # o3 (judge failed) and o4 (not run) are left out, not failed
 
 
 def test_a_clustering_of_only_outliers_gives_an_all_unassigned_phase(store):
