@@ -40,28 +40,87 @@ def relabel_by_size(labels: np.ndarray) -> np.ndarray:
     return np.array([mapping.get(int(v), -1) for v in labels], dtype=np.int32)
 
 
+# Up to this many insights UMAP's neighbour graph is computed exactly, by blocked matrix products (a few seconds
+# at 20,000 on 2 cores), instead of by PyNNDescent: PyNNDescent's functions that take the distance function as an
+# argument cannot be kept in numba's file cache and compiled in every process (about 10 s), and its import alone
+# compiles for 20 s on a fresh install. Exact neighbours are what NN-descent approximates.
+EXACT_KNN_MAX = 20_000
+_KNN_BLOCK = 2048
+
+
+def knn_method(n: int) -> str:
+    """How the neighbour graph of `n` points is found: 'umap' (UMAP's own exact search, below 4,096 points),
+    'exact' (ours, up to EXACT_KNN_MAX) or 'nndescent' (PyNNDescent)."""
+    return "umap" if n < 4096 else "exact" if n <= EXACT_KNN_MAX else "nndescent"
+
+
+def exact_knn(X: np.ndarray, k: int, metric: str = "cosine") -> tuple[np.ndarray, np.ndarray]:
+    """(indices, distances) of each row's `k` nearest rows, itself first, nearest first, for 'cosine' or
+    'euclidean'; in blocks of rows so memory stays at a few blocks of n floats."""
+    X = np.asarray(X, dtype=np.float32)
+    n = X.shape[0]
+    k = min(k, n)
+    if metric == "cosine":
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        Y = X / np.where(norms > 0, norms, 1.0)
+    elif metric == "euclidean":
+        Y = X
+        sq = (X.astype(np.float64) ** 2).sum(axis=1)
+    else:
+        raise ValueError(f"exact neighbours for metric {metric!r} are not implemented")
+    indices = np.empty((n, k), dtype=np.int32)
+    dists = np.empty((n, k), dtype=np.float32)
+    for lo in range(0, n, _KNN_BLOCK):
+        hi = min(n, lo + _KNN_BLOCK)
+        rows = np.arange(lo, hi)
+        sims = Y[lo:hi] @ Y.T
+        if metric == "cosine":
+            d = 1.0 - sims
+        else:
+            d = np.sqrt(np.maximum(sq[lo:hi, None] + sq[None, :] - 2.0 * sims, 0.0)).astype(np.float32)
+        np.maximum(d, 0.0, out=d)
+        d[rows - lo, rows] = -1.0  # itself first, also among exact duplicates
+        part = np.argpartition(d, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (hi - lo, 1))
+        part_d = np.take_along_axis(d, part, axis=1)
+        order = np.argsort(part_d, axis=1, kind="stable")
+        indices[lo:hi] = np.take_along_axis(part, order, axis=1)
+        dists[lo:hi] = np.take_along_axis(part_d, order, axis=1)
+    dists[:, 0] = np.where(indices[:, 0] == np.arange(n), 0.0, dists[:, 0])
+    return indices, np.maximum(dists, 0.0)
+
+
 def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
-    """UMAP's neighbour graph, computed once and handed to both the reducer and the 2-D map (at scale the
-    neighbour search is about half of UMAP's time). None below 4,096 points, where UMAP's exact search
-    is cheap."""
-    if X.shape[0] < 4096:
+    """UMAP's neighbour graph, computed once and handed to the reducer and the 2-D map (at scale the neighbour
+    search is about half of UMAP's time): exact up to EXACT_KNN_MAX points, PyNNDescent's above. None below
+    4,096 points, where UMAP's own exact search is cheap."""
+    method = knn_method(X.shape[0])
+    if method == "umap":
         return None
+    metric = umap_params.get("metric", "cosine")
+    k = umap_params.get("n_neighbors", 15)
+    if method == "exact" and metric in ("cosine", "euclidean"):
+        indices, dists = exact_knn(X, k, metric)
+        return indices, dists, None
     from umap.umap_ import nearest_neighbors
 
     from failatlas.cluster.jit import enable_numba_cache
 
     enable_numba_cache()
-
-    metric = umap_params.get("metric", "cosine")
     return nearest_neighbors(
         X,
-        umap_params.get("n_neighbors", 15),
+        k,
         metric,
         {},
         metric == "cosine",
         np.random.RandomState(umap_params.get("random_state")),
         n_jobs=1,
     )
+
+
+def _keyed(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """UMAP's parameters as a cache key sees them: with the neighbour search where ours differs from UMAP's own
+    (a reduction from an exact graph is another result than one from NN-descent's)."""
+    return {**params, "knn": "exact"} if knn_method(n) == "exact" else params
 
 
 # Below this many insights UMAP's spectral initialisation breaks down (k >= N), a manifold estimate from a
@@ -130,9 +189,10 @@ class ClusterPipeline:
             self.reduced_ = self.cache.get(reduce_key) if reduce_key else None
             self._map_from_cache = self._cached_map(n)
             self.knn_ = None
-            if self.reducer_used_ == "umap" and self.map_2d and (self.reduced_ is None or self._map_from_cache is None):
+            if self.reducer_used_ == "umap" and (self.reduced_ is None or (
+                    self.map_2d and self._map_from_cache is None)):
                 self.knn_ = shared_knn(X, params)
-            if self._side is not None and self._needs_umap_map(n) and self._map_from_cache is None:
+            if self._side is not None and self.needs_umap_map(n) and self._map_from_cache is None:
                 self._map_future = self._side.submit(fit_umap, X, self._map_fit_params(n))
             if self.reduced_ is not None:
                 self.cache_hits_.append("reduce")
@@ -176,6 +236,37 @@ class ClusterPipeline:
     def fit_predict(self, X: np.ndarray) -> np.ndarray:
         return self.fit(X).labels_
 
+    def project(self, X: np.ndarray) -> np.ndarray:
+        """The 2-D map `fit` gives for X (map_2d), computed alone: what a deferred map needs later. Reads and
+        writes the map through `cache` as `fit` does."""
+        X = np.asarray(X, dtype=np.float32)
+        n = X.shape[0]
+        if not self.needs_umap_map(n) or not self.map_2d:
+            # a tiny phase's PCA map, or a 2-D reduction that is the map itself: the fit gives it
+            return ClusterPipeline(**{**self.get_params(), "map_2d": True}).fit(X).embedding_2d_
+        self._side, self._map_future, self.cache_hits_ = None, None, []
+        self.reduced_ = None
+        self._digest = vectors_digest(X) if self.cache is not None and self.reducer == "umap" else None
+        self._map_from_cache = self._cached_map(n)
+        self.knn_ = None
+        if self.reducer == "umap" and self._map_from_cache is None:
+            self.knn_ = shared_knn(X, self._reducer_params(self.random_state))
+        return self._project(X)
+
+    def map_in_cache(self, X: np.ndarray) -> bool:
+        """Whether `cache` holds the UMAP map `fit` would compute for X (computes and counts nothing)."""
+        X = np.asarray(X, dtype=np.float32)
+        n = X.shape[0]
+        if self.cache is None or self.reducer != "umap" or not self.needs_umap_map(n):
+            return False
+        self._digest = vectors_digest(X)
+        key = self._key("umap", self._map_params(n), n)
+        return key is not None and key in self.cache
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's arguments (scikit-learn's convention)."""
+        return {k: v for k, v in self.__dict__.items() if not k.endswith("_") and not k.startswith("_")}
+
     def _project(self, X: np.ndarray) -> np.ndarray:
         n = X.shape[0]
         if n < 4:
@@ -184,19 +275,19 @@ class ClusterPipeline:
             from sklearn.decomposition import PCA
 
             return np.asarray(PCA(n_components=2, random_state=self.random_state).fit_transform(X), dtype=np.float64)
-        if self.reducer == "umap" and self.reduced_.shape[1] == 2:
+        if self.reducer == "umap" and self.reduced_ is not None and self.reduced_.shape[1] == 2:
             return self.reduced_.astype(np.float64)
         if self._map_from_cache is not None:
             self.cache_hits_.append("map")
             return self._map_from_cache.astype(np.float64)
-        key = self._key("umap", self._map_params(n))
+        key = self._key("umap", self._map_params(n), n)
         future = self._map_future  # computed in the side process while the reduction ran here
         xy = future.result() if future is not None else fit_umap(X, self._map_fit_params(n))
         if key:
             self.cache.put(key, "umap", xy)
         return xy.astype(np.float64)
 
-    def _needs_umap_map(self, n: int) -> bool:
+    def needs_umap_map(self, n: int) -> bool:
         """Whether `_project` computes the map with UMAP (not PCA, not the reduction itself)."""
         return self.map_2d and n >= SMALL_N and not (
             self.reducer == "umap" and (self.reducer_params or {}).get("n_components") == 2)
@@ -215,7 +306,8 @@ class ClusterPipeline:
         X = np.asarray(X, dtype=np.float32)
         if self.reducer != "umap" or X.shape[0] < SMALL_N:
             return None
-        return reduction_key(digest or vectors_digest(X), "umap", self._reducer_params(self.random_state))
+        return reduction_key(digest or vectors_digest(X), "umap",
+                             _keyed(self._reducer_params(self.random_state), X.shape[0]))
 
     def _map_params(self, n: int) -> dict[str, Any]:
         """The 2-D map's UMAP: the reducer's neighbourhood and start, 2 dimensions, min_dist 0.1. From LARGE_N
@@ -228,12 +320,12 @@ class ClusterPipeline:
         params.setdefault("metric", "cosine")
         return {**params, "random_state": self.random_state}
 
-    def _key(self, reducer: str, params: dict[str, Any]) -> str | None:
-        return reduction_key(self._digest, reducer, params) if self._digest else None
+    def _key(self, reducer: str, params: dict[str, Any], n: int) -> str | None:
+        return reduction_key(self._digest, reducer, _keyed(params, n)) if self._digest else None
 
     def _cached_map(self, n: int) -> np.ndarray | None:
         """The 2-D map from the cache when `_project` would compute it with UMAP, else None."""
-        if not self._needs_umap_map(n):
+        if not self.needs_umap_map(n):
             return None
-        key = self._key("umap", self._map_params(n))
+        key = self._key("umap", self._map_params(n), n)
         return self.cache.get(key) if key else None

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from failatlas.cluster.metrics import agreement
-from failatlas.cluster.pipeline import ClusterPipeline
+from failatlas.cluster.pipeline import SMALL_N, ClusterPipeline
 from failatlas.cluster.side import Later, SideWorker
 
 # UMAP's own default below/above 10,000 points; a capped re-run keeps the epochs of the full fit
@@ -66,6 +66,20 @@ def plan_reruns(
             idx = np.sort(rng.choice(n, size=max(3, round(n * resample_fraction)), replace=False))
         reruns.append(Rerun(kind, run_seed, idx, rerun_params))
     return reruns
+
+
+def reruns_cached(X: np.ndarray, reruns: list[Rerun]) -> bool:
+    """Whether every re-run is cheap now: its reducer is not UMAP, or its UMAP result is in its pipeline's cache
+    (then a re-run costs only the clusterer)."""
+    for rerun in reruns:
+        pipeline, Xi = ClusterPipeline(**rerun.params), X[rerun.idx]
+        if pipeline.reducer != "umap" or Xi.shape[0] < SMALL_N:
+            continue
+        cache = rerun.params.get("cache")
+        key = pipeline.reduction_key(Xi) if cache is not None else None
+        if key is None or key not in cache:
+            return False
+    return True
 
 
 def _labels(pipeline: ClusterPipeline, X: np.ndarray) -> np.ndarray:

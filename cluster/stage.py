@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +17,7 @@ from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
 from failatlas.cluster.reductions import ReductionCache, StoreReductionCache
 from failatlas.cluster.side import SideWorker, default_workers
-from failatlas.cluster.stability import plan_reruns, score_reruns, start_reruns
+from failatlas.cluster.stability import plan_reruns, reruns_cached, score_reruns, start_reruns
 from failatlas.cluster.writes import write_clustering, write_evaluation
 from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.core.stages import StageRun, stage_run
@@ -58,6 +58,8 @@ class ClusteringResult(BaseModel):
     seconds: float
     timings: dict[str, float]  # seconds: load, reduce, cluster, map, stability, write
     reductions_reused: int = 0  # UMAP results read from cluster_reductions instead of computed
+    # what the run left for `failatlas cluster finish` (or the app) to compute: "map", "stability"
+    pending: list[str] = []
 
 
 class ClusterResult(BaseModel):
@@ -79,14 +81,20 @@ def _clustering_id(resolved: dict[str, Any], ids: list[str]) -> str:
 def build_pipeline(params: ClusterParams, n: int, cache: ReductionCache | None = None) -> ClusterPipeline:
     """The pipeline `params` describe for `n` insights (adaptive defaults resolved), reading and writing
     seeded UMAP results through `cache` when given."""
+    return pipeline_of(params.resolve(n), cache)
+
+
+def pipeline_of(resolved: dict[str, Any], cache: ReductionCache | None = None) -> ClusterPipeline:
+    """The pipeline of a clustering's recorded parameters (`clusterings.params`, as `ClusterParams.resolve`
+    gives them), so that work deferred to a later process fits exactly what the run would have."""
     return ClusterPipeline(
-        reducer=params.reducer,
-        reducer_params=params.reducer_params(n),
-        clusterer=params.clusterer,
-        clusterer_params=params.clusterer_params(n),
-        reassign_outliers=params.reassign_outliers,
-        map_2d=params.map_2d,
-        random_state=None if params.parallel else params.seed,
+        reducer=resolved["reducer"],
+        reducer_params=resolved["reducer_params"],
+        clusterer=resolved["clusterer"],
+        clusterer_params=resolved["clusterer_params"],
+        reassign_outliers=resolved["reassign_outliers"],
+        map_2d=resolved["map_2d"],
+        random_state=None if resolved["parallel"] else resolved["seed"],
         cache=cache,
     )
 
@@ -104,7 +112,7 @@ def resolve_embedding_set(store: Store, params: ClusterParams) -> EmbeddingSet:
     return find_embedding_set(store, model=params.embed_model, normalise=params.normalise)
 
 
-def run(store: Store, params: ClusterParams) -> ClusterResult:
+def run(store: Store, params: ClusterParams, *, extras: Literal["later", "now"] = "later") -> ClusterResult:
     """Cluster insights from their vectors in one embedding set and write `clusterings` and `cluster_assignments`
     (2-D map included): `params.phase` only, all insights together with `all_phases`, else one clustering per
     phase present in `insights` (the default: kinds of error differ by phase). Re-running with the same
@@ -115,6 +123,11 @@ def run(store: Store, params: ClusterParams) -> ClusterResult:
     re-run that changes only the clusterer, or repeats a run, skips UMAP. The result is the same either way.
     `workers` 2 fits the 2-D map and the stability re-runs in a second process while the main reduction runs
     (default: 2 from 4,096 insights on when there are 2 CPUs, cluster/side.py); the result does not depend on it.
+
+    `extras` "later" (the default) leaves the 2-D map and the stability re-runs, which need UMAP fits of their own
+    and change no cluster, to `finish` (`failatlas cluster finish`; the app computes a missing map itself) unless
+    their UMAP results are cached; "now" computes them in this run. The clustering, its id and its recorded
+    parameters are the same either way, and so are the map and the stability scores once computed.
 
     Raises NotFoundError when there are no insights (in the phase), no embedding set, or some insights were
     never embedded into it."""
@@ -128,16 +141,20 @@ def run(store: Store, params: ClusterParams) -> ClusterResult:
             if not phases:
                 raise NotFoundError("no insights at all", hint="import some with `failatlas ingest`")
         embedding_set = resolve_embedding_set(store, params)
-        results = [_cluster(store, params, phase, embedding_set, record) for phase in phases]
+        if extras not in ("later", "now"):
+            raise ConfigError(f"extras must be 'later' or 'now', not {extras!r}")
+        results = [_cluster(store, params, phase, embedding_set, record, extras == "later") for phase in phases]
         record.note(embedding_set_id=embedding_set.id, clustering_ids=[r.id for r in results])
     return ClusterResult(clusterings=results, embedding_set_id=embedding_set.id, seconds=record.seconds or 0.0,
                          stage_run_id=record.id)
 
 
 def _cluster(
-    store: Store, params: ClusterParams, phase: str | None, embedding_set: EmbeddingSet, record: StageRun
+    store: Store, params: ClusterParams, phase: str | None, embedding_set: EmbeddingSet, record: StageRun,
+    defer: bool = False,
 ) -> ClusteringResult:
-    """One clustering of `phase` (None: every insight), written in one transaction."""
+    """One clustering of `phase` (None: every insight), written in one transaction; with `defer`, the map and
+    the stability re-runs only when their UMAP results are cached (or a tiny phase's PCA map)."""
     params = params.model_copy(update={"phase": phase, "all_phases": phase is None})
     start = time.perf_counter()
     data = load_insight_vectors(store, embedding_set, phases=None if phase is None else [phase])
@@ -150,10 +167,20 @@ def _cluster(
     timings = {"load": time.perf_counter() - start}
     cache = StoreReductionCache(store) if params.reuse_reductions else None
     pipeline = build_pipeline(params, n, cache)
-    with SideWorker(default_workers(n) if params.workers is None else params.workers) as side:
+    reruns = plan_reruns(n, pipeline, runs=params.stability_runs, resample_fraction=params.resample_fraction,
+                         seed=params.seed, max_items=params.stability_max_items)
+    pending: list[str] = []
+    if defer:
+        cached_map = params.map_2d and pipeline.map_in_cache(data.vectors)
+        pipeline.map_2d = params.map_2d and (cached_map or not pipeline.needs_umap_map(n))
+        if params.map_2d and not pipeline.map_2d:
+            pending.append("map")
+        if reruns and not reruns_cached(data.vectors, reruns):
+            reruns = []
+            pending.append("stability")
+    workers = default_workers(n) if params.workers is None else params.workers
+    with SideWorker(workers if reruns or pipeline.map_2d else 1) as side:
         # the stability re-runs and the 2-D map go to the side process before the main reduction starts here
-        reruns = plan_reruns(n, pipeline, runs=params.stability_runs, resample_fraction=params.resample_fraction,
-                             seed=params.seed, max_items=params.stability_max_items)
         futures = start_reruns(data.vectors, reruns, side)
         pipeline.fit(data.vectors, side=side)
         timings.update(pipeline.timings_)
@@ -211,6 +238,7 @@ def _cluster(
             for k, v in {**timings, "write": time.perf_counter() - start - sum(timings.values())}.items()
         },
         reductions_reused=cache.hits if cache else 0,
+        pending=pending,
     )
 
 

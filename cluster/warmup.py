@@ -8,16 +8,23 @@ from failatlas.cluster.pipeline import ClusterPipeline
 
 
 def precompile() -> dict[str, int]:
-    """Compile (or load from numba's file cache) every UMAP and PyNNDescent code path a clustering at scale takes
-    (neighbour descent above 4,096 points, PCA start, 10-D reduction and 2-D map from a shared graph), by fitting
-    them on 4,500 random points; `scripts/setup.sh` calls it so that a user's first clustering does not compile.
-    Returns `numba_cache_stats()`."""
+    """Compile (or load from numba's file cache) every UMAP and PyNNDescent code path a clustering takes, by
+    fitting on random points: UMAP's own exact neighbours below 4,096 points; our exact neighbour graph, the
+    spectral and the PCA start, the 10-D reduction and the 2-D map (deferred or not) from 4,096 on; PyNNDescent's
+    neighbour descent above EXACT_KNN_MAX (its functions that take the distance function as an argument cannot
+    be cached by numba and still compile once per process there). `scripts/setup.sh` calls it so that a user's
+    first clustering does not compile. Returns `numba_cache_stats()`."""
     import numpy as np
 
     enable_numba_cache()
-    X = np.random.default_rng(0).normal(size=(4500, 32)).astype(np.float32)
-    for n_used in (len(X), 10_000):  # the spectral start below LARGE_N, PCA from there on
+    rng = np.random.default_rng(0)
+    for n, n_used in ((600, 600), (4500, 4500), (4500, 10_000)):  # small data; spectral start; PCA start
+        X = rng.normal(size=(n, 32)).astype(np.float32)
         params = ClusterParams(all_phases=True, stability_runs=0)
         ClusterPipeline(reducer_params=params.reducer_params(n_used),
-                        clusterer_params=params.clusterer_params(len(X))).fit(X)
+                        clusterer_params=params.clusterer_params(n)).fit(X)
+    from umap.umap_ import nearest_neighbors
+
+    X = rng.normal(size=(4500, 32)).astype(np.float32)
+    nearest_neighbors(X, 15, "cosine", {}, True, np.random.RandomState(0), n_jobs=1)  # what runs above EXACT_KNN_MAX
     return numba_cache_stats()

@@ -50,6 +50,29 @@ def write_clustering(store: Store, row: dict[str, Any], assignments: pa.Table) -
             conn.unregister("new_assignments")
 
 
+def write_extras(
+    store: Store, clustering_id: str, ids: list[str] | None, xy: np.ndarray | None, stability: dict[str, Any] | None
+) -> None:
+    """Store a clustering's deferred parts in one transaction: the 2-D map of insights `ids` (`xy`, n x 2) and
+    its stability scores, each when given."""
+    with store.write() as conn:
+        if stability is not None:
+            conn.execute("UPDATE clusterings SET stability_ari = ?, stability = ? WHERE id = ?",
+                         [stability["mean_ari"], json.dumps(stability), clustering_id])
+        if xy is not None and ids is not None:
+            xy = np.asarray(xy, dtype=np.float64)
+            points = pa.table({"insight_id": pa.array(ids), "x": pa.array(xy[:, 0]), "y": pa.array(xy[:, 1])})
+            conn.register("new_map", points)
+            try:
+                conn.execute(
+                    "UPDATE cluster_assignments SET x = m.x, y = m.y FROM new_map m"
+                    " WHERE cluster_assignments.clustering_id = ? AND cluster_assignments.insight_id = m.insight_id",
+                    [clustering_id],
+                )
+            finally:
+                conn.unregister("new_map")
+
+
 def write_evaluation(store: Store, clustering_id: str, label_column: str, metrics: dict[str, Any]) -> None:
     """Replace the evaluation of a clustering against `label_column`."""
     with store.write() as conn:

@@ -121,13 +121,20 @@ class SentenceTransformerEmbedder:
     allows it (`encode_path` says which path is used once loaded); `fast=False` always uses
     `SentenceTransformer.encode`."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True) -> None:
+    def __init__(
+        self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True, precision: str = "fp32"
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {precision!r}", hint=f"choose one of {', '.join(PRECISIONS)}")
         self.model = model
         self.device = device
         self.fast = fast
+        self.precision = precision
         self._st = None
         self._fast_encoder = None
         self._source, self.revision = resolve_model(model)
+        if precision != "fp32":  # other vectors: another embedding set
+            self.revision += f"+{precision}"
 
     def load(self) -> SentenceTransformerEmbedder:
         """Load the model now (the stage does it in a thread while it reads and hashes the texts)."""
@@ -138,12 +145,17 @@ class SentenceTransformerEmbedder:
         if self._st is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar inside ours
             try:
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
             except ImportError:
                 raise MissingDependencyError("sentence-transformers", "mining") from None
+            transformers_logging.disable_progress_bar()
             self.device = self.device or default_device()
             self._st = SentenceTransformer(str(self._source), device=self.device)
+            if self.precision != "fp32":
+                _lower_precision(self._st, self.precision, self.device)
             if self.fast:
                 from failatlas.embed.fast_encode import FastEncoder
 
@@ -199,20 +211,41 @@ class SentenceTransformerEmbedder:
             lo += size
 
 
+# fp32: the model as published. int8: its linear layers quantised dynamically (CPU only; weights int8,
+# activations quantised per batch). bf16: bfloat16 weights and activations. Both give other vectors
+# (benchmarks/embed_cpu_options.py measures how far), so their sets carry the precision in the revision.
+PRECISIONS = ("fp32", "int8", "bf16")
+
+
+def _lower_precision(st, precision: str, device: str | None) -> None:  # noqa: ANN001
+    import torch
+
+    if precision == "int8":
+        if str(device) != "cpu":
+            raise ConfigError("int8 (dynamic quantisation) runs on the CPU only", hint="pass device='cpu'")
+        torch.ao.quantization.quantize_dynamic(st, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+    elif precision == "bf16":
+        st.to(torch.bfloat16)
+
+
 EMBEDDERS = {"sentence-transformers": SentenceTransformerEmbedder}
 
 
 def get_embedder(
-    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers", fast: bool = True
+    model: str = DEFAULT_MODEL, *, device: str | None = None, kind: str = "sentence-transformers", fast: bool = True,
+    precision: str = "fp32",
 ) -> Embedder:
     """The embedder of `kind` for `model` (a known name, a folder, or a locally cached hub name); `fast=False`
-    forces sentence-transformers' own encode.
+    forces sentence-transformers' own encode; `precision` one of PRECISIONS (other than fp32: other vectors, so
+    the revision says it).
 
-    Raises ConfigError for an unknown kind, NotFoundError for a model that is not on this machine."""
+    Raises ConfigError for an unknown kind or precision, NotFoundError for a model that is not on this machine."""
     try:
         factory = EMBEDDERS[kind]
     except KeyError:
         raise ConfigError(
             f"unknown embedder kind {kind!r}", hint=f"choose one of {sorted(EMBEDDERS)}"
         ) from None
+    if precision != "fp32":
+        return factory(model, device=device, fast=fast, precision=precision)
     return factory(model, device=device, fast=fast)

@@ -48,7 +48,8 @@ def blob_store(store):
     return store
 
 
-def cluster_one(store, params: ClusterParams, **execution) -> ClusteringResult:
-    """The one clustering of a run for one phase (or all phases), with execution-only fields set."""
-    (result,) = run_cluster(store, params.model_copy(update=execution)).clusterings
+def cluster_one(store, params: ClusterParams, extras: str = "now", **execution) -> ClusteringResult:
+    """The one clustering of a run for one phase (or all phases), with execution-only fields set; the map and
+    stability computed in the run unless `extras` is "later"."""
+    (result,) = run_cluster(store, params.model_copy(update=execution), extras=extras).clusterings
     return result
