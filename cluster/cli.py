@@ -103,7 +103,7 @@ def run(
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid clustering option: {problems}") from None
-    results = run_cluster(store(), params).clusterings
+    results = _run_with_progress(store(), params, run_cluster)
     table = Table(
         _id_column(), "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
     )
@@ -123,15 +123,55 @@ def run(
         console.print(f"stored clustering {r.id} ({r.phase or 'all phases'})", soft_wrap=True)
 
 
+def _run_with_progress(s, params, run_cluster) -> list:  # noqa: ANN001
+    """The clustering, one phase after the other, under a progress bar: phases done of all, and an estimate of
+    the time left weighted by each phase's insights (UMAP's time grows with them). Each phase is one call of the
+    stage, so a phase finished is stored even when a later one is interrupted."""
+    from failatlas.cluster.stage import phases_present
+    from failatlas.core.cli import live_progress
+
+    quiet_hugging_face()
+    # with no insights at all, [None]: the stage says so
+    phases = [params.phase] if params.phase is not None or params.all_phases else phases_present(s) or [None]
+    counts = dict(s.query("SELECT phase, count(*) FROM insights GROUP BY phase"))
+    weight = {p: max(int(counts.get(p, 0) if p else sum(counts.values())), 1) for p in phases}
+    results = []
+    with live_progress(f"clustering {len(phases)} phase(s)", sum(weight.values())) as progress:
+        for k, phase in enumerate(phases, start=1):
+            progress.describe(f"phase {k}/{len(phases)}: {phase or 'all'} ({weight[phase]:,} insights)")
+            update = {"phase": phase} if phase is not None and params.phase is None else {}
+            done = run_cluster(s, params.model_copy(update=update)).clusterings
+            results += done
+            progress.advance(weight[phase])
+            for r in done:
+                progress.say(f"{r.phase or 'all phases'}: {r.n_clusters} clusters, {r.outlier_rate:.0%} outliers, "
+                             f"{r.seconds:.0f} s")
+    return results
+
+
+def quiet_hugging_face() -> None:
+    """Keep Hugging Face's own bars ("Loading weights", downloads) out of ours: they would interleave with it."""
+    import os
+    import sys
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub and transformers at import
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:  # imported already: tell it directly
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+
+
 @app.command("list")
 def list_() -> None:
     """List clusterings, newest first."""
+    from failatlas.cluster.finish import pending
     from failatlas.cluster.stage import list_clusterings
 
     table = Table(
         _id_column(), "phase", "model", "insights", "clusters", "outliers", "stability ARI", "created"
     )
-    for r in list_clusterings(store(create=False)):
+    db = store(create=False)
+    todo = pending(db)
+    for r in list_clusterings(db):
         table.add_row(
             r["id"],
             r["phase"] or "(all)",
@@ -139,9 +179,38 @@ def list_() -> None:
             str(r["n_insights"]),
             str(r["n_clusters"]),
             f"{r['outlier_rate']:.1%}",
-            "-" if r["stability_ari"] is None else f"{r['stability_ari']:.3f}",
+            ("pending" if "stability" in todo.get(r["id"], []) else "-") if r["stability_ari"] is None
+            else f"{r['stability_ari']:.3f}",
             str(r["created_at"])[:19],
         )
+    console.print(table)
+    if todo:
+        console.print(f"{len(todo)} clustering(s) without their map or stability scores yet:"
+                      " `failatlas cluster finish` computes them (the app computes a missing map itself)",
+                      soft_wrap=True)
+
+
+@app.command("finish")
+def finish(
+    clustering: Annotated[
+        list[str] | None, typer.Option(help="Clustering id (repeatable; default: every one with something pending).")
+    ] = None,
+    no_map: Annotated[bool, typer.Option("--no-map", help="Leave the 2-D map pending.")] = False,
+    no_stability: Annotated[bool, typer.Option("--no-stability", help="Leave the stability scores pending.")] = False,
+) -> None:
+    """Compute what `cluster run` left for later: the 2-D map and the stability re-runs (same seeds, same result)."""
+    from failatlas.cluster.finish import FinishParams
+    from failatlas.cluster.finish import finish as finish_clusterings
+
+    result = finish_clusterings(store(create=False), FinishParams(
+        clustering_ids=clustering or None, map_2d=not no_map, stability=not no_stability))
+    if not result.clusterings:
+        console.print("nothing pending: every clustering has its map and stability scores")
+        return
+    table = Table(_id_column(), "computed", "stability ARI", "seconds")
+    for r in result.clusterings:
+        table.add_row(r.id, ", ".join(r.computed), "-" if r.stability_ari is None else f"{r.stability_ari:.3f}",
+                      f"{r.seconds:.1f}")
     console.print(table)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -45,12 +46,50 @@ def app_env(db: str | os.PathLike[str] | None = None) -> dict[str, str]:
     return dict(os.environ, **{DB_ENV_VAR: str(path.resolve())})
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the kernel sends the child SIGTERM when the launcher dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def launch(*, port: int = 8501, headless: bool = True, db: str | os.PathLike[str] | None = None,
            address: str | None = DEFAULT_ADDRESS) -> int:
     """Run the explorer in the foreground until interrupted; it opens the store read-only and listens on
     `address` (this machine only by default: its pages show tasks' ground truth). A missing store is not an
-    error: the app says what to run to create one. Returns Streamlit's exit code."""
+    error: the app says what to run to create one. Stopping the launcher (Ctrl-C, SIGTERM, SIGHUP, or killing
+    it on Linux) stops the Streamlit server too, so no server is left holding the port. Returns Streamlit's
+    exit code."""
     if importlib.util.find_spec("streamlit") is None:
         raise MissingDependencyError("streamlit", "app")
-    return subprocess.run(command(port=port, headless=headless, address=address), env=app_env(db),
-                          check=False).returncode
+    child = subprocess.Popen(command(port=port, headless=headless, address=address), env=app_env(db),
+                             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)  # noqa: PLW1509
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP) if hasattr(signal, sig.name)}
+    try:
+        return child.wait()
+    except (KeyboardInterrupt, SystemExit):
+        return _stop(child)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if child.poll() is None:
+            _stop(child)
+
+
+def _stop(child: subprocess.Popen, grace: float = 10.0) -> int:
+    """Ask the server to stop, then make it."""
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return child.returncode

@@ -15,9 +15,9 @@ from failatlas.core.store import Store
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.figures import agent_heatmap, funnel_figure, prevalence_by_phase
 from failatlas.taxonomy.funnel import funnel
-from failatlas.taxonomy.prevalence import prevalence, prevalence_table
+from failatlas.taxonomy.prevalence import UNKNOWN_GROUP, prevalence, prevalence_table
 from failatlas.taxonomy.read import load_taxonomy, types_markdown
-from failatlas.taxonomy.tables import TABLE_FORMATS
+from failatlas.taxonomy.tables import TABLE_FORMATS, has_runs
 
 FIGURE_FORMATS = ("png", "pdf")
 
@@ -50,7 +50,8 @@ def export_taxonomy(
     (.png, .pdf) for a taxonomy (default: the newest) into `out_dir`.
 
     The funnel is skipped, with the reason in `skipped`, when the store holds no runs (e.g. a taxonomy of
-    imported traces): an empty figure in a paper folder would mislead. Raises ConfigError for an unknown
+    imported traces), and the agent heatmap when fewer than two agents are named (one '(unknown)' row):
+    a meaningless figure in a paper folder would mislead. Raises ConfigError for an unknown
     format and NotFoundError for an unknown taxonomy.
     """
     known = export_formats()
@@ -69,9 +70,13 @@ def export_taxonomy(
     skipped: dict[str, str] = {}
     comment = (
         f"FailAtlas taxonomy v{taxonomy.version} ({taxonomy_id}); {taxonomy.code_version}; "
-        f"95% bootstrap CIs, {n_boot} draws, seed {seed}.\nNeeds \\usepackage{{booktabs}}."
+        f"95% bootstrap CIs, {n_boot} draws, seed {seed}."
     )
-    title = f"Failure types, taxonomy v{taxonomy.version} ({taxonomy_id})"
+    title = (
+        f"Failure types per phase (FailAtlas taxonomy v{taxonomy.version}): n insights of the type, their share "
+        "of the phase's insights with a 95% bootstrap CI"
+        + ("; runs affected: runs with at least one such insight." if has_runs(frame) else ".")
+    )
     for fmt in TABLE_FORMATS.names():
         if fmt in formats:
             path = out / f"prevalence.{fmt}"
@@ -85,9 +90,16 @@ def export_taxonomy(
     if suffixes:
         if frame.height:
             written += prevalence_by_phase(frame, out / "prevalence_by_phase", suffixes)
-            written += agent_heatmap(
-                prevalence(store, taxonomy_id, by="agent", n_boot=0), out / "agent_heatmap", suffixes
-            )
+            by_agent = prevalence(store, taxonomy_id, by="agent", n_boot=0)
+            agents = [r[0] for r in store.query("SELECT DISTINCT agent FROM runs WHERE agent IS NOT NULL")]
+            named = set(by_agent["group"].unique().to_list()) - {UNKNOWN_GROUP} | set(agents)
+            if len(named) >= 2:
+                written += agent_heatmap(by_agent, out / "agent_heatmap", suffixes, agents=agents)
+            else:
+                skipped["agent_heatmap"] = (
+                    "fewer than two agents are named (imported traces without agents make a single '(unknown)' "
+                    "row): nothing to compare"
+                )
         else:
             skipped["prevalence_by_phase, agent_heatmap"] = "the taxonomy has no assigned insights"
         runs = funnel(store)

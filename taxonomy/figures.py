@@ -38,18 +38,29 @@ def _save(fig, stem: Path, suffixes: Sequence[str]) -> list[Path]:  # noqa: ANN0
 _PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
 
 
-def _short(text: str, width: int = 38) -> str:
-    return textwrap.shorten(text, width=width, placeholder="…")
+def _wrap(text: str, width: int = 42) -> str:
+    """A label on as many lines as it needs: never cut, so a reader sees the whole name."""
+    return "\n".join(textwrap.wrap(" ".join(str(text).split()), width=width, break_long_words=True)) or "–"
 
 
 def prevalence_by_phase(
-    frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf")
+    frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf"), *, unit: str = "insights"
 ) -> list[Path]:
-    """Horizontal bars: share of each phase's insights per failure type, with 95% CIs and counts."""
+    """Horizontal bars: share of each phase's insights per failure type, with 95% CIs and counts. One panel per
+    phase that has types, one shared x scale; names wrap, never cut; the category legend sits beside the panel,
+    never over its bars."""
+    frame = frame.filter(pl.col("count") > 0).with_columns(  # rows without an interval (a paper filter) show none
+        pl.coalesce("ci_low", "share").alias("ci_low"), pl.coalesce("ci_high", "share").alias("ci_high"))
     phases = list(dict.fromkeys(frame["phase"].to_list()))
-    heights = [max(frame.filter(pl.col("phase") == p).height, 1) for p in phases]
-    fig = _figure(7.5, 0.8 + 0.32 * sum(heights) + 0.5 * len(phases))
-    axes = fig.subplots(len(phases), 1, squeeze=False, height_ratios=heights)[:, 0]
+    labels = {
+        p: [f"{_wrap(n)} (n={c})" for n, c in zip(*frame.filter(pl.col("phase") == p).reverse()
+                                                   .select("failure_type", "count").get_columns(), strict=True)]
+        for p in phases
+    }
+    heights = [sum(label.count("\n") * 0.55 + 1 for label in labels[p]) for p in phases]
+    fig = _figure(8.0, 0.9 + 0.3 * sum(heights) + 0.55 * len(phases))
+    axes = fig.subplots(len(phases), 1, squeeze=False, height_ratios=heights, sharex=True)[:, 0]
+    top = max(100 * float(frame["ci_high"].max()), 1) * 1.05
     for ax, phase in zip(axes, phases, strict=True):
         part = frame.filter(pl.col("phase") == phase).reverse()
         share = part["share"].to_numpy() * 100
@@ -63,26 +74,29 @@ def prevalence_by_phase(
         if len(categories) > 1:
             from matplotlib.patches import Patch
 
-            handles = [Patch(color=colour[c], label=_short(c, 40)) for c in categories]
-            ax.legend(handles=handles, fontsize=6, loc="lower right", title="category", title_fontsize=7)
-        ax.set_yticks(
-            y,
-            [f"{_short(n)} (n={c})" for n, c in zip(part["failure_type"], part["count"], strict=True)],
-            fontsize=7,
-        )
-        ax.set_title(f"{phase} (N={int(part['total'][0])})", fontsize=9, loc="left")
-        ax.set_xlabel("share of the phase's insights (%)", fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.set_xlim(0, max(100 * float(part["ci_high"].max()), 1) * 1.05)
+            handles = [Patch(color=colour[c], label=_wrap(c or "(none)", 30)) for c in categories]
+            ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                      title="category", title_fontsize=7, frameon=False)
+        ax.set_yticks(y, labels[phase], fontsize=7)
+        ax.set_title(f"{phase} (N={int(part['total'][0])} {unit})", fontsize=9, loc="left")
+        ax.tick_params(axis="x", labelsize=7, labelbottom=True)
+        ax.set_xlim(0, top)
+    axes[-1].set_xlabel(f"share of the phase's {unit} (%), 95% CI", fontsize=8)
     return _save(fig, stem, suffixes)
 
 
 def agent_heatmap(
-    frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf"), *, max_types: int = 20
+    frame: pl.DataFrame,
+    stem: Path,
+    suffixes: Sequence[str] = ("png", "pdf"),
+    *,
+    max_types: int = 20,
+    agents: Sequence[str] = (),
 ) -> list[Path]:
-    """Agents (rows) by failure types (columns): share of the agent's insights in the phase,
-    count in each cell.
-    `frame` is `prevalence(..., by='agent')`; the `max_types` most frequent types overall are shown."""
+    """Failure types (rows) by agents (columns): the share (%) of the agent's insights in the phase that fall in
+    the type, as colour and as the number in the cell (one quantity). `frame` is `prevalence(..., by='agent')`;
+    the `max_types` most frequent types overall are shown. `agents` adds agents that have runs but no insight
+    (e.g. `gold`): their column says `–` (no insight to share), rather than hiding them."""
     top = (
         frame.group_by("failure_type_id", "failure_type", "phase")
         .agg(pl.col("count").sum())
@@ -94,38 +108,37 @@ def agent_heatmap(
     type_ids = top["failure_type_id"].to_list()
     several_phases = top["phase"].n_unique() > 1
     labels = [
-        _short(f"{p}: {n}" if several_phases else n, 40)
+        _wrap(f"{p}: {n}" if several_phases else n, 48)
         for p, n in zip(top["phase"], top["failure_type"], strict=True)
     ]
-    agents = sorted(frame["group"].unique().to_list())
-    share = np.zeros((len(agents), len(type_ids)))
-    count = np.zeros((len(agents), len(type_ids)), dtype=int)
-    pos_a = {a: k for k, a in enumerate(agents)}
+    columns = sorted(set(frame["group"].unique().to_list()) | set(agents))
+    insights = {a: int(frame.filter(pl.col("group") == a)["count"].sum()) for a in columns}
+    share = np.full((len(type_ids), len(columns)), np.nan)
+    pos_a = {a: k for k, a in enumerate(columns)}
     pos_t = {t: k for k, t in enumerate(type_ids)}
     for r in frame.filter(pl.col("failure_type_id").is_in(type_ids)).iter_rows(named=True):
-        share[pos_a[r["group"]], pos_t[r["failure_type_id"]]] = 100 * r["share"]
-        count[pos_a[r["group"]], pos_t[r["failure_type_id"]]] = r["count"]
-    fig = _figure(2.5 + 0.42 * len(type_ids), 3.2 + 0.4 * len(agents))
+        share[pos_t[r["failure_type_id"]], pos_a[r["group"]]] = 100 * r["share"]
+    for a in columns:  # an agent with insights in the phase but none of this type: 0%, not unknown
+        if insights[a]:
+            col = share[:, pos_a[a]]
+            col[np.isnan(col)] = 0.0
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig = _figure(3.6 + 0.95 * len(columns), 1.3 + 0.22 * lines + 0.12 * len(type_ids))
     ax = fig.subplots()
-    image = ax.imshow(share, cmap="Blues", aspect="auto", vmin=0)
-    ax.set_xticks(range(len(type_ids)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(len(agents)), agents, fontsize=8)
-    peak = share.max() if share.size else 0
-    for a in range(len(agents)):
-        for t in range(len(type_ids)):
-            ax.text(
-                t,
-                a,
-                str(count[a, t]),
-                ha="center",
-                va="center",
-                fontsize=6,
-                color="white" if share[a, t] > 0.6 * peak else "black",
-            )
-    fig.colorbar(image, ax=ax, label="share (%)", shrink=0.9)
-    ax.set_title(
-        "share of each agent's insights in the phase (colour) and count (cell)", fontsize=9, loc="left"
-    )
+    from matplotlib import colormaps
+
+    cmap = colormaps["Blues"].with_extremes(bad="#EEEEEE")
+    image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, aspect="auto", vmin=0, vmax=100)
+    ax.set_yticks(range(len(type_ids)), labels, fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_xticks(range(len(columns)), [f"{a} ({insights[a]} insights)" for a in columns], fontsize=7,
+                  rotation=35, ha="left", rotation_mode="anchor")  # long agent names never overlap
+    for t in range(len(type_ids)):
+        for a in range(len(columns)):
+            value = share[t, a]
+            ax.text(a, t, "–" if np.isnan(value) else f"{value:.0f}", ha="center", va="center", fontsize=7,
+                    color="white" if value > 55 else "black")
+    fig.colorbar(image, ax=ax, label="share of the agent's insights in the phase (%)", shrink=0.8)
     return _save(fig, stem, suffixes)
 
 
@@ -159,5 +172,5 @@ def funnel_figure(frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("p
         fontsize=8,
         loc="left",
     )
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside, not over bars
     return _save(fig, stem, suffixes)

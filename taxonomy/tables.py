@@ -12,7 +12,7 @@ from typing import Protocol
 import polars as pl
 
 from failatlas.core.registry import Registry
-from failatlas.core.tables import latex_escape  # the one LaTeX escaping of every export
+from failatlas.core.tables import latex_cell, paper_table  # the one LaTeX escaping of every export
 
 
 def pct(x: float | None) -> str:
@@ -67,26 +67,47 @@ def to_markdown(frame: pl.DataFrame, *, title: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_latex(frame: pl.DataFrame, *, comment: str | None = None) -> str:
-    """A booktabs `tabular` to \\input inside a table float; needs only \\usepackage{booktabs}. The phase is
-    printed once per block of rows, blocks are separated by \\midrule."""
-    headers, rows = display_rows(frame)
-    align = "lllrrr" + ("rr" if len(headers) > 6 else "")
-    out = [f"% {line}" for line in (comment or "").splitlines()]
-    out += [f"\\begin{{tabular}}{{{align}}}", r"\toprule"]
-    out.append(" & ".join(latex_escape(h) for h in headers) + r" \\")
-    out.append(r"\midrule")
-    previous = None
-    for cells in rows:
-        phase = cells[0]
-        if previous is not None and phase != previous:
-            out.append(r"\midrule")
-        shown = [latex_escape(phase) if phase != previous else ""] + [latex_escape(c) for c in cells[1:]]
-        shown = [s.replace("–", "--") for s in shown]
-        out.append(" & ".join(shown) + r" \\")
-        previous = phase
-    out += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(out) + "\n"
+def _same_name(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-prevalence",
+             comment: str | None = None, unit: str = "insights") -> str:
+    """A `table` float ready to \\input into a plain `article` with booktabs and tabularx (named in its header
+    comment): caption, label, and a `tabularx` of \\textwidth whose first column wraps. Phases and categories are
+    heading rows, so the category is printed once, above its types; a category holding one type of the same name
+    shows that name once. Numbers as in the Markdown and CSV (`display_rows`). `caption` is plain text (escaped
+    here)."""
+    _, rows = display_rows(frame)
+    runs = has_runs(frame)
+    header = ["Failure type", "$n$", r"Share (\%)", r"95\% CI (\%)"] + ([r"Runs affected (\%)"] if runs else [])
+    width = len(header)
+    blank = " &" * (width - 1)
+    body: list[str] = []
+    previous_phase = previous_category = None
+    categories = frame.group_by("phase", "category", maintain_order=True).agg(pl.len().alias("k"))
+    sizes = {(r["phase"], r["category"]): r["k"] for r in categories.iter_rows(named=True)}
+    for r, cells in zip(frame.iter_rows(named=True), rows, strict=True):
+        phase, category, name = cells[0], cells[1], cells[2]
+        if phase != previous_phase:
+            if previous_phase is not None:
+                body.append(r"\midrule")
+            runs_total = f", {r['runs_total']} runs" if runs and r.get("runs_total") is not None else ""
+            body.append(rf"\textbf{{{latex_cell(phase.capitalize())}}} ($N={r['total']}$ {unit}{runs_total})"
+                        + blank + r" \\")
+            previous_category = None
+        alone = sizes.get((r["phase"], r["category"]), 0) == 1 and _same_name(category, name)
+        if category != previous_category and category and not alone:
+            body.append(rf"\hspace*{{0.5em}}\emph{{{latex_cell(category)}}}" + blank + r" \\")
+        previous_phase, previous_category = phase, category
+        numbers = [cells[3], cells[4], cells[5].replace("–", "--")]
+        if runs:
+            numbers.append(f"{cells[6]} ({cells[7]})" if cells[6] else "--")
+        indent = "0.5em" if alone else "1.5em"
+        first = rf"\leftskip={indent}\relax {latex_cell(name)}"
+        body.append(" & ".join([first, *numbers]) + r" \\")
+    spec = r"@{}>{\raggedright\arraybackslash}X" + "r" * (width - 1) + "@{}"
+    return paper_table(spec, header, body, caption=latex_cell(caption), label=label, comment=comment or "")
 
 
 CSV_COLUMNS = [
@@ -130,10 +151,10 @@ TABLE_FORMATS: Registry[TableFormat] = Registry("table format")
 
 @TABLE_FORMATS.register("tex")
 class LatexTable:
-    """booktabs LaTeX; `comment` (provenance, the packages needed) goes in % lines above the table."""
+    """A booktabs/tabularx table float with `title` as its caption; `comment` (provenance) goes in % lines above."""
 
     def render(self, frame: pl.DataFrame, *, title: str, comment: str) -> str:
-        return to_latex(frame, comment=comment)
+        return to_latex(frame, caption=title, comment=comment)
 
 
 @TABLE_FORMATS.register("md")

@@ -30,6 +30,7 @@ OUTPUT_DIR = ".failatlas"
 DESIGN_FILE = f"{OUTPUT_DIR}/design.json"
 CONCLUSION_FILE = f"{OUTPUT_DIR}/conclusion.md"
 RUN_SCRIPT = f"{OUTPUT_DIR}/run.sh"
+WRITTEN_CONTENT_CAP = 8192  # characters of a written file kept in its trace step, for the app's Steps view
 
 
 class Budget(BaseModel):
@@ -90,7 +91,9 @@ class AgentContext:
         return result
 
     def write(self, relpath: str, text: str) -> None:
-        self.record(StepEvent(kind="tool_call", tool="write_file", arguments={"path": relpath, "bytes": len(text)}))
+        self.record(StepEvent(kind="tool_call", tool="write_file", arguments={
+            "path": relpath, "bytes": len(text), "content": text[:WRITTEN_CONTENT_CAP],
+            "content_truncated": len(text) > WRITTEN_CONTENT_CAP}))
         self.sandbox.write_file(f"{self.workdir}/{relpath}", text.encode())
 
 

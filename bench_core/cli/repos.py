@@ -17,7 +17,7 @@ app = typer.Typer(no_args_is_help=True)
 
 Tasks = Annotated[list[str] | None, typer.Option("--task", help="A task id (repeat the option for several).")]
 CacheDir = Annotated[Path | None, typer.Option(
-    help="The cache folder [default: repos/ beside the store].")]
+    help="The cache folder (default: repos/ beside the store).")]
 
 
 def _say(text: str) -> None:
@@ -30,8 +30,8 @@ def add_cmd(
         help="A git URL or bare repository (cloned), a local checkout, a folder, or a tarball "
              "(.tar.gz, .tgz, .tar).")],
     url: Annotated[str | None, typer.Option(
-        help="The repository's URL [default: the clone URL, the checkout's origin, or github.com/<owner>/<name> "
-             "for a tarball <owner>__<name>.tar.gz when an imported task names it].")] = None,
+        help="The repository's URL (default: the clone URL, the checkout's origin, or github.com/<owner>/<name> "
+             "for a tarball <owner>__<name>.tar.gz when an imported task names it).")] = None,
     task: Tasks = None,
     commit: Annotated[str | None, typer.Option(
         help="git: the commit or tag to check out; folder or tarball: the commit its tree is (a tarball made by "

@@ -47,7 +47,7 @@ def import_cmd(
     ] = False,
     index: Annotated[Path | None, typer.Option(
         help="EXP-Bench: the venue's paper index (JSONL with id, code_url, reproduce_difficulty) that names each "
-        "paper's repository [default: a *_index.jsonl beside the task folder].")] = None,
+        "paper's repository (default: a *_index.jsonl beside the task folder).")] = None,
     checks: Annotated[Path | None, typer.Option(
         help="RExBench: a YAML/JSON file of execution checks per task (regex over stdout, CSV column, JSON field).")
     ] = None,
@@ -163,7 +163,7 @@ def prepare_cmd(
     task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id.")],
     out: Annotated[Path, typer.Option("--out", help="Folder to create the agent's workspace in.")],
     repo: Annotated[Path | None, typer.Option(
-        help="Local checkout of the task's repository [default: the repository cache's, else the bundled one].")
+        help="Local checkout of the task's repository (default: the repository cache's, else the bundled one).")
     ] = None,
     force: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
 ) -> None:
@@ -256,7 +256,7 @@ def validate_cmd(
     repo: Annotated[Path | None, typer.Option(help="Checkout of the tasks' repository (else the repository "
                                                    "cache, else the bundled one).")] = None,
     workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
-    runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder [default: runs/ beside the store].")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder (default: runs/ beside the store).")] = None,
     llm: Annotated[bool, typer.Option(help="Let the LLM judges score too (needs an endpoint).")] = False,
     out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
     as_json: Json = False,

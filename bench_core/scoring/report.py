@@ -1,4 +1,8 @@
-"""`failatlas bench report`: metric tables per agent, model, task or benchmark, as Markdown, CSV and LaTeX."""
+"""`failatlas bench report`: metric tables per agent, model, task or benchmark, as Markdown, CSV and LaTeX.
+
+The LaTeX is for a paper: it compiles in a plain `article` with booktabs and tabularx, fits \\textwidth, and so
+splits the scores into one float per family (phase scores, conjunctive scores, pass@k when asked for), each cell
+a mean over its CI in a smaller font, CIs abbreviated (`[.20, .80]`)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import polars as pl
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
 from failatlas.core.errors import NotFoundError
 from failatlas.core.store import Store
-from failatlas.core.tables import fmt, to_csv, to_latex, to_markdown
+from failatlas.core.tables import fmt, latex_cell, paper_table, to_csv, to_markdown
 
 GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"], "benchmark": ["benchmark", "agent"],
              "fault": ["fault_injected", "agent"]}
@@ -54,13 +58,61 @@ def write_report(table: pl.DataFrame, by: str, out_dir: Path) -> list[Path]:
     md = out_dir / f"report_by_{by}.md"
     md.write_text(to_markdown(headers, rows))
     tex = out_dir / f"report_by_{by}.tex"
-    _, tex_rows = _rows(table, by, with_ci=True, with_n=False)  # denominators are in the CSV and Markdown
-    tex.write_text(to_latex(headers, tex_rows, caption=f"Phase and conjunctive scores by {by} (95% bootstrap CI).",
-                            label=f"tab:failatlas-scores-{by}", align="l" * len(GROUPINGS[by]) + "r" * (len(headers)
-                            - len(GROUPINGS[by]))))
+    tex.write_text(to_paper_latex(table, by))
     csv = out_dir / f"report_by_{by}.csv"
     csv.write_text(to_csv(table.columns, table.rows()))
     return [md, csv, tex]
+
+
+def _abbrev(value: float) -> str:
+    """'0.20' -> '.20', as papers print bounded scores."""
+    text = fmt(value)
+    return text[1:] if text.startswith("0.") else text
+
+
+def _paper_cell(r: dict, metric: str) -> str:
+    if not r.get(f"{metric}_n"):
+        return "--"
+    mean = fmt(r[metric])
+    low, high = r[f"{metric}_lo"], r[f"{metric}_hi"]
+    if low is None or high is None or low != low or high != high:
+        return mean
+    ci = f"[{_abbrev(low)}, {_abbrev(high)}]"
+    return rf"\begin{{tabular}}[t]{{@{{}}r@{{}}}}{mean}\\[-1pt]{{\scriptsize {ci}}}\end{{tabular}}"
+
+
+_FAMILIES = {"phases": ("phase scores (M monitor, D design, I implementation, E execution, C conclusion)", PHASES),
+             "conjunctive": ("conjunctive scores (a run passes when it passes every phase named)",
+                             tuple(CONJUNCTIVE))}
+
+
+def to_paper_latex(table: pl.DataFrame, by: str) -> str:
+    """One table float per family of scores, each fitting \\textwidth: the group (wrapping), runs, then the
+    family's metrics as mean over its 95% CI; `--` where no run was scored."""
+    keys = GROUPINGS[by]
+    families = dict(_FAMILIES)
+    extra = tuple(c for c in table.columns if c.startswith("pass"))
+    if extra:
+        families["pass"] = ("pass@k and pass^k over attempts, on M·C·D·I·E", extra)
+    name = " / ".join(keys)
+    out = []
+    for family, (what, metrics) in families.items():
+        header = [latex_cell(name), "runs", *(latex_cell(m) for m in metrics)]
+        body = []
+        for r in table.iter_rows(named=True):
+            group = " / ".join(str(r[k]) for k in keys if r[k]) or "--"
+            cells = [latex_cell(group), str(r["runs"])]
+            if family == "pass":
+                cells += ["--" if r[m] is None else fmt(r[m]) for m in metrics]
+            else:
+                cells += [_paper_cell(r, m) for m in metrics]
+            body.append(" & ".join(cells) + r" \\[2pt]")
+        ci = "" if family == "pass" else " Mean over runs and 95\\% bootstrap CI (tasks resampled)."
+        caption = latex_cell(f"{what[0].upper()}{what[1:]} by {by}.") + ci + " Denominators are in the CSV."
+        spec = r"@{}>{\raggedright\arraybackslash}X" + "r" * (1 + len(metrics)) + "@{}"
+        out.append(paper_table(spec, header, body, caption=caption, label=f"tab:failatlas-scores-{by}-{family}",
+                               comment="FailAtlas `bench report`." if not out else ""))
+    return "\n".join(out)
 
 
 def render_terminal(table: pl.DataFrame, by: str) -> tuple[list[str], list[list[object]]]:

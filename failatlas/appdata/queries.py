@@ -10,6 +10,7 @@ parameters; no user text ever becomes SQL.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,18 @@ def next_steps(status: StoreStatus, need: tuple[str, ...] = ()) -> list[str]:
 
 
 # -- overview ---------------------------------------------------------------------------------------------------
+def imported_overview(store: Store) -> pl.DataFrame:
+    """What a store of imported insights holds: per origin and benchmark, insight occurrences, distinct insights,
+    traces (tasks or runs they name) and human labels."""
+    return _frame(store, """
+        SELECT coalesce(s.origin, '(unknown)') AS origin, coalesce(s.benchmark, '') AS benchmark,
+               count(*) AS occurrences, count(DISTINCT s.insight_id) AS insights,
+               count(DISTINCT coalesce(s.run_id, s.task_id)) AS traces, count(DISTINCT s.label) AS human_labels,
+               string_agg(DISTINCT i.phase, ', ' ORDER BY i.phase) AS phases
+        FROM insight_sources s JOIN insights i ON i.id = s.insight_id
+        GROUP BY ALL ORDER BY occurrences DESC""")
+
+
 def runs_overview(store: Store) -> pl.DataFrame:
     """Per benchmark, agent and model: runs by status, tasks, and cost, tokens and time per run."""
     return _frame(store, """
@@ -249,34 +262,85 @@ def export_files(store: Store, taxonomy_id: str, n_boot: int = 1000) -> dict[str
         return {Path(p).name: Path(p).read_bytes() for p in result.written}
 
 
+def view_files(frame: pl.DataFrame, view_name: str, unit: str = "insights") -> dict[str, bytes]:
+    """The view on screen (the prevalence rows shown, filtered) as the paper exports render it: a LaTeX table
+    float, Markdown, CSV, and the prevalence figure as PNG and PDF, named `view-<unit>....`."""
+    from failatlas.taxonomy.figures import prevalence_by_phase
+    from failatlas.taxonomy.tables import TABLE_FORMATS, to_latex
+
+    stem = "view-" + re.sub(r"[^A-Za-z0-9]+", "-", view_name).strip("-").lower()
+    caption = (f"Failure types per phase ({view_name}): n, share of the phase's {unit} with a 95% bootstrap CI.")
+    out: dict[str, bytes] = {}
+    for fmt in TABLE_FORMATS.names():
+        if fmt == "tex":
+            text = to_latex(frame, caption=caption, label=f"tab:failatlas-{stem}", unit=unit,
+                            comment=f"FailAtlas explorer view: {view_name}.")
+        else:
+            text = TABLE_FORMATS.create(fmt).render(frame, title=caption, comment="")
+        out[f"{stem}.{fmt}"] = text.encode()
+    with tempfile.TemporaryDirectory(prefix="failatlas-app-view-") as tmp:
+        for path in prevalence_by_phase(frame.filter(pl.col("share").is_not_null()), Path(tmp) / stem,
+                                        ("png", "pdf"), unit=unit):
+            out[path.name] = path.read_bytes()
+    return out
+
+
 # -- drill-down -------------------------------------------------------------------------------------------------
-# Ready-made entry points: failure types whose name, definition or keywords mention these terms.
+# Ready-made entry points. A failure type matches by its name and keywords (the labeller's words) and by its
+# insights' own text (tracebacks and judges' words, which outlast any naming): `terms` are searched in the name,
+# keywords and definition, `evidence` (a regular expression) in the lower-cased insight texts.
 ENTRY_POINTS: dict[str, dict[str, Any]] = {
     "missing implementation components": {
         "phases": ("implementation", "execution"),
-        "terms": ("missing", "not implemented", "notimplementederror", "unimplemented", "omit", "stub",
-                  "incomplete", "component", "absent"),
+        "terms": ("missing", "not implemented", "notimplemented", "unimplemented", "stub", "placeholder",
+                  "incomplete", "omit", "left out", "absent", "todo", "skipped step", "missing component"),
+        "evidence": r"notimplemented|not implemented|unimplemented|\bstub|placeholder|\btodo\b|left (it )?out|"
+                    r"omit|missing (function|method|step|component|implementation|code|logic|part|class)|"
+                    r"(was|were|is|are) (never |not )?(implemented|written|filled)|incomplete|empty (function|body)",
     },
     "environment / dependency misconfiguration": {
-        "phases": ("execution", "implementation", "other"),
+        "phases": ("execution", "implementation", "other", "monitor"),
         "terms": ("module", "import", "install", "dependenc", "package", "environment", "pip", "version",
-                  "command not found", "cuda", "library", "requirement"),
+                  "command not found", "cuda", "library", "requirement", "conda"),
+        "evidence": r"modulenotfound|no module named|importerror|cannot import|not installed|pip install|"
+                    r"command not found|\bcuda\b|dependenc|requirements?\.txt|\bconda\b|version mismatch|"
+                    r"incompatible version|missing (package|module|library|dependency)|environment",
     },
 }
+# A type is shown when its name or keywords match, or when this share of its insights' texts does.
+ENTRY_MIN_EVIDENCE = 0.25
 
 
 def entry_point_types(store: Store, taxonomy_id: str, name: str) -> pl.DataFrame:
-    """Failure types matching a named entry point, best match first (`hits` = matching terms)."""
+    """The failure types matching a named entry point, best match first, and only those: `evidence` is the share
+    of the type's insights whose text matches, `hits` the entry's terms found in its name and keywords, `score`
+    orders them (insight evidence counts most, then the name, keywords, definition). A type that matches by its
+    definition alone is not shown."""
     spec = ENTRY_POINTS[name]
     types = taxonomy_types(store, taxonomy_id)
+    evidence = _frame(store, """
+        SELECT ift.failure_type_id, avg(CASE WHEN regexp_matches(lower(i.text), ?) THEN 1.0 ELSE 0.0 END) AS evidence
+        FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id
+        WHERE ift.taxonomy_id = ? GROUP BY ALL""", [spec["evidence"], taxonomy_id])
     if types.height == 0:
-        return types.with_columns(pl.lit(0).alias("hits"))
-    haystack = pl.concat_str([pl.col("failure_type"), pl.col("definition").fill_null(""),
-                              pl.col("keywords").cast(pl.Utf8).fill_null("")], separator=" ").str.to_lowercase()
-    hits = pl.sum_horizontal([haystack.str.contains(t, literal=True).cast(pl.Int32) for t in spec["terms"]])
-    return (types.with_columns(hits.alias("hits"))
-            .filter((pl.col("hits") > 0) & pl.col("phase").is_in(list(spec["phases"])))
-            .sort(["hits", "n_insights"], descending=True))
+        return types.with_columns(pl.lit(0).alias("hits"), pl.lit(0.0).alias("evidence"), pl.lit(0.0).alias("score"))
+
+    def count_terms(column: pl.Expr) -> pl.Expr:
+        text = column.cast(pl.Utf8).fill_null("").str.to_lowercase()
+        return pl.sum_horizontal([text.str.contains(t, literal=True).cast(pl.Int32) for t in spec["terms"]])
+
+    scored = (types.join(evidence, on="failure_type_id", how="left")
+              .with_columns(pl.col("evidence").fill_null(0.0),
+                            count_terms(pl.col("failure_type")).alias("_name"),
+                            count_terms(pl.col("keywords")).alias("_kw"),
+                            count_terms(pl.col("definition")).alias("_def"))
+              .with_columns((pl.col("_name") + pl.col("_kw")).alias("hits"),
+                            (6 * pl.col("evidence") + 3 * pl.col("_name").clip(0, 1) + 2 * pl.col("_kw").clip(0, 1)
+                             + pl.col("_def").clip(0, 1)).alias("score")))
+    return (scored.filter(pl.col("phase").is_in(list(spec["phases"]))
+                          & ((pl.col("hits") > 0) | (pl.col("evidence") >= ENTRY_MIN_EVIDENCE)))
+            .sort(["score", "n_insights", "failure_type_id"], descending=[True, True, False])
+            .drop("_name", "_kw", "_def"))
 
 
 def type_insights(store: Store, taxonomy_id: str, failure_type_id: str, *, search: str = "", limit: int = 50,
@@ -315,14 +379,117 @@ def search_insights(store: Store, text: str, taxonomy_id: str | None = None, *, 
     return pl.from_arrow(page), int(total)  # type: ignore[return-value]
 
 
+_EMBEDDERS: dict[str, Any] = {}
+_VECTORS: dict[tuple[str, str, float], tuple[list[str], Any]] = {}
+
+
+def semantic_search(store: Store, text: str, taxonomy_id: str, *, limit: int = 50) -> pl.DataFrame:
+    """The taxonomy's insights closest in meaning to `text`: the query is embedded with the model of the embedding
+    set the taxonomy was built on and compared (cosine) with the stored vectors. Raises NotFoundError when the
+    model is not on this machine or its revision differs from the stored vectors'."""
+    import numpy as np
+
+    from failatlas.core.errors import NotFoundError
+    from failatlas.embed import get_embedder, get_set, load_insight_vectors, normaliser_named
+
+    rows = store.query("SELECT embedding_set_id FROM taxonomies WHERE id = ?", [taxonomy_id])
+    if not rows or not rows[0][0]:
+        raise NotFoundError(f"taxonomy {taxonomy_id} records no embedding set", hint="search the text instead")
+    embedding_set = get_set(store, rows[0][0])
+    if embedding_set.model not in _EMBEDDERS:
+        _EMBEDDERS[embedding_set.model] = get_embedder(embedding_set.model)
+    embedder = _EMBEDDERS[embedding_set.model]
+    if embedder.revision != embedding_set.revision:
+        raise NotFoundError(f"the stored vectors are of {embedding_set.model} revision {embedding_set.revision}; "
+                            f"this machine has {embedder.revision}", hint="search the text instead")
+    key = (str(store.path), embedding_set.id, store.path.stat().st_mtime)
+    if key not in _VECTORS:
+        _VECTORS.clear()
+        found = load_insight_vectors(store, embedding_set)
+        _VECTORS[key] = (found.ids, np.asarray(found.vectors, dtype=np.float32))
+    ids, vectors = _VECTORS[key]
+    query = np.asarray(embedder.encode(normaliser_named(embedding_set.normalisation)([text])), dtype=np.float32)[0]
+    similarity = vectors @ query / np.maximum(np.linalg.norm(vectors, axis=1) * np.linalg.norm(query), 1e-12)
+    best = np.argsort(-similarity)[: int(limit)]
+    hits = pl.DataFrame({"insight_id": [ids[k] for k in best], "similarity": similarity[best].astype(float)})
+    if hits.height == 0:
+        return hits
+    with store.read() as conn:
+        conn.register("hits", hits.to_arrow())
+        table = conn.sql(
+            "SELECT h.insight_id, h.similarity, i.phase, i.text, i.n_occurrences, ift.failure_type_id,"
+            " coalesce(t.name, CASE WHEN ift.failure_type_id = 'unassigned' THEN 'Unassigned' END) AS failure_type"
+            " FROM hits h JOIN insights i ON i.id = h.insight_id"
+            " LEFT JOIN insight_failure_types ift ON ift.insight_id = i.id AND ift.taxonomy_id = ?"
+            " LEFT JOIN failure_types t ON t.taxonomy_id = ift.taxonomy_id AND t.id = ift.failure_type_id"
+            " ORDER BY h.similarity DESC, h.insight_id", params=[taxonomy_id]).to_arrow_table()
+    return pl.from_arrow(table)  # type: ignore[return-value]
+
+
 def insight_sources(store: Store, insight_id: str, limit: int = 200) -> pl.DataFrame:
     """Where an insight was stated: its source rows with run, task, agent, model, benchmark and field."""
     return _frame(store, """
         SELECT s.run_id, s.task_id, s.agent, s.model, s.benchmark, s.paper_id, s.origin, s.extractor,
                s.source_field, s.source_file, s.source_line, s.label, s.detail,
-               (r.id IS NOT NULL) AS run_stored
-        FROM insight_sources s LEFT JOIN runs r ON r.id = s.run_id
+               (r.id IS NOT NULL) AS run_stored, r.status AS run_status, v.outcome AS validator_outcome
+        FROM insight_sources s LEFT JOIN runs r ON r.id = s.run_id LEFT JOIN validations v ON v.run_id = r.id
         WHERE s.insight_id = ? ORDER BY s.run_id NULLS LAST, s.source_key LIMIT ?""", [insight_id, int(limit)])
+
+
+SOURCE_RECORD_MAX_BYTES = 64 * 1024 * 1024  # an annotation file larger than this is not opened
+_INDEX = re.compile(r"([A-Za-z_][\w-]*)|\[(\d+)\]")
+
+
+def source_record(source_file: str | None, source_line: int | None, source_field: str | None) -> dict | None:
+    """The imported record an insight was read from, as the file holds it today: line `source_line` of a JSONL
+    file, or the object that `source_field` (`errors[3].description`) points into in a JSON file; None when the
+    file is gone, too large, or no longer holds it. Read-only and bounded (one line, or one file under
+    SOURCE_RECORD_MAX_BYTES)."""
+    if not source_file:
+        return None
+    path = Path(source_file)
+    try:
+        if not path.is_file() or path.stat().st_size > SOURCE_RECORD_MAX_BYTES:
+            return None
+        if source_line is not None:
+            with path.open("rb") as handle:
+                for number, raw in enumerate(handle, start=1):
+                    if number == source_line:
+                        record = json.loads(raw.decode("utf-8", errors="replace"))
+                        return record if isinstance(record, dict) else None
+            return None
+        node: Any = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    parent = node
+    for name, index in _INDEX.findall((source_field or "").rsplit(".", 1)[0] if "." in (source_field or "") else ""):
+        try:
+            node = node[name] if name else node[int(index)]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if isinstance(node, dict):
+        keep = {k: v for k, v in parent.items() if isinstance(v, str | int | float)} if isinstance(parent, dict) else {}
+        return {**{k: v for k, v in keep.items() if k != "errors"}, **node}
+    return None
+
+
+def insight_records(store: Store, insight_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    """For an insight imported from files (TRAIL, Inspect logs, JSONL): per source, the trace id, the human label,
+    the importer's details and the source record itself (`source_record`), so the app can show what the
+    annotator saw. Sources backed by a stored run are left out (the run shows them)."""
+    sources = insight_sources(store, insight_id, limit=limit).filter(~pl.col("run_stored"))
+    out = []
+    for r in sources.iter_rows(named=True):
+        detail = _json(r["detail"]) or {}
+        if not isinstance(detail, dict):
+            detail = {"detail": detail}
+        out.append({
+            "origin": r["origin"], "trace_id": detail.get("trace_id") or r["run_id"] or r["task_id"],
+            "label": r["label"], "benchmark": r["benchmark"], "agent": r["agent"], "model": r["model"],
+            "source_file": r["source_file"], "source_line": r["source_line"], "source_field": r["source_field"],
+            "detail": detail, "record": source_record(r["source_file"], r["source_line"], r["source_field"]),
+        })
+    return out
 
 
 def insight_text(store: Store, insight_id: str) -> dict[str, Any] | None:
@@ -392,10 +559,18 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
 # -- map --------------------------------------------------------------------------------------------------------
 def map_points(store: Store, taxonomy_id: str, phase: str, *, limit: int = 20000) -> tuple[pl.DataFrame, int]:
     """The phase's 2-D projection (stored by `cluster` in `cluster_assignments.x/y` for the clustering the taxonomy
-    was built from), coloured by failure type. At most `limit` points, a deterministic sample when there are
-    more; returns the points and how many there are in all."""
-    sql_from = """
-        FROM cluster_assignments a
+    was built from; when `cluster run` left the map for later, computed as `cluster finish` would, by
+    `cluster.finish.assignments_with_map`, without writing), coloured by failure type, with each insight's most
+    common human label. At most `limit` points, a deterministic sample when there are more; returns the points and
+    how many there are in all."""
+    from failatlas.cluster.finish import assignments_with_map
+
+    ids = [r[0] for r in store.query(
+        "SELECT unnest(CAST(clustering_ids AS VARCHAR[])) FROM taxonomies WHERE id = ?", [taxonomy_id])]
+    computed = assignments_with_map(store, ids, phase) if ids else None
+    source = "computed_map" if computed is not None else "cluster_assignments"
+    sql_from = f"""
+        FROM {source} a
         JOIN insights i ON i.id = a.insight_id
         JOIN insight_failure_types ift ON ift.insight_id = a.insight_id AND ift.taxonomy_id = ?
         LEFT JOIN failure_types t ON t.taxonomy_id = ift.taxonomy_id AND t.id = ift.failure_type_id
@@ -403,12 +578,24 @@ def map_points(store: Store, taxonomy_id: str, phase: str, *, limit: int = 20000
           AND i.phase = ? AND a.x IS NOT NULL AND a.y IS NOT NULL"""
     params = [taxonomy_id, taxonomy_id, phase]
     with store.read() as conn:
-        total = conn.execute(f"SELECT count(*) {sql_from}", params).fetchall()[0][0]
+        if computed is not None:
+            conn.register("computed_map", computed)
+        total = conn.execute(f"SELECT count(*) {sql_from}", params).fetchall()[0][0]  # noqa: S608
         table = conn.sql(
             "SELECT a.insight_id, a.x, a.y, i.text, ift.failure_type_id,"
-            " coalesce(t.name, 'Unassigned') AS failure_type"
+            " coalesce(t.name, 'Unassigned') AS failure_type,"
+            " coalesce((SELECT mode(s.label) FROM insight_sources s WHERE s.insight_id = a.insight_id),"
+            " '(no label)') AS human_label"
             f" {sql_from} ORDER BY hash(a.insight_id) LIMIT ?", params=[*params, int(limit)]).to_arrow_table()
     return pl.from_arrow(table), int(total)  # type: ignore[return-value]
+
+
+def phase_sizes(store: Store, taxonomy_id: str) -> dict[str, int]:
+    """Insights assigned per phase in the snapshot (the Map opens on the largest)."""
+    rows = store.query(
+        "SELECT i.phase, count(*) FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id"
+        " WHERE ift.taxonomy_id = ? GROUP BY 1", [taxonomy_id])
+    return {r[0]: int(r[1]) for r in rows}
 
 
 def taxonomy_phases(store: Store, taxonomy_id: str) -> list[str]:

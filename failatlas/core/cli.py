@@ -57,20 +57,17 @@ def progress_enabled() -> bool:
     return os.environ.get("FAILATLAS_NO_PROGRESS") is None
 
 
+def _columns() -> tuple:
+    return TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+
+
 @contextmanager
 def progress_bar(description: str, total: int | None) -> Iterator[callable]:
     """A progress bar on stderr; yields `advance(n=1)`. Silent when $FAILATLAS_NO_PROGRESS is set."""
     if not progress_enabled():
         yield lambda n=1: None
         return
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=False,
-    ) as prog:
+    with Progress(*_columns(), console=err_console, transient=False) as prog:
         task = prog.add_task(description, total=total)
         yield lambda n=1: prog.advance(task, n)
 
@@ -83,3 +80,37 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         for item in items:
             yield item
             advance()
+
+
+# -- progress with an estimate and lines printed above the bar (issue 20: bench run, cluster run) -------------------
+class LiveProgress:
+    """What `live_progress` yields: `advance(n)` moves the bar, `say(markup)` prints a line above it (or plainly,
+    when progress is off), `describe(text)` renames the current step."""
+
+    def __init__(self, progress: Progress | None, task: object | None) -> None:
+        self._progress, self._task = progress, task
+
+    def advance(self, n: float = 1) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task, n)
+
+    def describe(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
+
+    def say(self, markup: str) -> None:
+        (self._progress.console if self._progress is not None else console).print(markup, highlight=False)
+
+
+@contextmanager
+def live_progress(description: str, total: float | None) -> Iterator[LiveProgress]:
+    """A progress bar on stderr with steps done, elapsed time and an estimate of the time left; lines said through
+    it print above the bar. Without a bar ($FAILATLAS_NO_PROGRESS) the lines still print."""
+    from rich.progress import TimeRemainingColumn
+
+    if not progress_enabled():
+        yield LiveProgress(None, None)
+        return
+    with Progress(*_columns(), TextColumn("left"), TimeRemainingColumn(), console=err_console,
+                  transient=False) as prog:
+        yield LiveProgress(prog, prog.add_task(description, total=total))

@@ -60,3 +60,42 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence[object]], *, captio
     out += [" & ".join(latex_escape(fmt(v)) for v in row) + r" \\" for row in rows]
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(out) + "\n"
+
+
+# -- paper tables (issue 20): floats that compile in a plain `article` and fit \textwidth ----------------------------
+PAPER_PACKAGES = ("booktabs", "tabularx")
+# What pdflatex's default utf8 input and OT1 fonts typeset besides Latin-1; anything else (emoji, CJK, arrows) would
+# stop the paper's build with "Unicode character not set up for use with LaTeX".
+_TYPESET = set("–—‘’“”…") | {chr(c) for c in range(0x20, 0x7F)} | {chr(c) for c in range(0xC0, 0x100)}
+
+
+def latex_cell(text: object) -> str:
+    """`text` as a cell pdflatex typesets with no extra package: specials escaped, other characters pdflatex cannot
+    set replaced by their ASCII decomposition (or '?'), and line breaks allowed after '/', '_' and '.' so long
+    identifiers wrap inside a tabularx X column instead of overflowing it."""
+    import unicodedata
+
+    out = []
+    for ch in " ".join(str(text).split()):
+        if ch in _TYPESET or ch in _LATEX_SPECIALS:
+            out.append(ch)
+        else:
+            ascii_ = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            out.append(ascii_ or "?")
+    escaped = latex_escape("".join(out)).replace(r"\checkmark{}", r"$\surd$")
+    for sep in ("/", r"\_", "."):
+        escaped = escaped.replace(sep, sep + r"\allowbreak{}")
+    return escaped
+
+
+def paper_table(spec: str, header: Sequence[str], body: Sequence[str], *, caption: str, label: str,
+                comment: str = "") -> str:
+    """One `table` float holding a `tabularx` of \\textwidth (`spec` names its columns; one X column takes the room
+    left and wraps), with caption and label, in \\small. `header` cells and `body` lines are LaTeX already. The
+    comment (provenance) goes in % lines above, followed by the packages the table needs."""
+    lines = [f"% {line}" for line in comment.splitlines()]
+    lines.append("% Needs " + " ".join(rf"\usepackage{{{p}}}" for p in PAPER_PACKAGES) + ".")
+    lines += [r"\begin{table}[tbp]", r"\centering", r"\small", rf"\caption{{{caption}}}", rf"\label{{{label}}}",
+              rf"\begin{{tabularx}}{{\textwidth}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",
+              *body, r"\bottomrule", r"\end{tabularx}", r"\end{table}"]
+    return "\n".join(lines) + "\n"

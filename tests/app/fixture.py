@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 from failatlas.store import Store
 from failatlas.taxonomy import BuildParams
@@ -67,13 +68,40 @@ def fill_app_store(store: Store) -> str:
     return build(store, BuildParams()).id
 
 
+TRAIL_CLUSTERING = "cl-app-trail"
+
+
+def fill_trail_store(store: Store, trail_file: Path, n_clusters: int = 12) -> str:
+    """TRAIL's GAIA annotations as a user would have them: imported by the real `ingest.run_file` (trail
+    importer), then vectors (TF-IDF/SVD, quick and deterministic, in place of the embed stage), a k-means
+    clustering written as the cluster stage writes one, and a taxonomy built by the real `taxonomy.run`. No run is
+    stored: every insight's source is the annotation record. Returns the taxonomy id."""
+    from sklearn.cluster import KMeans
+
+    from failatlas.ingest import FileIngestParams, run_file
+    from tests.taxonomy.fill import add_clustering, add_embeddings, lsa_vectors
+
+    run_file(store, FileIngestParams(paths=[trail_file], format="trail"))
+    rows = store.query("SELECT id, text FROM insights ORDER BY id")
+    ids, texts = [r[0] for r in rows], [r[1] for r in rows]
+    vectors = lsa_vectors(texts)
+    add_embeddings(store, texts, vectors)
+    phase = store.query("SELECT DISTINCT phase FROM insights")[0][0]
+    labels = KMeans(n_clusters, random_state=0, n_init=3).fit_predict(vectors)
+    add_clustering(store, TRAIL_CLUSTERING, phase, ids, labels)
+    return build(store, BuildParams(clustering_ids=[TRAIL_CLUSTERING], merge_threshold=0.75,
+                                    assign_threshold=0.5)).id
+
+
 if __name__ == "__main__":
     import sys
-    from pathlib import Path
 
     from failatlas.store import open_store
 
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "app-demo.duckdb")
     if target.exists():
         raise SystemExit(f"{target} exists; pass a new path")
-    print(f"taxonomy {fill_app_store(open_store(target))} in {target}")
+    if len(sys.argv) > 2:  # a TRAIL store: python -m tests.app.fixture trail.duckdb path/to/trail_errors_gaia.jsonl
+        print(f"taxonomy {fill_trail_store(open_store(target), Path(sys.argv[2]))} in {target}")
+    else:
+        print(f"taxonomy {fill_app_store(open_store(target))} in {target}")

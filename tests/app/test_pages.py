@@ -53,9 +53,10 @@ def test_overview_shows_runs_scores_funnel_and_cost(app_db: Path, monkeypatch: p
     assert react["cost_usd_total"] == pytest.approx(0.0123)
     every_run = at.dataframe[1].value
     assert len(every_run) == 9 and "?page=drill&run=r1" in set(every_run["open"])
-    scores = at.dataframe[2].value
+    phases, scores = at.dataframe[2].value, at.dataframe[3].value
+    assert list(phases.columns[-5:]) == ["M", "D", "I", "E", "C"]
     assert "M·C·D·I·E" in scores.columns and set(scores["agent"]) == {"react-agent", "openhands"}
-    funnel = at.dataframe[3].value
+    funnel = at.dataframe[4].value
     # mini.FUNNEL: of react-agent's four scored runs r3 fails M, r1 fails C, r2 fails D
     assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]
 
@@ -65,12 +66,15 @@ def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
     at = render(app_db, monkeypatch, page="taxonomy")
     expected = prevalence(Store(app_db), taxonomy_id)
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share", "count"]]) for d in at.dataframe])
-    assert shown.sort("failure_type").equals(expected.select("failure_type", "share", "count").sort("failure_type"))
-    assert "Categories: Import / module (1 type)" in texts(at)
+    expected = expected.select("failure_type", pl.col("share") * 100, "count")  # shown in percent
+    assert shown.sort("failure_type").equals(expected.sort("failure_type"))
+    for (name,) in Store(app_db).query("SELECT name FROM failure_categories WHERE taxonomy_id = ?", [taxonomy_id]):
+        assert name in texts(at)  # each category named above its types
     at.radio(key="tx_unit").set_value("share of runs").run()
     runs = prevalence(Store(app_db), taxonomy_id, unit="runs")
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "share"]]) for d in at.dataframe])
-    assert sorted(shown["share"].to_list()) == sorted(runs["share"].to_list())
+    assert sorted(shown["share"].to_list()) == sorted((100 * runs["share"]).to_list())
+    assert at.query_params["unit"] == "runs"  # the view's settings are in the URL
     at.selectbox(key="tx_dim").set_value("agent").run()
     at.selectbox(key="tx_value_agent").set_value("react-agent").run()
     assert not at.exception
@@ -79,7 +83,8 @@ def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
     shown = pl.concat([pl.from_pandas(d.value[["failure_type", "count"]]) for d in at.dataframe])
     assert sorted(shown["count"].to_list()) == sorted(by_agent["count"].to_list())
     at.selectbox(key="tx_dim").set_value("paper").run()
-    assert "share of insights only" in texts(at)
+    assert "With a paper filter the page shows the share of insights" in texts(at)
+    assert at.query_params["by"] == "paper"
     at.checkbox(key="tx_export").check().run()
     assert sorted(b.label for b in at.get("download_button")) == [
         "failure_types.md", "prevalence.csv", "prevalence.md", "prevalence.tex"]
@@ -90,7 +95,8 @@ def test_taxonomy_page_opens_a_type_in_the_drill_down(app_db: Path, monkeypatch:
     at.selectbox(key="tx_drill_type").set_value("implementation/T02").run()
     at.button(key="tx_drill_open").click().run()
     assert at.query_params["page"] == "drill" and at.query_params["failure_type"] == "implementation/T02"
-    assert "Shape / tensor" in texts(at)
+    (name,) = Store(app_db).query("SELECT name FROM failure_types WHERE id = 'implementation/T02'")[0]
+    assert name in texts(at)
 
 
 def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
@@ -98,11 +104,14 @@ def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
     at = render(app_db, monkeypatch, page="drill", taxonomy=taxonomy_id, failure_type="implementation/T01")
     insights = at.dataframe[0].value
     assert len(insights) == 4 and insights["text"].str.contains("torchvision").any()
+    assert "No insight selected." in texts(at)
     torch_id = insights[insights["text"].str.contains("torchvision")]["insight_id"].iloc[0]
-    at.selectbox(key="drill_insight_implementation/T01_0").set_value(torch_id).run()
-    sources = at.dataframe[1].value
-    assert list(sources["run_id"]) == ["r1"]
-    at.button(key="open_run_r1").click().run()
+    # A click on a row sets `insight` in the URL (AppTest cannot click a grid row; the browser test does).
+    at = render(app_db, monkeypatch, page="drill", taxonomy=taxonomy_id, failure_type="implementation/T01",
+                insight=torch_id)
+    run_button = at.button(key="open_run_r1")
+    assert plain(run_button.label) == "react-agent · task t1 · validator passed"  # agent, task, outcome
+    run_button.click().run()
     assert not at.exception
     assert at.query_params["run"] == "r1"
     shown = texts(at)
@@ -110,7 +119,17 @@ def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
     assert [c.value for c in at.code if c.language == "diff"] == [DIFF.rstrip("\n")] or DIFF in shown
     assert "cd /work && python train.py" in shown and "Outcome passed" in shown
     assert "pip download torch" in shown and "The conclusion overstates the gain." in shown
-    assert len(at.tabs) == 7
+    assert len(at.tabs) == 0  # one section under the other: nothing hides behind a tab
+    assert [h.value for h in at.subheader][:4] == [
+        "react\\-agent · task t1 · validator passed", "Judges", "Validator", "Diff"]
+    # The full traceback of a tool result, not a cell of a table, and a search over the steps.
+    assert "ModuleNotFoundError: No module named 'torchvision'" in [c.value for c in at.code]
+    at.text_input(key="run_search_r1").input("torchvision").run()
+    assert "1 of 3 step(s) contain" in texts(at)
+    at.text_input(key="run_search_r1").input("no such words").run()
+    assert "0 of 3 step(s) contain" in texts(at)
+    at.button(key="drill_back").click().run()
+    assert "run" not in at.query_params and at.query_params["insight"] == torch_id
 
 
 def test_drill_down_entry_points_and_search(app_db: Path, taxonomy_id: str,
@@ -118,15 +137,17 @@ def test_drill_down_entry_points_and_search(app_db: Path, taxonomy_id: str,
     at = render(app_db, monkeypatch, page="drill", taxonomy=taxonomy_id)
     at.button(key="entry_environment / dependency misconfiguration").click().run()
     assert at.query_params["entry"] == "environment / dependency misconfiguration"
-    matches = at.dataframe[0].value
-    assert matches["failure_type_id"].iloc[0] == "implementation/T01"
+    opened = [b.key for b in at.button if b.key.startswith("entry_open_")]
+    assert opened == ["entry_open_implementation/T01"]  # "Import / module" and nothing unrelated
+    at.button(key="entry_open_implementation/T01").click().run()
+    assert at.query_params["failure_type"] == "implementation/T01"
     at.button(key="entry_missing implementation components").click().run()
     assert not at.exception and "Missing implementation components" in texts(at)
     at.text_input(key="drill_search").input("learning rate").run()
+    assert at.query_params["search"] == "learning rate"  # the search is part of the URL
     found = [d.value for d in at.dataframe if "failure_type" in d.value.columns and "n_occurrences" in d.value]
     assert any(f["text"].str.contains("learning rate").all() and len(f) == 1 for f in found)
-    at.button(key="drill_search_open").click().run()
-    assert at.query_params["failure_type"] == "implementation/T03"
+    assert "Click a row to open it." in texts(at)
 
 
 def test_unknown_run_and_insight_say_so(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,8 +187,9 @@ def test_compare_page_puts_agents_side_by_side(app_db: Path, taxonomy_id: str,
     at.selectbox(key="cmp_right_agent").set_value("openhands").run()
     by_agent = prevalence(Store(app_db), taxonomy_id, by="agent")
     react = by_agent.filter(pl.col("group") == "react-agent")
-    shown = [c for d in at.dataframe for c in d.value["left_count"].dropna().astype(int).tolist()]
-    assert sorted(shown) == sorted(react["count"].to_list())
+    shown = [c for d in at.dataframe for c in d.value["left_count"].astype(int).tolist()]
+    assert sorted(c for c in shown if c) == sorted(c for c in react["count"].to_list() if c)
+    assert at.query_params["left"] == "react-agent" and at.query_params["right"] == "openhands"
 
 
 @pytest.mark.parametrize("page", ["overview", "taxonomy", "drill", "map", "compare"])

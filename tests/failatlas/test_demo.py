@@ -3,14 +3,13 @@ builds a taxonomy per phase, and writes tables that compile and figures that ren
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from failatlas.demo import run_demo
 from failatlas.store import Store
+from tests.paper_latex import compile_latex, header_packages
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -31,13 +30,7 @@ def test_demo_mines_the_mini_suite_runs(mini_store_copy: Path, tmp_path: Path):
     assert {"report_by_agent.tex", "prevalence.tex", "prevalence.csv", "funnel.png", "agent_heatmap.pdf"} <= names
     for png in (p for p in result.files if p.suffix == ".png"):
         assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 5_000
-    tex = next(p for p in result.files if p.name == "prevalence.tex")
-    if shutil.which("pdflatex"):
-        (tmp_path / "doc.tex").write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage{graphicx}"
-                                          "\\begin{document}\\resizebox{\\linewidth}{!}{\\input{" + tex.as_posix()
-                                          + "}}\\end{document}\n")
-        proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout[-2000:]
+    for tex in (p for p in result.files if p.suffix == ".tex"):  # each as a paper would \input it
+        compile_latex(tex, tmp_path, header_packages(tex))
     again = run_demo(store, out_dir=tmp_path / "out", sandbox="docker", say=lines.append)
     assert again.runs == 45, "re-running the demo does only what is missing"

@@ -376,7 +376,9 @@ def test_texts_reach_streamlit_as_escaped_markdown(app_db, monkeypatch):
     monkeypatch.setenv("FAILATLAS_DB", str(app_db))
     sources: list[str] = []
     unparsed: list[str] = []
-    for params in (_drill_url(taxonomy_id), {"page": "taxonomy"}, {"page": "overview"}, {"page": "compare"},
+    without_run = {k: v for k, v in _drill_url(taxonomy_id).items() if k != "run"}  # the run has its own view
+    for params in (_drill_url(taxonomy_id), without_run, {"page": "taxonomy"}, {"page": "overview"},
+                   {"page": "compare"},
                    {"page": "drill", "taxonomy": taxonomy_id, "entry": "missing implementation components"},
                    {"page": "drill", "run": "r1", "insight": texts["insight"]},  # an id from the URL
                    {"page": "drill", "taxonomy": taxonomy_id, "search": texts["insight"]}):  # a search from the URL
@@ -422,13 +424,17 @@ def test_a_real_browser_fetches_nothing_the_texts_point_at(app_db, app_server, t
             page.on("request", lambda r: requested.append(r.url) if f":{server.port}" in r.url else None)
             page.goto(base + "&".join(f"{k}={v}" for k, v in _drill_url(taxonomy_id).items()),
                       wait_until="networkidle")
-            expect(page.get_by_role("tab", name="Monitor")).to_be_visible(timeout=60_000)
-            drill = ""
-            for tab in ("Task", "Steps", "Judges", "Validator", "Monitor"):
-                page.get_by_role("tab", name=tab).click()
-                page.wait_for_timeout(500)
-                drill += page.inner_text("body").replace("\u2060", "")
+            # the run's own view (sections, no tabs since issue 20), then the type and insight it was opened from
+            expect(page.get_by_role("heading", name="Monitor")).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(1000)
+            drill = page.inner_text("body").replace("\u2060", "")
             dom = _dom_refs(page)
+            without_run = {k: v for k, v in _drill_url(taxonomy_id).items() if k != "run"}
+            page.goto(base + "&".join(f"{k}={v}" for k, v in without_run.items()), wait_until="networkidle")
+            expect(page.get_by_role("heading", name="Insight", exact=True)).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(1000)
+            drill += page.inner_text("body").replace("\u2060", "")
+            dom += _dom_refs(page)
             page.goto(base + f"page=taxonomy&taxonomy={taxonomy_id}", wait_until="networkidle")
             expect(page.get_by_text("Implementation · 3 type(s)")).to_be_visible(timeout=60_000)
             page.wait_for_timeout(1500)
@@ -443,9 +449,10 @@ def test_a_real_browser_fetches_nothing_the_texts_point_at(app_db, app_server, t
     table.record("attack-app-markup", "images, <img>/<script>, javascript: and reference links, autolinks and "
                  "Streamlit colour/icon/math in a task's question and method, an insight, judges' analyses, the "
                  "validator, the monitor, tool, model, failure type and category names: real Chromium on the drill-"
-                 f"down (5 tabs) and the taxonomy page made 0 requests to the payloads' server, 0 of {len(dom)} "
+                 "down (the run's view and the insight's) and the taxonomy page made 0 requests to the payloads' "
+                 f"server, 0 of {len(dom)} "
                  "src/href values point at it or at javascript:, every text shown literally (AppTest: no Markdown "
-                 "string of 7 page views renders an image, link or HTML)")
+                 "string of 8 page views renders an image, link or HTML)")
 
 
 @pytest.mark.docker

@@ -14,7 +14,8 @@ from failatlas.appdata import queries
 from failatlas.appdata.cache import q
 
 # Query parameters the pages read; navigating to a page drops the others unless they are passed again.
-PARAMS = ("page", "taxonomy", "failure_type", "insight", "run", "entry", "search")
+PARAMS = ("page", "taxonomy", "failure_type", "insight", "run", "entry", "search", "mode", "unit", "by", "value",
+          "phase", "colour", "left", "right")
 
 
 @dataclass
@@ -63,6 +64,41 @@ def go(page: str, **params: str | None) -> None:
     st.rerun()
 
 
+def keep(**params: str | None) -> None:
+    """Write these view settings (a filter, a unit, a phase) into the URL without a rerun, so the view can be
+    shared; None or '' removes one."""
+    for name, value in params.items():
+        if value:
+            if st.query_params.get(name) != value:
+                st.query_params[name] = value
+        elif name in st.query_params:
+            del st.query_params[name]
+
+
+def request_scroll(anchor: str) -> None:
+    """Ask the next render to bring the header with this anchor into view (e.g. a run just opened)."""
+    st.session_state["_scroll_to"] = anchor
+
+
+def scroll_if_requested(anchor: str) -> None:
+    """Bring the element `#anchor` to the top of the viewport once, when `request_scroll(anchor)` asked for it:
+    Streamlit keeps the scroll position across reruns, so a newly opened section would otherwise appear far
+    above or below what the user is looking at."""
+    if st.session_state.get("_scroll_to") != anchor:
+        return
+    del st.session_state["_scroll_to"]
+    import json
+    import time
+
+    import streamlit.components.v1 as components
+
+    components.html(
+        "<script>(function(){const id=" + json.dumps(anchor) + ";let n=0;function go(){"
+        "const el=window.parent.document.getElementById(id);"
+        "if(el){el.scrollIntoView({block:'start'});}else if(n++<60){setTimeout(go,50);}}go();})();</script>"
+        f"<!-- {time.monotonic_ns()} -->", height=0)
+
+
 def link(page: str, **params: str | None) -> str:
     """A relative URL that opens `page` with these parameters."""
     from urllib.parse import urlencode
@@ -80,8 +116,10 @@ def show_next_steps(ctx: Context, need: tuple[str, ...]) -> bool:
 
 
 def interval(low: float | None, high: float | None, digits: int = 1) -> str:
-    if low is None or high is None or low != low or high != high:
-        return ""
+    """A 95% interval in percent with one decimal, as every share on the pages is printed; '–' when it has no
+    width (a phase's only type is 100% of it in every draw) or is missing."""
+    if low is None or high is None or low != low or high != high or low == high:
+        return "–"
     return f"{100 * low:.{digits}f}–{100 * high:.{digits}f}"
 
 

@@ -1,19 +1,32 @@
-"""Drill-down: failure type -> its insights -> one run (task, steps and tool calls, judges, diff, validator,
-monitor). Reachable by query parameters (`?page=drill&failure_type=...&insight=...&run=...`), with two ready-made
-entry points and a search over insight text."""
+"""Drill-down: failure type -> its insights (click a row) -> one run (click its button; the run opens on its own
+view: judges, validator log, diff, steps, task, monitor) or, for imported data, the source record. Reachable by
+query parameters (`?page=drill&failure_type=...&insight=...&run=...`), with two ready-made entry points and a
+search over insights, by words or by meaning."""
 
 from __future__ import annotations
-
-import json
 
 import polars as pl
 import streamlit as st
 
 from failatlas.appdata import queries
-from failatlas.appdata.pages.common import Context, code, go, md, paginate, param, show_next_steps
+from failatlas.appdata.pages.common import (
+    Context,
+    code,
+    go,
+    keep,
+    md,
+    paginate,
+    param,
+    request_scroll,
+    scroll_if_requested,
+    show_next_steps,
+)
+from failatlas.appdata.pages.run_view import render_run, run_label
+from failatlas.core.errors import FailAtlasError
 
 PAGE_SIZE = 50
 MAX_RUN_BUTTONS = 20
+MAX_ENTRY_TYPES = 8
 
 
 def _entry_points(ctx: Context) -> None:
@@ -25,35 +38,55 @@ def _entry_points(ctx: Context) -> None:
     if entry not in queries.ENTRY_POINTS:
         return
     matches = ctx.q("entry_point_types", ctx.taxonomy_id, entry)
-    st.markdown(f"**{entry.capitalize()}**: failure types whose name, definition or keywords match.")
+    st.markdown(f"**{md(entry.capitalize())}**: the failure types that match, best first (by the share of their "
+                "insights that say so, then their name and keywords).")
     if matches.height == 0:
-        st.info("No failure type of this taxonomy matches; search the insight text below instead.")
+        st.info("No failure type of this taxonomy matches; search the insights below instead.")
         return
-    st.dataframe(matches.select("phase", "failure_type", "category", "n_insights", "hits", "definition",
-                                "failure_type_id"), hide_index=True, width="stretch")
-    for r in matches.head(5).iter_rows(named=True):
-        if st.button(f"Open {md(r['phase'])} · {md(r['failure_type'])}", key=f"entry_open_{r['failure_type_id']}"):
+    for r in matches.head(MAX_ENTRY_TYPES).iter_rows(named=True):
+        label = (f"{md(r['phase'])} · {md(r['failure_type'])} · {r['n_insights']:,} insights, "
+                 f"{100 * r['evidence']:.0f}% of them match")
+        if st.button(label, key=f"entry_open_{r['failure_type_id']}", width="stretch"):
+            request_scroll("type")
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"], entry=entry)
+    if matches.height > MAX_ENTRY_TYPES:
+        st.caption(f"{matches.height - MAX_ENTRY_TYPES} more matching type(s) in the failure type list below.")
 
 
 def _search(ctx: Context) -> None:
-    text = st.text_input("Search insight text", value=param("search") or "", key="drill_search")
-    if not text.strip():
+    modes = {"words": "Words in the text", "meaning": "Meaning (the stored embeddings)"}
+    cols = st.columns([3, 2])
+    text = cols[0].text_input("Search insights", value=param("search") or "", key="drill_search").strip()
+    mode = cols[1].radio("Match", list(modes), format_func=modes.get, horizontal=True,
+                         index=1 if param("mode") == "meaning" else 0, key="drill_search_mode")
+    keep(search=text or None, mode=mode if mode == "meaning" else None)
+    if not text:
         return
-    limit, offset = PAGE_SIZE, 0
-    _, total = ctx.q("search_insights", text.strip(), ctx.taxonomy_id, limit=1)
-    limit, offset = paginate(total, "drill_search_page", PAGE_SIZE)
-    hits, total = ctx.q("search_insights", text.strip(), ctx.taxonomy_id, limit=limit, offset=offset)
-    st.caption(f"{total:,} insight(s) contain “{md(text.strip())}”.")
+    if mode == "meaning":
+        try:
+            with st.spinner("Embedding the query with the taxonomy's model…"):
+                hits = ctx.q("semantic_search", text, ctx.taxonomy_id, limit=PAGE_SIZE)
+        except FailAtlasError as exc:
+            st.warning(f"Search by meaning is not available: {md(exc.one_line())}")
+            return
+        st.caption(f"The {hits.height} insight(s) closest in meaning to “{md(text)}” (cosine similarity of the "
+                   "stored vectors). Click a row to open it.")
+    else:
+        _, total = ctx.q("search_insights", text, ctx.taxonomy_id, limit=1)
+        limit, offset = paginate(total, "drill_search_page", PAGE_SIZE)
+        hits, total = ctx.q("search_insights", text, ctx.taxonomy_id, limit=limit, offset=offset)
+        st.caption(f"{total:,} insight(s) contain “{md(text)}”. Click a row to open it.")
     if hits.height == 0:
         return
-    st.dataframe(hits, hide_index=True, width="stretch")
-    labels = {r["insight_id"]: f"[{r['phase']}] {r['text'][:120]}" for r in hits.iter_rows(named=True)}
-    cols = st.columns([4, 1])
-    chosen = cols[0].selectbox("Open a found insight", list(labels), format_func=labels.get, key="drill_search_pick")
-    if cols[1].button("Open insight", key="drill_search_open"):
-        row = hits.filter(pl.col("insight_id") == chosen).row(0, named=True)
-        go("drill", taxonomy=ctx.taxonomy_id, failure_type=row["failure_type_id"], insight=chosen, search=text)
+    event = st.dataframe(hits, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                         key=f"drill_search_hits_{mode}_{text}")
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        row = hits.row(rows[0], named=True)
+        if row["insight_id"] != param("insight"):
+            request_scroll("insight")
+            go("drill", taxonomy=ctx.taxonomy_id, failure_type=row["failure_type_id"], insight=row["insight_id"],
+               search=text, mode=mode if mode == "meaning" else None)
 
 
 def _type_and_insights(ctx: Context) -> None:
@@ -62,150 +95,117 @@ def _type_and_insights(ctx: Context) -> None:
     labels = {r["failure_type_id"]: f"{r['phase']} · {r['failure_type']} ({r['failure_type_id']})"
               for r in types.iter_rows(named=True)} | {"unassigned": "Unassigned insights"}
     wanted = param("failure_type")
+    st.subheader("Failure type", anchor="type")
+    scroll_if_requested("type")
     index = options.index(wanted) if wanted in options else 0
-    chosen = st.selectbox("Failure type", options, index=index, format_func=labels.get, key=f"drill_type_{wanted}")
+    chosen = st.selectbox("Failure type", options, index=index, format_func=labels.get, key=f"drill_type_{wanted}",
+                          label_visibility="collapsed")
     if chosen != wanted and wanted is not None:
-        go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen)
+        go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen, entry=param("entry"))
     row = types.filter(pl.col("failure_type_id") == chosen)
     if row.height:
         r = row.row(0, named=True)
-        st.markdown(f"**{md(r['failure_type'])}** · category *{md(r['category'])}* · {r['n_insights']:,} insights "
-                    f"at build time")
+        category = f"category *{md(r['category'])}*" if r["category"] else "no category"
+        st.markdown(f"**{md(r['failure_type'])}** · {category} · {r['n_insights']:,} insights at build time")
         st.text(r["definition"])
     current = param("insight")
-    if current and param("failure_type") is None:
-        # An insight opened from the search or a link without its type (e.g. not in this taxonomy).
+    if current and wanted is None:
+        # An insight opened from a link without its type (e.g. not in this taxonomy).
         _insight(ctx, current, None)
         st.divider()
     within = st.text_input("Filter this type's insights", key=f"drill_within_{chosen}")
     _, total = ctx.q("type_insights", ctx.taxonomy_id, chosen, search=within, limit=1)
     limit, offset = paginate(total, f"drill_type_page_{chosen}", PAGE_SIZE)
     page, total = ctx.q("type_insights", ctx.taxonomy_id, chosen, search=within, limit=limit, offset=offset)
-    st.caption(f"{total:,} insight(s); most frequent first.")
+    st.caption(f"{total:,} insight(s), most frequent first. Click a row to see where it was stated and open its run.")
     if page.height == 0:
         return
-    st.dataframe(page, hide_index=True, width="stretch", key=f"drill_insights_{chosen}")
-    labels = {r["insight_id"]: f"×{r['n_occurrences']} {r['text'][:140]}" for r in page.iter_rows(named=True)}
-    ids = list(labels)
-    insight_id = st.selectbox("Insight", ids, index=ids.index(current) if current in ids else 0,
-                              format_func=labels.get, key=f"drill_insight_{chosen}_{offset}")
-    _insight(ctx, insight_id, chosen)
+    page = page.select("text", "n_occurrences", "phase", "similarity", "method", "insight_id")
+    event = st.dataframe(page, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                         key=f"drill_insights_{chosen}_{offset}_{within}",
+                         column_config={"text": st.column_config.TextColumn("insight", width="large"),
+                                        "n_occurrences": "×", "insight_id": "id"})
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        picked = page["insight_id"][rows[0]]
+        if picked != current:
+            request_scroll("insight")
+            go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen, insight=picked, entry=param("entry"))
+    if current and wanted is not None:
+        _insight(ctx, current, chosen)
+    elif not current:
+        st.caption("No insight selected.")
+
+
+def _records(ctx: Context, insight_id: str) -> None:
+    """The imported source records of an insight: trace id, human label, evidence, the record itself."""
+    records = ctx.q("insight_records", insight_id)
+    if not records:
+        return
+    st.markdown(f"**Source record{'s' if len(records) > 1 else ''}** (imported; no stored run behind it)")
+    for rec in records[:10]:
+        detail, record = rec["detail"], rec["record"] or {}
+        st.markdown(f"{md(rec['origin'] or 'import')} · trace {code(rec['trace_id'] or '–')} · human label "
+                    f"**{md(rec['label'] or '–')}**"
+                    + (f" · {md(detail['category_top'])} › {md(detail['category_mid'])}"
+                       if detail.get("category_top") and detail.get("category_mid") else "")
+                    + (f" · impact {md(detail['impact'])}" if detail.get("impact") else "")
+                    + (f" · span {code(detail['location'])}" if detail.get("location") else ""))
+        evidence = record.get("evidence")
+        if evidence:
+            st.caption("Evidence (the annotated span of the trace)")
+            st.text(str(evidence)[:20_000])
+        description = record.get("description")
+        if description and description != evidence:
+            st.caption("Annotator's description")
+            st.text(str(description)[:20_000])
+        where = f"{rec['source_file']}" + (f":{rec['source_line']}" if rec["source_line"] else "")
+        st.caption(f"From {code(where)}" + (f" ({md(rec['source_field'])})" if rec["source_field"] else "")
+                   + ("" if rec["record"] else " · the file is not readable here, so only the stored details show"))
+        with st.expander("The whole record"):
+            st.json(rec["record"] or detail, expanded=True)
 
 
 def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
     info = ctx.q("insight_text", insight_id)
+    st.subheader("Insight", anchor="insight")
+    scroll_if_requested("insight")
     if info is None:
         st.warning(f"No insight {code(insight_id)} in the store.")
         return
     st.text(info["text"])
     st.markdown(f"{code(insight_id)} · phase {md(info['phase'])} · stated {info['n_occurrences']}×")
     sources = ctx.q("insight_sources", insight_id)
-    st.dataframe(sources, hide_index=True, width="stretch")
-    runs = [r for r in dict.fromkeys(sources.filter(pl.col("run_stored"))["run_id"].to_list()) if r]
-    if not runs:
-        st.caption("No stored run behind this insight (imported from a file).")
-        return
-    cols = st.columns(min(len(runs), 4))
-    for k, run_id in enumerate(runs[:MAX_RUN_BUTTONS]):
-        if cols[k % len(cols)].button(f"Open run {md(run_id)}", key=f"open_run_{run_id}"):
-            go("drill", taxonomy=ctx.taxonomy_id, failure_type=failure_type, insight=insight_id, run=run_id)
-
-
-def _code(text: str | None, language: str | None = None) -> None:
-    if text:
-        st.code(text, language=language)
-    else:
-        st.caption("(empty)")
-
-
-def render_run(ctx: Context, run_id: str) -> None:
-    """Everything about one run, in tabs."""
-    detail = ctx.q("run_detail", run_id)
-    st.subheader(f"Run {code(run_id)}")
-    if detail is None:
-        st.warning(f"No run {code(run_id)} in the store.")
-        return
-    run = detail["run"]
-    model = f" ({md(run['model'])})" if run["model"] else ""
-    st.markdown(f"**{md(run['agent'])}**{model} · task {code(run['task_id'])} · {md(run['benchmark'])} · attempt "
-                f"{run['attempt']} · status **{md(run['status'])}** · {run['duration_s']:.1f} s · "
-                f"\\${run['cost_usd']:.4f} · {run['tokens']:,} tokens"
-                + (f" · fault injected: {code(run['fault_injected'])}" if run.get("fault_injected") else ""))
-    tabs = st.tabs(["Task", "Steps", "Judges", "Diff", "Validator", "Monitor", "Outputs"])
-    with tabs[0]:
-        task = detail["task"]
-        if task is None:
-            st.info(f"Task {code(run['task_id'])} is not in the catalog (`failatlas tasks import`).")
-        else:
-            st.markdown("**Question.**")
-            st.text(task["question"])
-            st.markdown("**Method.**")
-            st.text(task["method"] or "–")
-            st.markdown("**Ground truth.**")
-            st.json(task["ground_truth"], expanded=True)
-    with tabs[1]:
-        steps = detail["steps"]
-        st.caption(f"{steps.height} step(s) of the agent; {detail['commands'].height} sandbox command(s).")
-        st.dataframe(steps, hide_index=True, width="stretch")
-        tool_calls = steps.filter(pl.col("kind") == "tool_call")
-        for r in tool_calls.head(50).iter_rows(named=True):
-            with st.expander(f"\\#{r['seq']} {md(r['tool'])}"):
-                _code(r["arguments"] if isinstance(r["arguments"], str) else json.dumps(r["arguments"]), "json")
-        st.markdown("**Sandbox commands**")
-        st.dataframe(detail["commands"], hide_index=True, width="stretch")
-    with tabs[2]:
-        judgements = detail["judgements"]
-        if judgements.height == 0:
-            st.info("No judge has scored this run yet (`failatlas bench score`).")
-        for r in judgements.iter_rows(named=True):
-            verdict = "passed" if r["passed"] else ("failed" if r["passed"] is not None else r["status"])
-            score = "" if r["score"] is None else f" · score {r['score']:.2f}"
-            st.markdown(f"**{md(r['phase'])}** · {code(r['judge'])} · {md(verdict)}{score}")
-            if r["error_analysis"]:
-                st.text(r["error_analysis"])
-            if r["reason"]:
-                st.caption(md(r["reason"]))
-    with tabs[3]:
-        if detail["outputs"].get("diff_truncated"):
-            st.warning("The stored diff was truncated.")
-        _code(detail["diff"], "diff")
-    with tabs[4]:
-        v = detail["validation"]
-        if v is None:
-            st.info("The validator has not run on this run yet (`failatlas bench score`).")
-        else:
-            st.markdown(f"Outcome **{code(v['outcome'])}** · exit code {v['exit_code']} · "
-                        f"{(v['duration_s'] or 0):.1f} s")
-            if v["detail"]:
-                st.text(v["detail"])
-            st.markdown("Command")
-            _code(v["command"], "bash")
-            st.markdown("stdout (tail)")
-            _code(v["stdout_tail"])
-            st.markdown("stderr (tail)")
-            _code(v["stderr_tail"])
-            if v["metrics"]:
-                st.json(v["metrics"])
-    with tabs[5]:
-        findings = detail["findings"]
-        if findings.height == 0:
-            st.caption("No monitor finding.")
-        for r in findings.iter_rows(named=True):
-            st.markdown(f"**{md(r['severity'])}** · {code(r['rule'])} ({md(r['source'])})")
-            _code(r["evidence"])
-    with tabs[6]:
-        outputs = {k: v for k, v in detail["outputs"].items() if k != "diff"}
-        st.json(outputs, expanded=False)
+    stored = sources.filter(pl.col("run_stored")).unique("run_id", keep="first", maintain_order=True)
+    if stored.height:
+        st.markdown("**Open a run** (agent · task · outcome)")
+        cols = st.columns(min(stored.height, 2))
+        for k, r in enumerate(stored.head(MAX_RUN_BUTTONS).iter_rows(named=True)):
+            label = run_label(r["agent"], r["task_id"], r["run_status"], r["validator_outcome"])
+            if cols[k % len(cols)].button(md(label), key=f"open_run_{r['run_id']}", width="stretch"):
+                request_scroll("run")
+                go("drill", taxonomy=ctx.taxonomy_id, failure_type=failure_type, insight=insight_id, run=r["run_id"])
+        if stored.height > MAX_RUN_BUTTONS:
+            st.caption(f"The first {MAX_RUN_BUTTONS} of {stored.height} runs; every source is listed below.")
+    _records(ctx, insight_id)
+    with st.expander(f"Where it was stated ({sources.height} source row(s))"):
+        st.dataframe(sources, hide_index=True, width="stretch")
 
 
 def render(ctx: Context) -> None:
-    st.header("Drill-down")
     run_id = param("run")
-    if run_id and ctx.status.has("runs"):
-        if st.button("← back to the failure type", key="drill_back"):
-            go("drill", taxonomy=ctx.taxonomy_id, failure_type=param("failure_type"), insight=param("insight"))
-        render_run(ctx, run_id)
-        st.divider()
+    if run_id:
+        # The run alone, so it is the view, not a section far above or below the list it was opened from.
+        if st.button("← back to the insight", key="drill_back"):
+            request_scroll("insight")
+            go("drill", taxonomy=ctx.taxonomy_id, failure_type=param("failure_type"), insight=param("insight"),
+               entry=param("entry"))
+        if ctx.status.has("runs"):
+            render_run(ctx, run_id)
+        else:
+            st.warning(f"No run {code(run_id)}: the store holds no runs.")
+        return
+    st.header("Drill-down")
     if not show_next_steps(ctx, ("taxonomies",)):
         return
     _entry_points(ctx)

@@ -8,7 +8,7 @@ from typing import Any
 import altair as alt
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, go, show_next_steps
+from failatlas.appdata.pages.common import Context, go, keep, param, request_scroll, show_next_steps
 
 
 def selected_insight(event: Any, param: str = "pick") -> str | None:
@@ -24,6 +24,9 @@ def selected_insight(event: Any, param: str = "pick") -> str | None:
     return None
 
 
+COLOURS = {"type": ("failure_type", "failure type"), "label": ("human_label", "human label")}
+
+
 def render(ctx: Context) -> None:
     st.header("Map")
     if not show_next_steps(ctx, ("taxonomies",)):
@@ -32,24 +35,39 @@ def render(ctx: Context) -> None:
     if not phases:
         st.info("The taxonomy has no failure types yet.")
         return
-    cols = st.columns([2, 2])
-    phase = cols[0].selectbox("Phase", phases, key="map_phase")
-    limit = cols[1].select_slider("Points at most", [1000, 2000, 5000, 10000, 20000], value=5000, key="map_limit")
+    sizes = ctx.q("phase_sizes", ctx.taxonomy_id)
+    largest = max(phases, key=lambda p: sizes.get(p, 0))  # open on the phase with the most points
+    wanted = param("phase")
+    cols = st.columns([2, 2, 2])
+    phase = cols[0].selectbox("Phase", phases, index=phases.index(wanted if wanted in phases else largest),
+                              format_func=lambda p: f"{p} ({sizes.get(p, 0):,} insights)", key="map_phase")
+    colour = cols[1].radio("Colour by", list(COLOURS), format_func=lambda c: COLOURS[c][1], horizontal=True,
+                           index=1 if param("colour") == "label" else 0, key="map_colour")
+    limit = cols[2].select_slider("Points at most", [1000, 2000, 5000, 10000, 20000], value=5000, key="map_limit")
+    keep(phase=None if phase == largest else phase, colour=None if colour == "type" else colour)
     points, total = ctx.q("map_points", ctx.taxonomy_id, phase, limit=limit)
     if points.height == 0:
         st.info("No 2-D coordinates for this phase: the clustering stored none (`failatlas cluster run`).")
         return
+    field, title = COLOURS[colour]
+    if colour == "label" and points["human_label"].n_unique() == 1 and points["human_label"][0] == "(no label)":
+        st.caption("These insights carry no human label (labels come with imported annotations such as TRAIL's).")
     st.caption(f"{points.height:,} of {total:,} insights" + (" (a fixed sample)" if total > points.height else "")
                + ". Click a point to open it in the drill-down.")
     pick = alt.selection_point(fields=["insight_id"], name="pick", on="click")
-    chart = (alt.Chart(points.to_pandas()).mark_circle(size=40, opacity=0.75)
+    n_colours = points[field].n_unique()
+    scheme = "tableau10" if n_colours <= 10 else "tableau20"
+    chart = (alt.Chart(points.to_pandas()).mark_circle(size=55, opacity=0.9)
              .encode(x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
-                     color=alt.Color("failure_type:N", legend=alt.Legend(title="failure type", orient="right")),
-                     tooltip=["failure_type", "text", "insight_id"])
+                     color=alt.Color(f"{field}:N", scale=alt.Scale(scheme=scheme),
+                                     legend=alt.Legend(title=title, orient="bottom", columns=2, labelLimit=0,
+                                                       symbolLimit=0)),
+                     tooltip=["failure_type", "human_label", "text", "insight_id"])
              .add_params(pick).properties(height=560))
     event = st.altair_chart(chart, width="stretch", on_select="rerun", key="map_chart")
     insight_id = selected_insight(event)
     if insight_id:
         row = points.filter(points["insight_id"] == insight_id)
         failure_type = row["failure_type_id"][0] if row.height else None
+        request_scroll("insight")
         go("drill", taxonomy=ctx.taxonomy_id, failure_type=failure_type, insight=insight_id)

@@ -7,7 +7,7 @@ import altair as alt
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, code, link, paginate, show_next_steps
+from failatlas.appdata.pages.common import Context, code, go, link, paginate, show_next_steps
 
 SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E")
 
@@ -26,11 +26,35 @@ def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def _imported(ctx: Context) -> None:
+    """A store of imported traces (TRAIL, Inspect logs, JSONL): no run to score, but insights to explore."""
+    held = ctx.q("imported_overview")
+    counts = ctx.status.counts
+    st.subheader("Imported failure insights")
+    st.markdown(f"This store holds **{counts['insights']:,} insights** imported from files, and no benchmark run "
+                "of its own: there are no scores or funnel to show here.")
+    st.dataframe(held, hide_index=True, width="stretch", column_config={
+        "human_labels": st.column_config.NumberColumn("human labels"), "traces": "traces (tasks or runs)"})
+    if ctx.status.has("taxonomies"):
+        st.markdown("Where to look:")
+        for page, label, params in (
+                ("taxonomy", "Taxonomy: the failure types mined from these insights and how common each is", {}),
+                ("map", "Map: the insights in 2-D, coloured by the annotators' human labels", {"colour": "label"}),
+                ("drill", "Drill-down: a type's insights and each one's source record (trace, label, evidence)", {})):
+            if st.button(label, key=f"overview_go_{page}"):
+                go(page, taxonomy=ctx.taxonomy_id, **params)
+    else:
+        show_next_steps(ctx, ("taxonomies",))
+
+
 def render(ctx: Context) -> None:
     st.header("Overview")
     counts = ctx.status.counts
     st.caption(f"Store {code(ctx.path)} · " + " · ".join(
         f"{t}: {n:,}" for t, n in counts.items() if n >= 0))
+    if not ctx.status.has("runs") and ctx.status.has("insights"):
+        _imported(ctx)
+        return
     if not show_next_steps(ctx, ("runs",)):
         return
     st.subheader("Runs per benchmark, agent and model")
@@ -58,8 +82,15 @@ def render(ctx: Context) -> None:
     st.subheader("Phase and conjunctive scores")
     st.caption("Mean, 95% bootstrap interval over tasks, and the number of runs scored (docs/metrics.md).")
     summary = ctx.q("score_summary", ("agent", "model"))
-    if summary.height:
-        st.dataframe(score_cells(summary), hide_index=True, width="stretch")
+    if summary.height:  # two tables, as in the paper export: every column readable without scrolling sideways
+        cells = score_cells(summary)
+        keys = [c for c in cells.columns if c not in SCORES]
+        st.markdown("**Phase scores**: M monitor, D design, I implementation, E execution, C conclusion")
+        st.dataframe(cells.select(*keys, *(m for m in SCORES[:5] if m in cells.columns)), hide_index=True,
+                     width="stretch")
+        st.markdown("**Conjunctive scores**: a run passes when it passes every phase named")
+        st.dataframe(cells.select(*keys, *(m for m in SCORES[5:] if m in cells.columns)), hide_index=True,
+                     width="stretch")
     else:
         st.info("No run is scored yet: run `failatlas bench score`.")
     st.subheader("Funnel: M → M·C·D·I·E")

@@ -7,16 +7,36 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, code, go, link, md, show_next_steps, with_intervals
+from failatlas.appdata import queries
+from failatlas.appdata.pages.common import (
+    Context,
+    code,
+    go,
+    keep,
+    link,
+    md,
+    param,
+    show_next_steps,
+    with_intervals,
+)
 from failatlas.core.errors import InputError
 
-UNITS = {"share of insights": "insights", "share of runs": "runs"}
+UNITS = {"share of insights": "insights", "share of runs": "runs", "share of tasks": "tasks"}
+DIMENSIONS = ["(none)", "agent", "model", "benchmark", "paper"]
+
+
+def _pick(options: list[str], wanted: str | None, default: int = 0) -> int:
+    return options.index(wanted) if wanted in options else default
 
 
 def _controls(ctx: Context) -> tuple[str, str | None, str | None]:
-    cols = st.columns([2, 2, 3])
-    unit = UNITS[cols[0].radio("Prevalence as", list(UNITS), horizontal=True, key="tx_unit")]
-    dimension = cols[1].selectbox("Filter by", ["(none)", "agent", "model", "benchmark", "paper"], key="tx_dim")
+    """Unit and filter, read from and written to the URL (`unit`, `by`, `value`), so a view can be shared."""
+    cols = st.columns([3, 2, 3])
+    units = list(UNITS)
+    by_unit = {v: k for k, v in UNITS.items()}
+    unit = UNITS[cols[0].radio("Prevalence as", units, horizontal=True, key="tx_unit",
+                               index=_pick(units, by_unit.get(param("unit") or "")))]
+    dimension = cols[1].selectbox("Filter by", DIMENSIONS, key="tx_dim", index=_pick(DIMENSIONS, param("by")))
     value = None
     if dimension != "(none)":
         options = ctx.q("filter_options").get(dimension, [])
@@ -24,43 +44,69 @@ def _controls(ctx: Context) -> tuple[str, str | None, str | None]:
             cols[2].caption(f"No insight names a {dimension}.")
             dimension = "(none)"
         else:
-            value = cols[2].selectbox(dimension.capitalize(), options, key=f"tx_value_{dimension}")
+            value = cols[2].selectbox(dimension.capitalize(), options, key=f"tx_value_{dimension}",
+                                      index=_pick(options, param("value")))
+    keep(unit=None if unit == "insights" else unit, by=None if dimension == "(none)" else dimension, value=value)
     return unit, (None if dimension == "(none)" else dimension), value
 
 
-def _exports(ctx: Context) -> None:
-    with st.expander("Export (the same tables as `failatlas taxonomy export`)"):
+def _exports(ctx: Context, view: pl.DataFrame | None, view_name: str, unit: str = "insights") -> None:
+    with st.expander("Export: this view, or the whole taxonomy as `failatlas taxonomy export` writes it"):
+        mime = {".csv": "text/csv", ".md": "text/markdown", ".tex": "application/x-tex", ".png": "image/png",
+                ".pdf": "application/pdf"}
+        if view is not None and view.height and st.checkbox(
+                f"Prepare this view's files ({md(view_name)}: the rows shown, as the paper table and its figure)",
+                key="tx_export_view"):
+            files = queries.view_files(view, view_name, unit)
+            cols = st.columns(len(files))
+            for col, (name, data) in zip(cols, sorted(files.items()), strict=True):
+                col.download_button(name, data, file_name=name, mime=mime.get(name[name.rfind("."):], "text/plain"),
+                                    key=f"dl_view_{name}")
+        st.markdown("**The whole taxonomy**")
         if not st.checkbox("Prepare the export files", key="tx_export"):
             return
         files = ctx.q("export_files", ctx.taxonomy_id)
-        mime = {".csv": "text/csv", ".md": "text/markdown", ".tex": "application/x-tex"}
         cols = st.columns(len(files))
         for col, (name, data) in zip(cols, sorted(files.items()), strict=True):
             col.download_button(name, data, file_name=name, mime=mime.get(name[name.rfind("."):], "text/plain"),
                                 key=f"dl_{name}")
 
 
+def _entry_points(ctx: Context) -> None:
+    cols = st.columns([1, 2, 2])
+    cols[0].markdown("**Start from**")
+    for col, name in zip(cols[1:], queries.ENTRY_POINTS, strict=True):
+        if col.button(name.capitalize(), key=f"tx_entry_{name}", width="stretch"):
+            go("drill", taxonomy=ctx.taxonomy_id, entry=name)
+
+
 def render(ctx: Context) -> None:
     st.header("Taxonomy")
     if not show_next_steps(ctx, ("taxonomies",)):
         return
+    _entry_points(ctx)
     unit, dimension, value = _controls(ctx)
-    if dimension == "paper" and unit == "runs":
-        st.warning("A paper filter shows the share of insights only (`taxonomy.prevalence` has no paper "
-                   "breakdown of runs).")
+    if dimension == "paper" and unit != "insights":
+        st.warning(f"With a paper filter the page shows the share of insights: the share of {unit} is not broken "
+                   "down by paper.")
         unit = "insights"
     try:
         frame = ctx.q("prevalence_frame", ctx.taxonomy_id, unit=unit, dimension=dimension, value=value)
     except InputError as exc:
-        st.warning(md(exc.one_line()))
+        if unit == "insights":
+            st.warning(md(exc.one_line()))
+        else:  # the stage's hint names CLI flags; say it in this page's terms
+            st.info(f"No insight of this taxonomy names the {unit[:-1]} it came from (imported traces often do "
+                    f"not), so there is no share of {unit} to show. Choose “share of insights” above, or import "
+                    f"the insights with their {unit[:-1]} ids.")
         return
     if dimension == "paper":
         st.caption("Paper filter: counts and shares of insight occurrences, without intervals.")
     if frame.height == 0:
         st.info("No insight of this taxonomy matches the filter.")
-        _exports(ctx)
+        _exports(ctx, None, "")
         return
-    what = "insight occurrences of the phase" if unit == "insights" else "runs"
+    what = "insight occurrences of the phase" if unit == "insights" else unit
     st.caption(f"Share of {what} per failure type, 95% bootstrap interval; taxonomy {code(ctx.taxonomy_id)}"
                + (f"; {dimension} = {code(value)}" if dimension else "") + ".")
     frame = with_intervals(frame).with_columns(
@@ -73,18 +119,22 @@ def render(ctx: Context) -> None:
         part = frame.filter(pl.col("phase") == phase)
         total = part["total"][0]
         n_types = part.filter(pl.col("failure_type_id") != "unassigned").height
-        st.subheader(f"{md(phase.capitalize())} · {n_types} type(s) · total {total:,}")
-        cats = categories.filter(pl.col("phase") == phase)
+        st.subheader(f"{md(phase.capitalize())} · {n_types} type(s) · total {total:,} {unit}")
+        cats = categories.filter((pl.col("phase") == phase) & pl.col("category").is_not_null())
         if cats.height:
             st.caption("Categories: " + "; ".join(f"**{md(r['category'])}** ({r['n']} type{'s' if r['n'] > 1 else ''})"
                                                    for r in cats.iter_rows(named=True)))
+        if part.height == 1:
+            st.caption("One failure type in this phase: its share is 100% by construction, so no interval.")
         st.dataframe(
-            part.select("category", "failure_type", "share", "count", "95% CI (%)", "failure_type_id", "drill"),
+            part.select(pl.col("category").fill_null("–"), "failure_type", (100 * pl.col("share")).alias("share"),
+                        "count", "95% CI (%)",
+                        "failure_type_id", "drill"),
             hide_index=True, width="stretch", key=f"tx_table_{phase}",
             column_config={
                 "failure_type": "failure type", "failure_type_id": "id",
-                "share": st.column_config.ProgressColumn("prevalence", format="percent", min_value=0.0,
-                                                         max_value=1.0),
+                "share": st.column_config.ProgressColumn("prevalence (%)", format="%.1f%%", min_value=0.0,
+                                                         max_value=100.0),
                 "drill": st.column_config.LinkColumn("drill-down", display_text="open"),
             })
     types = frame.filter(pl.col("failure_type_id") != "unassigned")
@@ -96,4 +146,5 @@ def render(ctx: Context) -> None:
                                    key="tx_drill_type")
         if cols[1].button("Open", key="tx_drill_open"):
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen)
-    _exports(ctx)
+    view_name = f"{unit}" + (f", {dimension} {value}" if dimension else "")
+    _exports(ctx, frame.drop("drill", "95% CI (%)"), view_name, unit)
