@@ -58,8 +58,11 @@ class Registry(Generic[T]):
         except KeyError:
             close = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
             guess = f" (did you mean '{close[0]}'?)" if close else ""
+            shown = [n for n in self.names() if not getattr(self._factories[n], "hidden", False)]
+            hidden = len(self._factories) - len(shown)  # factories that declare `hidden = True` (hostile agents)
+            more = f" (and {hidden} hidden)" if hidden else ""
             raise ConfigError(f"unknown {self.kind} '{name}'{guess}",
-                              hint=f"choose one of: {', '.join(self.names()) or 'none registered'}") from None
+                              hint=f"choose one of: {', '.join(shown) or 'none registered'}{more}") from None
 
     def create(self, name: str, **params: Any) -> T:
         """An instance of `name` built with `params`. Raises ConfigError for an unknown name or parameters the

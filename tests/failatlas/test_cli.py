@@ -71,6 +71,7 @@ def test_a_mistyped_agent_is_named_with_a_suggestion_before_any_progress_bar(tmp
                           text=True)
     assert proc.returncode != 0 and "did you mean 'gold'?" in proc.stderr
     assert "golden runs" not in proc.stdout + proc.stderr  # no progress bar drawn for a run that cannot start
+    assert "hostile-" not in proc.stderr and "hidden)" in proc.stderr  # the harness-attacking agents stay hidden
 
 
 def test_bench_list_shows_whole_run_ids_in_a_narrow_terminal_and_as_json(tmp_path):
