@@ -82,6 +82,24 @@ class NetworkAgent(_HostileAgent):
     )
 
 
+class FetchUrlAgent(_HostileAgent):
+    """Under a network policy that allows package indexes, fetches what is not one: the paper, a results page, a
+    repository; then tries to go around the egress proxy."""
+
+    behaviour = "fetch non-registry URLs"
+    commands = (
+        "curl -sS -m 20 https://arxiv.org/abs/2205.00048 2>&1 | head -c 300; echo curl_exit=${PIPESTATUS[0]}",
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://example.org/results.json',"
+        " timeout=20).read()[:200])\" 2>&1 | tail -n 1",
+        "timeout 120 python3 -m pip install --user --no-cache-dir"
+        " https://github.com/psf/requests/archive/refs/heads/main.zip 2>&1 | tail -n 2",
+        # around the proxy: no route, no name resolution (prints ROUTE-42 only if it got through)
+        "env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy curl -sS -m 10 https://pypi.org/simple/"
+        " -o /dev/null && echo ROUTE-$((40 + 2)); python3 -c \"import socket; socket.create_connection(("
+        "'151.101.0.223', 443), timeout=5); print('ROUTE-%d' % 42)\" 2>&1 | tail -n 1",
+    )
+
+
 class ForkBombAgent(_HostileAgent):
     """A fork bomb."""
 
@@ -217,3 +235,9 @@ for _name, _cls in HOSTILE_AGENTS.items():
     _cls.name = _name
     _cls.hidden = True  # attacks for testing the harness: listed by `failatlas agents --all`, not in help texts
     register_agent(_name)(_cls)
+
+# an attack on the `registries` network policy (tests/bench_core/test_network_policies.py), kept out of the
+# reliability suite's table, whose runs have no network
+FetchUrlAgent.name = "hostile-fetch-url"
+FetchUrlAgent.hidden = True
+register_agent("hostile-fetch-url")(FetchUrlAgent)

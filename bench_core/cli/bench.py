@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -13,10 +14,11 @@ from rich.table import Table
 from failatlas.bench_core.agents import Budget, agent_names, create_agent
 from failatlas.bench_core.runs import BenchParams, BenchResult, ResourceOverrides, get_run, list_runs, total_runs
 from failatlas.bench_core.runs import run as bench_run
+from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.sandbox import SANDBOXES
 from failatlas.bench_core.scoring import JUDGES, ScoreParams
 from failatlas.bench_core.scoring import run as score_run
-from failatlas.core.cli import console, progress_bar, store
+from failatlas.core.cli import console, live_progress, progress_bar, store
 from failatlas.core.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
@@ -52,20 +54,29 @@ def run(
         "is not run, and the reason is printed).")] = False,
     retry_infra: Annotated[bool, typer.Option(
         help="Redo every stored infra_error run (those whose inputs changed are redone without it).")] = False,
-    runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder [default: runs/ beside the store].")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder (default: runs/ beside the store).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the task's, else the built one).")] = None,
     repo: Annotated[Path | None, typer.Option(
-        help="Checkout to prepare every selected task from [default: each task's repository from the cache "
-        "(`failatlas repos add`), else its bundled one].")] = None,
+        help="Checkout to prepare every selected task from (default: each task's repository from the cache "
+        "(`failatlas repos add`), else its bundled one).")] = None,
     setting: Annotated[str | None, typer.Option(
         help="The task setting to give the agent (AutoExperiment: e.g. whether the run command is shown); part "
-        "of the run key [default: each task's first].")] = None,
+        "of the run key (default: each task's first).")] = None,
     gpus: Annotated[int | None, typer.Option(help="Override the tasks' GPU count.", min=0)] = None,
     memory: Annotated[float | None, typer.Option(help="Override the tasks' memory, in GB.", min=0.0625)] = None,
     timeout: Annotated[int | None, typer.Option(
         help="Override the tasks' experiment time limit, in seconds.", min=1)] = None,
     max_steps: Annotated[int, typer.Option(help="Agent budget: steps.")] = 50,
     max_seconds: Annotated[float, typer.Option(help="Agent budget: wall-clock seconds.")] = 1800.0,
+    network: Annotated[str | None, typer.Option(
+        help="Network policy for these runs: none, registries (package indexes only, through an egress proxy) or "
+        "full (never the Docker host); default: each task's.")] = None,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        help="A host `registries` also allows, beyond this host's pip and apt indexes (repeatable; *.domain for "
+        "its subdomains).")] = None,
+    ca_bundle: Annotated[str | None, typer.Option(
+        help="CA bundle given to sandboxes with network ('none' for none; default: the one pip/requests on this "
+        "host use).")] = None,
 ) -> None:
     """Run an agent on tasks in sandboxes; re-running the same command does only what is missing (and stored
     infra_error runs whose repository, image, resources or budget changed)."""
@@ -76,12 +87,61 @@ def run(
         retry_infra=retry_infra, budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image,
         repo=repo, runs_dir=runs_dir, setting=setting,
         resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
+        network=network, allow_hosts=allow_host or [], ca_bundle=ca_bundle,
     )
     create_agent(agent, **params.agent_params)  # an unknown agent fails before any progress bar is drawn
-    with progress_bar(f"{agent} runs", total_runs(s, params)) as advance:
-        result = bench_run(s, params, on_done=lambda _record: advance())
-        advance(result.skipped + len(result.not_run) * attempts)
+    _print_network(s, params)
+    with live_progress(f"{agent} runs", total_runs(s, params)) as progress:
+        def done(record: RunRecord) -> None:
+            progress.advance()
+            progress.say(_run_line(record))
+
+        result = bench_run(s, params, on_done=done)
+        progress.advance(result.skipped + len(result.not_run) * attempts)
     _print_run_result(result)
+
+
+def _print_network(s, params: BenchParams) -> None:
+    """One line per distinct effective network policy of the selected tasks, before any run: how many tasks, and
+    for `registries` the hosts allowed (this host's indexes and --allow-host) and those the tasks' files add."""
+    from failatlas.bench_core.runs.api import select_tasks
+    from failatlas.bench_core.sandbox import policy
+
+    tasks = select_tasks(s, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind)
+    by_policy: dict[str, list] = {}
+    for task in tasks:
+        by_policy.setdefault(params.network or task.resources.network, []).append(task)
+    for name in sorted(by_policy):
+        group = by_policy[name]
+        line = f"network {name} ({len(group)} task(s))"
+        if name == "full":
+            line += ": the internet, never the Docker host"
+        elif name == "registries":
+            base = policy.registry_hosts(params.allow_hosts)
+            added: dict[str, list[str]] = {}
+            for task in group:
+                for host in task.resources.allow_hosts:
+                    if host not in base:
+                        added.setdefault(host, []).append(task.id)
+            line += f": {', '.join(base)}"
+            if added:
+                line += "; tasks add: " + ", ".join(f"{h} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+                                                    for h, ids in sorted(added.items()))
+        console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+_MARKS = {"completed": "[green]done[/]", "agent_error": "[red]FAIL[/]", "infra_error": "[yellow]INFRA[/]"}
+
+
+def _run_line(record: RunRecord) -> str:
+    """One finished run as it is stored: completed (the agent finished; `bench score` judges it), agent_error
+    (the agent's own failure) or infra_error (ours: image, daemon, endpoint), with the task, attempt and time."""
+    request = record.request
+    seconds = (record.finished_at - record.started_at).total_seconds()
+    reason = record.agent_error or record.infra_error or ""
+    reason = f": {escape(' '.join(reason.split())[:160])}" if reason else ""
+    return (f"{_MARKS.get(record.status, escape(str(record.status)))} {escape(request.task_id)} attempt "
+            f"{request.attempt} ({record.status}, {seconds:.0f} s){reason}")
 
 
 def _print_run_result(result: BenchResult) -> None:
@@ -99,6 +159,14 @@ def _print_run_result(result: BenchResult) -> None:
     if result.kept_infra:
         console.print(f"{len(result.kept_infra)} stored infra_error run(s) skipped (inputs unchanged); "
                       "redo them with --retry-infra")
+    if result.infra_errors:
+        reasons: dict[str, int] = {}
+        for line in result.infra_errors:
+            reason = line.split(": ", 1)[-1]
+            reasons[reason] = reasons.get(reason, 0) + 1
+        top, n = max(reasons.items(), key=lambda kv: kv[1])
+        console.print(f"[red]{len(result.infra_errors)} run(s) ended in infra_error[/] (most often, {n}x: "
+                      f"{escape(top[:300])}); fix the cause, then redo them with --retry-infra", highlight=False)
 
 
 @app.command("list")
@@ -154,12 +222,14 @@ def score(
     sandbox: Annotated[str, typer.Option(help="Sandbox kind for the validator's clean re-run.")] = "docker",
     image: Annotated[str | None, typer.Option(help="Sandbox image for the re-run.")] = None,
     repo: Annotated[Path | None, typer.Option(
-        help="Checkout to re-run every selected run's task from [default: each task's repository from the cache "
-        "(`failatlas repos add`), else its bundled one].")] = None,
-    runs_dir: Annotated[Path | None, typer.Option(help="Scratch folder [default: runs/ beside the store].")] = None,
+        help="Checkout to re-run every selected run's task from (default: each task's repository from the cache "
+        "(`failatlas repos add`), else its bundled one).")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Scratch folder (default: runs/ beside the store).")] = None,
     samples: Annotated[int, typer.Option(help="LLM judge samples per verdict (majority vote).")] = 1,
     judge: Annotated[list[str] | None, typer.Option(
         "--judge", help="Judge name (repeatable): " + ", ".join(JUDGES.names()) + "; default: all.")] = None,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Ask the LLM endpoints again instead of replaying cached replies.")] = False,
 ) -> None:
     """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured).
     A run with nothing to compare is `not_scored` (E "–"); one whose repository is unavailable, or whose task
@@ -168,14 +238,37 @@ def score(
     params = ScoreParams(run_ids=run or None, rescore=rescore, sandbox=sandbox, image=image, repo=repo,
                          runs_dir=runs_dir, samples=samples,
                          judges=judge or None)
+    if no_cache:
+        from failatlas.core.llm import NO_CACHE_ENV
+
+        os.environ[NO_CACHE_ENV] = "1"  # read by every LLM role's client this process makes
     with progress_bar("scoring", len(run) if run else None) as advance:
         result = score_run(s, params, on_done=lambda _rid: advance())
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(result.outcomes.items())) or "nothing to score"
     console.print(f"{result.scored} run(s) scored ({outcomes})")
+    _print_judge_counts(s, result.run_ids)
     for line in result.unavailable:
         console.print(f"[yellow]not scored:[/] {escape(line)}", highlight=False)
     for line in result.infra_errors:
         console.print(f"[yellow]infrastructure error, not scored:[/] {escape(line)}", highlight=False)
+
+
+def _print_judge_counts(s, run_ids: list[str]) -> None:  # noqa: ANN001
+    """Per judge: verdicts, failures and not-run counts of the runs just scored; LLM/deterministic disagreements."""
+    from failatlas.bench_core.scoring.judges import disagreements, judge_counts
+
+    failed_any = False
+    for name, by_status in judge_counts(s, run_ids).items():
+        parts = ", ".join(f"{status} {n}" for status, n in sorted(by_status.items()))
+        failed = by_status.get("judge_failed", 0)
+        failed_any = failed_any or bool(failed)
+        colour = "red" if failed else "default"
+        console.print(f"  [{colour}]{escape(name)}[/]: {escape(parts)}", highlight=False, soft_wrap=True)
+    if failed_any:
+        console.print("[yellow]some judgements failed[/] (`bench show RUN` says why); run `failatlas bench score` "
+                      "again to retry them", highlight=False, soft_wrap=True)
+    for line in disagreements(s, run_ids):
+        console.print(f"[yellow]disagreement:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 @app.command()

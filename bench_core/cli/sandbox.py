@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE
 from failatlas.core.cli import console, err_console, progress_enabled
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -14,10 +16,10 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 
 @app.command("build-image")
 def build_image(
-    tag: Annotated[str, typer.Option(help="Image tag to build.")] = "failatlas/sandbox:bookworm",
+    tag: Annotated[str, typer.Option(help="Image tag to build.")] = DEFAULT_IMAGE,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when the tag exists.")] = False,
     mirror: Annotated[str | None, typer.Option(
-        help="Debian mirror [default: $FAILATLAS_DEBIAN_MIRROR or the one this host's apt uses].")] = None,
+        help="Debian mirror (default: $FAILATLAS_DEBIAN_MIRROR or the one this host's apt uses).")] = None,
     suite: Annotated[str, typer.Option(help="Debian suite.")] = "bookworm",
 ) -> None:
     """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag."""
@@ -35,6 +37,49 @@ def build_image(
         result = build_base_image(tag, force=force, mirror=mirror, suite=suite, progress=show)
     verb = "built" if result.built else "kept existing"
     console.print(f"{verb} {result.tag} {result.image_id[:19]} ({result.duration_s:.0f} s)")
+
+
+@app.command("build-env")
+def build_env(
+    task: Annotated[str, typer.Option("--task", help="Task id whose repository's environment to build.")],
+    repo: Annotated[Path | None, typer.Option(
+        help="Repository checkout (default: the task's from the cache, `failatlas repos add`, else bundled).")] = None,
+    dockerfile: Annotated[Path | None, typer.Option(
+        help="Build this Dockerfile instead of the repository's spec (BASE_IMAGE is the base image).")] = None,
+    base: Annotated[str, typer.Option(help="Base image the environment layer goes on.")] = DEFAULT_IMAGE,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        help="A host the install may reach beyond this host's pip and apt indexes (repeatable).")] = None,
+    ca_bundle: Annotated[str | None, typer.Option(
+        help="CA bundle for the install ('none' for none; default: the one pip/requests on this host use).")] = None,
+    best_effort: Annotated[bool, typer.Option(
+        "--best-effort", help="Install each requirement on its own (its dependencies held to the spec's pins) and "
+        "keep what installs; failures are listed, classified.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the environment image exists.")] = False,
+) -> None:
+    """Build a task's environment from its repository's spec (requirements.txt, environment.yml, pyproject.toml or
+    a Dockerfile) as an image layer on the base, through the registries network; cached by the spec's hash."""
+    from failatlas.bench_core.sandbox.envbuild import build_task_env
+    from failatlas.core.cli import store
+
+    result = build_task_env(store(create=False), task, repo=repo, dockerfile=dockerfile, base=base,
+                            allow_hosts=allow_host or [], ca_bundle=ca_bundle, best_effort=best_effort,
+                            force=force, progress=lambda line: err_console.print(line, highlight=False,
+                                                                                  markup=False))
+    verb = "cache hit" if result.cached else "built"
+    console.print(f"{verb}: {result.tag} for {result.task_id} from {result.spec_file} ({result.spec_kind}, "
+                  f"{len(result.installed)} installed, {len(result.failed)} failed, {result.duration_s:.0f} s)",
+                  highlight=False)
+    groups: dict[str, list[str]] = {}
+    for line in result.left_out:
+        why, _, what = line.rpartition(": ")
+        groups.setdefault(why, []).append(what)
+    for why, items in groups.items():
+        more = f", ... ({len(items) - 8} more)" if len(items) > 8 else ""
+        console.print(f"  left out, {len(items)} {why}: {', '.join(items[:8])}{more}", highlight=False,
+                      markup=False)
+    for item in result.failed:
+        console.print(f"  failed: {item['requirement']}: {item['kind']}: {item['evidence']}", highlight=False,
+                      markup=False)
 
 
 @app.command("list")

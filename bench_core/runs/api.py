@@ -65,6 +65,12 @@ class BenchParams(BaseModel):
     runs_dir: Path | None = None
     resources: ResourceOverrides = Field(default_factory=ResourceOverrides)
     setting: str | None = None
+    # `network` replaces each task's policy (none | registries | full; None keeps the task's); `allow_hosts` are
+    # hosts `registries` allows beyond this host's package indexes; `ca_bundle` is given to sandboxes with network
+    # (None: the one pip/requests on this host use; "none": no bundle)
+    network: str | None = None
+    allow_hosts: list[str] = Field(default_factory=list)
+    ca_bundle: str | None = None
 
 
 class BenchResult(BaseModel):
@@ -129,6 +135,22 @@ def _inputs(store: Store, tasks: list[TaskSpec], params: BenchParams) -> tuple[l
     return runnable, repos, not_run
 
 
+def network_config(network: str | None, allow_hosts: list[str], ca_bundle: str | None) -> dict[str, Any]:
+    """The network fields of a RunConfig: the policy override, this host's package indexes plus `allow_hosts`, the
+    CA bundle (`ca_bundle`, else this host's default; "none" for none) and the host's upstream proxy. Raises
+    ConfigError for an unknown policy, a host that is not a host name or an unreadable bundle."""
+    from failatlas.bench_core.sandbox import policy
+
+    if network is not None:
+        try:
+            network = policy.as_policy(network)
+        except ValueError as exc:
+            raise ConfigError(f"--network: {exc}") from exc
+    path = None if (ca_bundle or "").lower() == "none" else (ca_bundle or policy.default_ca_bundle())
+    return {"network": network, "registry_hosts": policy.registry_hosts(allow_hosts),
+            "ca_bundle": policy.ca_bundle(path), "upstream_proxy": policy.upstream_proxy()}
+
+
 def total_runs(store: Store, params: BenchParams) -> int:
     """How many runs `params` names (stored ones included): a progress bar's total."""
     return len(_tasks(store, params)) * max(params.attempts, 0)
@@ -155,7 +177,8 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
         runnable, repos, not_run = _inputs(store, tasks, params)
         config = RunConfig(runs_dir=runs_dir_for(store, params.runs_dir), sandbox=params.sandbox, image=params.image,
                            repo=params.repo, budget=params.budget, repos=repos, overrides=params.resources,
-                           run_without_gpus=params.gpu_tasks)
+                           run_without_gpus=params.gpu_tasks, **network_config(params.network, params.allow_hosts,
+                                                                               params.ca_bundle))
         todo = plan(store, runnable, params.agent, model=params.model, attempts=params.attempts,
                     agent_params=params.agent_params, retry_infra=params.retry_infra, setting=params.setting,
                     config=config)

@@ -17,8 +17,9 @@ from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs, repository_of, unavailable
 from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
 from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE, CopyLimits
+from failatlas.bench_core.sandbox.policy import CaBundle
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import InfrastructureError
+from failatlas.core.errors import InfrastructureError, InputError
 
 TAIL = 4000
 
@@ -48,6 +49,13 @@ class RunConfig(BaseModel):
     keep_workspace: bool = True
     output_file_bytes: int = Field(default=MAX_OUTPUT_FILE, ge=0)
     copy_limits: CopyLimits = Field(default_factory=CopyLimits)
+    # the network: `network` replaces each task's policy (None keeps it); `registry_hosts` are what `registries`
+    # allows (this host's package indexes and the user's), with each task's own `allow_hosts`; `ca_bundle` is given
+    # to sandboxes with network; `upstream_proxy` is the host's proxy, which the egress proxy chains to
+    network: str | None = None
+    registry_hosts: list[str] = Field(default_factory=list)
+    ca_bundle: CaBundle | None = None
+    upstream_proxy: str | None = None
 
 
 def _now() -> datetime:
@@ -81,6 +89,13 @@ def _redactor():
     return Redactor(secrets)
 
 
+def network_of(task: TaskSpec, config: RunConfig) -> tuple[str, list[str]]:
+    """The network policy of `task`'s runs under `config` and, for `registries`, the hosts it allows."""
+    policy = config.network or task.resources.network
+    hosts = sorted(set(config.registry_hosts) | set(task.resources.allow_hosts)) if policy == "registries" else []
+    return policy, hosts
+
+
 def sandbox_resources(task: TaskSpec, config: RunConfig) -> dict:
     """The sandbox's size for `task` (overrides applied): CPUs, memory, processes, network, GPUs asked for, and
     the experiment's time limit."""
@@ -88,22 +103,48 @@ def sandbox_resources(task: TaskSpec, config: RunConfig) -> dict:
     if config.overrides.memory_gb is None:
         memory_mb = max(config.memory_mb, memory_mb)
     return {"cpus": config.cpus, "memory_mb": memory_mb, "pids_limit": config.pids_limit,
-            "network": task.resources.network, "gpus": task.resources.gpus, "timeout_s": task.run.timeout_s}
+            "network": network_of(task, config)[0], "gpus": task.resources.gpus, "timeout_s": task.run.timeout_s}
 
 
 def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
     from failatlas.bench_core.sandbox import SandboxSpec
 
     size = sandbox_resources(task, config)
+    policy, hosts = network_of(task, config)
     fields = dict(
-        cpus=size["cpus"], memory_mb=size["memory_mb"], pids_limit=size["pids_limit"], network=size["network"],
-        gpu_ids=list(config.gpu_ids), run_id=request.run_id,
+        cpus=size["cpus"], memory_mb=size["memory_mb"], pids_limit=size["pids_limit"], network=policy,
+        allow_hosts=hosts, gpu_ids=list(config.gpu_ids), run_id=request.run_id,
         labels={"failatlas.task_id": task.id[:200], "failatlas.agent": request.agent},
+        ca_bundle=config.ca_bundle.path if config.ca_bundle and policy != "none" else None,
+        upstream_proxy=config.upstream_proxy,
     )
-    image = config.image or task.resources.image
+    image = image_of(task, config)
     if image:
         fields["image"] = image
     return SandboxSpec(**fields)
+
+
+def image_of(task: TaskSpec, config: RunConfig) -> str | None:
+    """The sandbox image of `task`'s runs: `--image`, else the task's, else its prebuilt environment's (a task
+    whose `environment` is `prebuilt`), else None (the base image)."""
+    if config.image or task.resources.image:
+        return config.image or task.resources.image
+    if task.resources.environment == "prebuilt":
+        from failatlas.bench_core.sandbox.envbuild import prebuilt_image
+
+        return prebuilt_image(task, repository_path(task, repository_for_run(task, config)))
+    return None
+
+
+def repository_path(task: TaskSpec, repo: RepoUsed | None) -> Path | None:
+    """The folder of the repository a run uses: the checkout, else the task's bundled folder (None when none)."""
+    from failatlas.bench_core.prepare.leaks import task_path
+
+    if repo is not None and repo.path is not None:
+        return Path(repo.path)
+    if task.repository.local_path:
+        return task_path(task, task.repository.local_path, field="repository.local_path")
+    return None
 
 
 def repository_for_run(task: TaskSpec, config: RunConfig) -> RepoUsed | None:
@@ -114,10 +155,17 @@ def repository_for_run(task: TaskSpec, config: RunConfig) -> RepoUsed | None:
 def run_inputs(task: TaskSpec, config: RunConfig, repo: RepoUsed | None = None) -> RunInputs:
     """The inputs a run of `task` (overrides applied) under `config` depends on, beyond its key."""
     repo = repo or repository_for_run(task, config)
+    policy, hosts = network_of(task, config)
+    try:
+        image = image_of(task, config) or DEFAULT_IMAGE
+    except (InfrastructureError, InputError):  # the prebuilt environment is not there: the run records why
+        image = None
     return RunInputs(
         repo_url=repo.url if repo else None, repo_commit=repo.commit if repo else None,
-        image=config.image or task.resources.image or DEFAULT_IMAGE, sandbox=config.sandbox,
+        image=image, sandbox=config.sandbox,
         resources=sandbox_resources(task, config), budget=config.budget.model_dump(mode="json"),
+        network=policy, allow_hosts=hosts, environment=task.resources.environment,
+        ca_bundle=config.ca_bundle.model_dump() if config.ca_bundle and policy != "none" else None,
     )
 
 
@@ -128,6 +176,21 @@ def infra_failure(request: RunRequest, task: TaskSpec, config: RunConfig, reason
     return RunRecord(request=request, benchmark=task.benchmark, status="infra_error", infra_error=reason,
                      sandbox=config.sandbox, started_at=now, finished_at=now, outputs=RunOutputs(),
                      setting=_setting_name(task, request), inputs=run_inputs(task, config))
+
+
+def _trace_environment(inner, commands: list[CommandRow], masked: Path, record) -> None:
+    """Record the egress proxy's decisions (`registries`) and each environment failure the agent's commands show
+    as trace steps (kinds 'network' and 'env_failure'), for the monitor and the mining stages."""
+    from failatlas.bench_core.sandbox.envfail import egress_steps, env_failure_steps
+
+    spec = getattr(inner, "spec", None)
+    if getattr(inner, "backend", "") == "local" and spec is not None and spec.network != "none":
+        record(StepEvent(kind="note", content=f"network policy {spec.network}: not enforced by the local sandbox "
+                         "(its commands used the host's own routes)"))
+    log = inner.egress_log() if hasattr(inner, "egress_log") else []
+    own = {p.stem for p in masked.glob("*.py")} | {p.name for p in masked.iterdir() if p.is_dir()}
+    for step in egress_steps(log) + env_failure_steps(commands, own_modules=own):
+        record(StepEvent(**step))
 
 
 def _setting_name(task: TaskSpec, request: RunRequest) -> str | None:
@@ -192,6 +255,7 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         except Exception as exc:  # an agent's own crash is its failure, recorded, not ours
             status, agent_error = "agent_error", f"{type(exc).__name__}: {exc}"
             record(StepEvent(kind="note", content="agent raised:\n" + traceback.format_exc()[-TAIL:]))
+        _trace_environment(inner, commands, masked, record)
         outputs = collect_outputs(inner, workdir, masked, scratch, file_limit=config.output_file_bytes,
                                   copy_limits=config.copy_limits)
         if outputs.cut:

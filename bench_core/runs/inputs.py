@@ -127,6 +127,12 @@ class RunInputs(BaseModel):
     sandbox: str
     resources: dict[str, Any]
     budget: dict[str, Any]
+    # the network policy the sandbox had (none | registries | full), the hosts `registries` allowed, the CA bundle
+    # given to it (path and sha256, never its contents) and who set up the environment (agent | prebuilt)
+    network: str = "none"
+    allow_hosts: list[str] = Field(default_factory=list)
+    ca_bundle: dict[str, str] | None = None
+    environment: str = "agent"
 
     @property
     def fingerprint(self) -> str:

@@ -1,6 +1,8 @@
 """The Docker backend: one hardened, labelled container per sandbox, driven through the docker SDK.
 
-Hardening by default: no network unless `spec.network`, memory (swap included), CPU and process-count limits,
+Hardening by default: no network unless `spec.network` allows it (`registries`: an internal network whose only
+way out is an egress proxy that allows package indexes, `egress.py`; `full`: a bridge that never reaches the
+Docker host, `network.py`), memory (swap included), CPU and process-count limits,
 all capabilities dropped, no new privileges, the non-root `spec.user`, read-only input mounts, a reaping init
 as PID 1.
 The working copy is copied in, never bind-mounted, so the host's prepared repository stays pristine.
@@ -47,6 +49,7 @@ from failatlas.bench_core.sandbox.model import (
 )
 from failatlas.bench_core.sandbox.network import sandbox_network
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+from failatlas.bench_core.sandbox.policy import CA_PATH, ca_env, pip_env
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
@@ -68,6 +71,20 @@ _KILL_SH = (
     'then kill -9 "${d#/proc/}" 2>/dev/null; fi; '
     "done; true"
 )
+
+
+def network_env(spec: SandboxSpec, egress: Any) -> dict[str, str]:
+    """The variables of the sandbox's network: its egress proxy (registries) and the CA bundle (with network)."""
+    env: dict[str, str] = {}
+    if egress is not None:
+        from failatlas.bench_core.sandbox.egress import proxy_env
+
+        env.update(proxy_env())
+    if spec.has_network and spec.ca_bundle:
+        env.update(ca_env(spec.ca_bundle))
+    if spec.has_network:  # the host's (private) pip indexes, without credentials (policy.pip_env)
+        env.update(pip_env())
+    return env
 
 
 def _parse_counters(text: str) -> tuple[int, int]:
@@ -103,6 +120,8 @@ class DockerSandbox:
         self._counters = (0, 0)
         self._closed = False
         self.restarts = 0
+        self.egress: Any = None
+        self._command_env: dict[str, str] = {}
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None, client: Any = None) -> DockerSandbox:
@@ -118,11 +137,25 @@ class DockerSandbox:
         for host in spec.read_only_inputs:
             if not Path(host).exists():
                 raise SandboxError(f"read-only input {host} does not exist")
+        egress = None
+        if spec.network == "registries":
+            from failatlas.bench_core.sandbox.egress import Egress
+
+            egress = Egress.start(client, spec)
         try:
-            container = client.containers.run(spec.image, **cls._run_options(spec, client))
+            container = client.containers.run(spec.image, **cls._run_options(spec, client, egress))
         except docker.errors.DockerException as exc:
+            if egress is not None:
+                egress.close()
             raise SandboxError(f"cannot start a sandbox from {spec.image}: {exc}") from exc
+        except BaseException:
+            if egress is not None:
+                egress.close()
+            raise
         box = cls(spec, client, container)
+        box.egress = egress
+        if spec.network_env_per_command:
+            box._command_env = network_env(spec, egress)
         try:
             box._probe()
             if workspace is not None:
@@ -133,27 +166,39 @@ class DockerSandbox:
         return box
 
     @staticmethod
-    def _run_options(spec: SandboxSpec, client: Any = None) -> dict[str, Any]:
+    def _run_options(spec: SandboxSpec, client: Any = None, egress: Any = None) -> dict[str, Any]:
         import docker
 
-        # with network: a dedicated bridge whose traffic to the host itself is refused (network.py)
-        network = sandbox_network(docker_client(client)) if spec.network else "none"
+        env = dict(spec.env)
+        volumes = {host: {"bind": target, "mode": "ro"} for host, target in spec.read_only_inputs.items()}
+        if egress is not None:  # registries: the internal network whose only way out is the proxy (egress.py)
+            network = egress.network_name
+        elif spec.network == "full":  # a dedicated bridge whose traffic to the host itself is refused (network.py)
+            network = sandbox_network(docker_client(client))
+        else:
+            network = "none"
+        mounts = []
+        if spec.has_network and spec.ca_bundle:  # a mount, not a volume: an image committed from it keeps none
+            mounts.append(docker.types.Mount(target=CA_PATH, source=spec.ca_bundle, type="bind", read_only=True))
+        if not spec.network_env_per_command:
+            env.update(network_env(spec, egress))
 
         options: dict[str, Any] = dict(
             # init and its `sleep` run as root (with no capabilities), so the agent's user cannot signal them and
             # stop the container under the harness; every command is exec'd as `spec.user`.
             command=["sleep", "infinity"], detach=True, init=True, user="0:0", working_dir=spec.workdir,
             name=f"failatlas-sbx-{uuid.uuid4().hex[:12]}", hostname="sandbox", labels=sandbox_labels(spec),
-            environment=dict(spec.env), network_mode=network,
+            environment=env, network_mode=network,
             mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids_limit, cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"}, shm_size=f"{spec.shm_mb}m",
-            volumes={host: {"bind": target, "mode": "ro"} for host, target in spec.read_only_inputs.items()},
-            read_only=spec.read_only_root,
+            volumes=volumes, read_only=spec.read_only_root,
         )
         if spec.read_only_root:
-            options["mounts"] = [docker.types.Mount(target=spec.workdir, source=None, type="volume")]
+            mounts.append(docker.types.Mount(target=spec.workdir, source=None, type="volume"))
+        if mounts:
+            options["mounts"] = mounts
         if spec.gpu_ids:
             options["device_requests"] = [
                 docker.types.DeviceRequest(device_ids=list(spec.gpu_ids), capabilities=[["gpu"]])
@@ -195,7 +240,7 @@ class DockerSandbox:
             argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
         res = self._raw_exec(
             argv, user=self.spec.user, timeout=timeout, cwd=self._path(cwd) if cwd else None,
-            env={**(env or {}), MARKER_VAR: marker}, output_limit=output_limit, marker=marker,
+            env={**self._command_env, **(env or {}), MARKER_VAR: marker}, output_limit=output_limit, marker=marker,
         )
         reason: KilledReason | None = "timeout" if res.timed_out else None
         fork_failed = bool(_FORK_FAILED.search(res.stdout) or _FORK_FAILED.search(res.stderr))
@@ -370,8 +415,12 @@ class DockerSandbox:
         self._check_open()
         return docker_files.copy_out(self, src, host_dest, limits=limits)
 
+    def egress_log(self) -> list[dict[str, Any]]:
+        """The egress proxy's allow/deny decisions so far (`registries` only; [] otherwise)."""
+        return self.egress.log() if self.egress is not None else []
+
     def close(self) -> None:
-        """Remove the container and its anonymous volumes. Safe to call twice."""
+        """Remove the container and its anonymous volumes (and its egress proxy and network). Safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -383,6 +432,9 @@ class DockerSandbox:
             pass  # already removed, e.g. by `failatlas sandbox cleanup --all`
         except docker.errors.APIError as exc:
             raise SandboxError(f"cannot remove sandbox {self.container.name}: {exc}") from exc
+        finally:
+            if self.egress is not None:
+                self.egress.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -421,7 +473,10 @@ class DockerKind(SandboxKind):
             say(f"sandbox image {tag}")
 
     def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
-        return cleanup_orphans(run_id=run_id, include_live=include_live)
+        from failatlas.bench_core.sandbox.egress import remove_orphan_networks
+
+        removed = cleanup_orphans(run_id=run_id, include_live=include_live)
+        return removed + remove_orphan_networks(docker_client())
 
     def list_sandboxes(self) -> list[dict[str, str]]:
         return list_sandboxes()

@@ -1,8 +1,9 @@
 """Build the base sandbox image offline: a Debian root made by debootstrap, imported with `docker import`.
 
 For engines without a registry. Users with one can build `bench_core/images/Dockerfile` instead; both give
-Debian bookworm with python3, numpy, scipy, scikit-learn and git from Debian's packages, a user `agent`
-(uid 1000) and a `/workspace` it owns.
+Debian bookworm with python3 (also as `python`), pip, venv, build tools (build-essential, python3-dev), numpy,
+scipy, scikit-learn, git and curl from Debian's packages, a user `agent` (uid 1000) and a `/workspace` it owns;
+`pip install` works as the agent (into ~/.local, on PATH).
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_PACKAGES = ("python3", "python3-numpy", "python3-sklearn", "python3-scipy", "python3-pytest", "git",
+DEFAULT_PACKAGES = ("python3", "python-is-python3", "python3-pip", "python3-venv", "python3-dev", "build-essential",
+                    "python3-numpy", "python3-sklearn", "python3-scipy", "python3-pytest", "git", "curl",
                     "ca-certificates")
+# The agent installs what a paper needs (`pip install ...` as the user `agent` goes to ~/.local); Debian's
+# PEP 668 marker would refuse it, and the sandbox is the agent's own machine.
+PIP_MARKERS = ("usr/lib/python3*/EXTERNALLY-MANAGED",)
+AGENT_PATH = "/home/agent/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 AGENT_UID = 1000
 IMAGE_LABEL = "failatlas.image"
 
@@ -77,7 +83,8 @@ def image_exists(tag: str, *, client: Any = None) -> bool:
 
 def recipe_hash(suite: str, packages: Sequence[str]) -> str:
     """A short hash of what goes into the image, stored as a label so a stale image can be recognised."""
-    return hashlib.sha256("\n".join([suite, f"uid={AGENT_UID}", *sorted(packages)]).encode()).hexdigest()[:12]
+    parts = [suite, f"uid={AGENT_UID}", f"path={AGENT_PATH}", *PIP_MARKERS, *sorted(packages)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def _debootstrap() -> str:
@@ -117,7 +124,7 @@ def _configure_root(root: Path) -> None:
     for folder in ("home/agent", "workspace"):
         (root / folder).mkdir(parents=True, exist_ok=True)
         os.chown(root / folder, AGENT_UID, AGENT_UID)
-    for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_Packages", "var/log/*.log"):
+    for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_Packages", "var/log/*.log", *PIP_MARKERS):
         for path in glob.glob(str(root / pattern)):
             Path(path).unlink(missing_ok=True)
 
@@ -177,7 +184,7 @@ def build_base_image(
         repository, _, version = tag.rpartition(":") if ":" in tag.rsplit("/", 1)[-1] else (tag, "", "latest")
         changes = [
             f"USER {AGENT_UID}:{AGENT_UID}", "WORKDIR /workspace", "ENV LANG=C.UTF-8",
-            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "ENV HOME=/home/agent",
+            f"ENV PATH={AGENT_PATH}", "ENV HOME=/home/agent", "ENV PIP_BREAK_SYSTEM_PACKAGES=1",
             f"LABEL {IMAGE_LABEL}={recipe}", 'CMD ["/bin/bash"]',
         ]
         slow = docker.from_env(timeout=3600)

@@ -9,9 +9,10 @@ This is containment, not isolation. Enforced:
   the user and is ignored for root, so it is not used);
 - GPUs: `CUDA_VISIBLE_DEVICES` is always set, empty when none are leased;
 - a scrubbed environment: host secrets such as API keys do not leak in.
-Not enforced: network, CPU share, users, capabilities, read-only inputs (symlinks to the host paths, protected
-only by host permissions). The sampler polls every 0.2 s, so a fast fork bomb or allocation can overshoot
-before it is stopped.
+Not enforced: network (the policy is recorded, and with network the CA bundle's variables point at the host's
+bundle, but the host's own routes apply; use Docker where the policy must hold), CPU share, users,
+capabilities, read-only inputs (symlinks to the host paths, protected only by host permissions). The sampler
+polls every 0.2 s, so a fast fork bomb or allocation can overshoot before it is stopped.
 Files come out without following links the agent made (`read_file` opens the path part by part with O_NOFOLLOW;
 `copy_out` walks by folder descriptors) and within `CopyLimits`; with no separate user, "as the agent's user"
 means as the harness's here.
@@ -45,6 +46,7 @@ from failatlas.bench_core.sandbox.model import (
     SandboxSpec,
 )
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+from failatlas.bench_core.sandbox.policy import CA_ENV_VARS
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 from failatlas.bench_core.sandbox.treecopy import TreeWriter, copy_host_tree
 from failatlas.core.errors import InputError
@@ -119,6 +121,8 @@ class LocalSandbox:
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         env.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"),
                    FAILATLAS_SANDBOX_ROOT=str(self.root), CUDA_VISIBLE_DEVICES=",".join(self.spec.gpu_ids))
+        if self.spec.has_network and self.spec.ca_bundle:
+            env.update({name: self.spec.ca_bundle for name in CA_ENV_VARS})
         env.update(self.spec.env)
         env.update(extra or {})
         env[MARKER_VAR] = marker

@@ -4,11 +4,13 @@ a copy out of a sandbox may take (`CopyLimits`) and what it left out (`CopyRepor
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-DEFAULT_IMAGE = "failatlas/sandbox:bookworm"
+from failatlas.bench_core.sandbox.policy import NetworkPolicy, as_policy, check_host
+
+DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v2"
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
 MAX_CUT_RECORDS = 200
@@ -26,7 +28,13 @@ class SandboxSpec(BaseModel):
     cpus: float = Field(default=1.0, gt=0)
     memory_mb: int = Field(default=2048, ge=64)
     pids_limit: int = Field(default=256, ge=8)
-    network: bool = False
+    network: NetworkPolicy = Field(default="none", description="none | registries | full (true: full)")
+    allow_hosts: list[str] = Field(default_factory=list, description="registries: the host names allowed")
+    ca_bundle: str | None = Field(default=None, description="host CA bundle given to the sandbox with network")
+    upstream_proxy: str | None = Field(default=None, description="registries: the host's proxy, chained to")
+    network_env_per_command: bool = Field(
+        default=False, description="give the proxy and CA variables to each command instead of the container "
+        "(an image committed from the sandbox then carries none of them)")
     gpu_ids: list[str] = Field(default_factory=list, description="leased from a GpuAllocator, never 'all'")
     read_only_inputs: dict[str, str] = Field(
         default_factory=dict, description="host path -> sandbox path, mounted read-only"
@@ -42,6 +50,20 @@ class SandboxSpec(BaseModel):
         default=None, description="writable-layer quota; only storage drivers with quotas support it"
     )
     read_only_root: bool = Field(default=False, description="root filesystem read-only but workdir and /tmp")
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _policy(cls, v: Any) -> str:
+        return as_policy(v)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        return [check_host(h) for h in v]
+
+    @property
+    def has_network(self) -> bool:
+        return self.network != "none"
 
     @field_validator("workdir")
     @classmethod

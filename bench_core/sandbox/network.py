@@ -10,6 +10,10 @@ on that interface:
     ip6tables -I INPUT -i fa-sbx0 -j REJECT        # the same over IPv6 (when the host has IPv6)
     iptables  -I DOCKER-USER -i fa-sbx0 -d 169.254.0.0/16 -j REJECT   # link-local: cloud metadata services
 
+Under the `registries` policy a sandbox sits alone on an internal network of its own (no route out; bridge
+`fa-e<id>`) with its egress proxy (`egress.py`), which joins `failatlas-sandbox` too; the host refuses what
+arrives on any such bridge as well (`-i fa-e+`), so neither the sandbox nor its proxy reach the host.
+
 Routed traffic (DNS through Docker's resolver, package indexes, the internet) is untouched. The rules are checked,
 and added when missing, before each such sandbox starts, which needs root (CAP_NET_ADMIN) on the Docker host;
 when they cannot be checked or added (no root, no iptables, a remote or rootless daemon whose bridge is not on
@@ -58,9 +62,12 @@ class Rule:
         return shlex.join(self.argv("-I"))
 
 
+EGRESS_BRIDGE_PREFIX = "fa-e"
 RULES = (
     Rule("iptables", "INPUT", ("-i", BRIDGE)),
+    Rule("iptables", "INPUT", ("-i", EGRESS_BRIDGE_PREFIX + "+")),
     Rule("ip6tables", "INPUT", ("-i", BRIDGE), required=False),
+    Rule("ip6tables", "INPUT", ("-i", EGRESS_BRIDGE_PREFIX + "+"), required=False),
     Rule("iptables", "DOCKER-USER", ("-i", BRIDGE, "-d", "169.254.0.0/16"), required=False),
 )
 

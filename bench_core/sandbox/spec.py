@@ -27,7 +27,8 @@ def spec_for_task(
         raise ValueError(f"task {task.id} needs {res.gpus} GPU(s) but {len(gpu_ids)} were leased")
     fields: dict[str, Any] = dict(
         image=res.image or DEFAULT_IMAGE, cpus=res.cpus, memory_mb=int(res.memory_gb * 1024),
-        network=res.network, gpu_ids=list(gpu_ids), read_only_inputs=dict(read_only_inputs or {}),
+        network=res.network, allow_hosts=list(res.allow_hosts) if res.network == "registries" else [],
+        gpu_ids=list(gpu_ids), read_only_inputs=dict(read_only_inputs or {}),
         run_id=run_id, labels={"failatlas.task_id": task.id},
     )
     fields.update(overrides)

@@ -9,7 +9,12 @@ from failatlas.bench_core.tasks.importers.suite import TASK_FILE, load_task
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import NotFoundError
 
-SUITES: dict[str, Path] = {"failatlas-mini": Path(__file__).resolve().parent / "mini"}
+SUITES: dict[str, Path] = {
+    "failatlas-mini": Path(__file__).resolve().parent / "mini",
+    # tasks whose environment must be set up through the network (registries policy): kept apart from the mini
+    # suite, whose runs need no network
+    "failatlas-env": Path(__file__).resolve().parent / "env",
+}
 
 
 def suite_names() -> list[str]:

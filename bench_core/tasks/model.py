@@ -241,13 +241,51 @@ class Setting(_Model):
     description: str | None = None
 
 
+EnvMode = Literal["agent", "prebuilt"]
+
+
 class Resources(_Model):
+    """What a task's sandbox needs. `network`: none | registries (package indexes only) | full (`true` is full,
+    `false` none); `allow_hosts`: more hosts `registries` allows. `environment`: `agent` (the agent sets up the
+    repository's dependencies itself, as in EXP-Bench) or `prebuilt` (the run starts from the image that
+    `failatlas sandbox build-env` built from the repository's spec)."""
+
     gpus: int = 0
     time_limit_s: int = 3600
     memory_gb: float = 4.0
     cpus: float = 1.0
     image: str | None = None
-    network: bool = False
+    network: Literal["none", "registries", "full"] = "none"
+    allow_hosts: list[str] = Field(default_factory=list)
+    environment: EnvMode = "agent"
+    env_spec: str | None = Field(default=None, description="the repository's environment file (requirements.txt, "
+                                 "environment.yml, pyproject.toml, Dockerfile); default: the first found")
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _policy(cls, v: Any) -> str:
+        if v is None or isinstance(v, bool):
+            return "full" if v else "none"
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("env_spec")
+    @classmethod
+    def _relative(cls, path: str | None) -> str | None:
+        return _in_repository(path)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        from failatlas.bench_core.tasks.hosts import check_host
+        from failatlas.core.errors import ConfigError
+
+        out = []
+        for host in hosts:
+            try:  # task content is untrusted: no IP literals, no *.tld, nothing local (tasks.hosts.check_host)
+                out.append(check_host(host, task=True, field="resources.allow_hosts:"))
+            except ConfigError as exc:
+                raise ValueError(str(exc).split("\n")[0]) from None
+        return out
 
 
 class AgentView(_Model):

@@ -145,9 +145,13 @@ def test_fuzzed_taxonomy_exports(table):
         assert len(md) == 2 + len(names)
         widths = {len(line.replace("\\|", "").split("|")) for line in md}
         assert len(widths) == 1, md
-        body = to_latex(frame).split("\\midrule", 1)[1]
-        assert "\n\n" not in to_latex(frame)  # a blank line ends a LaTeX paragraph inside the tabular
-        assert body.count(r"\\") == len(names)
+        latex = to_latex(frame, caption="Fuzzed names")
+        assert "\n\n" not in latex  # a blank line ends a LaTeX paragraph inside the tabular
+        body = latex.split("\\midrule", 1)[1]
+        rows = [line for line in body.splitlines() if line.startswith("\\leftskip=")]  # one per failure type
+        assert len(rows) == len(names) and all(line.endswith(r" \\") and line.count(r"\\") == 1 for line in rows)
+        assert body.count(r"\\") == len(names) + sum(line.startswith(("\\textbf{", "\\hspace*"))
+                                                    for line in body.splitlines())  # + phase/category heading rows
         parsed = list(csv.DictReader(io.StringIO(to_csv(frame))))
         assert [(r["phase"], r["category"], r["failure_type"]) for r in parsed] == names
         seen["examples"] += 1

@@ -58,13 +58,15 @@ def test_judge_failing_halfway_is_recorded_and_resumed(sandbox_image, store, tmp
     assert verdicts[garbled]["design"][0] == "judge_failed" and "did not parse" in verdicts[garbled]["design"][1]
     assert verdicts[garbled]["conclusion"][0] == "ok"
 
-    judge_env.enqueue(DESIGN, IMPLEMENTATION, CONCLUSION)
+    # a plain re-score retries every failed judgement (issue 16): the run the endpoint stopped, and the design that
+    # never parsed (nothing of it was cached); the verdicts that were ok come from the cache, with no request
+    judge_env.enqueue(DESIGN, IMPLEMENTATION, CONCLUSION, DESIGN)
     again = scoring.run(store, score)
-    assert again.scored == 1 and judge_env.remaining == 0  # only the run the endpoint stopped
+    assert again.scored == 2 and judge_env.remaining == 0
     verdicts = _verdicts(store)
     assert {s for s, _ in verdicts[crashed].values()} == {"ok"}
-    assert verdicts[garbled]["design"][0] == "judge_failed"  # a reply that never parsed stays a judge failure
+    assert {s for s, _ in verdicts[garbled].values()} == {"ok"}
     after = store.query("SELECT count(*) FROM judgements WHERE status = 'ok'")[0][0]
     table.record("judge-crash", "endpoint-failed run: judge_failed (HTTP 500) then ok on a plain re-score; "
-                 "never-parsing reply: judge_failed 'did not parse'; other runs scored once",
+                 "never-parsing reply: judge_failed 'did not parse', then ok on the same re-score; other runs once",
                  before=before, after=after)

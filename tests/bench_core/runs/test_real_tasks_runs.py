@@ -219,7 +219,7 @@ def test_memory_and_timeout_overrides_reach_the_sandbox_and_are_recorded(store, 
                                          "command = 'bash .failatlas/run.sh'", [row["id"]])
     assert timed_out and seconds < 4  # gold's experiment got the 1 s limit, not the task's 600 s
     assert json.loads(row["inputs"])["resources"] == {"cpus": 1.0, "memory_mb": 1024, "pids_limit": 256,
-                                                      "network": False, "gpus": 0, "timeout_s": 1}
+                                                      "network": "none", "gpus": 0, "timeout_s": 1}
 
     save_tasks(store, [_task("toy-memory")])
     params = _params(tmp_path, agent="command", task_ids=["toy-memory"], repo=checkout, resources=overrides,

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.docker
 def test_every_command_has_help() -> None:
     runner = CliRunner()
     out = runner.invoke(app, ["sandbox", "--help"]).output
-    for name in ("build-image", "cleanup", "list", "gpus"):
+    for name in ("build-image", "build-env", "cleanup", "list", "gpus"):
         assert name in out
         sub = runner.invoke(app, ["sandbox", name, "--help"])
         assert sub.exit_code == 0 and len(sub.output) > 100

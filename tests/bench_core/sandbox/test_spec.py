@@ -23,7 +23,9 @@ def _task(**resources) -> TaskSpec:
 
 def test_spec_follows_task_resources() -> None:
     spec = spec_for_task(_task(gpus=1, memory_gb=2.5, cpus=2, network=True), run_id="r1", gpu_ids=["3"])
-    assert (spec.image, spec.memory_mb, spec.cpus, spec.network) == (DEFAULT_IMAGE, 2560, 2.0, True)
+    assert (spec.image, spec.memory_mb, spec.cpus, spec.network) == (DEFAULT_IMAGE, 2560, 2.0, "full")
+    registries = spec_for_task(_task(network="registries", allow_hosts=["huggingface.co"]))
+    assert (registries.network, registries.allow_hosts) == ("registries", ["huggingface.co"])
     assert spec.gpu_ids == ["3"] and spec.run_id == "r1" and spec.labels["failatlas.task_id"] == "mini/t1"
     assert spec_for_task(_task(image="custom:1"), pids_limit=99).pids_limit == 99
     with pytest.raises(ValueError, match="needs 1 GPU"):
