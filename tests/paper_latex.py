@@ -18,7 +18,8 @@ def header_packages(tex: Path) -> list[str]:
 def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> None:
     """pdflatex a plain article that \\input's `tex`; fails on an error or an overfull box."""
     if not shutil.which("pdflatex"):
-        pytest.skip("pdflatex is not installed (scripts/setup.sh installs texlive-latex-base)")
+        pytest.fail("pdflatex is not installed: run scripts/setup.sh (it installs texlive-latex-base); "
+                    "a LaTeX export that was never compiled proves nothing")
     doc = tmp / f"doc-{tex.stem}.tex"
     doc.write_text(
         "\\documentclass{article}\n" + "".join(f"\\usepackage{{{p}}}\n" for p in packages)
