@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from failatlas.cluster.components import make_clusterer, make_reducer
-from failatlas.cluster.reducers import LARGE_N
+from failatlas.cluster.reducers import LARGE_N, UMAPReducer
 from failatlas.cluster.reductions import ReductionCache, reduction_key, vectors_digest
 from failatlas.cluster.side import SideWorker, fit_umap
 
@@ -49,8 +49,9 @@ _KNN_BLOCK = 2048
 
 
 def knn_method(n: int) -> str:
-    """How the neighbour graph of `n` points is found: 'umap' (UMAP's own exact search, below 4,096 points),
-    'exact' (ours, up to EXACT_KNN_MAX) or 'nndescent' (PyNNDescent)."""
+    """How the neighbour graph of `n` points is found: 'umap' (below 4,096 points the reducer searches itself,
+    exactly: NumpyUMAP, or umap-learn's small-data path for a metric NumpyUMAP does not compute), 'exact' (ours,
+    up to EXACT_KNN_MAX, handed to umap-learn) or 'nndescent' (PyNNDescent)."""
     return "umap" if n < 4096 else "exact" if n <= EXACT_KNN_MAX else "nndescent"
 
 
@@ -92,7 +93,7 @@ def exact_knn(X: np.ndarray, k: int, metric: str = "cosine") -> tuple[np.ndarray
 def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
     """UMAP's neighbour graph, computed once and handed to the reducer and the 2-D map (at scale the neighbour
     search is about half of UMAP's time): exact up to EXACT_KNN_MAX points, PyNNDescent's above. None below
-    4,096 points, where UMAP's own exact search is cheap."""
+    4,096 points, where the reducer's own exact search is cheap."""
     method = knn_method(X.shape[0])
     if method == "umap":
         return None
@@ -119,7 +120,10 @@ def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:
 
 def _keyed(params: dict[str, Any], n: int) -> dict[str, Any]:
     """UMAP's parameters as a cache key sees them: with the neighbour search where ours differs from UMAP's own
-    (a reduction from an exact graph is another result than one from NN-descent's)."""
+    (a reduction from an exact graph is another result than one from NN-descent's) and the implementation where
+    it is not umap-learn's (see UMAPReducer)."""
+    if UMAPReducer.implementation(n, params) == "numpy":
+        return {**params, "umap_implementation": "numpy"}
     return {**params, "knn": "exact"} if knn_method(n) == "exact" else params
 
 
@@ -178,12 +182,15 @@ class ClusterPipeline:
         tick = time.perf_counter()
         probabilities = None
         self.reducer_used_ = "none" if self.reducer == "umap" and n < SMALL_N else self.reducer
+        self.umap_implementation_: str | None = None
         self.clusterer_used_ = self.clusterer
         if n < 2:
             self.reduced_ = X
             self.raw_labels_ = np.zeros(n, dtype=np.int32)  # a single statement is its own type
         else:
             params = self._reducer_params(self.random_state) if self.reducer_used_ == self.reducer else {}
+            if self.reducer_used_ == "umap":
+                self.umap_implementation_ = UMAPReducer.implementation(n, params)
             self._digest = vectors_digest(X) if self.cache is not None and self.reducer_used_ == "umap" else None
             reduce_key = self.reduction_key(X, self._digest) if self._digest else None
             self.reduced_ = self.cache.get(reduce_key) if reduce_key else None
@@ -199,9 +206,8 @@ class ClusterPipeline:
             else:
                 if self.knn_ is not None:
                     params["precomputed_knn"] = self.knn_
-                self.reduced_ = np.asarray(
-                    make_reducer(self.reducer_used_, **params).fit_transform(X), dtype=np.float32
-                )
+                reducer = make_reducer(self.reducer_used_, **params)
+                self.reduced_ = np.asarray(reducer.fit_transform(X), dtype=np.float32)
                 if reduce_key:
                     self.cache.put(reduce_key, "umap", self.reduced_)
             self.timings_["reduce"], tick = time.perf_counter() - tick, time.perf_counter()

@@ -47,6 +47,37 @@ def _umap_defaults(n: int, options: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class UMAPReducer:
+    """The reducer `umap`: `NumpyUMAP` (no numba to compile) below NUMPY_UMAP_MAX points where it supports the
+    parameters, umap-learn (imported on first use, its numba code switched to the file cache) otherwise.
+    After `fit_transform`, `implementation_` says which ran: 'numpy' or 'umap-learn'."""
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+
+    @staticmethod
+    def implementation(n: int, params: Mapping[str, Any]) -> str:
+        """Which UMAP fits `n` points with `params`: 'numpy' or 'umap-learn'."""
+        from failatlas.cluster.umap_numpy import supports
+
+        return "numpy" if supports(n, dict(params)) else "umap-learn"
+
+    def fit_transform(self, X: np.ndarray) -> np.ndarray:
+        self.implementation_ = self.implementation(len(X), self.params)
+        if self.implementation_ == "numpy":
+            from failatlas.cluster.umap_numpy import NumpyUMAP
+
+            return NumpyUMAP(**self.params).fit_transform(X)
+        try:
+            import umap
+        except ImportError:
+            raise MissingDependencyError("umap-learn", "mining") from None
+        from failatlas.cluster.jit import enable_numba_cache
+
+        enable_numba_cache()
+        return umap.UMAP(**self.params).fit_transform(X)
+
+
 @REDUCERS.register("umap")
 @adaptive(_umap_defaults)
 def umap_reducer(
@@ -58,15 +89,8 @@ def umap_reducer(
     random_state: int | None = None,
     **extra: Any,
 ) -> Reducer:
-    try:
-        import umap
-    except ImportError:
-        raise MissingDependencyError("umap-learn", "mining") from None
-    from failatlas.cluster.jit import enable_numba_cache
-
-    enable_numba_cache()
     # a seed needs one thread: umap ignores random_state when it runs in parallel
-    return umap.UMAP(
+    return UMAPReducer(
         n_neighbors=n_neighbors,
         n_components=n_components,
         min_dist=min_dist,

@@ -196,6 +196,8 @@ def _cluster(
     resolved["embed_revision"] = embedding_set.revision
     resolved["normalisation"] = embedding_set.normalisation
     resolved["reducer_used"] = pipeline.reducer_used_
+    if pipeline.umap_implementation_:
+        resolved["umap_implementation"] = pipeline.umap_implementation_
     resolved["clusterer_used"] = pipeline.clusterer_used_
     clustering_id = _clustering_id(resolved, data.ids)
     labels = pipeline.labels_

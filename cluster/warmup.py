@@ -9,8 +9,9 @@ from failatlas.cluster.pipeline import ClusterPipeline
 
 def precompile() -> dict[str, int]:
     """Compile (or load from numba's file cache) every UMAP and PyNNDescent code path a clustering takes, by
-    fitting on random points: UMAP's own exact neighbours below 4,096 points; our exact neighbour graph, the
-    spectral and the PCA start, the 10-D reduction and the 2-D map (deferred or not) from 4,096 on; PyNNDescent's
+    fitting on random points (below 4,096 points UMAP runs in numpy and compiles nothing: cluster/umap_numpy.py):
+    our exact neighbour graph, the spectral and the PCA start, the 10-D reduction and the 2-D map (deferred or
+    not) from 4,096 on; PyNNDescent's
     neighbour descent above EXACT_KNN_MAX (its functions that take the distance function as an argument cannot
     be cached by numba and still compile once per process there). `scripts/setup.sh` calls it so that a user's
     first clustering does not compile. Returns `numba_cache_stats()`."""
@@ -18,7 +19,7 @@ def precompile() -> dict[str, int]:
 
     enable_numba_cache()
     rng = np.random.default_rng(0)
-    for n, n_used in ((600, 600), (4500, 4500), (4500, 10_000)):  # small data; spectral start; PCA start
+    for n, n_used in ((4500, 4500), (4500, 10_000)):  # spectral start; PCA start
         X = rng.normal(size=(n, 32)).astype(np.float32)
         params = ClusterParams(all_phases=True, stability_runs=0)
         ClusterPipeline(reducer_params=params.reducer_params(n_used),

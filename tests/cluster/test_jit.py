@@ -15,7 +15,8 @@ import numpy as np
 from failatlas.cluster.components import make_reducer
 from failatlas.cluster.jit import numba_cache_stats
 X = np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32)
-Y = make_reducer("umap", n_neighbors=10, n_components=3, random_state=1).fit_transform(X)
+# manhattan: a metric only umap-learn computes, so umap-learn (not NumpyUMAP) fits these 300 points
+Y = make_reducer("umap", n_neighbors=10, n_components=3, metric="manhattan", random_state=1).fit_transform(X)
 np.save(sys.argv[1], Y)
 print(json.dumps(numba_cache_stats()))
 """
