@@ -17,6 +17,7 @@ from failatlas.core.store import Store
 from failatlas.core.version import code_version
 from failatlas.embed import Embedder, EmbeddingSet
 from failatlas.taxonomy.assign import assign_by_phase
+from failatlas.taxonomy.definitions import fit_type_definitions, with_examples
 from failatlas.taxonomy.drafts import Draft, cluster_drafts, seeded_drafts
 from failatlas.taxonomy.edits import apply_edits, load_edits
 from failatlas.taxonomy.hierarchy import group_centroids
@@ -177,14 +178,15 @@ def _prototype_encoder(embedding_set: EmbeddingSet, embedder: Embedder | None) -
 
 def _seed_label(d: Draft, evidence: TypeEvidence, params: BuildParams, report: SeedReport) -> TypeLabel:
     """A seed type keeps the seed's name and definition; its examples are its most central insights."""
-    from failatlas.taxonomy.labelling.offline import examples_of, shorten
+    from failatlas.taxonomy.labelling.offline import examples_of
 
     category = d.seed_category
     assert category is not None and params.seed_taxonomy is not None
-    typical = "; ".join(f'"{shorten(t, 140)}"' for t in dict.fromkeys(evidence.texts[:5]))
+    head = f"{category.definition} Here"
     return TypeLabel(
         name=category.name,
-        definition=f"{category.definition} Here, e.g. {typical}.",
+        definition=with_examples(head, evidence.texts),
+        definition_head=head,
         inclusion_criteria=[
             f"Nearest category of the seed '{params.seed_taxonomy.name}', with cosine to its prototype (name,"
             f" definition, examples) at least {report.threshold:.3f}: the {report.null_quantile:.2f} quantile of"
@@ -215,6 +217,11 @@ def run(
     (a threshold calibrated on the phase's own cosines, reported in `Taxonomy.seed_reports`); those types keep
     the seed's names (origin 'seed'), and only the rest are clustered into types marked 'new'. Seed texts are
     embedded with the embedding set's model, or with `embedder` (which must be that model).
+
+    With `params.fit_definitions` (opt-in), each offline or seed definition's representative insights are
+    chosen among a fixed set of candidates so that names reconstruct their types (taxonomy/definitions.py); this
+    needs the same model, and where it is not on this machine the definitions stay as labelled and the stage run
+    notes why.
     """
     with stage_run(store, "taxonomy.build", params, seed=params.seed) as record:
         return _build(store, params, labeller, embedder, record)
@@ -254,8 +261,10 @@ def _build(
     encode = None
     reports: dict[str, SeedReport] = {}
     content: dict[str, tuple[str, np.ndarray]] = {}
+    member_vectors: list[tuple[list[str], np.ndarray]] = []  # (insight ids, their vectors) per clustering
     for ci in inputs:
         vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
+        member_vectors.append((ci.members["insight_id"].to_list(), vectors))
         if edits:
             content.update(zip(ci.members["insight_id"].to_list(), zip(ci.members["text"].to_list(), vectors,
                                                                            strict=True), strict=True))
@@ -284,6 +293,8 @@ def _build(
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []
+    heads: dict[str, str | None] = {}
+    members: dict[str, tuple[list[str], list[str]]] = {}
     records: list[tuple[str, str, float | None, str]] = []  # (type id, insight id, cosine, method)
     for phase in sorted({d.phase for d in drafts}, key=lambda p: (phase_rank(p), p)):
         mine = sorted(
@@ -302,6 +313,7 @@ def _build(
             f"least {params.assign_threshold:.2f}."
         )
         for type_id, d, lab, name, cat in zip(type_ids, mine, labels, names, cat_ids, strict=True):
+            heads[type_id], members[type_id] = lab.definition_head, (d.insight_ids, d.texts)
             types.append(
                 FailureType(
                     id=type_id,
@@ -344,6 +356,8 @@ def _build(
             )
             for o, t, s in zip(outliers, out_ids, out_sims, strict=True)
         ]
+    if params.fit_definitions and types:
+        types = _fitted(types, heads, members, records, member_vectors, embedding_set, embedder, record)
     edit_notes: list[str] = []
     if edits:
         types, records, edit_notes = apply_edits(
@@ -355,6 +369,42 @@ def _build(
     return _store_snapshot(store, record, taxonomy_id, clustering_ids, embedding_set, params, started, categories,
                            types, records, list(reports.values()), labelled_by,
                            ).model_copy(update={"edit_notes": edit_notes})
+
+
+def _fitted(
+    types: list[FailureType],
+    heads: dict[str, str | None],
+    members: dict[str, tuple[list[str], list[str]]],
+    records: list[tuple[str, str, float | None, str]],
+    member_vectors: list[tuple[list[str], np.ndarray]],
+    embedding_set: EmbeddingSet,
+    embedder: Embedder | None,
+    record: StageRun,
+) -> list[FailureType]:
+    """`types` with definitions fitted to reconstruct them (taxonomy/definitions.py), noted in the stage run; as
+    they are, with the reason noted, where the embedding model is not on this machine."""
+    from failatlas.core.errors import MissingDependencyError, NotFoundError
+
+    try:
+        encode = _prototype_encoder(embedding_set, embedder)
+        dims = (np.asarray(encode([types[0].name])).shape[1], member_vectors[0][1].shape[1])
+    except (NotFoundError, MissingDependencyError) as exc:
+        record.note(definitions_fitted=False, definitions_not_fitted_because=str(exc))
+        return types
+    if dims[0] != dims[1]:  # the stored vectors were not made by this model as it is here
+        record.note(definitions_fitted=False, definitions_not_fitted_because=f"the model '{embedding_set.model}'"
+                    f" gives {dims[0]} dimensions, the embedding set {dims[1]}")
+        return types
+    row_of = {}
+    for block, (ids, _) in enumerate(member_vectors):
+        row_of.update({iid: (block, r) for r, iid in enumerate(ids)})
+
+    def vector_of(ids: list[str]) -> np.ndarray:
+        return np.stack([member_vectors[row_of[i][0]][1][row_of[i][1]] for i in ids])
+
+    fitted, fidelity = fit_type_definitions(types, heads, members, records, vector_of, encode)
+    record.note(definitions_fitted=True, name_fidelity_before_after=fidelity)
+    return fitted
 
 
 def _store_snapshot(

@@ -50,6 +50,11 @@ def build(
                             " corpus' mismatched insight-category pairs.")
     ] = 0.8,
     random_seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
+    fit_definitions: Annotated[
+        bool, typer.Option(help="Choose each offline or seed definition's representative insights so that names"
+                           " reconstruct their types (name fidelity, in-sample); encodes ~13 texts per type with"
+                           " the embedding model.")
+    ] = False,
 ) -> None:
     """Build a new taxonomy snapshot from clusterings: name, merge, group into categories, assign members. With
     --seed, insights first join the seed's categories (threshold calibrated per phase, coverage reported); the
@@ -67,6 +72,7 @@ def build(
         seed=random_seed,
         seed_taxonomy=None if seed is None else load_seed(seed),
         seed_null_quantile=seed_quantile,
+        fit_definitions=fit_definitions,
     )
     tax = run(store(), params)
     table = Table("id", "category", "name", "n", "origin", "method", title=f"taxonomy v{tax.version} ({tax.id})")

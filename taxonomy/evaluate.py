@@ -12,16 +12,12 @@ from failatlas.cluster.metrics import name_fidelity, quality_metrics
 from failatlas.core.store import Store
 from failatlas.embed import Embedder, get_set
 from failatlas.taxonomy.assign import resolve_taxonomy
+from failatlas.taxonomy.definitions import name_text
 from failatlas.taxonomy.inputs import query_frame, require_vectors
 from failatlas.taxonomy.model import Taxonomy
 from failatlas.taxonomy.read import load_taxonomy
 
 _LABEL_COLUMNS = ("label",)
-
-
-def name_text(name: str, definition: str) -> str:
-    """What a type's name is judged by: its name and definition, as one text."""
-    return f"{name}: {definition}"
 
 
 def evaluate_taxonomy(

@@ -46,6 +46,11 @@ class BuildParams(BaseModel):
         description="an insight joins a seed category when its cosine beats this share of mismatched pairs",
     )
     seed_refine: int = Field(10, ge=0, description="rounds of seeded k-means after the first assignment")
+    fit_definitions: bool = Field(
+        False, description="choose each offline or seed definition's representative insights so that names"
+        " reconstruct their types (opt-in: 10-20x a build's time, and the gain is measured in-sample only, see"
+        " docs/quality.md; needs the embedding model; skipped, and noted, where it is not on this machine)",
+    )
 
 
 class Example(BaseModel):
@@ -66,6 +71,9 @@ class TypeLabel(BaseModel):
     naming_method: str
     prompt: list[dict[str, Any]] | None = None
     raw_reply: str | None = None
+    # The definition before its representative insights, where the labeller composes it so (offline, seed): the
+    # build may then choose other representatives (taxonomy/definitions.py). None: the definition stays whole.
+    definition_head: str | None = None
 
 
 @dataclass

@@ -8,6 +8,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from failatlas.taxonomy.definitions import shorten as shorten  # re-exported: callers name it here
+from failatlas.taxonomy.definitions import with_examples
 from failatlas.taxonomy.labelling.base import register_labeller
 from failatlas.taxonomy.labelling.phrases import BARE_TOKENS, failure_name, sentence_case
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
@@ -65,14 +67,6 @@ def readable_name(keywords: Sequence[str], texts: Sequence[str] = (), *, parts: 
     return name[0].upper() + name[1:]
 
 
-def shorten(text: str, limit: int = 180) -> str:
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(" ", 1)[0]
-    return cut.rstrip(",;:.") + " ..."
-
-
 def _join_terms(terms: Sequence[str]) -> str:
     quoted = [f"'{t}'" for t in terms]
     if len(quoted) <= 1:
@@ -106,12 +100,9 @@ class OfflineLabeller:
     def label(self, evidence: TypeEvidence) -> TypeLabel:
         contrast = [t for other in evidence.neighbours for t in other.texts]
         name = failure_name(evidence.texts, contrast, evidence.keywords)
-        representative = [shorten(t, 140) for t in dict.fromkeys(evidence.texts[:5])]
         neighbours = [failure_name(o.texts, evidence.texts, o.keywords) for o in evidence.neighbours]
-        definition = (
-            f"{name} ({evidence.size} {evidence.phase} insight{'s' if evidence.size != 1 else ''}), e.g. "
-            + "; ".join(f'"{t}"' for t in representative) + "."
-        )
+        head = f"{name} ({evidence.size} {evidence.phase} insight{'s' if evidence.size != 1 else ''})"
+        definition = with_examples(head, evidence.texts)
         criteria = [f"Inside: the insight reports {name[0].lower() + name[1:] if name[:1].isupper() else name}."]
         if evidence.keywords:
             criteria.append(f"Terms typical of it: {_join_terms(evidence.keywords[:5])}.")
@@ -123,6 +114,7 @@ class OfflineLabeller:
             inclusion_criteria=criteria,
             examples=examples_of(evidence, self.n_examples),
             naming_method="offline",
+            definition_head=head,
         )
 
     def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
