@@ -15,6 +15,7 @@ from failatlas.cluster.components import make_clusterer, make_reducer
 from failatlas.cluster.reducers import LARGE_N, UMAPReducer
 from failatlas.cluster.reductions import ReductionCache, reduction_key, vectors_digest
 from failatlas.cluster.side import SideWorker, fit_umap
+from failatlas.cluster.umap_numpy import NUMPY_UMAP_VERSION
 
 
 def reassign_to_nearest(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -122,8 +123,10 @@ def _keyed(params: dict[str, Any], n: int) -> dict[str, Any]:
     """UMAP's parameters as a cache key sees them: with the neighbour search where ours differs from UMAP's own
     (a reduction from an exact graph is another result than one from NN-descent's) and the implementation where
     it is not umap-learn's (see UMAPReducer)."""
-    if UMAPReducer.implementation(n, params) == "numpy":
-        return {**params, "umap_implementation": "numpy"}
+    implementation = UMAPReducer.implementation(n, params)
+    params = {k: v for k, v in params.items() if k != "implementation"}  # a pin names no other result
+    if implementation == "numpy":
+        return {**params, "umap_implementation": f"numpy-{NUMPY_UMAP_VERSION}"}
     return {**params, "knn": "exact"} if knn_method(n) == "exact" else params
 
 

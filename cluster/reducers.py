@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 
 from failatlas.cluster.components import REDUCERS, Reducer, adaptive
-from failatlas.core.errors import MissingDependencyError
+from failatlas.core.errors import ConfigError, MissingDependencyError
 
 # From this many insights on, UMAP starts from PCA instead of its spectral embedding: at 44,000 insights the
 # spectral start alone took 65-120 s of a 100-160 s fit (an eigensolver on the neighbour graph), PCA's under a
 # second, and the clusters agreed as well with the known kinds (ARI 0.333 vs 0.298, benchmarks/RESULTS.md).
 # Below it the spectral start is cheap and the measured quality (docs/quality.md) was obtained with it.
 LARGE_N = 10_000
+IMPLEMENTATIONS = ("numpy", "umap-learn")
 
 
 def adaptive_n_neighbors(n: int) -> int:
@@ -49,25 +50,36 @@ def _umap_defaults(n: int, options: Mapping[str, Any]) -> dict[str, Any]:
 
 class UMAPReducer:
     """The reducer `umap`: `NumpyUMAP` (no numba to compile) below NUMPY_UMAP_MAX points where it supports the
-    parameters, umap-learn (imported on first use, its numba code switched to the file cache) otherwise.
-    After `fit_transform`, `implementation_` says which ran: 'numpy' or 'umap-learn'."""
+    parameters, umap-learn (imported on first use, its numba code switched to the file cache) otherwise. The
+    parameter `implementation` ('numpy' or 'umap-learn') pins one: the stability re-runs of a clustering and the
+    work `cluster finish` does later use the implementation of the clustering itself, whatever their size.
+    After `fit_transform`, `implementation_` says which ran."""
 
     def __init__(self, **params: Any) -> None:
         self.params = params
 
     @staticmethod
     def implementation(n: int, params: Mapping[str, Any]) -> str:
-        """Which UMAP fits `n` points with `params`: 'numpy' or 'umap-learn'."""
+        """Which UMAP fits `n` points with `params`: 'numpy' or 'umap-learn'. Raises ConfigError for an unknown
+        pinned `implementation`."""
         from failatlas.cluster.umap_numpy import supports
 
-        return "numpy" if supports(n, dict(params)) else "umap-learn"
+        rest = {k: v for k, v in params.items() if k != "implementation"}
+        pinned = params.get("implementation")
+        if pinned is None:
+            return "numpy" if supports(n, rest) else "umap-learn"
+        if pinned not in IMPLEMENTATIONS:
+            raise ConfigError(f"unknown UMAP implementation {pinned!r}",
+                              hint=f"use one of: {', '.join(IMPLEMENTATIONS)}")
+        return "numpy" if pinned == "numpy" and supports(n, rest, any_size=True) else "umap-learn"
 
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
         self.implementation_ = self.implementation(len(X), self.params)
+        params = {k: v for k, v in self.params.items() if k != "implementation"}
         if self.implementation_ == "numpy":
             from failatlas.cluster.umap_numpy import NumpyUMAP
 
-            return NumpyUMAP(**self.params).fit_transform(X)
+            return NumpyUMAP(**params).fit_transform(X)
         try:
             import umap
         except ImportError:
@@ -75,7 +87,7 @@ class UMAPReducer:
         from failatlas.cluster.jit import enable_numba_cache
 
         enable_numba_cache()
-        return umap.UMAP(**self.params).fit_transform(X)
+        return umap.UMAP(**params).fit_transform(X)
 
 
 @REDUCERS.register("umap")

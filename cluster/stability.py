@@ -9,6 +9,7 @@ import numpy as np
 
 from failatlas.cluster.metrics import agreement
 from failatlas.cluster.pipeline import SMALL_N, ClusterPipeline
+from failatlas.cluster.reducers import UMAPReducer
 from failatlas.cluster.side import Later, SideWorker
 
 # UMAP's own default below/above 10,000 points; a capped re-run keeps the epochs of the full fit
@@ -45,6 +46,11 @@ def plan_reruns(
     "subsample": another seed on a seeded sample of `max_items`, HDBSCAN's size bounds scaled to the sample and
     UMAP's epochs kept at the full fit's, so that stability costs a bounded time at any scale."""
     params = {k: v for k, v in pipeline.__dict__.items() if not k.endswith("_") and not k.startswith("_")}
+    if params.get("reducer") == "umap" and n >= SMALL_N:
+        # a re-run on fewer items would otherwise cross NUMPY_UMAP_MAX and measure the other implementation
+        reducer_params = params.get("reducer_params") or {}
+        params["reducer_params"] = {**reducer_params, "implementation": UMAPReducer.implementation(
+            n, pipeline._reducer_params(pipeline.random_state))}
     capped = max_items is not None and n > max_items
     reruns = []
     for i in range(runs):

@@ -86,10 +86,16 @@ def build_pipeline(params: ClusterParams, n: int, cache: ReductionCache | None =
 
 def pipeline_of(resolved: dict[str, Any], cache: ReductionCache | None = None) -> ClusterPipeline:
     """The pipeline of a clustering's recorded parameters (`clusterings.params`, as `ClusterParams.resolve`
-    gives them), so that work deferred to a later process fits exactly what the run would have."""
+    gives them), so that work deferred to a later process fits exactly what the run would have, with the UMAP
+    implementation the run used."""
+    reducer_params = resolved["reducer_params"]
+    if resolved["reducer"] == "umap" and resolved.get("reducer_used") == "umap":  # a recorded clustering
+        # the UMAP that made the clustering: recorded from issue 21 on; before, always umap-learn
+        reducer_params = {**(reducer_params or {}),
+                          "implementation": resolved.get("umap_implementation", "umap-learn")}
     return ClusterPipeline(
         reducer=resolved["reducer"],
-        reducer_params=resolved["reducer_params"],
+        reducer_params=reducer_params,
         clusterer=resolved["clusterer"],
         clusterer_params=resolved["clusterer_params"],
         reassign_outliers=resolved["reassign_outliers"],

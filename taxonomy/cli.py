@@ -95,10 +95,28 @@ def build(
         )
     for note in tax.edit_notes:
         console.print(note, highlight=False)
+    if fit_definitions:
+        _print_fitted(tax.id)
     fallbacks = sum(x.naming_method == "offline-after-llm-error" for x in (*tax.types, *tax.categories))
     if fallbacks:  # the LLM labeller's replies were unusable there: say so, the table alone hides it
         console.print(f"[yellow]{fallbacks} name(s) fell back to offline naming after an LLM error[/] "
                       "(their raw_reply says why; building again asks the endpoint again)", highlight=False)
+
+
+def _print_fitted(taxonomy_id: str) -> None:
+    """What --fit-definitions did, from the build's stage run: name fidelity before and after per phase (measured
+    on the taxonomy's own insights), or why the definitions stayed as labelled."""
+    import json
+
+    rows = store(create=False).query("SELECT summary FROM stage_runs WHERE id = ?", [f"taxonomy.build:{taxonomy_id}"])
+    summary = json.loads(rows[0][0]) if rows and rows[0][0] else {}
+    if not summary.get("definitions_fitted"):
+        reason = summary.get("definitions_not_fitted_because", "nothing to fit")
+        console.print(f"definitions not fitted: {reason}", highlight=False, soft_wrap=True)
+        return
+    for phase, r in (summary.get("name_fidelity_before_after") or {}).items():
+        console.print(f"definitions fitted, {phase}: name fidelity {r['before']:.3f} -> {r['after']:.3f} (in-sample,"
+                      " on this taxonomy's own insights)", highlight=False)
 
 
 @app.command(name="list")

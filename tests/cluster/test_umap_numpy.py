@@ -132,3 +132,43 @@ def test_the_clustering_records_which_umap_ran(blob_store):
                                                              [result.clusterings[0].id])]
     assert params["umap_implementation"] == "numpy"
     assert params["reducer_used"] == "umap"
+
+
+def test_reruns_and_later_work_keep_the_clusterings_own_implementation():
+    from failatlas.cluster.pipeline import ClusterPipeline
+    from failatlas.cluster.stability import plan_reruns
+    from failatlas.cluster.stage import pipeline_of
+
+    params = ClusterParams(all_phases=True, stability_runs=2)
+    for n, expected in ((4500, "umap-learn"), (3000, "numpy")):
+        pipe = ClusterPipeline(reducer_params=params.reducer_params(n), clusterer_params=params.clusterer_params(n))
+        for max_items in (None, 2000):  # a resample of 3,600 or a subsample of 2,000 stays with the main UMAP
+            for rerun in plan_reruns(n, pipe, runs=2, max_items=max_items):
+                rp = rerun.params["reducer_params"]
+                assert UMAPReducer.implementation(len(rerun.idx), rp) == expected, (n, max_items, rerun.kind)
+    resolved = {**params.resolve(300), "reducer_used": "umap"}
+    old = pipeline_of(resolved)  # recorded before the numpy UMAP existed: made by umap-learn
+    assert UMAPReducer.implementation(300, old._reducer_params(old.random_state)) == "umap-learn"
+    new = pipeline_of({**resolved, "umap_implementation": "numpy"})
+    assert UMAPReducer.implementation(300, new._reducer_params(new.random_state)) == "numpy"
+    fresh = pipeline_of(params.resolve(300))  # a new run: chosen by size
+    assert "implementation" not in (fresh.reducer_params or {})
+    # a pin never changes the cache key of the same result
+    X = blobs(40, 3, dim=16, seed=2)
+    assert old.reduction_key(X) != new.reduction_key(X)
+    assert new.reduction_key(X) == fresh.reduction_key(X)  # pinned numpy = chosen numpy at this size
+
+
+def test_options_numpy_does_not_compute_go_to_umap_learn_and_bad_values_are_refused():
+    base = {"n_neighbors": 15, "n_components": 10, "min_dist": 0.0, "metric": "cosine", "random_state": 1}
+    assert UMAPReducer.implementation(100, {**base, "init": "tswspectral"}) == "umap-learn"
+    assert UMAPReducer.implementation(100, {**base, "init": "pca"}) == "numpy"
+    assert UMAPReducer.implementation(9000, {**base, "implementation": "numpy"}) == "numpy"
+    from failatlas.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown UMAP implementation"):
+        UMAPReducer.implementation(100, {**base, "implementation": "cuml"})
+    X = blobs(10, 2, dim=8)
+    X[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        NumpyUMAP(n_neighbors=5).fit_transform(X)

@@ -79,3 +79,12 @@ def test_cli_on_trail_with_options_and_errors(trail_store, tmp_path):
     assert isinstance(missing.exception, NotFoundError)
     help_text = CliRunner().invoke(app, ["taxonomy", "--help"]).output
     assert all(cmd in help_text for cmd in ("build", "list", "show", "assign", "export"))
+
+
+def test_build_says_what_fit_definitions_did(trail_store):
+    plain = _run(trail_store.path, "build", "--clustering", TRAIL_CLUSTERING)
+    assert plain.exit_code == 0 and "definitions" not in plain.output.split("categories;")[-1]
+    # the test vectors' model is on no machine: the build says so instead of fitting silently nothing
+    fitted = _run(trail_store.path, "build", "--clustering", TRAIL_CLUSTERING, "--fit-definitions")
+    assert fitted.exit_code == 0, fitted.output
+    assert "definitions not fitted" in fitted.output and "tfidf-svd-64" in fitted.output
