@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from failatlas.cluster.components import make_clusterer, make_reducer
+from failatlas.cluster.neighbours import exact_knn
 from failatlas.cluster.reducers import LARGE_N, UMAPReducer
 from failatlas.cluster.reductions import ReductionCache, reduction_key, vectors_digest
 from failatlas.cluster.side import SideWorker, fit_umap
@@ -46,7 +47,6 @@ def relabel_by_size(labels: np.ndarray) -> np.ndarray:
 # argument cannot be kept in numba's file cache and compiled in every process (about 10 s), and its import alone
 # compiles for 20 s on a fresh install. Exact neighbours are what NN-descent approximates.
 EXACT_KNN_MAX = 20_000
-_KNN_BLOCK = 2048
 
 
 def knn_method(n: int) -> str:
@@ -54,41 +54,6 @@ def knn_method(n: int) -> str:
     exactly: NumpyUMAP, or umap-learn's small-data path for a metric NumpyUMAP does not compute), 'exact' (ours,
     up to EXACT_KNN_MAX, handed to umap-learn) or 'nndescent' (PyNNDescent)."""
     return "umap" if n < 4096 else "exact" if n <= EXACT_KNN_MAX else "nndescent"
-
-
-def exact_knn(X: np.ndarray, k: int, metric: str = "cosine") -> tuple[np.ndarray, np.ndarray]:
-    """(indices, distances) of each row's `k` nearest rows, itself first, nearest first, for 'cosine' or
-    'euclidean'; in blocks of rows so memory stays at a few blocks of n floats."""
-    X = np.asarray(X, dtype=np.float32)
-    n = X.shape[0]
-    k = min(k, n)
-    if metric == "cosine":
-        norms = np.linalg.norm(X, axis=1, keepdims=True)
-        Y = X / np.where(norms > 0, norms, 1.0)
-    elif metric == "euclidean":
-        Y = X
-        sq = (X.astype(np.float64) ** 2).sum(axis=1)
-    else:
-        raise ValueError(f"exact neighbours for metric {metric!r} are not implemented")
-    indices = np.empty((n, k), dtype=np.int32)
-    dists = np.empty((n, k), dtype=np.float32)
-    for lo in range(0, n, _KNN_BLOCK):
-        hi = min(n, lo + _KNN_BLOCK)
-        rows = np.arange(lo, hi)
-        sims = Y[lo:hi] @ Y.T
-        if metric == "cosine":
-            d = 1.0 - sims
-        else:
-            d = np.sqrt(np.maximum(sq[lo:hi, None] + sq[None, :] - 2.0 * sims, 0.0)).astype(np.float32)
-        np.maximum(d, 0.0, out=d)
-        d[rows - lo, rows] = -1.0  # itself first, also among exact duplicates
-        part = np.argpartition(d, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (hi - lo, 1))
-        part_d = np.take_along_axis(d, part, axis=1)
-        order = np.argsort(part_d, axis=1, kind="stable")
-        indices[lo:hi] = np.take_along_axis(part, order, axis=1)
-        dists[lo:hi] = np.take_along_axis(part_d, order, axis=1)
-    dists[:, 0] = np.where(indices[:, 0] == np.arange(n), 0.0, dists[:, 0])
-    return indices, np.maximum(dists, 0.0)
 
 
 def shared_knn(X: np.ndarray, umap_params: dict[str, Any]) -> tuple | None:

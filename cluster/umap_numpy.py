@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from failatlas.cluster.neighbours import exact_knn
+
 # Below this many points the reducer `umap` runs here; from it on, umap-learn (its compiled code pays off there
 # and our exact neighbour graph is handed to it). The same bound as UMAP's own small-data path.
 NUMPY_UMAP_MAX = 4096
@@ -228,8 +230,6 @@ class NumpyUMAP:
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
         """The low-dimensional embedding of X (float32). Raises ValueError for a metric other than cosine or
         euclidean, a start other than spectral, pca or random, fewer than 3 points, or non-finite values."""
-        from failatlas.cluster.pipeline import exact_knn
-
         X = np.asarray(X, dtype=np.float32)
         n = X.shape[0]
         if self.metric not in METRICS:
