@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIL = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"
+# the shared data beside the checkout, or where FAILATLAS_SHARED_DATA says (as the tests read it)
+TRAIL = (Path(os.environ.get("FAILATLAS_SHARED_DATA") or ROOT.parent / "shared" / "data")
+         / "trail" / "trail_errors_gaia.jsonl")
 
 MODULES = ["numpy", "torch", "pandas", "sklearn", "transformers", "datasets", "scipy", "matplotlib",
            "jax", "einops", "timm", "wandb", "accelerate", "peft", "tqdm", "lightgbm", "xgboost", "networkx",

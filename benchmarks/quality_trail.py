@@ -45,7 +45,9 @@ from failatlas.taxonomy import run as build_taxonomy  # noqa: E402
 from failatlas.taxonomy.evaluate import evaluate_taxonomy  # noqa: E402
 from failatlas.taxonomy.seeding import load_seed, prototypes  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "trail" / "trail_errors_gaia.jsonl"
+# the shared data beside the checkout, or where FAILATLAS_SHARED_DATA says (as the tests read it)
+DEFAULT_DATA = (Path(os.environ.get("FAILATLAS_SHARED_DATA") or ROOT.parent / "shared" / "data")
+                / "trail" / "trail_errors_gaia.jsonl")
 PHASE = "other"  # TRAIL errors carry no FailAtlas phase
 
 
