@@ -112,11 +112,11 @@ def _print_fitted(taxonomy_id: str) -> None:
     summary = json.loads(rows[0][0]) if rows and rows[0][0] else {}
     if not summary.get("definitions_fitted"):
         reason = summary.get("definitions_not_fitted_because", "nothing to fit")
-        console.print(f"definitions not fitted: {reason}", highlight=False, soft_wrap=True)
+        console.print(f"definitions not fitted: {reason}", highlight=False, soft_wrap=True, markup=False)
         return
     for phase, r in (summary.get("name_fidelity_before_after") or {}).items():
         console.print(f"definitions fitted, {phase}: name fidelity {r['before']:.3f} -> {r['after']:.3f} (in-sample,"
-                      " on this taxonomy's own insights)", highlight=False)
+                      " on this taxonomy's own insights)", highlight=False, markup=False)
 
 
 @app.command(name="list")

@@ -88,3 +88,12 @@ def test_build_says_what_fit_definitions_did(trail_store):
     fitted = _run(trail_store.path, "build", "--clustering", TRAIL_CLUSTERING, "--fit-definitions")
     assert fitted.exit_code == 0, fitted.output
     assert "definitions not fitted" in fitted.output and "tfidf-svd-64" in fitted.output
+
+
+def test_the_fit_report_prints_a_model_name_as_text_not_markup(trail_store):
+    # a model name is whatever `embed run --model` was given: Rich markup in it must neither vanish nor crash
+    with trail_store.write() as conn:
+        conn.execute("UPDATE embedding_sets SET model = 'svd[/bold][red]-64'")
+    fitted = _run(trail_store.path, "build", "--clustering", TRAIL_CLUSTERING, "--fit-definitions")
+    assert fitted.exit_code == 0, fitted.output
+    assert "svd[/bold][red]-64" in fitted.output
