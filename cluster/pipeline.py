@@ -89,7 +89,7 @@ def _keyed(params: dict[str, Any], n: int) -> dict[str, Any]:
     (a reduction from an exact graph is another result than one from NN-descent's) and the implementation where
     it is not umap-learn's (see UMAPReducer)."""
     implementation = UMAPReducer.implementation(n, params)
-    params = {k: v for k, v in params.items() if k != "implementation"}  # a pin names no other result
+    params = UMAPReducer.unpinned(params)  # a pin names no other result
     if implementation == "numpy":
         return {**params, "umap_implementation": f"numpy-{NUMPY_UMAP_VERSION}"}
     return {**params, "knn": "exact"} if knn_method(n) == "exact" else params
@@ -174,8 +174,9 @@ class ClusterPipeline:
             else:
                 if self.knn_ is not None:
                     params["precomputed_knn"] = self.knn_
-                reducer = make_reducer(self.reducer_used_, **params)
-                self.reduced_ = np.asarray(reducer.fit_transform(X), dtype=np.float32)
+                self.reduced_ = np.asarray(
+                    make_reducer(self.reducer_used_, **params).fit_transform(X), dtype=np.float32
+                )
                 if reduce_key:
                     self.cache.put(reduce_key, "umap", self.reduced_)
             self.timings_["reduce"], tick = time.perf_counter() - tick, time.perf_counter()

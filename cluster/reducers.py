@@ -59,12 +59,17 @@ class UMAPReducer:
         self.params = params
 
     @staticmethod
+    def unpinned(params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` without the `implementation` pin: UMAP's own parameters."""
+        return {k: v for k, v in params.items() if k != "implementation"}
+
+    @staticmethod
     def implementation(n: int, params: Mapping[str, Any]) -> str:
         """Which UMAP fits `n` points with `params`: 'numpy' or 'umap-learn'. Raises ConfigError for an unknown
         pinned `implementation`."""
         from failatlas.cluster.umap_numpy import supports
 
-        rest = {k: v for k, v in params.items() if k != "implementation"}
+        rest = UMAPReducer.unpinned(params)
         pinned = params.get("implementation")
         if pinned is None:
             return "numpy" if supports(n, rest) else "umap-learn"
@@ -75,7 +80,7 @@ class UMAPReducer:
 
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
         self.implementation_ = self.implementation(len(X), self.params)
-        params = {k: v for k, v in self.params.items() if k != "implementation"}
+        params = self.unpinned(self.params)
         if self.implementation_ == "numpy":
             from failatlas.cluster.umap_numpy import NumpyUMAP
 
