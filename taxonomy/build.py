@@ -121,6 +121,8 @@ def _categories(
             # for contrast: the phase's other categories, and each type that stands alone as one of its own
             other_categories=[[names[i] for i in o] for h, o in enumerate(member_lists) if h != g]
             + [[names[i]] for i in range(len(drafts)) if not any(i in o for o in member_lists)],
+            type_texts=[drafts[i].texts for i in m],
+            contrast_texts=[t for i in range(len(drafts)) if i not in m for t in drafts[i].texts],
         )
         for g, m in enumerate(member_lists)
     ]

@@ -105,6 +105,8 @@ class CategoryEvidence:
     keywords: list[str]
     texts: list[str]  # member insights, the most central of each type first
     other_categories: list[list[str]]  # type names of the phase's other categories
+    type_texts: list[list[str]] = field(default_factory=list)  # each type's insights, most central first
+    contrast_texts: list[str] = field(default_factory=list)  # insights of the phase's other types
 
 
 class CategoryLabel(BaseModel):

@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from failatlas.taxonomy.definitions import shorten as shorten  # re-exported: callers name it here
 from failatlas.taxonomy.definitions import with_examples
 from failatlas.taxonomy.labelling.base import register_labeller
-from failatlas.taxonomy.labelling.phrases import BARE_TOKENS, failure_name, sentence_case
+from failatlas.taxonomy.labelling.phrases import (
+    BARE_TOKENS,
+    failure_name,
+    sentence_case,
+    shared_phrase,
+    shared_word,
+    states_failure,
+)
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
 
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z_][a-zA-Z0-9_\-]+\b")
@@ -120,8 +127,12 @@ class OfflineLabeller:
     def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
         """A category of two or more types is named by the term its types share (in their names first, else
         its top keyword), more general than any one of them. The definition lists the member types."""
-        shared = _shared_term(evidence.type_names) or next(
-            (k for k in evidence.keywords if k.lower() not in BARE_TOKENS
+        phrase = shared_phrase(evidence.type_texts, evidence.contrast_texts, evidence.type_names)
+        if phrase and states_failure(phrase):
+            return CategoryLabel(name=sentence_case(phrase), definition=category_definition(evidence),
+                                 naming_method="offline")
+        shared = phrase or _shared_term(evidence.type_names) or shared_word(evidence.type_texts) or next(
+            (k for k in evidence.keywords if k.lower() not in BARE_TOKENS and "_" not in k
              and not k.lower().endswith(("error", "exception"))), None
         )
         name = f"{sentence_case(shared)} failures" if shared else f"Other {evidence.phase} failures"

@@ -1,6 +1,8 @@
 """Offline names that state a failure: phrase candidates taken from a type's own insights (word runs between
-punctuation, 2 to 6 words, not starting or ending on a filler word), scored by how many of the type's insights
-say them against how many of its nearest neighbours' insights do, so that a name tells the type apart. An error
+punctuation, 2 to 8 words, not starting or ending on a filler word, paths and URLs left out), scored by how many
+of the type's insights say them against how many of its nearest neighbours' insights do, so that a name tells the
+type apart. A phrase that the texts go on after with its object or head noun ("deviated from the planned" + "steps",
+"call the search_agent" + "tool") is cut short, and scores less than one that ends where its words do. An error
 signature (the exception class most members name) leads the name when it is what the type is about."""
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from failatlas.taxonomy.signatures import error_signature
 _CLAUSE = re.compile(r"[.,;:!?()\[\]{}|=\n]+|\s-\s|\s—\s")
 _QUOTES = re.compile(r"[\"`<>*‘’“”]|(?<![A-Za-z])'|'(?![A-Za-z])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:'[a-z]+)?")
+# A path or URL ('data/gaia/validation/x.mp3', https://...) names no failure: it ends a clause.
+_PATH = re.compile(r"\S*\w[/\\]\S*|\S*[/\\]\w\S*")
+# A passage in double quotes of three or more words is cited (the task's instructions, the agent's output): the
+# annotator's own words say what went wrong, so a name is never taken from it.
+_CITED = re.compile(r'"[^"\n]*?\S+\s+\S+\s+\S+[^"\n]*?"|“[^”\n]*?\S+\s+\S+\s+\S+[^”\n]*?”')
+# "didn't" -> "did not" (a typographic apostrophe counts), so that a name reads as written prose.
+_NOT = re.compile(r"\b([A-Za-z]+)n['’]t\b")
+_IRREGULAR_NOT = {"ca": "can", "wo": "will", "sha": "shall"}
 # Words a name may hold inside a phrase but neither start nor end on.
 _EDGE_TEXT = """
     a an the this that these those it its is are was were be been being has have had do does did to of in on
@@ -31,53 +41,123 @@ _CUE_TEXT = """
     hallucinated fabricated invented misinterpreted misread misunderstood misunderstanding misclassified
     unable cannot couldn't not no never timed timeout exceeded denied forbidden refused crashed raised
     broken mismatch mismatched inconsistent unverified unsupported skipped omitted forgot lost redundant
+    deviates hallucinates fails prematurely premature abandoned abandons bypassed violated violating misused
+    excessive unnecessary
 """
 CUES = frozenset(_CUE_TEXT.split())
-_EDGE_WORDS = (frozenset(_EDGE_TEXT.split()) | DOMAIN_STOP_WORDS) - (CUES - {"not", "no", "without", "instead"})
+# Nouns every insight of this domain uses: no name starts or ends on the rest of DOMAIN_STOP_WORDS, but a name may
+# end on these ("did not use any tools", "skipped the planned steps").
+_DOMAIN_NOUN_TEXT = "step steps task tasks tool tools output result trace"
+_DOMAIN_NOUNS = frozenset(_DOMAIN_NOUN_TEXT.split())
+_FUNCTION_WORDS = frozenset(_EDGE_TEXT.split()) - {"system", "agent", "model", "llm", "assistant", "named", "called"}
+_EDGE_WORDS = ((frozenset(_EDGE_TEXT.split()) | DOMAIN_STOP_WORDS) - _DOMAIN_NOUNS
+               - (CUES - {"not", "no", "without", "instead"}))
+# Cue words that say a failure only beside another word: not enough on their own for a phrase to state one.
+_WEAK_CUES = frozenset({"no"})
 # Language and tool tokens that are no failure on their own ("Py", "bash"): kept only inside a longer phrase.
 _BARE_TEXT = """
     py python python3 pip bash sh shell git docker conda js javascript ts java c cpp go rust r sql json yaml
     csv txt md html ipynb notebook jupyter torch pytorch numpy pandas tf tensorflow sklearn
 """
 BARE_TOKENS = frozenset(_BARE_TEXT.split())
+# A phrase followed by one of these (or by a content word) in most of its occurrences is cut short: the texts go
+# on with its object ("performed to locate" + "the ...") or its head noun ("the required end_plan" + "tag").
+_BINDING_TEXT = "the a an its their this that these those his her our your my some any each every another such of to"
+_BINDING_NEXT = frozenset(_BINDING_TEXT.split())
+# A phrase may start on a negation when a content word follows ("not found error", "no module named x") and on
+# an auxiliary when a negation follows ("did not use any tools").
+_NEGATIONS = frozenset({"not", "no", "never"})
+_AUXILIARY_TEXT = "do does did is are was were has have had can could would should will"
+_AUXILIARIES = frozenset(_AUXILIARY_TEXT.split())
 
 
-def candidate_phrases(text: str, *, min_words: int = 2, max_words: int = 6) -> dict[str, str]:
+def _expand_negations(text: str) -> str:
+    def expand(m: re.Match[str]) -> str:
+        stem = m.group(1)
+        return f"{_IRREGULAR_NOT.get(stem.lower(), stem)} not"
+
+    return _NOT.sub(expand, text)
+
+
+def _words_of_clauses(text: str) -> list[list[str]]:
+    """The words of each clause of `text`: quotes, paths and URLs removed, contractions of 'not' expanded."""
+    cleaned = _QUOTES.sub(" ", _PATH.sub(" | ", _CITED.sub(" | ", _expand_negations(text))))
+    return [_WORD.findall(clause) for clause in _CLAUSE.split(cleaned)]
+
+
+def _may_start(low: list[str], i: int) -> bool:
+    w = low[i]
+    if len(w) < 2 or (i and low[i - 1] in _NEGATIONS):  # "(not) ask the system ...": never drop a negation
+        return False
+    if w not in _EDGE_WORDS:
+        return True
+    nxt = low[i + 1] if i + 1 < len(low) else ""
+    if w in _NEGATIONS:  # "404 Not Found", not "(does) not ask": a verb group starts on its auxiliary
+        prev = low[i - 1] if i else ""
+        return bool(nxt) and nxt not in _EDGE_WORDS and len(nxt) > 1 and prev not in _AUXILIARIES
+    return w in _AUXILIARIES and nxt in _NEGATIONS
+
+
+def candidate_phrases(text: str, *, min_words: int = 2, max_words: int = 8) -> dict[str, str]:
     """Every run of `min_words`..`max_words` words inside one clause of `text` that neither starts nor ends on a
     filler word and holds no id-like word (three digits, or a long snake_case name such as a test function),
     lower-cased, mapped to its form in the text."""
-    out: dict[str, str] = {}
-    for clause in _CLAUSE.split(_QUOTES.sub(" ", text)):
-        words = _WORD.findall(clause)
+    return {low: form for low, (form, _) in _occurrences(text, min_words, max_words).items()}
+
+
+def _occurrences(text: str, min_words: int = 2, max_words: int = 8) -> dict[str, tuple[str, bool]]:
+    """`candidate_phrases` with, for each phrase, whether its first occurrence ends where the text's words do
+    (at a clause end, or before a word that does not bind to it: a preposition, a conjunction)."""
+    out: dict[str, tuple[str, bool]] = {}
+    for words in _words_of_clauses(text):
         low = [w.lower() for w in words]
         for i in range(len(words)):
-            if low[i] in _EDGE_WORDS or len(low[i]) < 2:
+            if not _may_start(low, i):
                 continue
             for j in range(i + min_words, min(i + max_words, len(words)) + 1):
                 last = low[j - 1]
-                if last in _EDGE_WORDS or len(last) < 2:
-                    continue
                 span = low[i:j]
                 if any(_id_like(w) for w in span):
                     break
-                out.setdefault(" ".join(span), " ".join(words[i:j]))
+                if last in _EDGE_WORDS or len(last) < 2:
+                    continue
+                nxt = low[j] if j < len(low) else None
+                ends = nxt is None or (nxt in _FUNCTION_WORDS and nxt not in _BINDING_NEXT)
+                key = " ".join(span)
+                if key not in out:
+                    out[key] = (" ".join(words[i:j]), ends)
     return out
+
+
+def _topic_only(words: Sequence[str]) -> bool:
+    """A phrase that only names what was involved ("page_down tool", "python script"): identifiers, tool and
+    language tokens and the domain's nouns, with filler words between them."""
+    return all(w in _EDGE_WORDS or w in _DOMAIN_NOUNS or w in BARE_TOKENS or "_" in w for w in words)
 
 
 def _id_like(word: str) -> bool:
     return sum(ch.isdigit() for ch in word) >= 3 or word.count("_") >= 2 or len(word) > 30
 
 
-def _document_frequency(texts: Sequence[str], limit: int = 200, forms: dict[str, Counter[str]] | None = None
-                        ) -> Counter[str]:
+def _document_frequency(texts: Sequence[str], limit: int = 200, forms: dict[str, Counter[str]] | None = None,
+                        ends: Counter[str] | None = None) -> Counter[str]:
+    """How many of `texts` say each phrase; `forms` collects the phrase's written forms, `ends` how many of
+    the texts saying it end it where their words do."""
     counts: Counter[str] = Counter()
     for text in texts[:limit]:
-        found = candidate_phrases(text)
+        found = _occurrences(text)
         counts.update(found.keys())
-        if forms is not None:
-            for low, original in found.items():
+        for low, (original, whole) in found.items():
+            if forms is not None:
                 forms.setdefault(low, Counter())[original] += 1
+            if ends is not None and whole:
+                ends[low] += 1
     return counts
+
+
+def _whole(phrase: str, inside: Counter[str], ends: Counter[str]) -> float:
+    """The share of the texts saying `phrase` that end it where their words do (1.0: never cut short)."""
+    return ends.get(phrase, 0) / max(inside.get(phrase, 0), 1)
 
 
 def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: int = 200) -> str | None:
@@ -85,7 +165,8 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
     (its neighbours' insights) say; longer phrases win ties of support, since they say more. None when no
     phrase is said by two or more insights (or by the only one)."""
     forms: dict[str, Counter[str]] = {}
-    inside = _document_frequency(texts, limit, forms)
+    ends: Counter[str] = Counter()
+    inside = _document_frequency(texts, limit, forms, ends)
     if not inside:
         return None
     outside = _document_frequency(contrast, limit)
@@ -99,10 +180,7 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
         words = phrase.split()
         if all(w in _EDGE_WORDS or w in BARE_TOKENS for w in words):
             continue
-        support = df / n_in
-        score = (support - outside.get(phrase, 0) / n_out) * (1.0 + 0.25 * min(len(words), 4))
-        if any(w in CUES for w in words):
-            score *= 1.5
+        score = _score(phrase, df / n_in, outside.get(phrase, 0) / n_out, _whole(phrase, inside, ends))
         if score > best_score or (score == best_score and best is not None and len(phrase) > len(best)):
             best, best_score = phrase, score
     if best is None:  # nothing sets the type apart in words: the phrase most of its insights say
@@ -111,21 +189,99 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
         best = max(shared)[1] if shared else None
     if best is None:
         return None
-    chosen = _extend(best, inside, outside, n_out)
+    chosen = _extend(best, inside, outside, n_out, ends)
     return forms[chosen].most_common(1)[0][0]
 
 
-def _extend(best: str, inside: Counter[str], outside: Counter[str], n_out: int) -> str:
+def _score(phrase: str, support: float, support_outside: float, whole: float) -> float:
+    """How well `phrase` names a group: its support inside minus outside, favouring longer phrases (up to four
+    words), phrases that end where the texts' words do, and phrases that state a failure rather than only name
+    what was involved."""
+    words = phrase.split()
+    score = (support - support_outside) * (1.0 + 0.25 * min(len(words), 4)) * (0.4 + 0.6 * whole)
+    if any(w in CUES and w not in _WEAK_CUES for w in words):
+        return score * 1.5
+    return score * 0.5 if _topic_only(words) else score
+
+
+def shared_phrase(groups: Sequence[Sequence[str]], contrast: Sequence[str] = (), exclude: Sequence[str] = (), *,
+                  limit: int = 100) -> str | None:
+    """The phrase that states what two or more of `groups` (a category's types' insights) have in common: said
+    by at least a tenth (and two) of the insights of each of two or more groups, scored as `best_phrase` scores
+    over all of them against `contrast` (the phase's other categories). Never one of `exclude` (the types' own
+    names). None when no phrase is shared that way."""
+    per_group: list[Counter[str]] = []
+    forms: dict[str, Counter[str]] = {}
+    ends: Counter[str] = Counter()
+    for texts in groups:
+        per_group.append(_document_frequency(texts, limit, forms, ends))
+    inside: Counter[str] = Counter()
+    for counts in per_group:
+        inside.update(counts)
+    outside = _document_frequency(contrast, limit * 2)
+    n_in = max(sum(min(len(g), limit) for g in groups), 1)
+    n_out = max(min(len(contrast), limit * 2), 1)
+    taken = {e.lower() for e in exclude}
+    best, best_score = None, 0.0
+    for phrase, df in inside.items():
+        words = phrase.split()
+        if phrase in taken or all(w in _EDGE_WORDS or w in BARE_TOKENS for w in words):
+            continue
+        spread = sum(counts.get(phrase, 0) >= max(2, 0.1 * min(len(g), limit))
+                     for counts, g in zip(per_group, groups, strict=True))
+        if spread < 2:
+            continue
+        score = _score(phrase, df / n_in, outside.get(phrase, 0) / n_out, _whole(phrase, inside, ends))
+        score *= 0.5 + 0.5 * spread / len(groups)
+        if score > best_score or (score == best_score and best is not None and len(phrase) > len(best)):
+            best, best_score = phrase, score
+    return forms[best].most_common(1)[0][0] if best else None
+
+
+def shared_word(groups: Sequence[Sequence[str]], *, limit: int = 100) -> str | None:
+    """The content word (not a filler, tool or language token, identifier or exception class) that the most of
+    `groups` say in at least a tenth (and two) of their insights, then the most insights; None if no word is
+    said so by two groups."""
+    spread: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for texts in groups:
+        counts: Counter[str] = Counter()
+        for text in texts[:limit]:
+            counts.update({w.lower() for clause in _words_of_clauses(text) for w in clause})
+        total.update(counts)
+        least = max(2, 0.1 * min(len(texts), limit))
+        spread.update(w for w, n in counts.items() if n >= least)
+    usable = [w for w, n in spread.items() if n >= 2 and len(w) > 2 and w not in BARE_TOKENS and "_" not in w
+              and not _id_like(w) and (w not in _EDGE_WORDS or w in _DOMAIN_NOUNS)
+              and w not in CUES and not w.endswith(("error", "errors", "exception"))]
+    return max(usable, key=lambda w: (spread[w], total[w], w)) if usable else None
+
+
+def states_failure(phrase: str) -> bool:
+    """Whether `phrase` holds a word that says something went wrong."""
+    return any(w in CUES and w not in _WEAK_CUES for w in phrase.lower().split())
+
+
+def _extend(best: str, inside: Counter[str], outside: Counter[str], n_out: int,
+            ends: Counter[str] | None = None) -> str:
     """The longest phrase containing `best` that most insights saying `best` also say (a verb gets its object:
-    'failed to include' -> 'failed to include the required end_plan tag') and the neighbours say no more."""
+    'failed to include' -> 'failed to include the required end_plan tag') and the neighbours say no more.
+    A phrase the texts mostly cut short ('deviated from the planned') is completed by a longer one that ends
+    where their words do, said by at least a third of them."""
+    ends = ends if ends is not None else Counter()
     base = inside[best]
     padded = f" {best} "
-    longer = [
+    containing = [
         q for q, df in inside.items()
-        if len(q) > len(best) and padded in f" {q} " and df >= 0.6 * base
+        if len(q) > len(best) and padded in f" {q} "
         and outside.get(q, 0) / n_out <= outside.get(best, 0) / n_out
     ]
-    return max(longer, key=lambda q: (inside[q], len(q.split()), q)) if longer else best
+    longer = [q for q in containing if inside[q] >= 0.6 * base]
+    chosen = max([best, *longer], key=lambda q: (_whole(q, inside, ends) >= 0.5, inside[q], len(q.split()), q))
+    if _whole(chosen, inside, ends) >= 0.5:
+        return chosen
+    whole = [q for q in containing if inside[q] >= base / 3 and _whole(q, inside, ends) >= 0.5]
+    return max(whole, key=lambda q: (inside[q], -len(q.split()), q), default=best)
 
 
 def dominant_signature(texts: Sequence[str], share: float = 0.5) -> str | None:

@@ -72,3 +72,67 @@ def test_failure_names_are_phrases_not_keyword_pairs():
     assert name.lower().startswith("failed to include the required end_plan") and " / " not in name
     assert failure_name(["ModuleNotFoundError: x", "ModuleNotFoundError: y"]) == "ModuleNotFoundError raised"
     assert failure_name(["py", "py"], [], ["py", "python"]) == "Unclassified failures"
+
+
+def test_a_name_is_not_cut_short_before_its_object_or_head_noun():
+    texts = [
+        "The system deviated from the planned steps by answering directly.",
+        "The system deviated from the planned steps and guessed the answer.",
+        "The agent deviated from the planned steps, skipping the search.",
+        "The system deviated from the planned approach of searching first.",
+    ]
+    assert failure_name(texts) == "Deviated from the planned steps"
+    # a tool name and the word 'tool' only say what was involved: the name says what went wrong with it
+    calls = [
+        "The system called the page_down tool with incorrect arguments {'': ''}.",
+        "The system called the page_down tool with incorrect arguments again.",
+        "Again the page_down tool was called with incorrect arguments; it takes none.",
+        "The page_down tool takes no arguments but was given one.",
+    ]
+    assert failure_name(calls, ["The system called final_answer too early."]) == "Incorrect arguments"
+
+
+def test_names_keep_negations_and_leave_out_paths_and_cited_passages():
+    texts = [
+        "The plan didn't use any tools to look the figure up.",
+        "The model did not use any tools and guessed the number.",
+        "The model didn’t use any tools, so the answer is unverified.",
+    ]
+    assert failure_name(texts) == "Did not use any tools"
+    paths = [
+        "Could not open data/gaia/validation/1f97.mp3 because the file is missing.",
+        "Could not open data/gaia/validation/2b3e.pdf because the file is missing.",
+        "Could not open C:\\data\\gaia\\validation\\x.txt because the file is missing",
+    ]
+    name = failure_name(paths)
+    assert "gaia" not in name.lower() and "validation" not in name.lower(), name
+    cited = [
+        'The answer ignored the instruction "answers without sources will not be tolerated here".',
+        'The answer ignored the instruction "answers without sources will not be tolerated at all".',
+        "The answer ignored the instruction to cite sources.",
+    ]
+    name = failure_name(cited)
+    assert "tolerated" not in name.lower() and "ignored the instruction" in name.lower(), name
+
+
+def test_a_category_is_named_by_what_two_or_more_of_its_types_share():
+    from failatlas.taxonomy.labelling.offline import OfflineLabeller
+    from failatlas.taxonomy.model import CategoryEvidence
+
+    groups = [
+        ["The system ignored the plan and called page_down with incorrect arguments."] * 3,
+        ["The system ignored the plan and answered from memory."] * 3,
+        ["The system ignored the plan, skipping the search_agent."] * 2,
+    ]
+    evidence = CategoryEvidence(
+        key="other/C1", phase="other", type_names=["Incorrect arguments", "Answered from memory", "Skipped"],
+        type_definitions=["-"] * 3, keywords=["page_down", "plan"], texts=[t for g in groups for t in g],
+        other_categories=[["Formatting"]], type_texts=groups,
+        contrast_texts=["The output was missing the end_plan tag."] * 4,
+    )
+    assert OfflineLabeller().label_category(evidence).name == "Ignored the plan"
+    # nothing shared that states a failure: a word the types share, never a tool identifier
+    plain = [["The page_down tool returned nothing for the page."] * 3, ["The visit_page tool hung on the page."] * 3]
+    evidence.type_texts, evidence.texts, evidence.type_names = plain, [t for g in plain for t in g], ["A", "B"]
+    name = OfflineLabeller().label_category(evidence).name
+    assert name.endswith(" failures") and "_" not in name, name
