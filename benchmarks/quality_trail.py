@@ -1,10 +1,17 @@
-"""Cluster and taxonomy quality on TRAIL's GAIA split (human-labelled agent errors): FailAtlas vs BERTopic's defaults.
+"""Cluster and taxonomy quality on TRAIL's human-labelled agent errors (GAIA split by default): FailAtlas vs BERTopic.
 
     python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--model NAME] [--bertopic-runs 3] [--json OUT]
-                                       [--half 0|1]
+                                       [--half 0|1] [--empty-description skip|evidence]
 
-Fills `insights` / `insight_sources` of a fresh store from trail_errors_gaia.jsonl (text = the annotator's
-`description`, label = `category`; duplicate descriptions become one insight whose label is the majority one),
+`--data` is a TRAIL split as the flattened JSONL (`trail_errors_gaia.jsonl`, or any split's, one row per error)
+or as TRAIL's per-trace annotation files (a folder such as `annotations_gaia/`, or one file), read with the
+product's TRAIL reader (`failatlas.ingest.importers.trail`: category spelling normalised, trailing commas
+accepted); a row without trace_id or category, or a category outside TRAIL's 20, stops the script with one line
+naming file, line and field. The benchmark of each error is its split (the JSONL's `split`, the folder's name).
+Fills `insights` / `insight_sources` of a fresh store (text = the annotator's `description`, label = the
+normalised `category`; duplicate descriptions become one insight whose label is the majority one; an error with
+an empty description is left out unless `--empty-description evidence`, which uses its evidence as
+`failatlas ingest` does),
 embeds them once through the embed stage (all-MiniLM-L6-v2, or `--model`: any name `failatlas embed run --model`
 takes, e.g. all-mpnet-base-v2; a --db kept between runs keeps the vectors), then compares on those same vectors:
 BERTopic with every default (UMAP unseeded, so it runs several times), k-means on the raw embeddings, and the
@@ -13,7 +20,7 @@ taxonomy stage on the default clusterings: unseeded (offline names), zero-shot b
 and seeded with the TRAIL seed (`taxonomy build --seed trail`), each build with and without fitted definitions
 (`--fit-definitions`, opt-in). `--half 0|1` runs everything on one half of the traces (trace id parity). Every row
 reports name fidelity where the method names its groups, and the 5-seed stability (mean ARI between the runs of
-different seeds). Prints Markdown tables. Nothing is tuned here on anything but this split.
+different seeds). Prints Markdown tables. Nothing is tuned here on anything but the GAIA split.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +45,12 @@ sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes 
 from failatlas.cluster import ClusterParams, evaluate_clustering, quality_metrics  # noqa: E402
 from failatlas.cluster import run as run_cluster  # noqa: E402
 from failatlas.cluster.metrics import agreement  # noqa: E402
+from failatlas.core.errors import FailAtlasError, InputError  # noqa: E402
 from failatlas.embed import DEFAULT_MODEL, EmbedParams, find_embedding_set, load_insight_vectors  # noqa: E402
 from failatlas.embed import run as run_embed  # noqa: E402
+from failatlas.ingest.importers.base import Problems, as_text, json_lines, load_json_lenient, read_text  # noqa: E402
+from failatlas.ingest.importers.trail import TAXONOMY, normalise_category  # noqa: E402
+from failatlas.ingest.importers.trail import _text as trail_text  # noqa: E402
 from failatlas.store import Store, open_store  # noqa: E402
 from failatlas.taxonomy import BuildParams, make_labeller  # noqa: E402
 from failatlas.taxonomy import run as build_taxonomy  # noqa: E402
@@ -68,12 +80,160 @@ def trace_half(trace_id: str) -> int:
         return hashlib.sha256(trace_id.encode()).digest()[-1] % 2
 
 
-def load_trail(store: Store, path: Path, text: str = "description", half: int | None = None) -> int:
-    """Insert TRAIL rows as insights and sources with plain SQL; returns the rows that have a description.
+DATA_HINT = ("--data takes a TRAIL split: trail_errors_<split>.jsonl, a folder of per-trace annotation files"
+             " (annotations_<split>/) or one such .json file")
+
+
+@dataclass
+class TrailData:
+    """Every annotated error of a TRAIL file or folder, in file order (annotation files sorted by name), one dict
+    each: trace_id, error_idx, category (TRAIL's leaf name), description (None where empty: the text the
+    importer would then take is in `fallback`), evidence, benchmark (the split), source_file/line/field."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    files: int = 1
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def splits(self) -> list[str]:
+        return sorted({r["benchmark"] for r in self.rows})
+
+
+def folder_split(folder: Path) -> str:
+    """The split of a folder of annotation files, as `failatlas ingest` names it (annotations_gaia -> GAIA)."""
+    name = folder.name
+    return name.removeprefix("annotations_").upper() if name.startswith("annotations_") else name
+
+
+def _error_row(error: dict[str, Any], *, trace_id: str, index: int, split: str, path: Path, line: int | None,
+               prefix: str, problems: Problems) -> dict[str, Any] | None:
+    """One annotated error as a row, through the importer's category normalisation and text choice; a missing
+    or unknown category goes to `problems` (the importer keeps an unknown one; here it would be a label no
+    method can be scored against fairly, so it stops the run)."""
+    raw = as_text(error.get("category"))
+    label = normalise_category(raw)
+    if label is None:
+        problems.add("missing category", line=line, field=f"{prefix}category")
+        return None
+    if label not in TAXONOMY:
+        problems.add(f"category {raw!r} is not one of TRAIL's {len(TAXONOMY)} leaf categories (nor a known spelling"
+                     " variant: failatlas.ingest.importers.trail.ALIASES)", line=line, field=f"{prefix}category")
+        return None
+    value, used = trail_text(error, "description")  # the description, or the evidence where it is empty
+    return {
+        "trace_id": trace_id,
+        "error_idx": index,
+        "category": label,
+        "description": value if used == "description" else None,
+        "fallback": value if used != "description" else None,
+        "evidence": error.get("evidence"),
+        "benchmark": split,
+        "source_file": path.name,
+        "source_line": line,
+        "source_field": f"{prefix}description",
+    }
+
+
+def _read_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    problems = Problems(path)
+    default_split = path.stem.removeprefix("trail_errors_").upper()
+    seen = False
+    for line, row in json_lines(path, problems):
+        seen = True
+        if not isinstance(row, dict):
+            problems.add("expected a JSON object (one TRAIL error per line)", line=line)
+            continue
+        trace_id, index = as_text(row.get("trace_id")), row.get("error_idx")
+        if trace_id is None:
+            problems.add("missing trace_id", line=line, field="trace_id")
+            continue
+        if not isinstance(index, int) or isinstance(index, bool):
+            problems.add("missing or non-integer error_idx", line=line, field="error_idx")
+            continue
+        new = _error_row(row, trace_id=trace_id, index=index, split=as_text(row.get("split")) or default_split,
+                         path=path, line=line, prefix="", problems=problems)
+        if new is not None:
+            rows.append(new)
+    problems.raise_if_any()
+    if not seen:
+        raise InputError("empty file: no TRAIL errors in it", path=str(path), hint=DATA_HINT)
+
+
+def _read_annotation(path: Path, rows: list[dict[str, Any]], warnings_: list[str]) -> None:
+    text = read_text(path)
+    if not text.strip():
+        raise InputError("empty file: not a TRAIL annotation file", path=str(path), hint=DATA_HINT)
+    document, warned = load_json_lenient(path, text)  # a trailing comma is accepted, with a warning
+    warnings_.extend(warned)
+    if not isinstance(document, dict) or not isinstance(document.get("errors"), list):
+        raise InputError("expected an object with an 'errors' list (a TRAIL annotation file)", path=str(path),
+                         hint=DATA_HINT)
+    problems = Problems(path)
+    trace_id = as_text(document.get("trace_id")) or path.stem  # as the importer: the file is named by its trace
+    for index, error in enumerate(document["errors"]):
+        if not isinstance(error, dict):
+            problems.add("expected an object", field=f"errors[{index}]")
+            continue
+        new = _error_row(error, trace_id=trace_id, index=index, split=folder_split(path.parent), path=path,
+                         line=None, prefix=f"errors[{index}].", problems=problems)
+        if new is not None:
+            rows.append(new)
+    problems.raise_if_any()
+
+
+def read_trail(path: Path) -> TrailData:
+    """A TRAIL split from the flattened JSONL (any suffix but .json), a folder of annotation files (`*.json`) or
+    one annotation file. InputError (one line naming file, line and field) for a missing path, an empty file or
+    folder, a row without trace_id or category, or a category that is not TRAIL's."""
+    rows: list[dict[str, Any]] = []
+    data = TrailData(path=path, rows=rows)
+    if not path.exists():
+        raise InputError("no such file or folder", path=str(path), hint=DATA_HINT)
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.json") if p.is_file())
+        if not files:
+            raise InputError("no TRAIL annotation files (*.json) in this folder", path=str(path), hint=DATA_HINT)
+        for file in files:
+            _read_annotation(file, rows, data.warnings)
+        data.files = len(files)
+    elif path.suffix.lower() == ".json":
+        _read_annotation(path, rows, data.warnings)
+    else:
+        _read_jsonl(path, rows)
+    if not rows:
+        raise InputError(f"no annotated errors in {'its ' + str(data.files) + ' files' if path.is_dir() else 'it'}",
+                         path=str(path), hint=DATA_HINT)
+    return data
+
+
+def select_rows(rows: list[dict[str, Any]], half: int | None = None,
+                empty_description: str = "skip") -> list[dict[str, Any]]:
+    """The rows that become insight occurrences: those of `half` (trace id parity) with a description; with
+    `empty_description="evidence"` also those without one, their evidence as the text (the importer's choice)."""
+    out = []
+    for r in rows:
+        if half is not None and trace_half(r["trace_id"]) != half:
+            continue
+        if r["description"] is not None:
+            out.append(r)
+        elif empty_description == "evidence" and r["fallback"] is not None:
+            out.append({**r, "description": r["fallback"], "evidence": None,
+                        "source_field": r["source_field"].removesuffix("description") + "evidence"})
+    return out
+
+
+def load_trail(store: Store, path: Path, text: str = "description", half: int | None = None, *,
+               empty_description: str = "skip", data: TrailData | None = None) -> int:
+    """Insert TRAIL errors (`read_trail(path)`, or `data` already read) as insights and sources with plain SQL;
+    returns the rows inserted (those with a description, unless `empty_description="evidence"`).
 
     `text` picks what an insight's text is (a key of TEXTS); `half` (0 or 1) keeps only that half's traces."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r.get("description") and (half is None or trace_half(r["trace_id"]) == half)]
+    data = data or read_trail(path)
+    rows = select_rows(data.rows, half, empty_description)
+    if not rows:
+        raise InputError(f"no errors with a description{'' if half is None else f' in half {half}'}",
+                         path=str(data.path), hint=DATA_HINT)
     first = {}
     for r in rows:
         first.setdefault(r["description"], TEXTS[text](r))
@@ -85,19 +245,20 @@ def load_trail(store: Store, path: Path, text: str = "description", half: int | 
     with store.write() as conn:
         conn.executemany(
             "INSERT INTO insight_sources (insight_id, source_key, origin, source_file, source_line,"
-            " source_field,"
-            " label, task_id, benchmark) VALUES (?, ?, 'trail', ?, ?, 'description', ?, ?, 'GAIA')"
+            " source_field, label, task_id, benchmark) VALUES (?, ?, 'trail', ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING",
             [
                 (
                     iid(r["description"]),
                     f"trail:{r['trace_id']}:{r['error_idx']}",
-                    path.name,
-                    i + 1,
+                    r["source_file"],
+                    r["source_line"],
+                    r["source_field"],
                     r["category"],
                     r["trace_id"],
+                    r["benchmark"],
                 )
-                for i, r in enumerate(rows)
+                for r in rows
             ],
         )
         conn.executemany(
@@ -234,7 +395,9 @@ def fmt(v: Any) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRAIL_GAIA", DEFAULT_DATA)))
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRAIL_GAIA", DEFAULT_DATA)),
+                    help="a TRAIL split: trail_errors_<split>.jsonl, a folder of per-trace annotation files"
+                    " (annotations_<split>/) or one of them (default: the GAIA JSONL of the shared data)")
     ap.add_argument("--db", type=Path, default=None, help="store to fill (default: a temporary file)")
     ap.add_argument("--model", default=DEFAULT_MODEL, help="embedding model (as `failatlas embed run --model`)")
     ap.add_argument(
@@ -249,13 +412,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="seed calibration quantiles to report (the first is the shipped default, 0.8)")
     ap.add_argument("--half", type=int, choices=(0, 1), default=None,
                     help="only the traces of one half (trace id parity): every method runs on that half alone")
+    ap.add_argument("--empty-description", choices=("skip", "evidence"), default="skip",
+                    help="an error whose description is empty: left out (default, as in every earlier result) or"
+                    " its evidence as the text (as `failatlas ingest` does)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("FAILATLAS_NO_PROGRESS", "1")
 
+    try:  # the data first: a bad file stops the run in one line before any store is made
+        trail = read_trail(args.data)
+        selected = select_rows(trail.rows, args.half, args.empty_description)
+        if not selected:
+            raise InputError(f"no errors with a description{'' if args.half is None else f' in half {args.half}'}",
+                             path=str(args.data), hint=DATA_HINT)
+    except FailAtlasError as exc:
+        print(f"quality_trail: error: {exc.one_line()}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    for warning in trail.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    in_half = [r for r in trail.rows if args.half is None or trace_half(r["trace_id"]) == args.half]
+    n_empty = sum(r["description"] is None for r in in_half)
     db = args.db or Path(tempfile.mkdtemp(prefix="quality_trail_")) / "trail.duckdb"
     store = open_store(db)
-    n_rows = load_trail(store, args.data, args.text, args.half)
+    n_rows = load_trail(store, args.data, args.text, args.half, empty_description=args.empty_description, data=trail)
     timing: dict[str, float] = {}
     steps = [(n, s) for n, s in STEPS if not (args.no_alternatives and n.startswith("alt:"))]
     norms = sorted({s.get("normalise", "none") for _, s in steps})
@@ -393,9 +572,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{r['seconds']:.1f}",
         ]
         lines.append("| " + " | ".join(fmt(c) for c in cells) + " |")
+    source = f"{args.data}" + (f", {trail.files} annotation files" if args.data.is_dir() else "")
+    empty = (f"; {n_empty} error(s) with an empty description "
+             + ("use their evidence" if args.empty_description == "evidence" else "left out")) if n_empty else ""
     print(
-        f"TRAIL GAIA{'' if args.half is None else f' (half {args.half} by trace id parity)'}: {n_rows} labelled"
-        f" errors -> {len(ids)} distinct descriptions (insights), "
+        f"TRAIL {' + '.join(trail.splits)}{'' if args.half is None else f' (half {args.half} by trace id parity)'}"
+        f" from {source}: {n_rows} labelled"
+        f" errors -> {len(ids)} distinct descriptions (insights){empty}, "
         f"{n_labels} labels; text = {args.text}; {args.model} vectors (embedding "
         + ", ".join(f"{t:.1f} s {k.removeprefix('embed_')}" for k, t in timing.items())
         + f"); bertopic {bertopic.__version__ if bertopic else 'not installed'}; "
@@ -413,7 +596,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sizes = {lab: labels.count(lab) for lab in set(labels)}
     for lab, rec in sorted(final["per_label_recall"].items(), key=lambda kv: -sizes[kv[0]]):
         print(f"| {lab} | {sizes[lab]} | {rec:.2f} | {seeded['per_label_recall'][lab]:.2f} |")
-    out = {"model": args.model, "text": args.text, "n_rows": n_rows, "n_insights": len(ids), "timing": timing}
+    out = {"model": args.model, "text": args.text, "data": str(args.data), "splits": trail.splits,
+           "half": args.half, "n_rows": n_rows, "n_insights": len(ids), "n_empty_description": n_empty,
+           "empty_description": args.empty_description, "timing": timing}
     out["rows"] = results
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
