@@ -126,16 +126,22 @@ def _categories(
         )
         for g, m in enumerate(member_lists)
     ]
-    named = [labeller.label_category(ev) for ev in evidence]
+    labelled = [labeller.label_category(ev) for ev in evidence]
+    # a group the labeller cannot name more generally than its types is no category: its types stand alone
+    kept = [g for g, lab in enumerate(labelled) if lab is not None]
+    evidence = [evidence[g] for g in kept]
+    member_lists = [member_lists[g] for g in kept]
+    named = [lab for lab in labelled if lab is not None]
     member_names = [{names[i].lower() for i in m} for m in member_lists]
     plain = [
         lab.name if lab.name.lower() not in taken else f"{lab.name} and related failures"
         for lab, taken in zip(named, member_names, strict=True)
     ]
     unique = _unique_names(plain, [ev.keywords for ev in evidence])
+    keys = [f"{phase}/C{k + 1}" for k in range(len(evidence))]  # numbered again once unnamed groups are gone
     out = [
         FailureCategory(
-            id=ev.key,
+            id=key,
             phase=phase,
             name=name,
             definition=lab.definition,
@@ -144,9 +150,9 @@ def _categories(
             prompt=lab.prompt,
             raw_reply=lab.raw_reply,
         )
-        for ev, lab, name in zip(evidence, named, unique, strict=True)
+        for key, ev, lab, name in zip(keys, evidence, named, unique, strict=True)
     ]
-    category_of = {i: ev.key for ev, m in zip(evidence, member_lists, strict=True) for i in m}
+    category_of = {i: key for key, m in zip(keys, member_lists, strict=True) for i in m}
     for parent, m in seed_groups:
         key = f"{phase}/C{len(out) + 1}"
         out.append(

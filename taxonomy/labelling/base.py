@@ -18,7 +18,10 @@ class Labeller(Protocol):
 
     def label(self, evidence: TypeEvidence) -> TypeLabel: ...
 
-    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel: ...
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel | None:
+        """The category's name and definition; None when no name more general than its types' can be given
+        (the build then lets its types stand alone)."""
+        ...
 
 
 LABELLERS: dict[str, Callable[..., Labeller]] = {}

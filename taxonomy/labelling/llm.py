@@ -189,9 +189,10 @@ class LLMLabeller:
             raw_reply=raw,
         )
 
-    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel | None:
         """An LLM name for categories of two or more types (a one-type category keeps its type's name, the
-        only category of a phase is "All <phase> failures"); offline naming when the reply is unusable."""
+        only category of a phase is "All <phase> failures"); offline naming when the reply is unusable (None
+        where the offline labeller finds no name more general than the types': the types then stand alone)."""
         offline = OfflineLabeller(n_examples=self.n_examples).label_category(evidence)
         if len(evidence.type_names) < 2 or not evidence.other_categories:
             return offline
@@ -209,6 +210,8 @@ class LLMLabeller:
                 problem = f"reply does not match the schema: {exc}"
         if problem is not None:
             _forget(self.client, result)
+            if offline is None:
+                return None
             return offline.model_copy(
                 update={
                     "naming_method": "offline-after-llm-error",

@@ -124,24 +124,45 @@ class OfflineLabeller:
             definition_head=head,
         )
 
-    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel:
-        """A category of two or more types is named by the term its types share (in their names first, else
-        its top keyword), more general than any one of them. The definition lists the member types."""
+    def label_category(self, evidence: CategoryEvidence) -> CategoryLabel | None:
+        """A category of two or more types is named by the failure two or more of its types' insights state,
+        else '<term> failures' with the phrase or word its types share (in their insights or their names),
+        more general than any one of them; None when they share nothing to name it by (a top keyword of one
+        type would misname the others). The definition lists the member types."""
         phrase = shared_phrase(evidence.type_texts, evidence.contrast_texts, evidence.type_names)
         if phrase and states_failure(phrase):
             return CategoryLabel(name=sentence_case(phrase), definition=category_definition(evidence),
                                  naming_method="offline")
-        shared = phrase or _shared_term(evidence.type_names) or shared_word(evidence.type_texts) or next(
-            (k for k in evidence.keywords if k.lower() not in BARE_TOKENS and "_" not in k
-             and not k.lower().endswith(("error", "exception"))), None
-        )
-        name = f"{sentence_case(shared)} failures" if shared else f"Other {evidence.phase} failures"
-        return CategoryLabel(name=name, definition=category_definition(evidence), naming_method="offline")
+        shared = phrase or _shared_term(evidence.type_names) or shared_word(evidence.type_texts)
+        if not shared:
+            return None
+        return CategoryLabel(name=f"{sentence_case(_modifier(shared))} failures",
+                             definition=category_definition(evidence), naming_method="offline")
+
+
+def _modifier(term: str) -> str:
+    """`term` as the word before "failures": a plural's last word in the singular ("Results" -> "Result")."""
+    head, _, last = term.rpartition(" ")
+    if len(last) > 4 and last.endswith("s") and not last.endswith(("ss", "us", "is")):
+        last = last[:-1]
+    return f"{head} {last}" if head else last
 
 
 def _shared_term(names: Sequence[str]) -> str | None:
-    """The word (not a filler or a bare tool token; plurals count as one) that most of `names`, and at least
-    two, contain, in the form the names use."""
+    """What two or more of `names` share: the longest run of two or more words (not one of the names itself,
+    not ending on a filler word), else the word (not a filler, a bare tool token, an identifier or a verb form
+    such as 'accessed'; plurals count as one) that most of them, and at least two, contain, in the form the
+    names use."""
+    runs: Counter[str] = Counter()
+    whole = {n.lower() for n in names}
+    for n in names:
+        words = re.findall(r"[A-Za-z][A-Za-z_\-]*", n.lower())
+        found = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 2, len(words) + 1)}
+        runs.update(r for r in found if r not in whole and r.split()[-1] not in _FILLER
+                    and r.split()[0] not in _FILLER)
+    shared_runs = [r for r, c in runs.items() if c >= 2 and not set(r.split()) <= BARE_TOKENS]
+    if shared_runs:
+        return max(shared_runs, key=lambda r: (runs[r], len(r.split()), r))
     counts: Counter[str] = Counter()
     forms: dict[str, str] = {}
     for n in names:
@@ -150,7 +171,8 @@ def _shared_term(names: Sequence[str]) -> str | None:
             counts[w] += 1
         for w in words:
             forms.setdefault(_stem(w), w.lower() if w[1:].islower() else w)
-    common = [w for w, c in counts.items() if c >= 2 and w not in BARE_TOKENS and w not in _FILLER]
+    common = [w for w, c in counts.items() if c >= 2 and w not in BARE_TOKENS and w not in _FILLER
+              and "_" not in w and not w.endswith(("ed", "ing"))]
     return forms[max(common, key=lambda w: (counts[w], len(w), w))] if common else None
 
 
@@ -159,7 +181,8 @@ def _stem(word: str) -> str:
     return w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w
 
 
-_FILLER = frozenset({"that", "with", "from", "insight", "insights", "failures", "failure", "error", "errors"})
+_FILLER = frozenset({"that", "with", "from", "insight", "insights", "failures", "failure", "error", "errors",
+                     "the", "a", "an", "of", "to", "in", "on", "by", "and", "or", "it", "its", "is", "was", "not"})
 
 
 def category_definition(evidence: CategoryEvidence) -> str:

@@ -252,8 +252,8 @@ def shared_word(groups: Sequence[Sequence[str]], *, limit: int = 100) -> str | N
         least = max(2, 0.1 * min(len(texts), limit))
         spread.update(w for w, n in counts.items() if n >= least)
     usable = [w for w, n in spread.items() if n >= 2 and len(w) > 2 and w not in BARE_TOKENS and "_" not in w
-              and not _id_like(w) and (w not in _EDGE_WORDS or w in _DOMAIN_NOUNS)
-              and w not in CUES and not w.endswith(("error", "errors", "exception"))]
+              and not _id_like(w) and (w not in _EDGE_WORDS or w in _DOMAIN_NOUNS) and w not in CUES
+              and not w.endswith(("error", "errors", "exception", "ed", "ing"))]
     return max(usable, key=lambda w: (spread[w], total[w], w)) if usable else None
 
 

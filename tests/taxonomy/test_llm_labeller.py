@@ -128,7 +128,26 @@ def test_unusable_replies_fall_back_to_offline_names_and_say_so(mini_store, repl
     assert all(t.naming_method == "offline-after-llm-error" for t in tax.types)
     assert all("rejected" in t.raw_reply and t.prompt for t in tax.types)
     assert [c.name for c in tax.categories] == [c.name for c in offline.categories]
-    assert sorted(c.naming_method for c in tax.categories) == ["offline-after-llm-error"]
+    assert all(c.naming_method == "offline-after-llm-error" for c in tax.categories)
+
+
+@pytest.mark.parametrize("reply", [FakeResult(ok=False, error="HTTP 503"), FakeResult(ok=True, value={"x": 1})])
+def test_an_unusable_category_reply_falls_back_to_the_offline_name_or_to_no_category(reply):
+    from failatlas.taxonomy.model import CategoryEvidence
+
+    groups = [["The system ignored the plan and answered from memory."] * 3,
+              ["The system ignored the plan, skipping the search."] * 3]
+    evidence = CategoryEvidence(
+        key="other/C1", phase="other", type_names=["Answered from memory", "Skipped the search"],
+        type_definitions=["-", "-"], keywords=["plan"], texts=[t for g in groups for t in g],
+        other_categories=[["Formatting"]], type_texts=groups, contrast_texts=["The end_plan tag is missing."] * 3,
+    )
+    named = LLMLabeller(FakeStructuredLLM(reply)).label_category(evidence)
+    assert named is not None and named.name == "Ignored the plan"
+    assert named.naming_method == "offline-after-llm-error" and "rejected" in named.raw_reply
+    apart = [["Accessed the ground-truth files."], ["Reported numbers it never produced."]]
+    evidence.type_texts, evidence.texts = apart, [t for g in apart for t in g]
+    assert LLMLabeller(FakeStructuredLLM(reply)).label_category(evidence) is None
 
 
 def test_no_endpoint_is_reported_by_the_cli_and_the_labeller(mini_store, monkeypatch):

@@ -98,3 +98,23 @@ def test_build_params_are_recorded_with_the_snapshot(trail_store):
     assert run[0][:2] == ("taxonomy.build", "ok")
     (rows,) = trail_store.query("SELECT rows FROM stage_runs WHERE id = ?", [tax.stage_run_id])[0]
     assert json.loads(rows)["failure_types"] == len(tax.types) and tax.stage_run_id == f"taxonomy.build:{tax.id}"
+
+
+def test_a_group_the_labeller_cannot_name_more_generally_is_no_category(trail_store):
+    """A labeller that finds no name more general than the types' (None) leaves those types standing alone;
+    the categories that remain are numbered without gaps."""
+    from failatlas.taxonomy.labelling.offline import OfflineLabeller
+
+    class NamesOnlyTheFirst(OfflineLabeller):
+        seen = 0
+
+        def label_category(self, evidence):
+            NamesOnlyTheFirst.seen += 1
+            return super().label_category(evidence) if NamesOnlyTheFirst.seen == 1 else None
+
+    tax = build(trail_store, TRAIL_PARAMS.model_copy(update={"random_seed": 7}), labeller=NamesOnlyTheFirst())
+    assert NamesOnlyTheFirst.seen >= 2
+    assert [c.id for c in tax.categories] == ["execution/C1"]
+    grouped = [t for t in tax.types if t.category_id]
+    assert len(grouped) >= 2 and all(t.category_id == "execution/C1" for t in grouped)
+    assert sum(not t.category_id for t in tax.types) >= 2

@@ -136,3 +136,8 @@ def test_a_category_is_named_by_what_two_or_more_of_its_types_share():
     evidence.type_texts, evidence.texts, evidence.type_names = plain, [t for g in plain for t in g], ["A", "B"]
     name = OfflineLabeller().label_category(evidence).name
     assert name.endswith(" failures") and "_" not in name, name
+    # nothing shared at all: no name more general than the types' (the build lets them stand alone)
+    apart = [["Accessed the ground-truth files."], ["Reported numbers it never produced."]]
+    evidence.type_texts, evidence.texts = apart, [t for g in apart for t in g]
+    evidence.type_names = ["Accessed ground-truth files", "Reported results it did not produce"]
+    assert OfflineLabeller().label_category(evidence) is None
