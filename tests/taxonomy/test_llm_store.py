@@ -13,7 +13,6 @@ from failatlas.taxonomy import run as build
 from failatlas.taxonomy.labelling import make_labeller
 from failatlas.taxonomy.model import phase_rank
 
-
 # The mini-suite's one group of two or more types (two of implementation's three types): the offline labeller
 # finds no name more general than theirs (so its offline build has no category), the LLM is asked for one.
 GROUPED_PHASES = ("implementation",)
