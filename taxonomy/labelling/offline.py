@@ -129,11 +129,16 @@ class OfflineLabeller:
         else '<term> failures' with the phrase or word its types share (in their insights or their names),
         more general than any one of them; None when they share nothing to name it by (a top keyword of one
         type would misname the others). The definition lists the member types."""
-        phrase = shared_phrase(evidence.type_texts, evidence.contrast_texts, evidence.type_names)
+        # never a type's own name, nor the topic of a type named '<topic> failures'
+        taken = [*evidence.type_names, *(n.removesuffix(" failures") for n in evidence.type_names)]
+        phrase = shared_phrase(evidence.type_texts, evidence.contrast_texts, taken)
         if phrase and states_failure(phrase):
             return CategoryLabel(name=sentence_case(phrase), definition=category_definition(evidence),
                                  naming_method="offline")
-        shared = phrase or _shared_term(evidence.type_names) or shared_word(evidence.type_texts)
+        lowered = {n.lower() for n in evidence.type_names}
+        terms = (phrase, _shared_term(evidence.type_names), shared_word(evidence.type_texts, evidence.contrast_texts))
+        shared = next((t for t in terms if t and "_" not in t and f"{_modifier(t)} failures".lower() not in lowered),
+                      None)
         if not shared:
             return None
         return CategoryLabel(name=f"{sentence_case(_modifier(shared))} failures",

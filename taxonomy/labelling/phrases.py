@@ -160,10 +160,18 @@ def _whole(phrase: str, inside: Counter[str], ends: Counter[str]) -> float:
     return ends.get(phrase, 0) / max(inside.get(phrase, 0), 1)
 
 
+# A best phrase said by fewer than RARE of a type's insights names a few members; one said by COMMON or more
+# says what the type is about.
+RARE = 0.15
+COMMON = 1 / 3
+
+
 def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: int = 200) -> str | None:
     """The phrase that most of `texts` (a type's insights, most central first) say and fewest of `contrast`
-    (its neighbours' insights) say; longer phrases win ties of support, since they say more. None when no
-    phrase is said by two or more insights (or by the only one)."""
+    (its neighbours' insights) say; longer phrases win ties of support, since they say more. Where that phrase
+    is said by fewer than RARE of them and another by COMMON or more, the common one, as '<topic> failures'
+    where it states no failure itself. None when no phrase is said by two or more insights (or by the only
+    one)."""
     forms: dict[str, Counter[str]] = {}
     ends: Counter[str] = Counter()
     inside = _document_frequency(texts, limit, forms, ends)
@@ -189,6 +197,17 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
         best = max(shared)[1] if shared else None
     if best is None:
         return None
+    if inside[best] < RARE * n_in:
+        # said by a few members only: it would name them, not the type. The phrase most members say (of those
+        # said by a third or more) says what the type is about, as "<topic> failures" where it states no failure.
+        common = [p for p, df in inside.items() if df >= COMMON * n_in and df >= least
+                  and not all(w in _EDGE_WORDS or w in BARE_TOKENS for w in p.split())]
+        if common:
+            topic = max(common, key=lambda p: (_score(p, inside[p] / n_in, outside.get(p, 0) / n_out,
+                                                      _whole(p, inside, ends)), p))
+            topic = _extend(topic, inside, outside, n_out, ends)
+            form = forms[topic].most_common(1)[0][0]
+            return form if states_failure(form) else f"{form} failures"
     chosen = _extend(best, inside, outside, n_out, ends)
     return forms[chosen].most_common(1)[0][0]
 
@@ -238,10 +257,11 @@ def shared_phrase(groups: Sequence[Sequence[str]], contrast: Sequence[str] = (),
     return forms[best].most_common(1)[0][0] if best else None
 
 
-def shared_word(groups: Sequence[Sequence[str]], *, limit: int = 100) -> str | None:
-    """The content word (not a filler, tool or language token, identifier or exception class) that the most of
-    `groups` say in at least a tenth (and two) of their insights, then the most insights; None if no word is
-    said so by two groups."""
+def shared_word(groups: Sequence[Sequence[str]], contrast: Sequence[str] = (), *, limit: int = 100) -> str | None:
+    """The content word (not a filler, tool or language token, identifier, verb form or exception class) that
+    the most of `groups` say in at least a tenth (and two) of their insights, then the one said by the largest
+    share of their insights beyond its share of `contrast` (the phase's other types' insights); None if no
+    word is said so by two groups."""
     spread: Counter[str] = Counter()
     total: Counter[str] = Counter()
     for texts in groups:
@@ -254,7 +274,12 @@ def shared_word(groups: Sequence[Sequence[str]], *, limit: int = 100) -> str | N
     usable = [w for w, n in spread.items() if n >= 2 and len(w) > 2 and w not in BARE_TOKENS and "_" not in w
               and not _id_like(w) and (w not in _EDGE_WORDS or w in _DOMAIN_NOUNS) and w not in CUES
               and not w.endswith(("error", "errors", "exception", "ed", "ing"))]
-    return max(usable, key=lambda w: (spread[w], total[w], w)) if usable else None
+    outside: Counter[str] = Counter()
+    for text in contrast[: limit * 2]:
+        outside.update({w.lower() for clause in _words_of_clauses(text) for w in clause})
+    n_in = max(sum(min(len(g), limit) for g in groups), 1)
+    n_out = max(min(len(contrast), limit * 2), 1)
+    return max(usable, key=lambda w: (spread[w], total[w] / n_in - outside[w] / n_out, w)) if usable else None
 
 
 def states_failure(phrase: str) -> bool:

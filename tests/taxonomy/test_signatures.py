@@ -141,3 +141,17 @@ def test_a_category_is_named_by_what_two_or_more_of_its_types_share():
     evidence.type_texts, evidence.texts = apart, [t for g in apart for t in g]
     evidence.type_names = ["Accessed ground-truth files", "Reported results it did not produce"]
     assert OfflineLabeller().label_category(evidence) is None
+
+
+def test_a_phrase_only_a_few_members_say_does_not_name_the_type():
+    """The most contrastive phrase is said by 2 of 14 insights (the neighbours say 'final answer' too): the
+    type is named by what most of its insights are about."""
+    verbs = ["returned", "gave", "sent", "produced", "wrote", "posted", "printed", "stated", "typed", "chose",
+             "formed", "built"]
+    texts = [f"Then {v} final answer {k}." for k, v in enumerate(verbs)]
+    texts += ["The final answer reflects a misunderstanding of how to format numbers."] * 2
+    contrast = ["The final answer was given after the search."] * 6
+    assert failure_name(texts, contrast) == "Final answer failures"
+    # said by enough of them, the contrastive phrase names the type
+    texts = texts[:8] + ["The final answer reflects a misunderstanding of how to format numbers."] * 6
+    assert failure_name(texts, contrast).startswith("Reflects a misunderstanding of how to format")
