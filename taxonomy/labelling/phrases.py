@@ -18,10 +18,27 @@ _CLAUSE = re.compile(r"[.,;:!?()\[\]{}|=\n]+|\s-\s|\s—\s")
 _QUOTES = re.compile(r"[\"`<>*‘’“”]|(?<![A-Za-z])'|'(?![A-Za-z])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:'[a-z]+)?")
 # A path or URL ('data/gaia/validation/x.mp3', https://...) names no failure: it ends a clause.
-_PATH = re.compile(r"\S*\w[/\\]\S*|\S*[/\\]\w\S*")
+_TOKEN = re.compile(r"\S+")
+_PATHLIKE = re.compile(r"\w[/\\]|[/\\]\w")
+
+
+def _unpath(text: str) -> str:
+    """Each whitespace-separated token holding a path separator between word characters becomes a clause
+    break (token by token, so a long run without spaces costs linear time)."""
+    return _TOKEN.sub(lambda m: " | " if _PATHLIKE.search(m.group(0)) else m.group(0), text)
+
+
 # A passage in double quotes of three or more words is cited (the task's instructions, the agent's output): the
 # annotator's own words say what went wrong, so a name is never taken from it.
-_CITED = re.compile(r'"[^"\n]*?\S+\s+\S+\s+\S+[^"\n]*?"|“[^”\n]*?\S+\s+\S+\s+\S+[^”\n]*?”')
+_CITED = re.compile(r'"([^"\n]*)"|“([^”\n]*)”')  # linear: the length is checked in _uncite, not by backtracking
+
+
+def _uncite(text: str) -> str:
+    def cut(m: re.Match[str]) -> str:
+        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        return " | " if len(inner.split()) >= 3 else m.group(0)
+
+    return _CITED.sub(cut, text)
 # "didn't" -> "did not" (a typographic apostrophe counts), so that a name reads as written prose.
 _NOT = re.compile(r"\b([A-Za-z]+)n['’]t\b")
 _IRREGULAR_NOT = {"ca": "can", "wo": "will", "sha": "shall"}
@@ -81,7 +98,7 @@ def _expand_negations(text: str) -> str:
 
 def _words_of_clauses(text: str) -> list[list[str]]:
     """The words of each clause of `text`: quotes, paths and URLs removed, contractions of 'not' expanded."""
-    cleaned = _QUOTES.sub(" ", _PATH.sub(" | ", _CITED.sub(" | ", _expand_negations(text))))
+    cleaned = _QUOTES.sub(" ", _unpath(_uncite(_expand_negations(text))))
     return [_WORD.findall(clause) for clause in _CLAUSE.split(cleaned)]
 
 
@@ -111,19 +128,19 @@ def _occurrences(text: str, min_words: int = 2, max_words: int = 8) -> dict[str,
     out: dict[str, tuple[str, bool]] = {}
     for words in _words_of_clauses(text):
         low = [w.lower() for w in words]
+        id_like = [_id_like(w) for w in words]
         for i in range(len(words)):
-            if not _may_start(low, i):
+            if id_like[i] or not _may_start(low, i):
                 continue
-            for j in range(i + min_words, min(i + max_words, len(words)) + 1):
-                last = low[j - 1]
-                span = low[i:j]
-                if any(_id_like(w) for w in span):
+            for j in range(i + 1, min(i + max_words, len(words)) + 1):
+                if id_like[j - 1]:  # spans grow one word at a time: no span from i holds an id past here
                     break
-                if last in _EDGE_WORDS or len(last) < 2:
+                last = low[j - 1]
+                if j - i < min_words or last in _EDGE_WORDS or len(last) < 2:
                     continue
                 nxt = low[j] if j < len(low) else None
                 ends = nxt is None or (nxt in _FUNCTION_WORDS and nxt not in _BINDING_NEXT)
-                key = " ".join(span)
+                key = " ".join(low[i:j])
                 if key not in out:
                     out[key] = (" ".join(words[i:j]), ends)
     return out

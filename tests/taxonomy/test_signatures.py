@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from failatlas.store import Store
 from failatlas.taxonomy import BuildParams
@@ -155,3 +157,18 @@ def test_a_phrase_only_a_few_members_say_does_not_name_the_type():
     # said by enough of them, the contrastive phrase names the type
     texts = texts[:8] + ["The final answer reflects a misunderstanding of how to format numbers."] * 6
     assert failure_name(texts, contrast).startswith("Reflects a misunderstanding of how to format")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab /\\\"“”’'_-.,:;()n't404\n")), max_size=200),
+                min_size=1, max_size=6))
+def test_naming_never_fails_on_any_text(texts):
+    """Quotes, paths, apostrophes and separators in any arrangement: a name (or a category name, or none) comes
+    back, never an exception."""
+    from failatlas.taxonomy.labelling.offline import _shared_term
+    from failatlas.taxonomy.labelling.phrases import shared_phrase, shared_word
+
+    assert failure_name(texts, texts[:1], ["py"])
+    shared_phrase([texts, texts[::-1]], texts, texts)
+    shared_word([texts, texts], texts)
+    _shared_term(texts)
