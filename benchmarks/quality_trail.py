@@ -101,9 +101,10 @@ class TrailData:
 
 
 def folder_split(folder: Path) -> str:
-    """The split of a folder of annotation files, as `failatlas ingest` names it (annotations_gaia -> GAIA)."""
-    name = folder.name
-    return name.removeprefix("annotations_").upper() if name.startswith("annotations_") else name
+    """The split of a folder of annotation files, as `failatlas ingest` names it (annotations_gaia -> GAIA);
+    "TRAIL" for a folder without a name (the current directory)."""
+    name = folder.resolve().name
+    return name.removeprefix("annotations_").upper() if name.startswith("annotations_") else (name or "TRAIL")
 
 
 def _error_row(error: dict[str, Any], *, trace_id: str, index: int, split: str, path: Path, line: int | None,
@@ -204,6 +205,14 @@ def read_trail(path: Path) -> TrailData:
     if not rows:
         raise InputError(f"no annotated errors in {'its ' + str(data.files) + ' files' if path.is_dir() else 'it'}",
                          path=str(path), hint=DATA_HINT)
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in rows:  # one error is one occurrence: a second row for it would be dropped silently by the store
+        first = seen.setdefault((r["trace_id"], r["error_idx"]), r)
+        if first is not r:
+            where = f"{r['source_file']}" + (f":{r['source_line']}" if r["source_line"] else "")
+            was = f"{first['source_file']}" + (f":{first['source_line']}" if first["source_line"] else "")
+            raise InputError(f"error {r['error_idx']} of trace {r['trace_id']} appears twice ({was} and {where})",
+                             path=str(path), hint="each (trace_id, error_idx) must be one row")
     return data
 
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
+from itertools import zip_longest
 
 import numpy as np
 
@@ -80,6 +81,12 @@ def _unique_names(names: list[str], keywords: list[list[str]]) -> list[str]:
     return out
 
 
+def _interleave(groups: list[list[str]]) -> list[str]:
+    """The texts of `groups` taken in turn, most central first, so that any first part of the list (a labeller
+    reads the first few hundred) holds every group, not only the largest."""
+    return [t for row in zip_longest(*groups) for t in row if t is not None]
+
+
 def _categories(
     phase: str,
     drafts: list[Draft],
@@ -122,7 +129,7 @@ def _categories(
             other_categories=[[names[i] for i in o] for h, o in enumerate(member_lists) if h != g]
             + [[names[i]] for i in range(len(drafts)) if not any(i in o for o in member_lists)],
             type_texts=[drafts[i].texts for i in m],
-            contrast_texts=[t for i in range(len(drafts)) if i not in m for t in drafts[i].texts],
+            contrast_texts=_interleave([drafts[i].texts for i in range(len(drafts)) if i not in m]),
         )
         for g, m in enumerate(member_lists)
     ]

@@ -12,7 +12,8 @@ from failatlas.taxonomy.definitions import shorten as shorten  # re-exported: ca
 from failatlas.taxonomy.definitions import with_examples
 from failatlas.taxonomy.labelling.base import register_labeller
 from failatlas.taxonomy.labelling.phrases import (
-    BARE_TOKENS,
+    category_term,
+    category_word,
     failure_name,
     sentence_case,
     shared_phrase,
@@ -137,8 +138,8 @@ class OfflineLabeller:
                                  naming_method="offline")
         lowered = {n.lower() for n in evidence.type_names}
         terms = (phrase, _shared_term(evidence.type_names), shared_word(evidence.type_texts, evidence.contrast_texts))
-        shared = next((t for t in terms if t and "_" not in t and f"{_modifier(t)} failures".lower() not in lowered),
-                      None)
+        shared = next((t for t in terms if t and category_term(t) and f"{_modifier(t)} failures".lower() not in
+                       lowered), None)
         if not shared:
             return None
         return CategoryLabel(name=f"{sentence_case(_modifier(shared))} failures",
@@ -146,9 +147,11 @@ class OfflineLabeller:
 
 
 def _modifier(term: str) -> str:
-    """`term` as the word before "failures": a plural's last word in the singular ("Results" -> "Result")."""
+    """`term` as the word before "failures": a plain plural's last word in the singular ("Results" -> "Result",
+    "Files" -> "File"; "Queries", "Indices", "Series", "Processes" as they are)."""
     head, _, last = term.rpartition(" ")
-    if len(last) > 4 and last.endswith("s") and not last.endswith(("ss", "us", "is")):
+    if len(last) > 4 and last.endswith("s") and not last.endswith(
+            ("ss", "us", "is", "ies", "ices", "ses", "xes", "ches", "shes")):
         last = last[:-1]
     return f"{head} {last}" if head else last
 
@@ -162,10 +165,9 @@ def _shared_term(names: Sequence[str]) -> str | None:
     whole = {n.lower() for n in names}
     for n in names:
         words = re.findall(r"[A-Za-z][A-Za-z_\-]*", n.lower())
-        found = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 2, len(words) + 1)}
-        runs.update(r for r in found if r not in whole and r.split()[-1] not in _FILLER
-                    and r.split()[0] not in _FILLER)
-    shared_runs = [r for r, c in runs.items() if c >= 2 and not set(r.split()) <= BARE_TOKENS]
+        found = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 2, min(i + 3, len(words)) + 1)}
+        runs.update(r for r in found if r not in whole and category_term(r))
+    shared_runs = [r for r, c in runs.items() if c >= 2]
     if shared_runs:
         return max(shared_runs, key=lambda r: (runs[r], len(r.split()), r))
     counts: Counter[str] = Counter()
@@ -176,8 +178,7 @@ def _shared_term(names: Sequence[str]) -> str | None:
             counts[w] += 1
         for w in words:
             forms.setdefault(_stem(w), w.lower() if w[1:].islower() else w)
-    common = [w for w, c in counts.items() if c >= 2 and w not in BARE_TOKENS and w not in _FILLER
-              and "_" not in w and not w.endswith(("ed", "ing"))]
+    common = [w for w, c in counts.items() if c >= 2 and w not in _FILLER and category_word(w)]
     return forms[max(common, key=lambda w: (counts[w], len(w), w))] if common else None
 
 

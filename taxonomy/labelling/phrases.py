@@ -7,6 +7,7 @@ signature (the exception class most members name) leads the name when it is what
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -18,30 +19,61 @@ _CLAUSE = re.compile(r"[.,;:!?()\[\]{}|=\n]+|\s-\s|\s—\s")
 _QUOTES = re.compile(r"[\"`<>*‘’“”]|(?<![A-Za-z])'|'(?![A-Za-z])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:'[a-z]+)?")
 # A path or URL ('data/gaia/validation/x.mp3', https://...) names no failure: it ends a clause.
+# Not "input/output", "and/or" or "JSON/YAML": a path has two separators, starts at a root, has a scheme, or
+# names a file ('x/y.mp3').
 _TOKEN = re.compile(r"\S+")
-_PATHLIKE = re.compile(r"\w[/\\]|[/\\]\w")
+_PATHLIKE = re.compile(r"://|^[~.]?[/\\]\w|\w[/\\][^/\\\s]*[/\\]\w|[/\\][\w\-]+\.[A-Za-z0-9]{1,5}\b")
 
 
 def _unpath(text: str) -> str:
-    """Each whitespace-separated token holding a path separator between word characters becomes a clause
-    break (token by token, so a long run without spaces costs linear time)."""
+    """Each whitespace-separated token shaped like a path or URL becomes a clause break (token by token, so a
+    long run without spaces costs linear time)."""
     return _TOKEN.sub(lambda m: " | " if _PATHLIKE.search(m.group(0)) else m.group(0), text)
 
 
 # A passage in double quotes of three or more words is cited (the task's instructions, the agent's output): the
-# annotator's own words say what went wrong, so a name is never taken from it.
-_CITED = re.compile(r'"([^"\n]*)"|“([^”\n]*)”')  # linear: the length is checked in _uncite, not by backtracking
+# annotator's own words say what went wrong, so a name is never taken from it. A quote opens at a word's start and
+# closes at a word's end, on the same line ('a 5" screen' or '{"answer": 42}' cite nothing).
+_QUOTE_PAIRS = (('"', '"'), ("“", "”"))
+_BEFORE_OPEN = frozenset(" \t\n([{:,;")
+_AFTER_CLOSE = frozenset(" \t\n)]}.,;:!?")
 
 
 def _uncite(text: str) -> str:
-    def cut(m: re.Match[str]) -> str:
-        inner = m.group(1) if m.group(1) is not None else m.group(2)
-        return " | " if len(inner.split()) >= 3 else m.group(0)
+    """`text` with each cited passage of three or more words replaced by a clause break. Linear in the text's
+    length: every quote is looked at once, its closing quote found by bisection among the closing quotes."""
+    cuts: list[tuple[int, int]] = []
+    for opener, closer in _QUOTE_PAIRS:
+        closes = [k for k, ch in enumerate(text) if ch == closer
+                  and (k + 1 == len(text) or text[k + 1] in _AFTER_CLOSE)]
+        start = 0
+        for k, ch in enumerate(text):
+            if ch != opener or k < start or (k and text[k - 1] not in _BEFORE_OPEN):
+                continue
+            n = bisect.bisect_right(closes, k)
+            if n == len(closes):
+                break  # no closing quote after this one: none after a later one either
+            end = closes[n]
+            newline = text.find("\n", k, end)
+            if newline == -1 and len(text[k + 1:end].split()) >= 3:
+                cuts.append((k, end))
+                start = end + 1
+    if not cuts:
+        return text
+    out, last = [], 0
+    for a, b in sorted(cuts):
+        if a < last:
+            continue
+        out.append(text[last:a])
+        out.append(" | ")
+        last = b + 1
+    out.append(text[last:])
+    return "".join(out)
 
-    return _CITED.sub(cut, text)
+
 # "didn't" -> "did not" (a typographic apostrophe counts), so that a name reads as written prose.
-_NOT = re.compile(r"\b([A-Za-z]+)n['’]t\b")
-_IRREGULAR_NOT = {"ca": "can", "wo": "will", "sha": "shall"}
+_NOT = re.compile(r"\b([A-Za-z]+)n['’]t\b", re.IGNORECASE)
+_IRREGULAR_NOT = {"ca": "cannot", "wo": "will not", "sha": "shall not", "ai": "is not"}
 # Words a name may hold inside a phrase but neither start nor end on.
 _EDGE_TEXT = """
     a an the this that these those it its is are was were be been being has have had do does did to of in on
@@ -66,6 +98,8 @@ CUES = frozenset(_CUE_TEXT.split())
 # end on these ("did not use any tools", "skipped the planned steps").
 _DOMAIN_NOUN_TEXT = "step steps task tasks tool tools output result trace"
 _DOMAIN_NOUNS = frozenset(_DOMAIN_NOUN_TEXT.split())
+# Of those, the ones too general to head a category ("Tool failures" says nothing in a domain of tool calls).
+_GENERIC_NOUNS = _DOMAIN_NOUNS - {"result"}
 _FUNCTION_WORDS = frozenset(_EDGE_TEXT.split()) - {"system", "agent", "model", "llm", "assistant", "named", "called"}
 _EDGE_WORDS = ((frozenset(_EDGE_TEXT.split()) | DOMAIN_STOP_WORDS) - _DOMAIN_NOUNS
                - (CUES - {"not", "no", "without", "instead"}))
@@ -83,7 +117,7 @@ _BINDING_TEXT = "the a an its their this that these those his her our your my so
 _BINDING_NEXT = frozenset(_BINDING_TEXT.split())
 # A phrase may start on a negation when a content word follows ("not found error", "no module named x") and on
 # an auxiliary when a negation follows ("did not use any tools").
-_NEGATIONS = frozenset({"not", "no", "never"})
+_NEGATIONS = frozenset({"not", "no", "never", "without", "cannot"})
 _AUXILIARY_TEXT = "do does did is are was were has have had can could would should will"
 _AUXILIARIES = frozenset(_AUXILIARY_TEXT.split())
 
@@ -91,7 +125,7 @@ _AUXILIARIES = frozenset(_AUXILIARY_TEXT.split())
 def _expand_negations(text: str) -> str:
     def expand(m: re.Match[str]) -> str:
         stem = m.group(1)
-        return f"{_IRREGULAR_NOT.get(stem.lower(), stem)} not"
+        return _IRREGULAR_NOT.get(stem.lower(), f"{stem} not")
 
     return _NOT.sub(expand, text)
 
@@ -104,12 +138,13 @@ def _words_of_clauses(text: str) -> list[list[str]]:
 
 def _may_start(low: list[str], i: int) -> bool:
     w = low[i]
-    if len(w) < 2 or (i and low[i - 1] in _NEGATIONS):  # "(not) ask the system ...": never drop a negation
+    # "(not) ask the system", "(did not even) attempt to verify": never start just past a negation, dropping it
+    if len(w) < 2 or any(x in _NEGATIONS for x in low[max(0, i - 2):i]):
         return False
     if w not in _EDGE_WORDS:
         return True
     nxt = low[i + 1] if i + 1 < len(low) else ""
-    if w in _NEGATIONS:  # "404 Not Found", not "(does) not ask": a verb group starts on its auxiliary
+    if w in _NEGATIONS:  # "404 Not Found", "without checking"; not "(does) not ask": that starts on its auxiliary
         prev = low[i - 1] if i else ""
         return bool(nxt) and nxt not in _EDGE_WORDS and len(nxt) > 1 and prev not in _AUXILIARIES
     return w in _AUXILIARIES and nxt in _NEGATIONS
@@ -199,6 +234,7 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
     n_out = max(min(len(contrast), limit), 1)
     least = 1 if n_in == 1 else 2
     best, best_score = None, 0.0
+    failure, failure_score = None, 0.0  # the best phrase that states a failure, said by RARE or more
     for phrase, df in inside.items():
         if df < least:
             continue
@@ -208,6 +244,11 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
         score = _score(phrase, df / n_in, outside.get(phrase, 0) / n_out, _whole(phrase, inside, ends))
         if score > best_score or (score == best_score and best is not None and len(phrase) > len(best)):
             best, best_score = phrase, score
+        if df >= RARE * n_in and states_failure(phrase) and (
+                score > failure_score or (score == failure_score and failure and len(phrase) > len(failure))):
+            failure, failure_score = phrase, score
+    if best is not None and failure is not None and not states_failure(best) and failure_score >= best_score / 2:
+        best = failure  # a phrase that says what went wrong, nearly as telling, over one that names a topic
     if best is None:  # nothing sets the type apart in words: the phrase most of its insights say
         shared = [(df * (1.0 + 0.25 * min(len(p.split()), 4)), p) for p, df in inside.items() if df >= least
                   and not all(w in _EDGE_WORDS or w in BARE_TOKENS for w in p.split())]
@@ -226,7 +267,9 @@ def best_phrase(texts: Sequence[str], contrast: Sequence[str] = (), *, limit: in
             form = forms[topic].most_common(1)[0][0]
             return form if states_failure(form) else f"{form} failures"
     chosen = _extend(best, inside, outside, n_out, ends)
-    return forms[chosen].most_common(1)[0][0]
+    form = forms[chosen].most_common(1)[0][0]
+    # a phrase that only names what was involved ("page_down tool") is a topic: say so
+    return f"{form} failures" if _topic_only(chosen.split()) and not states_failure(form) else form
 
 
 def _score(phrase: str, support: float, support_outside: float, whole: float) -> float:
@@ -288,15 +331,29 @@ def shared_word(groups: Sequence[Sequence[str]], contrast: Sequence[str] = (), *
         total.update(counts)
         least = max(2, 0.1 * min(len(texts), limit))
         spread.update(w for w, n in counts.items() if n >= least)
-    usable = [w for w, n in spread.items() if n >= 2 and len(w) > 2 and w not in BARE_TOKENS and "_" not in w
-              and not _id_like(w) and (w not in _EDGE_WORDS or w in _DOMAIN_NOUNS) and w not in CUES
-              and not w.endswith(("error", "errors", "exception", "ed", "ing"))]
+    usable = [w for w, n in spread.items() if n >= 2 and category_word(w)]
     outside: Counter[str] = Counter()
     for text in contrast[: limit * 2]:
         outside.update({w.lower() for clause in _words_of_clauses(text) for w in clause})
     n_in = max(sum(min(len(g), limit) for g in groups), 1)
     n_out = max(min(len(contrast), limit * 2), 1)
     return max(usable, key=lambda w: (spread[w], total[w] / n_in - outside[w] / n_out, w)) if usable else None
+
+
+def category_word(word: str) -> bool:
+    """Whether `word` (lower-case) can head a category name '<word> failures': a content word, not a filler,
+    one of the nouns every insight uses ('tool', 'step'; 'result' is kept), a tool or language token, an
+    identifier, a cue, an exception class or a past participle ('accessed'); gerunds stay ('formatting')."""
+    return (len(word) > 2 and word not in _EDGE_WORDS and word not in _GENERIC_NOUNS and word not in BARE_TOKENS
+            and "_" not in word and not _id_like(word) and word not in CUES
+            and not word.endswith(("error", "errors", "exception", "ed")))
+
+
+def category_term(phrase: str) -> bool:
+    """Whether `phrase` can stand before 'failures' in a category name: one to three words, each one that
+    `category_word` accepts ('hidden test', not 'parse the output' or 'did not use any')."""
+    words = phrase.lower().split()
+    return 1 <= len(words) <= 3 and all(category_word(w) for w in words)
 
 
 def states_failure(phrase: str) -> bool:

@@ -193,12 +193,15 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, list[str]]]:
         '{"trace_id": "g", "errors": [{"category": "Goal Deviation", "description": "d"}, {"description": "e"}]}'
     )
     cases["annotation without category"] = (tmp_path / "annotations_z", ["g.json field 'errors[1].category'"])
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(json.dumps(r) for r in [*rows, rows[1]]) + "\n")
+    cases["an error twice"] = (twice, ["twice.jsonl", f"trace {rows[1]['trace_id']} appears twice", ":2 and"])
     return cases
 
 
 @pytest.mark.parametrize("case", [
     "missing path", "empty jsonl", "empty folder", "empty annotation file", "no errors in the folder",
-    "no category", "no trace_id", "unknown category", "annotation without category",
+    "no category", "no trace_id", "unknown category", "annotation without category", "an error twice",
 ])
 def test_bad_data_stops_with_one_line_naming_file_and_field(case, tmp_path, capsys):
     path, expected = _bad_inputs(tmp_path)[case]

@@ -172,3 +172,29 @@ def test_naming_never_fails_on_any_text(texts):
     shared_phrase([texts, texts[::-1]], texts, texts)
     shared_word([texts, texts], texts)
     _shared_term(texts)
+
+
+def test_negations_quotes_and_paths_in_the_forms_annotators_write_them():
+    from failatlas.taxonomy.labelling.phrases import _unpath, _words_of_clauses, best_phrase
+
+    assert best_phrase(["The agent answered without checking the source page."] * 4).startswith("answered without")
+    assert "not" in best_phrase(["The agent did not even attempt to verify the result."] * 4).split()
+    assert "not call" in best_phrase(["The agent DIDN'T call the search tool."] * 3).lower()
+    # a quote opens at a word's start and closes at a word's end: inches and JSON cite nothing
+    words = _words_of_clauses('The screen is 5" wide, yet the agent failed to convert the units and printed "done".')
+    assert ["yet", "the", "agent", "failed", "to", "convert", "the", "units", "and", "printed", "done"] in words
+    assert _words_of_clauses('He wrote “this will not be tolerated at all” and stopped')[0] == ["He", "wrote"]
+    # a path has a path's shape; "input/output" and "and/or" are words
+    assert _unpath("input/output and/or JSON/YAML") == "input/output and/or JSON/YAML"
+    assert _unpath("open data/gaia/x.mp3 or ./run.sh or https://x.org").split() == ["open", "|", "or", "|", "or", "|"]
+
+
+def test_category_terms_are_nouns_not_verb_phrases():
+    from failatlas.taxonomy.labelling.offline import _modifier, _shared_term
+
+    assert _shared_term(["Did not use any tools", "Did not use any tools #2"]) is None
+    assert _shared_term(["Formatting of numbers", "Formatting of dates"]) == "formatting"  # a gerund is a noun
+    assert _shared_term(["NotImplementedError: hidden test", "IndexError: hidden test"]) == "hidden test"
+    assert _shared_term(["Accessed ground-truth files", "Reported results"]) is None
+    assert [_modifier(w) for w in ["Results", "Files", "Queries", "Indices", "Series", "Processes"]] == [
+        "Result", "File", "Queries", "Indices", "Series", "Processes"]
