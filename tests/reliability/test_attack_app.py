@@ -300,7 +300,13 @@ def poison(db: Path, port: int) -> dict[str, str]:
         conn.execute("UPDATE insights SET text = ? WHERE id = ?", [texts["insight"], TORCH])
         conn.execute("UPDATE failure_types SET name = ?, definition = ? WHERE id = 'implementation/T01'",
                      [texts["type"], texts["definition"]])
-        conn.execute("UPDATE failure_categories SET name = ? WHERE id = 'implementation/C1'", [texts["category"]])
+        # a category of implementation's types whatever the labeller grouped (the offline one may form none)
+        [(tax,)] = conn.execute("SELECT id FROM taxonomies").fetchall()
+        conn.execute("INSERT INTO failure_categories (taxonomy_id, id, phase, name, definition, keywords,"
+                     " naming_method) VALUES (?, 'implementation/C1', 'implementation', ?, 'poisoned', '[]',"
+                     " 'offline') ON CONFLICT DO UPDATE SET name = excluded.name", [tax, texts["category"]])
+        conn.execute("UPDATE failure_types SET category_id = 'implementation/C1' WHERE taxonomy_id = ?"
+                     " AND phase = 'implementation'", [tax])
         conn.execute("UPDATE judgements SET error_analysis = ?, reason = ? WHERE run_id = 'r1'",
                      [texts["analysis"], texts["reason"]])
         conn.execute("UPDATE validations SET detail = ? WHERE run_id = 'r1'", [texts["detail"]])
