@@ -187,8 +187,8 @@ def _stem(word: str) -> str:
     return w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w
 
 
-_FILLER = frozenset({"that", "with", "from", "insight", "insights", "failures", "failure", "error", "errors",
-                     "the", "a", "an", "of", "to", "in", "on", "by", "and", "or", "it", "its", "is", "was", "not"})
+# Words of names that say nothing of a category (fillers are already refused by `category_word`).
+_FILLER = frozenset({"insight", "insights", "failures", "failure", "error", "errors"})
 
 
 def category_definition(evidence: CategoryEvidence) -> str:

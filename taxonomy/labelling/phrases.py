@@ -150,15 +150,10 @@ def _may_start(low: list[str], i: int) -> bool:
     return w in _AUXILIARIES and nxt in _NEGATIONS
 
 
-def candidate_phrases(text: str, *, min_words: int = 2, max_words: int = 8) -> dict[str, str]:
+def _occurrences(text: str, min_words: int = 2, max_words: int = 8) -> dict[str, tuple[str, bool]]:
     """Every run of `min_words`..`max_words` words inside one clause of `text` that neither starts nor ends on a
     filler word and holds no id-like word (three digits, or a long snake_case name such as a test function),
-    lower-cased, mapped to its form in the text."""
-    return {low: form for low, (form, _) in _occurrences(text, min_words, max_words).items()}
-
-
-def _occurrences(text: str, min_words: int = 2, max_words: int = 8) -> dict[str, tuple[str, bool]]:
-    """`candidate_phrases` with, for each phrase, whether its first occurrence ends where the text's words do
+    lower-cased, mapped to its form in the text and whether its first occurrence ends where the text's words do
     (at a clause end, or before a word that does not bind to it: a preposition, a conjunction)."""
     out: dict[str, tuple[str, bool]] = {}
     for words in _words_of_clauses(text):
