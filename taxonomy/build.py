@@ -25,6 +25,7 @@ from failatlas.taxonomy.hierarchy import group_centroids
 from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
 from failatlas.taxonomy.keywords import class_tfidf
 from failatlas.taxonomy.labelling import Labeller, make_labeller
+from failatlas.taxonomy.learned import Learner, learned_criterion, learned_drafts, learning_key, make_learner
 from failatlas.taxonomy.model import (
     UNASSIGNED,
     BuildParams,
@@ -191,18 +192,32 @@ def _prototype_encoder(embedding_set: EmbeddingSet, embedder: Embedder | None) -
     return lambda texts: model.encode(normaliser(texts))
 
 
+def _learner(store: Store, params: BuildParams, embedding_set: EmbeddingSet, embedder: Embedder | None
+             ) -> Learner | None:
+    """The classifier of a build that has labelled examples or stored labels to learn from; None otherwise."""
+    encoders: list[Callable[[list[str]], np.ndarray]] = []  # made on first use: loads the model
+
+    def encode(texts: list[str]) -> np.ndarray:
+        encoders or encoders.append(_prototype_encoder(embedding_set, embedder))
+        return encoders[0](texts)
+
+    return make_learner(store, params.seed_taxonomy, params.examples, params.use_labels, params.label_threshold,
+                        embedding_set, encode)
+
+
 def _seed_label(d: Draft, evidence: TypeEvidence, params: BuildParams, report: SeedReport) -> TypeLabel:
     """A seed type keeps the seed's name and definition; its examples are its most central insights."""
     from failatlas.taxonomy.labelling.offline import examples_of
 
     category = d.seed_category
-    assert category is not None and params.seed_taxonomy is not None
+    assert category is not None
     head = f"{category.definition} Here"
     return TypeLabel(
         name=category.name,
         definition=with_examples(head, evidence.texts),
         definition_head=head,
         inclusion_criteria=[
+            learned_criterion(params, report) if report.method == "learned" else
             f"Nearest category of the seed '{params.seed_taxonomy.name}', with cosine to its prototype (name,"
             f" definition, examples) at least {report.threshold:.3f}: the {report.null_quantile:.2f} quantile of"
             " this phase's cosines to categories that are not an insight's nearest."
@@ -263,6 +278,8 @@ def _build(
     edits = load_edits(store)
     if edits:  # saved edits shape the snapshot too
         key.append([e.model_dump(mode="json") for e in edits])
+    if learned_from := learning_key(store, params.examples, params.use_labels):  # examples, labels
+        key.append(learned_from)
     if labeller is not None:
         key.append(started.isoformat())  # a labeller object's identity is not recorded: always a new snapshot
     taxonomy_id = "tx-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
@@ -277,6 +294,7 @@ def _build(
     reports: dict[str, SeedReport] = {}
     content: dict[str, tuple[str, np.ndarray]] = {}
     member_vectors: list[tuple[list[str], np.ndarray]] = []  # (insight ids, their vectors) per clustering
+    learner = _learner(store, params, embedding_set, embedder)
     for ci in inputs:
         vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
         member_vectors.append((ci.members["insight_id"].to_list(), vectors))
@@ -285,7 +303,11 @@ def _build(
                                                                            strict=True), strict=True))
         phase = ci.phase or Counter(ci.members["phase"].to_list()).most_common(1)[0][0]
         seed_categories = params.seed_taxonomy.categories_for(phase) if params.seed_taxonomy else []
-        if seed_categories:
+        if learner is not None:
+            seeded, ci, vectors, reports[phase] = learned_drafts(ci, vectors, params, learner)
+            drafts.extend(seeded)
+            seed_categories = seed_categories or [d.seed_category for d in seeded]
+        elif seed_categories:
             encode = encode or _prototype_encoder(embedding_set, embedder)
             seeded, ci, vectors, reports[phase] = seeded_drafts(
                 ci, vectors, params, seed_categories, prototypes(seed_categories, encode)
@@ -303,8 +325,11 @@ def _build(
         outliers.extend(
             (ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows
         )
-    if params.seed_taxonomy is not None:
-        record.note(seed=params.seed_taxonomy.name, seed_reports=[r.model_dump() for r in reports.values()])
+    if params.seed_taxonomy is not None or learner is not None:
+        record.note(seed=params.seed_taxonomy.name if params.seed_taxonomy else None,
+                    seed_reports=[r.model_dump() for r in reports.values()])
+    if learner is not None:
+        record.note(learned=learner.notes)
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from failatlas.core.cli import console, store
+from failatlas.core.tables import interval_text
 from failatlas.taxonomy.export import export_formats
 from failatlas.taxonomy.labelling import LABELLERS
 from failatlas.taxonomy.seeding import builtin_seeds
@@ -49,6 +50,21 @@ def build(
         float, typer.Option(help="An insight joins a seed category when its cosine beats this share of the"
                             " corpus' mismatched insight-category pairs.")
     ] = 0.8,
+    examples: Annotated[
+        list[str] | None,
+        typer.Option("--examples", help="Labelled statements to learn the categories from (repeatable): any file or"
+                     " folder `ingest file` reads (TRAIL JSONL or annotation folders, JSONL/CSV with text and label)."
+                     " Used to train, never stored as insights. Labels that ingested data carries"
+                     " (insight_sources.label) are ground truth for evaluation and never train, unless you pass"
+                     " that file here."),
+    ] = None,
+    labels: Annotated[
+        bool, typer.Option("--labels/--no-labels", help="Learn from the labels given with `failatlas label`.")
+    ] = True,
+    label_threshold: Annotated[
+        float, typer.Option(help="With examples or labels: least calibrated probability for an insight to join a"
+                            " learned category; the rest are clustered into new types.")
+    ] = 0.2,
     random_seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
     fit_definitions: Annotated[
         bool, typer.Option(help="Choose each offline or seed definition's representative insights so that names"
@@ -58,7 +74,11 @@ def build(
 ) -> None:
     """Build a new taxonomy snapshot from clusterings: name, merge, group into categories, assign members. With
     --seed, insights first join the seed's categories (threshold calibrated per phase, coverage reported); the
-    rest are clustered into types marked new. Saved edits (rename, merge) are applied again."""
+    rest are clustered into types marked new. With --examples or stored labels (`failatlas label`), a classifier
+    learned from them (and the seed's own texts) assigns insights instead, with calibrated confidence; categories
+    take the labels' spelling. Saved edits (rename, merge) are applied again."""
+    from pathlib import Path
+
     from failatlas.taxonomy.build import run
     from failatlas.taxonomy.model import BuildParams
     from failatlas.taxonomy.seeding import load_seed
@@ -73,6 +93,9 @@ def build(
         seed_taxonomy=None if seed is None else load_seed(seed),
         seed_null_quantile=seed_quantile,
         fit_definitions=fit_definitions,
+        examples=[str(Path(e).resolve()) for e in examples or []],
+        use_labels=labels,
+        label_threshold=label_threshold,
     )
     tax = run(store(), params)
     table = Table("id", "category", "name", "n", "origin", "method", title=f"taxonomy v{tax.version} ({tax.id})")
@@ -87,8 +110,16 @@ def build(
         f"{tax.n_assigned} insights assigned, {tax.n_unassigned} unassigned"
     )
     for r in tax.seed_reports:
+        if r.method == "learned":
+            console.print(
+                f"learned assignment {r.phase}: {r.n_explained}/{r.n_insights} distinct statements"
+                f" ({100 * r.coverage:.1f}%) joined a learned category (calibrated probability >= {r.threshold:.2f};"
+                f" learned from {r.n_training_rows} labelled statements); "
+                f"{sum(t.origin == 'new' and t.phase == r.phase for t in tax.types)} new type(s)", highlight=False)
+            continue
         console.print(
-            f"seed coverage {r.phase}: {r.n_explained}/{r.n_insights} = {100 * r.coverage:.1f}% explained by the"
+            f"seed coverage {r.phase}: {r.n_explained}/{r.n_insights} distinct statements = {100 * r.coverage:.1f}%"
+            " explained by the"
             f" seed (cosine >= {r.threshold:.3f}, the {r.null_quantile:.2f} quantile of mismatched pairs); "
             f"{sum(t.origin == 'new' and t.phase == r.phase for t in tax.types)} new type(s)",
             highlight=False,
@@ -150,8 +181,10 @@ def show(
         bool, typer.Option(help="Also print each type's definition and an example.")
     ] = False,
     quality: Annotated[
-        bool, typer.Option(help="Also print name fidelity, seed coverage and, where insights carry human labels,"
-                           " ARI / NMI / per-label recall of the types (loads the embedding model).")
+        bool, typer.Option(help="Also print name fidelity, seed coverage and, where insights carry labels, the"
+                           " accuracy of the seed assignment (per category precision and recall; cross-validated"
+                           " over your `failatlas label` labels) and ARI / NMI / per-label recall of the types;"
+                           " every figure in distinct statements (loads the embedding model).")
     ] = False,
 ) -> None:
     """Show a taxonomy's failure types with prevalence (counts, shares, 95% CIs)."""
@@ -181,7 +214,7 @@ def show(
             str(r["count"]),
             str(r["total"]),
             f"{100 * r['share']:.1f}",
-            f"{100 * r['ci_low']:.1f}–{100 * r['ci_high']:.1f}",
+            interval_text(r["ci_low"], r["ci_high"]),
         )
     console.print(table)
     if definitions:
@@ -197,21 +230,50 @@ def _print_quality(s: object, taxonomy_id: str) -> None:
     from failatlas.taxonomy.evaluate import evaluate_taxonomy
 
     m = evaluate_taxonomy(s, taxonomy_id)  # type: ignore[arg-type]
-    summary = Table("metric", "value", title=f"quality of {taxonomy_id}")
-    summary.add_row("name fidelity", f"{m['name_fidelity']:.3f} ({m.get('fidelity_items', 0)} insights)")
+    summary = Table("metric", "value", "unit", title=f"quality of {taxonomy_id}")
+    summary.add_row("name fidelity", f"{m['name_fidelity']:.3f}", f"share of {m.get('fidelity_items', 0)} distinct"
+                    " statements landing in the type their names point to")
     for phase, c in m["coverage"].items():
-        summary.add_row(f"seed coverage ({phase})", f"{100 * c['coverage']:.1f}% (cosine >= {c['threshold']:.3f})")
+        summary.add_row(f"seed coverage ({phase})", f"{100 * c['coverage']:.1f}%",
+                        f"of {c['n_insights']} distinct statements (threshold {c['threshold']:.3f})")
+    acc = m.get("seed_accuracy")
+    if acc:
+        sample = " (in-sample: --examples may hold these labels)" if acc["in_sample"] else ""
+        summary.add_row("seed assignment accuracy", "-" if acc["accuracy"] is None else f"{acc['accuracy']:.3f}",
+                        f"share of the {acc['n_covered']} distinct statements in seed categories whose imported"
+                        f" label is that category{sample}")
+        summary.add_row("seed accuracy, all labelled", f"{acc['accuracy_all']:.3f}",
+                        f"share of all {acc['n_labelled']} labelled distinct statements")
+    cv = m.get("label_cv")
+    if cv:
+        summary.add_row("your labels, cross-validated accuracy", f"{cv['accuracy']:.3f}",
+                        f"{cv['folds']}-fold over {cv['n_labels']} labelled distinct statements")
     labels = m.get("labels")
     if labels:
         for key in ("n_items", "n_labels", "n_clusters", "ari", "nmi", "homogeneity", "completeness", "purity",
                     "macro_recall"):
             value = labels[key]
-            summary.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+            unit = "distinct statements" if key == "n_items" else "over distinct statements"
+            summary.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value),
+                            "" if key in ("n_labels", "n_clusters") else unit)
     else:
-        summary.add_row("human labels", "none in insight_sources.label: ARI / NMI not scored")
+        summary.add_row("human labels", "none in insight_sources.label: ARI / NMI not scored", "")
+    if not acc and not cv:
+        summary.add_row("seed assignment accuracy", "not scored", "no labels to compare with: coverage alone says"
+                        " nothing about whether the assigned categories are right")
     console.print(summary)
+    for title, block in (("imported labels", acc), ("your labels, cross-validated", cv)):
+        if not block:
+            continue
+        table = Table("category", "assigned", "labelled", "precision", "recall",
+                      title=f"per category, {title} (distinct statements)")
+        for name, r in block["per_category"].items():
+            table.add_row(name, str(r["assigned"]), str(r["labelled"]),
+                          *("-" if r[k] is None else f"{r[k]:.2f}" for k in ("precision", "recall")))
+        console.print(table)
     if labels:
-        recall = Table("label", "items", "recall", title="per-label recall (share in the label's best type)")
+        recall = Table("label", "items", "recall", title="per-label recall (share of the label's distinct statements"
+                       " in its best type)")
         for name, value in sorted(labels["per_label_recall"].items(), key=lambda kv: -labels["label_sizes"][kv[0]]):
             recall.add_row(name, str(labels["label_sizes"][name]), f"{value:.2f}")
         console.print(recall)

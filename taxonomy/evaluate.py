@@ -14,6 +14,7 @@ from failatlas.embed import Embedder, get_set
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.definitions import name_text
 from failatlas.taxonomy.inputs import query_frame, require_vectors
+from failatlas.taxonomy.label_quality import label_cross_validation, seed_accuracy
 from failatlas.taxonomy.model import Taxonomy
 from failatlas.taxonomy.read import load_taxonomy
 
@@ -33,6 +34,9 @@ def evaluate_taxonomy(
       nearest (the taxonomy's embedding model, or `embedder`); the share landing in its own type, overall and
       per type (`fidelity_by_type`);
     - `coverage`: per phase of a seeded build, the share of insights the seed explains (with its threshold);
+    - `seed_accuracy`: where insights carry imported labels, the share of the seed categories' members whose
+      label is that category, per-category precision and recall (taxonomy/label_quality.py); None otherwise;
+    - `label_cv`: where a person gave labels, the cross-validated accuracy of the learned assignment on them;
     - with `labels` (an `insight_sources` column, majority label per insight, ties alphabetically) and where
       insights carry one: ARI, NMI, per-label recall and the rest of `quality_metrics` of the types against it
       (unassigned insights count as one more group, as outliers do for clusterings).
@@ -55,6 +59,8 @@ def evaluate_taxonomy(
         "coverage": {r.phase: {"coverage": r.coverage, "threshold": r.threshold, "n_insights": r.n_insights}
                      for r in tax.seed_reports},
     }
+    out["seed_accuracy"] = seed_accuracy(store, tax)
+    out["label_cv"] = label_cross_validation(store, tax, embedder) if tax.params.use_labels else None
     index = {t.id: k for k, t in enumerate(tax.types)}
     assigned = np.array([index.get(t, -1) for t in rows["failure_type_id"].to_list()], dtype=np.int64)
     out.update(_fidelity(store, tax, rows["text"].to_list(), rows["phase"].to_list(), assigned, embedder))

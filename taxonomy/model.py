@@ -46,6 +46,13 @@ class BuildParams(BaseModel):
         description="an insight joins a seed category when its cosine beats this share of mismatched pairs",
     )
     seed_refine: int = Field(10, ge=0, description="rounds of seeded k-means after the first assignment")
+    examples: list[str] = Field(
+        default_factory=list, description="files of labelled statements to learn the seed's categories from"
+        " (`--examples`; any format `ingest file` reads; used to train, never stored as insights)")
+    use_labels: bool = Field(True, description="learn from the labels a person gave (`failatlas label`)")
+    label_threshold: float = Field(
+        0.2, ge=0.0, le=1.0, description="least calibrated probability for an insight to join a learned category;"
+        " below it, insights are clustered into new types")
     fit_definitions: bool = Field(
         False, description="choose each offline or seed definition's representative insights so that names"
         " reconstruct their types (opt-in: 10-20x a build's time, and the gain is measured in-sample only, see"
@@ -156,6 +163,8 @@ class SeedReport(BaseModel):
     n_explained: int
     threshold: float
     null_quantile: float
+    method: str = "prototype"  # prototype (cosine to the seed's texts) | learned (a classifier on labelled rows)
+    n_training_rows: int = 0  # learned: labelled statements the classifier learned from
 
     @property
     def coverage(self) -> float:

@@ -95,4 +95,22 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="taxonomy",
+        version=4,
+        name="insight_labels",
+        sql="""
+        -- a person's labels (`failatlas label`, `--labels FILE`, the app): keyed by the insight's content, so a
+        -- label survives `taxonomy build` and a re-run of `ingest`, and applies to every insight with that text;
+        -- `taxonomy build` learns from them (with a seed's examples). Labels imported data carries
+        -- (insight_sources.label) are not here: those are ground truth for evaluation only.
+        CREATE TABLE insight_labels (
+            text_hash VARCHAR PRIMARY KEY,     -- ingest's text_hash of the normalised text (16 hex digits)
+            text VARCHAR NOT NULL,             -- the insight's text as it was labelled
+            label VARCHAR NOT NULL,            -- a category as the person spells it (a seed's, or a new name)
+            source VARCHAR NOT NULL,           -- how it was given: insight | type <taxonomy>/<type> | file <name> | app
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
 ]

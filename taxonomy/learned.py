@@ -1,0 +1,317 @@
+"""Seeds that learn from labelled examples: a classifier trained on labelled statements assigns insights to the
+scheme's categories, with a calibrated confidence; insights below the threshold are left to clustering.
+
+Training rows come from three places: the files passed as `taxonomy build --examples` (any format `ingest file`
+reads; their texts are embedded for training and never stored as insights), the seed's own categories (name,
+`name: definition` and examples), and the labels a person gave (`failatlas label`, table `insight_labels`).
+Labels imported data carries (`insight_sources.label`) are never read here: they are ground truth for evaluation.
+
+The model (`LabelModel`, measured against nearest prototypes, k-NN and prototype+LR blends on trace-disjoint halves
+of TRAIL GAIA in docs/quality.md): multinomial logistic regression on the embedding concatenated with TF-IDF of
+word unigrams and bigrams; its probabilities calibrated by one temperature fitted on cross-validated predictions of
+the training rows. A category is named by its label as the examples spell it; a seed category that no example
+names keeps the seed's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from failatlas.core.errors import InputError
+from failatlas.core.store import Store
+from failatlas.embed import EmbeddingSet, vectors_of_texts
+from failatlas.ingest.model import normalise_text, text_hash
+from failatlas.taxonomy.drafts import Draft, draft_of
+from failatlas.taxonomy.inputs import ClusteringInput
+from failatlas.taxonomy.keywords import class_tfidf
+from failatlas.taxonomy.model import BuildParams, SeedReport
+from failatlas.taxonomy.seeding import Seed, SeedCategory
+
+_GENERIC = {"error", "errors", "issue", "issues", "failure", "failures", "problem", "problems"}
+
+
+def label_key(name: str) -> tuple[str, ...]:
+    """The words of a category name that identify it: lower case, without generic tail words and plural s
+    ('Formatting Errors' and 'Formatting error' -> ('formatting',))."""
+    words = [w.removesuffix("s") if len(w) > 3 else w for w in re.findall(r"[a-z0-9]+", name.lower())]
+    while len(words) > 1 and (words[-1] in _GENERIC or words[-1] + "s" in _GENERIC):
+        words.pop()
+    return tuple(words)
+
+
+def match_seed(label: str, categories: Sequence[SeedCategory]) -> SeedCategory | None:
+    """The seed category a label names: the same key, else the only category whose key starts with the label's
+    words or whose words the label's key starts with ('Tool-related' -> 'Tool-related hallucination')."""
+    key = label_key(label)
+    exact = [c for c in categories if label_key(c.name) == key]
+    if exact:
+        return exact[0]
+    prefix = [c for c in categories if (k := label_key(c.name))[: len(key)] == key or key[: len(k)] == k]
+    return prefix[0] if len(prefix) == 1 else None
+
+
+def same_category(name: str, label: str) -> bool:
+    """Whether a category name and a label name the same category (as `match_seed` matches them)."""
+    return match_seed(label, [SeedCategory(name=name, definition="-")]) is not None
+
+
+@dataclass
+class TrainingSet:
+    """Labelled statements to learn from: text, label (as spelled), where each row came from."""
+
+    texts: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # 'examples' | 'seed' | 'user'
+
+    def add(self, text: str, label: str, source: str) -> None:
+        self.texts.append(text)
+        self.labels.append(label)
+        self.sources.append(source)
+
+
+def read_examples(paths: Sequence[str | Path]) -> list[tuple[str, str]]:
+    """(text, label) of every labelled statement in the files or folders (any format `ingest file` reads).
+    InputError naming file, line and field for a statement without a label, or a file with none."""
+    from failatlas.ingest.files import expand_paths
+    from failatlas.ingest.importers import INSIGHT_IMPORTERS
+
+    out: list[tuple[str, str]] = []
+    for file in expand_paths([Path(p) for p in paths]):
+        loaded = INSIGHT_IMPORTERS.load(file)
+        for raw in loaded.records:
+            if raw.label is None or not raw.label.strip():
+                raise InputError("an example needs a label", path=str(file), line=raw.source_line,
+                                 field=raw.source_field, hint="--examples takes labelled statements")
+            out.append((raw.text, normalise_text(raw.label)))
+        if not loaded.records:
+            raise InputError("no labelled statements in this file", path=str(file))
+    return out
+
+
+def examples_digest(paths: Sequence[str | Path]) -> list[str]:
+    """A content hash per example file (so a snapshot built from changed examples is a new one)."""
+    from failatlas.embed.models import file_digest
+    from failatlas.ingest.files import expand_paths
+
+    return [file_digest(f)[:16] for f in expand_paths([Path(p) for p in paths])]
+
+
+def user_labels(store: Store) -> list[tuple[str, str, str]]:
+    """(text hash, text, label) of every stored label."""
+    return store.query("SELECT text_hash, text, label FROM insight_labels ORDER BY text_hash")
+
+
+def training_set(seed: Seed | None, examples: Sequence[tuple[str, str]], labels: Sequence[tuple[str, str, str]],
+                 phase: str) -> tuple[TrainingSet, dict[str, SeedCategory]]:
+    """The rows to learn from for a phase and the category of each label. A seed category takes the spelling of
+    the first example or label naming it; a label naming no seed category is a category of its own."""
+    categories = seed.categories_for(phase) if seed else []
+    spelled: dict[str, SeedCategory] = {}
+    by_seed: dict[str, str] = {}  # seed category name -> label as spelled
+
+    def category_of(label: str) -> str:
+        seed_cat = match_seed(label, categories)
+        if seed_cat is None:
+            spelled.setdefault(label, SeedCategory(name=label, definition=f"Statements labelled '{label}'."))
+            return label
+        name = by_seed.setdefault(seed_cat.name, label)
+        spelled.setdefault(name, seed_cat.model_copy(update={"name": name}))
+        return name
+
+    data = TrainingSet()
+    for text, label in examples:
+        data.add(text, category_of(label), "examples")
+    for _, text, label in labels:
+        data.add(text, category_of(label), "user")
+    for c in categories:
+        name = by_seed.get(c.name, c.name)
+        spelled.setdefault(name, c)
+        for text in (c.name, f"{c.name}: {c.definition}", *c.examples):
+            data.add(text, name, "seed")
+    return data, spelled
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+class LabelModel:
+    """Multinomial logistic regression on [embedding | TF-IDF of words], probabilities calibrated by a temperature
+    fitted on `folds`-fold cross-validated predictions (scikit-learn conventions: `fit` returns self)."""
+
+    def __init__(self, C: float = 4.0, tfidf_weight: float = 1.0, folds: int = 5, random_state: int = 0) -> None:
+        self.C = C
+        self.tfidf_weight = tfidf_weight
+        self.folds = folds
+        self.random_state = random_state
+
+    def _features(self, vectors: np.ndarray, texts: Sequence[str]):  # noqa: ANN202
+        from scipy.sparse import csr_matrix, hstack
+
+        return hstack([csr_matrix(vectors), self.tfidf_weight * self.tfidf_.transform(list(texts))]).tocsr()
+
+    def _fit_one(self, vectors: np.ndarray, texts: Sequence[str], y: np.ndarray):  # noqa: ANN202
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+
+        self.tfidf_ = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2 if len(texts) > 50 else 1)
+        self.tfidf_.fit(list(texts))
+        return LogisticRegression(C=self.C, max_iter=3000).fit(self._features(vectors, texts), y)
+
+    def _logits(self, clf, vectors: np.ndarray, texts: Sequence[str], n_classes: int) -> np.ndarray:  # noqa: ANN001
+        out = np.full((len(texts), n_classes), -1e9)
+        if len(clf.classes_) == 1:
+            out[:, clf.classes_[0]] = 0.0
+            return out
+        z = clf.decision_function(self._features(vectors, texts))
+        if z.ndim == 1:
+            z = np.stack([-z / 2, z / 2], axis=1)
+        out[:, clf.classes_] = z
+        return out
+
+    def fit(self, vectors: np.ndarray, texts: Sequence[str], labels: Sequence[str]) -> LabelModel:
+        self.classes_ = np.array(sorted(set(labels)), dtype=object)
+        y = np.searchsorted(self.classes_, np.asarray(labels, dtype=object))
+        n, k = len(y), len(self.classes_)
+        cv = np.full((n, k), -1e9)
+        if k > 1 and n >= 4:
+            from sklearn.model_selection import KFold
+
+            for train, test in KFold(min(self.folds, n), shuffle=True, random_state=self.random_state).split(y):
+                if len(set(y[train])) < 1:
+                    continue
+                clf = self._fit_one(vectors[train], [texts[i] for i in train], y[train])
+                cv[test] = self._logits(clf, vectors[test], [texts[i] for i in test], k)
+            seen = cv[np.arange(n), y] > -1e8
+            grid = np.geomspace(0.1, 10.0, 81)
+            nll = [-np.log(_softmax(cv[seen] / t)[np.arange(seen.sum()), y[seen]] + 1e-12).mean() for t in grid]
+            self.temperature_ = float(grid[int(np.argmin(nll))]) if seen.any() else 1.0
+        else:
+            self.temperature_ = 1.0
+        self.cv_predictions_ = np.where(cv.max(axis=1) > -1e8, cv.argmax(axis=1), -1)
+        self.cv_truth_ = y
+        self.clf_ = self._fit_one(vectors, texts, y) if k > 1 else None
+        return self
+
+    def predict_proba(self, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        """Calibrated probability of each class (columns in `classes_` order) per statement."""
+        if self.clf_ is None:
+            return np.ones((len(texts), 1))
+        return _softmax(self._logits(self.clf_, vectors, texts, len(self.classes_)) / self.temperature_)
+
+
+def embed_texts(store: Store, embedding_set: EmbeddingSet, texts: Sequence[str],
+                encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """Vectors of `texts` in the embedding set's space: the stored ones where the set has them, the rest encoded
+    (and not stored: examples are not insights)."""
+    if not texts:
+        return np.zeros((0, embedding_set.dim), dtype=np.float32)
+    vectors, found = vectors_of_texts(store, embedding_set, texts)
+    vectors = np.array(vectors, dtype=np.float32)
+    missing = np.flatnonzero(~found)
+    if len(missing):
+        vectors[missing] = np.asarray(encode([texts[i] for i in missing]), dtype=np.float32)
+    return vectors
+
+
+@dataclass
+class Learner:
+    """What a build learned: the model per phase, the category of each class, and the stored labels."""
+
+    seed: Seed | None
+    examples: list[tuple[str, str]]
+    labels: list[tuple[str, str, str]]
+    threshold: float
+    store: Store
+    embedding_set: EmbeddingSet
+    encode: Callable[[list[str]], np.ndarray]
+    notes: dict[str, dict] = field(default_factory=dict)
+
+    def model_for(self, phase: str) -> tuple[LabelModel, dict[str, SeedCategory], TrainingSet]:
+        data, categories = training_set(self.seed, self.examples, self.labels, phase)
+        vectors = embed_texts(self.store, self.embedding_set, data.texts, self.encode)
+        model = LabelModel().fit(vectors, data.texts, data.labels)
+        ok = model.cv_predictions_ == model.cv_truth_
+        user = np.asarray(data.sources) == "user"
+        self.notes[phase] = {
+            "n_training_rows": len(data.texts), "rows_by_source": dict(Counter(data.sources)),
+            "n_categories": len(categories), "temperature": round(model.temperature_, 4),
+            "cv_accuracy_training_rows": round(float(ok.mean()), 4) if len(ok) else None,
+            "cv_accuracy_user_labels": round(float(ok[user].mean()), 4) if user.any() else None,
+        }
+        return model, categories, data
+
+
+def make_learner(store: Store, seed: Seed | None, example_paths: Sequence[str], use_labels: bool,
+                 threshold: float, embedding_set: EmbeddingSet,
+                 encode: Callable[[list[str]], np.ndarray]) -> Learner | None:
+    """A learner when there is something to learn from (examples or stored labels); None otherwise (a seed alone
+    keeps its prototype assignment)."""
+    examples = read_examples(example_paths) if example_paths else []
+    labels = user_labels(store) if use_labels else []
+    if not examples and not labels:
+        return None
+    return Learner(seed, examples, labels, threshold, store, embedding_set, encode)
+
+
+def learning_key(store: Store, example_paths: Sequence[str], use_labels: bool) -> str | None:
+    """What a snapshot learned from, as one hash: the example files' contents and the stored labels; None when
+    it learns from nothing."""
+    labels = user_labels(store) if use_labels else []
+    if not example_paths and not labels:
+        return None
+    payload = [examples_digest(example_paths) if example_paths else [], [[h, lab] for h, _, lab in labels]]
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()[:16]
+
+
+def learned_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams, learner: Learner
+                   ) -> tuple[list[Draft], ClusteringInput, np.ndarray, SeedReport]:
+    """Drafts of the learned categories that take some of the clustering's insights (calibrated probability at
+    least the learner's threshold; an insight a person labelled goes to its label's category whatever the model
+    says), the clustering restricted to the rest (clustered into new types), their vectors, and the report."""
+    texts = ci.members["text"].to_list()
+    ids = ci.members["insight_id"].to_list()
+    phase = ci.phase or Counter(ci.members["phase"].to_list()).most_common(1)[0][0]
+    model, categories, data = learner.model_for(phase)
+    proba = model.predict_proba(vectors, texts)
+    best, confidence = proba.argmax(axis=1), proba.max(axis=1)
+    covered = confidence >= learner.threshold
+    given = {text_hash(t): lab for t, lab, src in zip(data.texts, data.labels, data.sources, strict=True)
+             if src == "user"}
+    column = {name: k for k, name in enumerate(model.classes_)}
+    for r, text in enumerate(texts):
+        label = given.get(text_hash(text))
+        if label is not None:
+            best[r], covered[r] = column[label], True
+    keywords = class_tfidf(texts, np.where(covered, best, -1), top_n=params.n_keywords) if covered.any() else {}
+    drafts = [
+        draft_of(np.flatnonzero(covered & (best == c)), ids, texts, vectors, phase,
+                 [t for t, _ in keywords.get(c, [])], [f"seed:{model.classes_[c]}"], origin="seed",
+                 seed_category=categories[model.classes_[c]])
+        for c in sorted({int(x) for x in best[covered]})
+    ]
+    rest = np.flatnonzero(~covered)
+    uncovered = ClusteringInput(id=ci.id, phase=ci.phase, embedding_set=ci.embedding_set,
+                                members=ci.members[rest.tolist()])
+    report = SeedReport(phase=phase, n_insights=len(ids), n_explained=int(covered.sum()),
+                        threshold=learner.threshold, null_quantile=params.seed_null_quantile, method="learned",
+                        n_training_rows=len(data.texts))
+    return drafts, uncovered, vectors[rest], report
+
+
+def learned_criterion(params: BuildParams, report: SeedReport) -> str:
+    """The inclusion criterion of a learned category."""
+    scheme = f"the seed '{params.seed_taxonomy.name}' and " if params.seed_taxonomy else ""
+    return (f"Assigned by a classifier learned from {report.n_training_rows} labelled statements ({scheme}the"
+            f" examples and labels given), its calibrated probability for this category at least"
+            f" {report.threshold:.2f}; or labelled so by a person.")
