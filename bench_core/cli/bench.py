@@ -43,6 +43,10 @@ def run(
     task: Annotated[list[str] | None, typer.Option("--task", help="Task id (repeatable); default: all")] = None,
     benchmark: Annotated[str | None, typer.Option(help="Only tasks of this benchmark.")] = None,
     kind: Annotated[str | None, typer.Option(help="Only tasks of this kind (T1, masked_functions, ...).")] = None,
+    paper: Annotated[list[str] | None, typer.Option("--paper", help="Only tasks of this paper id (repeatable).")
+                     ] = None,
+    masked: Annotated[int | None, typer.Option(
+        help="Only tasks with this many masked functions (AutoExperiment's n: 0, 1, 2, ...).", min=0)] = None,
     model: Annotated[str, typer.Option(help="Model name for LLM agents (part of the run key).")] = "",
     attempts: Annotated[int, typer.Option(help="Attempts per task (for pass@k).")] = 1,
     workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
@@ -83,7 +87,8 @@ def run(
     s = store()
     params = BenchParams(
         agent=agent, agent_params=_params(param or []), model=model, task_ids=task or None, benchmark=benchmark,
-        kind=kind, gpu_tasks=gpu_tasks, attempts=attempts, workers=workers, sandbox=sandbox, executor=executor,
+        kind=kind, papers=paper or None, masked=masked, gpu_tasks=gpu_tasks, attempts=attempts, workers=workers,
+        sandbox=sandbox, executor=executor,
         retry_infra=retry_infra, budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image,
         repo=repo, runs_dir=runs_dir, setting=setting,
         resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
@@ -107,7 +112,8 @@ def _print_network(s, params: BenchParams) -> None:
     from failatlas.bench_core.runs.api import select_tasks
     from failatlas.bench_core.sandbox import policy
 
-    tasks = select_tasks(s, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind)
+    tasks = select_tasks(s, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
+                         papers=params.papers, masked=params.masked)
     by_policy: dict[str, list] = {}
     for task in tasks:
         by_policy.setdefault(params.network or task.resources.network, []).append(task)
@@ -273,20 +279,35 @@ def _print_judge_counts(s, run_ids: list[str]) -> None:  # noqa: ANN001
 
 @app.command()
 def report(
-    by: Annotated[str, typer.Option(help="Group by agent, task, benchmark or fault.")] = "agent",
+    by: Annotated[str, typer.Option(
+        help="Group by agent, task, benchmark, fault, paper, or setting (benchmark, task kind, setting and "
+        "number of masked functions n).")] = "agent",
     k: Annotated[int | None, typer.Option(help="Also compute pass@k and pass^k over attempts.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write Markdown, CSV and LaTeX tables to this folder.")] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals.")] = 1000,
 ) -> None:
-    """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md."""
-    from failatlas.bench_core.scoring.report import render_terminal, report_table, write_report
+    """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md. Below the
+    table: per agent, the runs stored and how many each denominator holds, a warning for runs in no score, and
+    the runs whose E is not scored because this environment cannot run their task."""
+    _report(by, k, out, n_boot)
 
-    table = report_table(store(create=False), by=by, k=k, n_boot=n_boot)
+
+def _report(by: str, k: int | None, out: Path | None, n_boot: int) -> None:
+    from failatlas.bench_core.scoring.metrics import run_scores
+    from failatlas.bench_core.scoring.report import render_terminal, report_notes, report_table, write_report
+
+    s = store(create=False)
+    scores = run_scores(s)
+    table = report_table(s, by=by, k=k, n_boot=n_boot, scores=scores)
+    notes = report_notes(s, scores)
     headers, rows = render_terminal(table, by)
     t = Table(*headers)
     for row in rows:
-        t.add_row(*[f"{v:.2f}" if isinstance(v, float) else str(v) for v in row])
+        t.add_row(*[f"{v:.2f}" if isinstance(v, float) else escape(str(v)) for v in row])
     console.print(t)
+    for line in notes:
+        style = "yellow" if line.startswith("warning:") else "default"
+        console.print(f"[{style}]{escape(line)}[/]", highlight=False, soft_wrap=True)
     if out:
-        for path in write_report(table, by, out):
+        for path in write_report(table, by, out, notes):
             console.print(f"wrote {path}")

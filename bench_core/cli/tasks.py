@@ -250,6 +250,12 @@ def _print_task(task: TaskSpec, ground_truth: bool) -> None:
 def validate_cmd(
     task: Annotated[list[str] | None, typer.Option("--task", help="Task id (repeatable); default: all.")] = None,
     benchmark: Annotated[str | None, typer.Option(help="Only tasks of this benchmark.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only tasks of this kind (T1, T2, T3, masked_functions, ...).")
+                    ] = None,
+    paper: Annotated[list[str] | None, typer.Option("--paper", help="Only tasks of this paper id (repeatable).")
+                     ] = None,
+    masked: Annotated[int | None, typer.Option(
+        help="Only tasks with this many masked functions (AutoExperiment's n: 0, 1, 2, ...).", min=0)] = None,
     setting: Annotated[str | None, typer.Option(help="Task setting to validate (default: each task's own).")] = None,
     sandbox: Annotated[str, typer.Option(help="Sandbox kind for the runs and re-runs.")] = "docker",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the task's, else the built one).")] = None,
@@ -262,13 +268,14 @@ def validate_cmd(
     as_json: Json = False,
 ) -> None:
     """Check the tasks themselves: prepare each, run gold and null, score both, and give each task a status
-    (valid, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails, null-passes,
-    not-checkable, infra-error). Resumable: stored runs and scores are reused."""
+    (valid, judges-only, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails,
+    null-passes, not-checkable, infra-error). Resumable: stored runs and scores are reused."""
     from failatlas.bench_core.task_validation import ValidateParams
     from failatlas.bench_core.task_validation import run as validate
     from failatlas.bench_core.task_validation.report import counts_table, write_report
 
-    params = ValidateParams(task_ids=task or None, benchmark=benchmark, setting=setting, sandbox=sandbox,
+    params = ValidateParams(task_ids=task or None, benchmark=benchmark, kind=kind, papers=paper or None,
+                            masked=masked, setting=setting, sandbox=sandbox,
                             image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm)
     with progress_bar("validating tasks", None) as advance:
         result = validate(store(), params, on_step=lambda _step: advance())

@@ -307,18 +307,44 @@ def _edit_for(node: FunctionNode, qualname: str, source: str, offsets: _Offsets,
         text = textwrap.indent(text, indent)[len(indent):]
         start_node = node.decorator_list[0] if node.decorator_list else node
         start = offsets.index(start_node.lineno, start_node.col_offset - (1 if node.decorator_list else 0))
-        return start, offsets.index(node.end_lineno, node.end_col_offset), text
+        return start, _body_end(node, offsets), text
     line = offsets.lines[first.lineno - 1]
     indent = line[: len(line) - len(line.lstrip())]
-    end = offsets.index(node.end_lineno, node.end_col_offset)
+    end = _body_end(node, offsets)
     if docstring is not None:
         # From the line after the header: the old docstring and comments before the first statement go too.
         start = offsets.starts[_header_last_line(node, offsets)]
         return start, end, f"{indent}{docstring_literal(docstring, indent)}\n{indent}{raise_stmt}"
-    start, end, after_doc = _body_span(node, offsets)
+    start, _, after_doc = _body_span(node, offsets)
     if after_doc:
         return start, end, f"\n{indent}{raise_stmt}"
-    return start, end, raise_stmt
+    # no docstring: from the line after the header, so comments before the first statement go too
+    return offsets.starts[_header_last_line(node, offsets)], end, f"{indent}{raise_stmt}"
+
+
+_REST_OF_BODY = re.compile(r"[ \t]*;?[ \t]*(#[^\r\n]*)?")
+
+
+def _body_end(node: FunctionNode, offsets: _Offsets) -> int:
+    """Where the body's text ends: after its last statement, the rest of that line when it holds only a comment
+    (or a `;`), and the comment lines after it indented deeper than the `def` (the body's own comments). A stub
+    keeps nothing of the body: no trailing comment quoting a shape or a value of the reference."""
+    end = offsets.index(node.end_lineno, node.end_col_offset)
+    line = offsets.lines[node.end_lineno - 1]
+    rest = line[end - offsets.starts[node.end_lineno - 1]:]
+    match = _REST_OF_BODY.match(rest)
+    if match and not rest[match.end():].strip(" \t\r\n\f"):
+        end += match.end()
+    column = node.col_offset  # the `def`'s column (a decorator's `@` is on it too)
+    for lineno in range(node.end_lineno + 1, len(offsets.lines) + 1):
+        text = offsets.lines[lineno - 1]
+        stripped = text.lstrip(" \t")
+        if not stripped.strip():
+            continue
+        if not stripped.startswith("#") or len(text) - len(stripped) <= column:
+            break
+        end = offsets.starts[lineno - 1] + len(text.rstrip("\r\n"))
+    return end
 
 
 def _header_last_line(node: FunctionNode, offsets: _Offsets) -> int:

@@ -15,7 +15,7 @@ from failatlas.bench_core.runs.executors import host_gpus
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of, unavailable
 from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.runs.runner import plan, run_batch
-from failatlas.bench_core.tasks.catalog import get_task, list_tasks
+from failatlas.bench_core.tasks.catalog import get_task, list_tasks, no_match_hint
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.core.stages import stage_run
@@ -23,17 +23,19 @@ from failatlas.core.store import Store
 
 
 def select_tasks(store: Store, *, task_ids: list[str] | None = None, benchmark: str | None = None,
-                 kind: str | None = None, include_gpu: bool = True) -> list[TaskSpec]:
-    """Tasks from the catalog by id or filter; raises when nothing matches."""
+                 kind: str | None = None, include_gpu: bool = True, papers: list[str] | None = None,
+                 masked: int | None = None) -> list[TaskSpec]:
+    """Tasks from the catalog by id, or by filter (benchmark, kind, any of `papers`, `masked`: the number of
+    masked functions); raises NotFoundError when nothing matches."""
     if task_ids:
         tasks = [get_task(store, tid) for tid in task_ids]
     else:
-        tasks = [get_task(store, row["id"]) for row in list_tasks(store, benchmark=benchmark, kind=kind)]
+        rows = list_tasks(store, benchmark=benchmark, kind=kind, paper=papers or None, masked=masked)
+        tasks = [get_task(store, row["id"]) for row in rows]
     if not include_gpu:
         tasks = [t for t in tasks if t.resources.gpus == 0]
     if not tasks:
-        raise NotFoundError("no task matches", hint="import tasks first (`failatlas tasks import-mini`) "
-                            "or check the filters")
+        raise NotFoundError("no task matches", hint=no_match_hint(store, paper=papers or None))
     return tasks
 
 
@@ -53,6 +55,8 @@ class BenchParams(BaseModel):
     task_ids: list[str] | None = None
     benchmark: str | None = None
     kind: str | None = None
+    papers: list[str] | None = None
+    masked: int | None = None  # the number of masked functions (AutoExperiment's n)
     gpu_tasks: bool = False
     attempts: int = 1
     workers: int = 1
@@ -95,7 +99,8 @@ class BenchResult(BaseModel):
 def _tasks(store: Store, params: BenchParams) -> list[TaskSpec]:
     """The selected tasks with the resource overrides applied (tasks needing GPUs included: `run` says per task
     why one the host cannot serve is not run)."""
-    tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind)
+    tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
+                         papers=params.papers, masked=params.masked)
     return [params.resources.apply(task) for task in tasks]
 
 

@@ -4,7 +4,10 @@ Definitions (also in docs/metrics.md):
 - Per run, each phase is 1 (passed), 0 (failed) or missing (not applicable to the task, judge not run, judge failed).
   M = no monitor finding of severity `fail`. D = design judge passed (score >= threshold). I = implementation judge
   passed (all hidden tests, or the LLM judge's verdict). E = validator outcome `passed`, missing when the outcome is
-  `not_scored` (the re-run had nothing to compare with, or its prose outcome awaits a judge that did not run).
+  `not_scored` (the re-run had nothing to compare with, or its prose outcome awaits a judge that did not run),
+  and missing on every run of a task whose gold re-run shows this environment cannot run it (a missing package,
+  GPU or dataset: not the agent's failure), counted apart in `E_env_n` with the reason in `E_unscored`
+  (`environment.py`).
   C = conclusion judge passed.
   When several judges score one phase, the verdict that ranks higher counts (`judge_precedence`: a deterministic
   check, the hidden tests, over an `llm` judge over an `offline` heuristic; `judgements.kind`, `judgements.judge`).
@@ -23,6 +26,7 @@ from math import comb
 import numpy as np
 import polars as pl
 
+from failatlas.bench_core.scoring.environment import NO_REFERENCE_COMMAND, environment_blocks
 from failatlas.bench_core.scoring.judges import judge_precedence
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.store import Store
@@ -38,18 +42,34 @@ CONJUNCTIVE = {
 PHASE_OF = {"design": "D", "implementation": "I", "conclusion": "C"}
 
 
-def run_scores(store: Store) -> pl.DataFrame:
-    """One row per scored run: identifiers and the 0/1/null value of every phase and conjunctive score."""
-    runs = store.query_polars(
-        "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.benchmark, r.fault_injected,"
-        " v.outcome FROM runs r LEFT JOIN validations v ON v.run_id = r.id WHERE r.status != 'infra_error'"
-    )
+_RUNS = """
+    SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.benchmark, r.fault_injected, r.setting,
+           t.paper_id, t.kind, json_array_length(t.spec, '$.masking.functions') AS n_masked, v.outcome,
+           coalesce(v.stdout_tail, '') || '\n' || coalesce(v.stderr_tail, '') AS output
+    FROM runs r LEFT JOIN validations v ON v.run_id = r.id LEFT JOIN tasks t ON t.id = r.task_id
+    WHERE r.status != 'infra_error'"""
+SCORE_SCHEMA = {"run_id": pl.Utf8, "task_id": pl.Utf8, "agent": pl.Utf8, "model": pl.Utf8, "attempt": pl.Int64,
+                "benchmark": pl.Utf8, "fault_injected": pl.Utf8, "setting": pl.Utf8, "paper_id": pl.Utf8,
+                "kind": pl.Utf8, "n_masked": pl.Int64, "outcome": pl.Utf8, "E_unscored": pl.Utf8,
+                **{k: pl.Int64 for k in (*PHASES, *CONJUNCTIVE)}}
+
+
+def run_scores(store: Store, *, environment: bool = True) -> pl.DataFrame:
+    """One row per scored run: identifiers (with the task's paper, kind, setting and number of masked functions
+    `n_masked`) and the 0/1/null value of every phase and conjunctive score.
+
+    `environment`: leave E unscored (null, the reason in `E_unscored`) on the tasks this environment cannot run,
+    by the evidence of their gold runs (`environment.environment_blocks`), and on gold runs with no reference
+    command to run. `tasks validate` reads the runs as they are (False)."""
+    runs = store.query_polars(_RUNS)
     judgements = store.query_polars(
         "SELECT run_id, phase, judge, kind, status, passed FROM judgements WHERE status = 'ok'")
     monitor = store.query_polars(
         "SELECT run_id, bool_or(severity = 'fail') AS failed FROM monitor_findings GROUP BY run_id")
     scored_ids = set(judgements["run_id"].to_list()) | set(
         store.query_polars("SELECT run_id FROM validations")["run_id"].to_list())
+    blocked = environment_blocks([r for r in runs.iter_rows(named=True) if r["agent"] == "gold"]) \
+        if environment else {}
     rows = []
     verdicts: dict[tuple[str, str], tuple[bool, int]] = {}
     for r in judgements.iter_rows(named=True):
@@ -64,10 +84,17 @@ def run_scores(store: Store) -> pl.DataFrame:
     for r in runs.iter_rows(named=True):
         if r["run_id"] not in scored_ids:
             continue
-        row = {k: r[k] for k in ("run_id", "task_id", "agent", "model", "attempt", "benchmark", "fault_injected",
-                                 "outcome")}
+        row = {k: r[k] for k in SCORE_SCHEMA if k in r and k != "output"}
         row["M"] = 0 if monitor_failed.get(r["run_id"]) else 1
         row["E"] = None if r["outcome"] in (None, *UNSCORED_OUTCOMES) else int(r["outcome"] == "passed")
+        row["E_unscored"] = None
+        if environment and r["outcome"] is not None:
+            if r["task_id"] in blocked:
+                row["E_unscored"] = blocked[r["task_id"]]
+            elif r["agent"] == "gold" and r["outcome"] == "not_run":
+                row["E_unscored"] = NO_REFERENCE_COMMAND
+            if row["E_unscored"] is not None:
+                row["E"] = None
         for phase in ("D", "I", "C"):
             v = verdicts.get((r["run_id"], phase))
             row[phase] = None if v is None else int(v[0])
@@ -75,10 +102,7 @@ def run_scores(store: Store) -> pl.DataFrame:
             values = [row[p] for p in parts]
             row[name] = None if any(v is None for v in values) else int(all(values))
         rows.append(row)
-    schema = {"run_id": pl.Utf8, "task_id": pl.Utf8, "agent": pl.Utf8, "model": pl.Utf8, "attempt": pl.Int64,
-              "benchmark": pl.Utf8, "fault_injected": pl.Utf8, "outcome": pl.Utf8,
-              **{k: pl.Int64 for k in (*PHASES, *CONJUNCTIVE)}}
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=SCORE_SCHEMA)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -116,6 +140,7 @@ def summarise(scores: pl.DataFrame, by: list[str], *, n_boot: int = 1000, seed: 
         row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=False))
         row["runs"] = group.height
         row["tasks"] = group["task_id"].n_unique()
+        row["E_env_n"] = group["E_unscored"].is_not_null().sum() if "E_unscored" in group.columns else 0
         for metric in (*PHASES, *CONJUNCTIVE):
             scored = group.filter(pl.col(metric).is_not_null())
             values = [np.asarray(t[metric].to_list(), dtype=float)

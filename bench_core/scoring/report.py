@@ -16,19 +16,85 @@ from failatlas.core.store import Store
 from failatlas.core.tables import fmt, latex_cell, paper_table, to_csv, to_markdown
 
 GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"], "benchmark": ["benchmark", "agent"],
-             "fault": ["fault_injected", "agent"]}
+             "fault": ["fault_injected", "agent"], "paper": ["benchmark", "paper_id", "agent", "model"],
+             # what the agent was given: EXP-Bench's task kind (T1, T2, T3), AutoExperiment's setting and n
+             "setting": ["benchmark", "kind", "setting", "n_masked", "agent", "model"]}
 METRICS = (*PHASES, *CONJUNCTIVE)
+_STORED = """
+    SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.benchmark, r.fault_injected, r.setting, t.paper_id,
+           t.kind, json_array_length(t.spec, '$.masking.functions') AS n_masked, r.status
+    FROM runs r LEFT JOIN tasks t ON t.id = r.task_id"""
 
 
 def report_table(store: Store, *, by: str = "agent", k: int | None = None, n_boot: int = 1000,
-                 seed: int = 0) -> pl.DataFrame:
+                 seed: int = 0, scores: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The scores per group of `by` (`GROUPINGS`), with, beside each group's scored runs (`runs`), the runs
+    stored for it (`stored`), those not scored yet (`unscored`) and those that ended in `infra_error`.
+    `scores`: `run_scores(store)`, when the caller has it. Raises NotFoundError for an unknown grouping or a
+    store without scored runs."""
     if by not in GROUPINGS:
         raise NotFoundError(f"unknown grouping '{by}'", hint="use one of: " + ", ".join(GROUPINGS))
-    scores = run_scores(store)
+    scores = run_scores(store) if scores is None else scores
     if scores.height == 0:
         raise NotFoundError("no scored runs in the store",
                             hint="run `failatlas bench run` then `failatlas bench score`")
-    return summarise(scores, GROUPINGS[by], n_boot=n_boot, seed=seed, k=k)
+    table = summarise(scores, GROUPINGS[by], n_boot=n_boot, seed=seed, k=k)
+    coverage = _coverage(store, scores, GROUPINGS[by])
+    extra = {name: [coverage.get(tuple(r[key] for key in GROUPINGS[by]), {}).get(name, 0)
+                    for r in table.iter_rows(named=True)] for name in ("stored", "unscored", "infra_error")}
+    return table.with_columns(*(pl.Series(name, values, dtype=pl.Int64) for name, values in extra.items()))
+
+
+def _coverage(store: Store, scores: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[str, int]]:
+    """group key -> stored runs, of which not scored yet and infra_error."""
+    scored = set(scores["run_id"].to_list())
+    out: dict[tuple, dict[str, int]] = {}
+    for r in store.query_dicts(_STORED):
+        counts = out.setdefault(tuple(r[key] for key in keys), {"stored": 0, "unscored": 0, "infra_error": 0})
+        counts["stored"] += 1
+        if r["status"] == "infra_error":
+            counts["infra_error"] += 1
+        elif r["run_id"] not in scored:
+            counts["unscored"] += 1
+    return out
+
+
+def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
+    """What a reader of the scores must know, one line each: per agent, the runs stored and how many each
+    denominator holds; a warning for every agent with stored runs left out of every score (not scored yet, or
+    infra_error); and the runs whose E is not scored because the environment cannot run their task, by reason."""
+    scores = run_scores(store) if scores is None else scores
+    coverage = _coverage(store, scores, ["agent"])
+    lines = []
+    for (agent,), counts in sorted(coverage.items(), key=lambda kv: str(kv[0][0])):
+        group = scores.filter(pl.col("agent") == agent)
+        dens = ", ".join(f"{m} {group[m].is_not_null().sum()}" for m in METRICS)
+        env = group["E_unscored"].is_not_null().sum()
+        lines.append(f"{agent}: {counts['stored']} run(s) stored, {group.height} scored; denominators: {dens}"
+                     + (f"; E not scored for the environment: {env}" if env else ""))
+        left = counts["unscored"] + counts["infra_error"]
+        if left:
+            why = [f"{counts['unscored']} not scored yet (`failatlas bench score`)"] if counts["unscored"] else []
+            if counts["infra_error"]:
+                why.append(f"{counts['infra_error']} infra_error (`failatlas bench run --retry-infra`)")
+            lines.append(f"warning: {agent}: {left} of {counts['stored']} stored run(s) are in no score: "
+                         + ", ".join(why))
+    lines += _environment_lines(scores)
+    return lines
+
+
+def _environment_lines(scores: pl.DataFrame, most: int = 5) -> list[str]:
+    env = scores.filter(pl.col("E_unscored").is_not_null())
+    if env.height == 0:
+        return []
+    reasons = env.group_by("E_unscored").agg(pl.len().alias("runs"), pl.col("task_id").n_unique().alias("tasks"),
+                                             pl.col("task_id").min().alias("example")).sort("runs", descending=True)
+    lines = [f"E not scored, not the agent's failure: {env.height} run(s) of {env['task_id'].n_unique()} task(s)"]
+    for r in reasons.head(most).iter_rows(named=True):
+        lines.append(f"  {r['runs']} run(s) of {r['tasks']} task(s) (e.g. {r['example']}): {r['E_unscored']}")
+    if reasons.height > most:
+        lines.append(f"  and {reasons.height - most} more reason(s)")
+    return lines
 
 
 def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> tuple[list[str], list[list[object]]]:
@@ -37,13 +103,15 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
     headers = [*keys, "runs", *METRICS, *extra]
     rows = []
     for r in table.iter_rows(named=True):
-        row: list[object] = [r[k] or "–" for k in keys] + [r["runs"]]
+        runs = r["runs"] if r.get("stored", r["runs"]) == r["runs"] else f"{r['runs']} of {r['stored']}"
+        row: list[object] = [r[k] if r[k] is not None and r[k] != "" else "–" for k in keys] + [runs]
         for m in METRICS:
+            env = f", env {r['E_env_n']}" if m == "E" and r.get("E_env_n") else ""
             if r[f"{m}_n"] == 0:
-                row.append("–")
+                row.append(f"– (env {r['E_env_n']})" if env and with_n else "–")
             elif with_ci:
                 cell = f"{fmt(r[m])} [{fmt(r[m + '_lo'])}, {fmt(r[m + '_hi'])}]"
-                row.append(f"{cell} (n={r[m + '_n']})" if with_n else cell)
+                row.append(f"{cell} (n={r[m + '_n']}{env})" if with_n else cell)
             else:
                 row.append(r[m])
         row += [r[e] for e in extra]
@@ -51,12 +119,14 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
     return headers, rows
 
 
-def write_report(table: pl.DataFrame, by: str, out_dir: Path) -> list[Path]:
-    """Write report.md, report.csv (numbers, CIs and denominators as columns) and report.tex."""
+def write_report(table: pl.DataFrame, by: str, out_dir: Path, notes: list[str] | None = None) -> list[Path]:
+    """Write report.md (with `notes`, `report_notes`, below the table), report.csv (numbers, CIs, denominators,
+    stored, unscored and infra_error runs, E left out for the environment as columns) and report.tex."""
     out_dir.mkdir(parents=True, exist_ok=True)
     headers, rows = _rows(table, by, with_ci=True)
     md = out_dir / f"report_by_{by}.md"
-    md.write_text(to_markdown(headers, rows))
+    md.write_text(to_markdown(headers, rows) + ("\n" + "\n".join(f"- {line.strip()}" for line in notes) + "\n"
+                                                if notes else ""))
     tex = out_dir / f"report_by_{by}.tex"
     tex.write_text(to_paper_latex(table, by))
     csv = out_dir / f"report_by_{by}.csv"
@@ -100,7 +170,7 @@ def to_paper_latex(table: pl.DataFrame, by: str) -> str:
         header = [latex_cell(name), "runs", *(latex_cell(m) for m in metrics)]
         body = []
         for r in table.iter_rows(named=True):
-            group = " / ".join(str(r[k]) for k in keys if r[k]) or "--"
+            group = " / ".join(str(r[k]) for k in keys if r[k] is not None and r[k] != "") or "--"
             cells = [latex_cell(group), str(r["runs"])]
             if family == "pass":
                 cells += ["--" if r[m] is None else fmt(r[m]) for m in metrics]

@@ -1,31 +1,24 @@
 """From a gold (or null) run's scored phases and its clean re-run to a task status. Pure functions: the stage
 reads the rows, this decides.
 
-The signatures below read the re-run's stdout and stderr tails. They decide only *which* reason a gold failure is
+The signatures (`scoring.environment`, shared with the metrics, which leave E unscored where the environment
+cannot run a task) read the re-run's stdout and stderr tails. They decide only *which* reason a gold failure is
 given (environment, data, GPU, or the task itself); a gold run that fails is never `valid` whatever they say.
+
+`valid` needs a check that ran code (the hidden tests, or the clean re-run compared with something): gold passes
+it and null fails it. Where gold passes only what judges read (design, conclusion, an implementation judged from
+its diff), the task is `judges-only`: the judges compare gold's text with the text it was made from.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
+
+from failatlas.bench_core.scoring.environment import environment_failure, last_line
 
 PHASE_NAMES = {"M": "monitor", "D": "design", "I": "implementation", "E": "execution", "C": "conclusion"}
 CHECKED = ("D", "I", "E", "C")
 CODE_PHASES = ("I", "E")  # phases decided by running code: a null agent must fail them where gold passes
-
-GPU_SIGNS = re.compile(
-    r"Found no NVIDIA driver|CUDA driver version is insufficient|no CUDA-capable device|Torch not compiled with "
-    r"CUDA enabled|CUDA is not available|cuda\.is_available\(\)|NVIDIA-SMI has failed|CUDA error: no kernel image",
-    re.IGNORECASE)
-DATA_SIGNS = re.compile(
-    r"Temporary failure in name resolution|Name or service not known|Failed to establish a new connection|"
-    r"Network is unreachable|Connection refused|Max retries exceeded|couldn't connect to 'https?://|"
-    r"is not a local folder and is not a valid model identifier|LocalEntryNotFoundError|"
-    r"(FileNotFoundError|No such file or directory)[^\n]*?(data|dataset|\.csv|\.npy|\.pt|\.pth|\.ckpt|\.h5|"
-    r"\.parquet|\.json|\.jsonl|\.pkl|\.zip|\.tar|\.bin|\.safetensors|checkpoint|weights|images?/)",
-    re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class RunFacts:
@@ -39,13 +32,7 @@ class RunFacts:
     output: str = ""                # the re-run's stdout and stderr tails
     error: str = ""                 # the run's infra_error or agent_error
     failures: tuple[str, ...] = ()  # "phase: reason" of failed judgements
-
-
-def last_line(text: str, limit: int = 240) -> str:
-    """The last non-empty line of `text`, cut to `limit` characters: what a one-line reason quotes."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    line = lines[-1] if lines else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    code_run: frozenset[str] = frozenset()  # phases decided by running code: I by hidden tests, E by the re-run
 
 
 def checked(facts: RunFacts) -> list[str]:
@@ -79,31 +66,47 @@ def gold_status(facts: RunFacts | None) -> tuple[str, str] | None:
 
 
 def no_reference_command(facts: RunFacts) -> bool:
-    """True when the gold run's execution was not run because there is nothing of the reference to run: the task
-    has no command and gold (which only restores the reference) wrote no script, as on EXP-Bench, whose tasks
-    describe the reference's usage in prose. Execution then cannot be validated by gold; it is not gold failing."""
-    return facts.phases.get("E") == 0 and facts.outcome == "not_run" and "no run command" in facts.detail
+    """True when the gold run's execution was not run because there is nothing of the reference to run: gold
+    (which only restores the reference) writes a run script exactly when the task has a command, so its re-run is
+    `not_run` only where the task has none, as on EXP-Bench, whose tasks describe the reference's usage in prose.
+    Execution then cannot be validated by gold; it is not gold failing."""
+    return facts.phases.get("E") == 0 and facts.outcome == "not_run"
 
 
 def without_execution(facts: RunFacts) -> RunFacts:
     """`facts` with execution left unchecked (see `no_reference_command`)."""
-    return replace(facts, phases={**facts.phases, "E": None})
+    return replace(facts, phases={**facts.phases, "E": None}, code_run=facts.code_run - {"E"})
 
 
 def _execution_failure(facts: RunFacts) -> tuple[str, str]:
     quote = last_line(facts.output) or facts.detail
-    if facts.outcome == "env_setup":
-        return "env-failed", f"execution: {quote}"
-    if GPU_SIGNS.search(facts.output):
-        return "needs-gpu", f"the gold re-run needed a GPU: {quote}"
-    if DATA_SIGNS.search(facts.output):
-        return "data-unavailable", f"execution: {quote}"
+    status = environment_failure(facts.outcome, facts.output)
+    if status == "needs-gpu":
+        return status, f"the gold re-run needed a GPU: {quote}"
+    if status is not None:
+        return status, f"execution: {quote}"
     return "gold-fails", f"execution {facts.outcome}: {facts.detail}" + (f" ({quote})" if quote != facts.detail
                                                                            else "")
 
 
+def _why_no_code(gold: RunFacts, unchecked_e: bool) -> str:
+    """Why none of gold's passing checks ran code: what happened to I and E."""
+    parts = []
+    if gold.phases.get("I") is not None:
+        parts.append("implementation judged from the diff, no hidden tests")
+    if unchecked_e:
+        parts.append("execution not run: the task gives no reference command")
+    elif gold.outcome == "not_scored":
+        parts.append("execution re-run had nothing to compare" + (f" ({last_line(gold.detail, 120)})"
+                                                                   if gold.detail else ""))
+    elif gold.phases.get("E") is None and gold.outcome is None:
+        parts.append("execution is not a phase of the task")
+    return "; ".join(parts) or "no check runs code"
+
+
 def null_status(gold: RunFacts, null: RunFacts | None) -> tuple[str, str]:
-    """`valid` or `null-passes` (or `infra-error`), given a gold run that passed every phase it checked."""
+    """`valid`, `judges-only` or `null-passes` (or `infra-error`), given a gold run that passed every phase it
+    checked."""
     unchecked_e = no_reference_command(gold)
     if unchecked_e:
         gold = without_execution(gold)
@@ -124,4 +127,10 @@ def null_status(gold: RunFacts, null: RunFacts | None) -> tuple[str, str]:
     failed = [p for p in phases if null.phases.get(p) != 1] + (["M"] if null.phases.get("M") == 0 else [])
     if not failed:
         return "null-passes", f"null passes what gold passes ({names}){note}"
-    return "valid", f"gold passes {names}; null fails " + ", ".join(PHASE_NAMES[p] for p in failed) + note
+    fails = ", ".join(PHASE_NAMES[p] for p in failed)
+    code = [p for p in CODE_PHASES if p in gold.code_run and p in phases]
+    if not code:
+        return "judges-only", (f"gold passes {names}, judged from its text only ({_why_no_code(gold, unchecked_e)});"
+                               f" null fails {fails}")
+    return "valid", (f"gold passes {names} (code run: {', '.join(PHASE_NAMES[p] for p in code)}); null fails "
+                     f"{fails}{note}")

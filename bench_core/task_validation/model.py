@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # status -> what it means (docs/benchmarks.md repeats this table; `failatlas tasks validate --help` prints it)
 STATUSES: dict[str, str] = {
-    "valid": "gold passes every phase that can be checked and null fails at least one of them",
+    "valid": "gold passes every phase that can be checked, at least one of them by running code (the hidden "
+             "tests, or the clean re-run compared with what the task expects), and null fails it",
+    "judges-only": "gold passes every phase that can be checked and null fails one, but no check ran code: "
+                   "only judges compared gold's text (design, conclusion, diff) with the text it was made from "
+                   "(the reason says why: no reference command, no hidden tests, nothing to compare)",
     "needs-gpu": "the task needs more GPUs than this host has (declared, or the gold run failed for want of CUDA)",
     "repo-unavailable": "no repository for the task: not bundled, not in the repository cache, no --repo",
     "prepare-fails": "the masked workspace cannot be built from the repository (a masked file or function is "
@@ -32,6 +36,9 @@ class ValidateParams(BaseModel):
 
     task_ids: list[str] | None = None
     benchmark: str | None = None
+    kind: str | None = None
+    papers: list[str] | None = None
+    masked: int | None = Field(default=None, ge=0, description="the number of masked functions (AutoExperiment's n)")
     setting: str | None = None
     sandbox: str = "docker"
     image: str | None = None

@@ -25,8 +25,10 @@ from failatlas.bench_core.runs.inputs import RepoUsed, repository_of, unavailabl
 from failatlas.bench_core.sandbox import detect_gpus
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score_runs
+from failatlas.bench_core.scoring.environment import last_line
+from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.metrics import run_scores
-from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, last_line, null_status
+from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, null_status
 from failatlas.bench_core.task_validation.model import TaskVerdict, ValidateParams, ValidateResult
 from failatlas.bench_core.task_validation.writes import write_verdicts
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -80,15 +82,21 @@ def _facts(store: Store, run_ids: list[str]) -> dict[str, RunFacts]:
             " AND status = 'ok' AND passed = false ORDER BY phase, judge", run_ids):
         failures.setdefault(run_id, []).append(f"{phase} ({judge}) failed" + (f": {last_line(reason)}"
                                                                             if reason else ""))
-    scores = {row["run_id"]: row
-              for row in run_scores(store).filter(pl.col("run_id").is_in(run_ids)).iter_rows(named=True)}
+    scores = {row["run_id"]: row for row in run_scores(store, environment=False).filter(
+        pl.col("run_id").is_in(run_ids)).iter_rows(named=True)}
+    tested = {row[0] for row in store.query(
+        f"SELECT DISTINCT run_id FROM judgements WHERE run_id IN ({marks}) AND phase = 'implementation'"
+        f" AND status = 'ok' AND judge IN ({', '.join('?' for _ in DETERMINISTIC_JUDGES)})",
+        [*run_ids, *sorted(DETERMINISTIC_JUDGES)])}
     out = {}
     for r in runs:
         row = scores.get(r["id"], {})
         out[r["id"]] = RunFacts(
             run_id=r["id"], status=r["status"], phases={p: row.get(p) for p in ("M", "D", "I", "E", "C")},
             outcome=r["outcome"], detail=r["detail"], output=r["output"],
-            error=r["infra_error"] or errors.get(r["id"]) or "", failures=tuple(failures.get(r["id"], [])))
+            error=r["infra_error"] or errors.get(r["id"]) or "", failures=tuple(failures.get(r["id"], [])),
+            code_run=frozenset({"E"} if row.get("E") is not None else set()) | ({"I"} if r["id"] in tested
+                                                                                 else set()))
     return out
 
 
@@ -118,7 +126,8 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
     """Validate the selected tasks (all by default) and store one verdict per task in `task_validations`,
     recording one `stage_runs` row (`tasks.validate`). Raises NotFoundError when no task matches."""
     with stage_run(store, "tasks.validate", params) as record:
-        tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, include_gpu=True)
+        tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
+                             papers=params.papers, masked=params.masked, include_gpu=True)
         host_gpus = len(detect_gpus())
         scratch = runs_dir_for(store, params.runs_dir) / "validate-prepare"
         verdicts: dict[str, TaskVerdict] = {}

@@ -31,6 +31,7 @@ GROUND_TRUTH_FIELDS = frozenset(
         "extra",
     }
 )
+MASKED_FUNCTIONS = "$.masking.functions"  # JSON path of a spec's masked functions: their count is AutoExperiment's n
 LIST_COLUMNS = ("id", "benchmark", "kind", "paper_id", "title", "question", "gpus", "n_warnings", "source")
 
 
@@ -173,9 +174,12 @@ def list_tasks(
     *,
     benchmark: str | None = None,
     kind: str | TaskKind | None = None,
-    paper: str | None = None,
+    paper: str | list[str] | None = None,
+    masked: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Catalog rows (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, source), filtered."""
+    """Catalog rows (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, source), filtered: by
+    benchmark, task kind (EXP-Bench's T1/T2/T3, ...), paper id (one, or any of several) and `masked`, the number
+    of masked functions (AutoExperiment's n)."""
     clauses, params = [], []
     if benchmark is not None:
         clauses.append("lower(benchmark) = lower(?)")
@@ -184,12 +188,29 @@ def list_tasks(
         clauses.append("kind = ?")
         params.append(_kind_value(kind))
     if paper is not None:
-        clauses.append("paper_id = ?")
-        params.append(paper)
+        clauses.append("paper_id IN (SELECT unnest(?::VARCHAR[]))")
+        params.append([paper] if isinstance(paper, str) else list(paper))
+    if masked is not None:
+        if masked < 0:
+            raise ConfigError(f"the number of masked functions must be 0 or more, not {masked}")
+        clauses.append(f"coalesce(json_array_length(spec, '{MASKED_FUNCTIONS}'), 0) = ?")
+        params.append(masked)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     return store.query_dicts(
         f"SELECT {', '.join(LIST_COLUMNS)} FROM tasks{where} ORDER BY benchmark, paper_id, kind, id", params
     )
+
+
+def no_match_hint(store: Store, *, paper: str | list[str] | None = None) -> str:
+    """What to try when a selection matched no task: the nearest paper ids when a paper was named."""
+    wanted = [paper] if isinstance(paper, str) else list(paper or [])
+    known = [r[0] for r in store.query("SELECT DISTINCT paper_id FROM tasks WHERE paper_id IS NOT NULL")]
+    unknown = [p for p in wanted if p not in known]
+    if unknown:
+        close = sorted({c for p in unknown for c in difflib.get_close_matches(p, known, n=3, cutoff=0.6)})
+        return f"no task of paper {', '.join(unknown)}" + (f"; did you mean {', '.join(close)}?" if close else
+                                                           "; list papers with `failatlas tasks list`")
+    return "import tasks first (`failatlas tasks import-mini`) or check the filters"
 
 
 def public_view(task: TaskSpec, *, ground_truth: bool = False) -> dict[str, Any]:

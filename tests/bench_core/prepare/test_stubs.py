@@ -132,3 +132,38 @@ def test_missing_function_is_an_error_naming_it() -> None:
 def test_nested_masks_are_refused() -> None:
     with pytest.raises(StubError, match="nested"):
         stub_functions(SOURCE, ["tagged", "tagged.<locals>.wrapper"])
+
+
+REFERENCE_WITH_COMMENTS = '''class Encoder:
+    def forward(self, x):  # the header's comment is the signature's
+        """Encode x."""
+        h = x.view(108, 77, 768)
+        return h.mean(0)  # (108, 77, 768)
+        # note: accuracy 0.913 with this pooling
+
+    # the class's own comment, kept
+    def step(self):
+        # first line of the body: lr 3e-4
+        return 1 ;  # after a semicolon
+def one_line(): return 42  # the answer
+
+
+LIMIT = 3  # module comment, kept
+'''
+
+
+def test_a_stub_keeps_nothing_of_the_body_not_even_its_comments() -> None:
+    """A trailing comment on the body's last line (a tensor shape of the reference), comment lines after it and
+    before the first statement: none survive; the header's comment, the docstring and code outside do."""
+    out = stub_functions(REFERENCE_WITH_COMMENTS, ["Encoder.forward", "Encoder.step", "one_line"])
+    for fragment in ("108, 77, 768", "0.913", "3e-4", "semicolon", "42", "the answer", "x.view", "mean"):
+        assert fragment not in out, (fragment, out)
+    for line in out.splitlines():
+        if "raise NotImplementedError" in line:
+            assert line.rstrip().endswith("implement it')"), line
+    for kept in ("# the header's comment is the signature's", '"""Encode x."""', "# the class's own comment, kept",
+                 "LIMIT = 3  # module comment, kept"):
+        assert kept in out
+    for name in ("Encoder.forward", "Encoder.step", "one_line"):
+        assert stubbed_correctly(out, name)
+    compile(out, "<stub>", "exec")

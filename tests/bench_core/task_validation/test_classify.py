@@ -3,11 +3,11 @@
 from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, null_status
 
 
-def facts(status="completed", outcome="passed", output="", error="", failures=(), **phases):
+def facts(status="completed", outcome="passed", output="", error="", failures=(), code_run="IE", **phases):
     base = {"M": 1, "D": None, "I": None, "E": None, "C": None}
     base.update(phases)
     return RunFacts(run_id="run-1", status=status, phases=base, outcome=outcome, detail="", output=output,
-                    error=error, failures=tuple(failures))
+                    error=error, failures=tuple(failures), code_run=frozenset(code_run))
 
 
 def test_gold_passing_everything_checked_leaves_the_decision_to_null():
@@ -68,12 +68,34 @@ def test_null_decides_valid_or_null_passes():
 def test_execution_without_any_reference_command_is_left_unvalidated_not_failed():
     # EXP-Bench: no run command in the task, and gold (which restores the reference) has no script to write
     gold = RunFacts(run_id="g", status="completed", phases={"M": 1, "D": 1, "I": None, "E": 0, "C": 1},
-                    outcome="not_run", detail="the task has no run command and the agent left no run script")
+                    outcome="not_run", detail="the task has no run command and the agent left no run script",
+                    code_run=frozenset("E"))
     assert gold_status(gold) is None
     null = facts(D=0, E=0, C=0)
     status, reason = null_status(gold, null)
-    assert status == "valid" and "execution" not in reason.split(";")[0] and "not validated" in reason
+    # only judges compared gold's text with the text it was made from: never `valid`
+    assert status == "judges-only", reason
+    assert "no reference command" in reason and "null fails design, conclusion" in reason
     # the same outcome with nothing else checked is not-checkable, never valid
     only_e = RunFacts(run_id="g", status="completed", phases={"M": 1, "D": None, "I": None, "E": 0, "C": None},
                       outcome="not_run", detail="the task has no run command and the agent left no run script")
     assert gold_status(only_e)[0] == "not-checkable"
+
+
+def test_valid_needs_a_check_that_ran_code():
+    """EXP-Bench 18439's shape: gold passes design and conclusion (its own ground truth, judged), null fails
+    both, nothing ran code. That is `judges-only`, with the reason; the same task with hidden tests is `valid`."""
+    text_only = facts(D=1, C=1, I=1, E=None, outcome=None, code_run="")
+    status, reason = null_status(text_only, facts(D=0, C=0, I=0, code_run=""))
+    assert status == "judges-only"
+    assert "implementation judged from the diff, no hidden tests" in reason and "execution is not a phase" in reason
+    tested = facts(D=1, C=1, I=1, E=None, outcome=None, code_run="I")
+    status, reason = null_status(tested, facts(D=0, C=0, I=0, code_run="I"))
+    assert status == "valid" and "code run: implementation" in reason
+    # a re-run that compared nothing is not a code check either
+    nothing = RunFacts(run_id="g", status="completed", phases={"M": 1, "D": 1, "I": None, "E": None, "C": 1},
+                       outcome="not_scored", detail="the task gives nothing to compare it with")
+    status, reason = null_status(nothing, facts(D=0, C=0, E=0))
+    assert status == "judges-only" and "nothing to compare" in reason
+    # null passing a code check is still the worst finding, whatever the rest
+    assert null_status(tested, facts(D=0, C=0, I=1, code_run="I"))[0] == "null-passes"
