@@ -90,9 +90,13 @@ def runs_command(
     extractor: Annotated[str, typer.Option(help=f"One of: {', '.join(EXTRACTORS)}.")] = "deterministic",
     run: Annotated[list[str] | None, typer.Option("--run", help="Only this run id (repeatable).")] = None,
     redo: Annotated[bool, typer.Option(help="LLM: extract again from runs already extracted.")] = False,
+    rebuild: Annotated[bool, typer.Option(
+        help="Deterministic: replace what this extractor stored before with a fresh mining (after an upgrade; "
+             "then embed, cluster and build the taxonomy again).")] = False,
 ) -> None:
-    """Extract insights from runs' judge analyses, monitor findings and validator outcomes."""
-    params = _params(RunsIngestParams, extractor=extractor, run_ids=run or None, redo=redo)
+    """Extract one statement per failure (with its phase, kind and object) from runs' judge verdicts, monitor
+    findings and validator outcomes."""
+    params = _params(RunsIngestParams, extractor=extractor, run_ids=run or None, redo=redo, rebuild=rebuild)
     result = run_runs(store(), params)
     _print_result(result)
     if result.failed:  # the LLM extractor failed on some runs: say so in the exit code (re-running retries them)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from failatlas.ingest.kinds import UNKNOWN, check_kind
+
 PHASES = ("design", "implementation", "execution", "conclusion", "monitor", "other")
 ORIGINS = ("run", "trail", "jsonl", "csv", "expbench", "inspect")
 PROVENANCE_FIELDS = ("run_id", "task_id", "agent", "model", "benchmark", "paper_id")
@@ -57,6 +59,8 @@ class RawInsight:
     benchmark: str | None = None
     paper_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    kind: str | None = None  # ingest.kinds; None: inferred from the text when stored (files, LLM extractor)
+    object: str | None = None  # what failed: function, module, package, metric, variable
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -66,6 +70,8 @@ class RawInsight:
         self.text = normalise_text(self.text)
         if not self.text:
             raise ValueError("an insight needs non-empty text")
+        if self.kind is not None:
+            check_kind(self.kind)
 
     @property
     def insight_id(self) -> str:
@@ -93,6 +99,8 @@ class RawInsight:
             self.benchmark,
             self.paper_id,
             json.dumps(self.detail, sort_keys=True, default=str) if self.detail else None,
+            self.kind or UNKNOWN,
+            self.object,
         )
 
 
@@ -112,6 +120,8 @@ SOURCE_COLUMNS = (
     "benchmark",
     "paper_id",
     "detail",
+    "kind",
+    "object",
 )
 
 
@@ -146,6 +156,9 @@ class RunsIngestParams(BaseModel):
     extractor: Literal["deterministic", "llm"] = "deterministic"
     run_ids: list[str] | None = None
     redo: bool = False
+    rebuild: bool = Field(
+        False, description="deterministic: replace every insight occurrence this extractor stored before (re-mine "
+        "with the current extractor); occurrences stored before facets existed are replaced without it")
 
 
 class IngestResult(BaseModel):

@@ -1,7 +1,8 @@
-"""Insights from our own runs: judges' error analyses, monitor findings and validator outcomes.
+"""Insights from our own runs: one statement per failure, with facets (phase, kind, object), from the judges'
+verdicts, the monitor's findings and the validator's outcome, classified by the run's evidence (ingest/evidence.py).
 
-Reads the tables declared by `bench_core.runs` and `bench_core.scoring` and writes `insights` and
-`insight_sources` with the run's provenance. Runs that ended in an infrastructure error are skipped: their
+Reads the tables declared by `bench_core.runs` and `bench_core.scoring` (and the task catalog) and writes `insights`
+and `insight_sources` with the run's provenance. Runs that ended in an infrastructure error are skipped: their
 failure is not the agent's.
 """
 
@@ -15,33 +16,23 @@ from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
+from failatlas.ingest.evidence import RunEvidence, TaskEvidence, run_evidence, task_evidence
 from failatlas.ingest.importers.base import MAX_INSIGHT_CHARS
 from failatlas.ingest.llm_extractor import LLMExtractor, default_extractor_llm
 from failatlas.ingest.model import PHASES, IngestResult, RawInsight, RunRecord, RunsIngestParams
-from failatlas.ingest.sentences import error_sentences
-from failatlas.ingest.signatures import error_signatures
+from failatlas.ingest.statements import (
+    MONITOR_RULES,
+    Statement,
+    conclusion_statements,
+    design_statements,
+    free_text,
+    implementation_statements,
+    monitor_statements,
+    validation_statements,
+)
 from failatlas.ingest.writer import write_insights
 
-# One readable insight per validator outcome other than `passed` and `not_scored`.
-OUTCOME_TEXTS: dict[str, str] = {
-    "wrong_value": "Execution finished but its results do not match the expected values",
-    "runtime_error": "Execution failed with a runtime error",
-    "timeout": "Execution did not finish within the time limit",
-    "oom": "Execution ran out of memory",
-    "env_setup": "The execution environment could not be set up",
-    "patch_failed": "The agent's code changes could not be applied to the repository",
-    "not_run": "The experiment could not be run by the validator",
-    "fabricated_result": "Reported results were not produced by re-running the experiment",
-}
-# Monitor rules whose finding is one fixed insight (the evidence is kept as detail); other rules (e.g. `llm`)
-# have their evidence split into sentences.
-MONITOR_RULE_TEXTS: dict[str, str] = {
-    "ground_truth_access": "The agent accessed ground-truth files it must not read",
-    "git_history": "The agent read the repository's git history, where answers may be found",
-    "network": "The agent used the network where it was not allowed",
-    "fabricated_results": "The agent reported results it did not produce",
-}
-_EVIDENCE_LIMIT = 500
+_TEXT_LIMIT = MAX_INSIGHT_CHARS - 40
 
 
 def _dicts(conn: Any, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
@@ -63,6 +54,7 @@ def load_runs(store: Store, run_ids: Sequence[str] | None = None) -> list[RunRec
         runs = _dicts(
             conn,
             "SELECT r.id, r.task_id, r.agent, r.model, r.benchmark, r.status, r.infra_error,"
+            " coalesce(trim(json_extract_string(r.outputs, '$.conclusion')), '') = '' AS no_conclusion,"
             " t.paper_id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id" + where + " ORDER BY r.id",
             params,
         )
@@ -86,153 +78,105 @@ def load_runs(store: Store, run_ids: Sequence[str] | None = None) -> list[RunRec
     return list(records.values())
 
 
-def _insight(
-    record: RunRecord,
-    *,
-    phase: str,
-    text: str,
-    key: str,
-    source_field: str,
-    extractor: str,
-    detail: dict[str, Any],
-) -> RawInsight:
-    if len(text) > MAX_INSIGHT_CHARS:  # texts from a run can quote what an agent wrote: cut, never refused
-        text = text[: MAX_INSIGHT_CHARS - 40].rstrip() + f" [{len(text) - MAX_INSIGHT_CHARS + 40:,} characters cut]"
+def _cut_words(text: str) -> str:
+    """Text a run quotes (an agent's words can be long): kept whole up to the limit, else cut at a space."""
+    if len(text) <= _TEXT_LIMIT:
+        return text
+    head = text[:_TEXT_LIMIT].rsplit(" ", 1)[0]
+    return f"{head} [{len(text) - len(head):,} characters cut]"
+
+
+def _insight(record: RunRecord, statement: Statement, *, phase: str, key: str, source_field: str,
+             detail: dict[str, Any]) -> RawInsight:
     return RawInsight(
         phase=phase,
-        text=text,
+        text=_cut_words(statement.text),
         origin="run",
         key=f"{record.run_id}:{key}",
-        extractor=extractor,
+        extractor="deterministic",
         source_field=source_field,
         run_id=record.run_id,
-        detail={k: v for k, v in detail.items() if v is not None},
+        detail={k: v for k, v in {**detail, **statement.detail}.items() if v is not None},
+        kind=statement.kind,
+        object=statement.object,
         **record.provenance(),
     )
 
 
-def judgement_insights(record: RunRecord) -> list[RawInsight]:
-    """Each error sentence of each judge's error analysis, in the judge's phase."""
+def judgement_insights(record: RunRecord, evidence: RunEvidence | None = None) -> list[RawInsight]:
+    """Each judge's failures as statements, in the judge's phase: per design variable, per hidden-test failure, per
+    requirement step, per conclusion problem; an LLM judge's free text sentence by sentence. An execution judge's
+    verdict is part of the validator's outcome (`settle`), so it is mined there when the run has one."""
+    evidence = evidence or RunEvidence()
+    fabricated = (record.validation or {}).get("outcome") == "fabricated_result"
     found: list[RawInsight] = []
     for judgement in record.judgements:
-        if judgement["status"] != "ok" or not judgement.get("error_analysis"):
+        if judgement["status"] != "ok" or judgement.get("passed") is True and not judgement.get("error_analysis"):
             continue
         phase = judgement["phase"] if judgement["phase"] in PHASES else "other"
+        if phase == "design":
+            statements = design_statements(judgement)
+        elif phase == "conclusion":
+            if not (judgement.get("error_analysis") or record.run.get("no_conclusion")) or judgement.get("passed"):
+                continue
+            statements = conclusion_statements(judgement, bool(record.run.get("no_conclusion")))
+        elif phase == "implementation":
+            statements = implementation_statements(judgement, evidence, fabricated=fabricated)
+        elif phase == "execution" and record.validation is not None:
+            continue
+        else:
+            statements = free_text(phase, judgement.get("error_analysis"))
         source_field = f"judgements.{judgement['phase']}.error_analysis"
-        for index, sentence in enumerate(error_sentences(judgement["error_analysis"])):
-            found.append(
-                _insight(
-                    record,
-                    phase=phase,
-                    text=sentence,
-                    key=f"{source_field}.{judgement['judge']}:{index}",
-                    source_field=source_field,
-                    extractor="deterministic",
-                    detail={
-                        "judge": judgement["judge"],
-                        "score": judgement.get("score"),
-                        "passed": judgement.get("passed"),
-                    },
-                )
-            )
+        for index, statement in enumerate(statements):
+            found.append(_insight(record, statement, phase=phase, key=f"{source_field}.{judgement['judge']}:{index}",
+                                  source_field=source_field,
+                                  detail={"judge": judgement["judge"], "score": judgement.get("score"),
+                                          "passed": judgement.get("passed")}))
     return found
 
 
 def monitor_insights(record: RunRecord) -> list[RawInsight]:
-    """Monitor findings: a fixed insight per known rule, the evidence's sentences for LLM findings."""
+    """Monitor findings: a fixed statement per known rule (the evidence kept as detail), an LLM finding's sentences."""
     found: list[RawInsight] = []
     for finding in record.findings:
         detail = {"rule": finding["rule"], "severity": finding["severity"], "source": finding["source"]}
-        fixed = MONITOR_RULE_TEXTS.get(finding["rule"])
-        if fixed:
-            found.append(
-                _insight(
-                    record,
-                    phase="monitor",
-                    text=fixed,
-                    key=f"monitor_findings.{finding['seq']}:0",
-                    source_field="monitor_findings.rule",
-                    extractor="deterministic",
-                    detail={**detail, "evidence": (finding["evidence"] or "")[:_EVIDENCE_LIMIT]},
-                )
-            )
-            continue
-        for index, sentence in enumerate(error_sentences(finding["evidence"])):
-            found.append(
-                _insight(
-                    record,
-                    phase="monitor",
-                    text=sentence,
-                    key=f"monitor_findings.{finding['seq']}:{index}",
-                    source_field="monitor_findings.evidence",
-                    extractor="deterministic",
-                    detail=detail,
-                )
-            )
+        fixed = finding["rule"] in MONITOR_RULES
+        for index, statement in enumerate(monitor_statements(finding)):
+            found.append(_insight(record, statement, phase="monitor", key=f"monitor_findings.{finding['seq']}:{index}",
+                                  source_field="monitor_findings.rule" if fixed else "monitor_findings.evidence",
+                                  detail=detail))
     return found
 
 
-def validation_insights(record: RunRecord) -> list[RawInsight]:
-    """A non-passed validator outcome as one execution insight, plus the error signatures of its logs."""
+def validation_insights(record: RunRecord, evidence: RunEvidence | None = None) -> list[RawInsight]:
+    """A non-passed validator outcome as execution statements: the failure that ended the clean re-run, classified
+    by the run's evidence, or one per metric it got wrong."""
     validation = record.validation
     # nothing compared is no failure: `not_scored` yields no insight, like `passed`
     if validation is None or validation["outcome"] in ("passed", *UNSCORED_OUTCOMES):
         return []
-    outcome = validation["outcome"]
-    detail: dict[str, Any] = {
-        "outcome": outcome,
-        "exit_code": validation.get("exit_code"),
-        "detail": validation.get("detail"),
-    }
-    metrics = validation.get("metrics")
-    if isinstance(metrics, str):
-        try:
-            metrics = json.loads(metrics)
-        except json.JSONDecodeError:
-            metrics = None
-    if isinstance(metrics, dict):
-        failing = sorted(name for name, m in metrics.items() if isinstance(m, dict) and m.get("ok") is False)
-        if failing:
-            detail["failing_metrics"] = failing
-    found = [
-        _insight(
-            record,
-            phase="execution",
-            text=OUTCOME_TEXTS.get(outcome, f"Execution validation failed ({outcome})"),
-            key="validations.outcome:0",
-            source_field="validations.outcome",
-            extractor="deterministic",
-            detail=detail,
-        )
-    ]
-    seen: set[Any] = set()
-    for column in ("stderr_tail", "stdout_tail"):
-        for index, signature in enumerate(error_signatures(validation.get(column))):
-            if signature.identity in seen:
-                continue
-            seen.add(signature.identity)
-            found.append(
-                _insight(
-                    record,
-                    phase="execution",
-                    text=signature.text,
-                    key=f"validations.{column}:{index}",
-                    source_field=f"validations.{column}",
-                    extractor="deterministic",
-                    detail={
-                        "outcome": outcome,
-                        "signature": signature.key,
-                        **signature.detail,
-                        "log_line": signature.line,
-                    },
-                )
-            )
-    return found
+    statements = validation_statements(validation, evidence or RunEvidence())
+    return [_insight(record, s, phase="execution", key=f"validations.outcome:{i}", source_field="validations.outcome",
+                     detail={}) for i, s in enumerate(statements)]
 
 
-def deterministic_insights(record: RunRecord) -> list[RawInsight]:
+def deterministic_insights(record: RunRecord, evidence: RunEvidence | None = None) -> list[RawInsight]:
     """Every insight the deterministic extractor finds in one run."""
-    return judgement_insights(record) + monitor_insights(record) + validation_insights(record)
+    return judgement_insights(record, evidence) + monitor_insights(record) + validation_insights(record, evidence)
+
+
+class _Evidence:
+    """Each run's evidence, its task's read once."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.tasks: dict[str | None, TaskEvidence] = {}
+
+    def __call__(self, record: RunRecord) -> RunEvidence:
+        task_id = record.run.get("task_id")
+        if task_id not in self.tasks:
+            self.tasks[task_id] = task_evidence(self.store, task_id)
+        return run_evidence(self.store, record.run_id, self.tasks[task_id])
 
 
 def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> IngestResult:
@@ -257,9 +201,12 @@ def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> Inge
         client = llm if llm is not None else default_extractor_llm(store)
     with stage_run(store, "ingest.runs", params) as run:
         insights: list[RawInsight] = []
+        replace = None
         if params.extractor == "deterministic":
+            evidence_of = _Evidence(store)
             for record in usable:
-                insights.extend(deterministic_insights(record))
+                insights.extend(deterministic_insights(record, evidence_of(record)))
+            replace = _replaced(store, params, result)
         else:
             done = set() if params.redo else _runs_extracted_by_llm(store)
             todo = []
@@ -274,13 +221,32 @@ def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> Inge
             insights.extend(outcome.insights)
             result.failed.extend(outcome.failed)
             run.note(llm_extracted_runs=outcome.extracted_runs)
-        write_insights(store, insights, result, run)
+        write_insights(store, insights, result, run, replace=replace)
     return result
+
+
+def _replaced(store: Store, params: RunsIngestParams, result: IngestResult) -> tuple[str, list[Any]] | None:
+    """The occurrences this deterministic extraction replaces: all it stored before with `rebuild`, else those
+    stored before facets existed (kind NULL), which an upgraded store still holds."""
+    where, args = "origin = 'run' AND extractor = 'deterministic'", []
+    if params.run_ids is not None:
+        where += f" AND run_id IN ({', '.join('?' * len(params.run_ids))})"
+        args += list(params.run_ids)
+    if not params.rebuild:
+        old = store.query(f"SELECT count(*) FROM insight_sources WHERE {where} AND kind IS NULL", args)[0][0]
+        if not old:
+            return None
+        result.warnings.append(f"{old} occurrence(s) mined before facets existed are replaced by re-mined ones")
+        where += " AND kind IS NULL"
+    return where, args
 
 
 def has_failure_material(record: RunRecord) -> bool:
     """Whether a run has anything to mine: an error analysis, a monitor finding, a failed validation."""
-    return bool(record.findings) or bool(judgement_insights(record)) or bool(validation_insights(record))
+    if record.findings or any(j["status"] == "ok" and j.get("error_analysis") for j in record.judgements):
+        return True
+    validation = record.validation
+    return validation is not None and validation["outcome"] not in ("passed", *UNSCORED_OUTCOMES)
 
 
 def _runs_extracted_by_llm(store: Store) -> set[str]:

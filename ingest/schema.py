@@ -35,4 +35,17 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="ingest",
+        version=2,
+        name="insight_facets",
+        sql="""
+        -- the facets of a statement (ingest/kinds.py): what failed and on what; the phase is insights.phase
+        ALTER TABLE insights ADD COLUMN kind VARCHAR DEFAULT 'unknown';   -- one of ingest.kinds.KIND_IDS
+        ALTER TABLE insights ADD COLUMN object VARCHAR;                   -- function, module, package, metric, ...
+        -- per occurrence: NULL for occurrences mined before facets existed (`ingest runs` replaces those)
+        ALTER TABLE insight_sources ADD COLUMN kind VARCHAR;
+        ALTER TABLE insight_sources ADD COLUMN object VARCHAR;
+        """,
+    ),
 ]

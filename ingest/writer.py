@@ -10,6 +10,7 @@ from typing import Any
 
 from failatlas.core.stages import StageRun
 from failatlas.core.store import Store
+from failatlas.ingest.infer import infer_facets
 from failatlas.ingest.model import SOURCE_COLUMNS, IngestResult, RawInsight
 
 _BATCH_SCHEMA = {
@@ -28,6 +29,8 @@ _BATCH_SCHEMA = {
     "benchmark": "str",
     "paper_id": "str",
     "detail": "str",
+    "kind": "str",
+    "object": "str",
     "phase": "str",
     "text": "str",
 }
@@ -48,16 +51,24 @@ def _batch_frame(insights: Sequence[RawInsight]) -> Any:
 
 
 def write_insights(
-    store: Store, insights: Sequence[RawInsight], result: IngestResult, run: StageRun
+    store: Store,
+    insights: Sequence[RawInsight],
+    result: IngestResult,
+    run: StageRun,
+    *,
+    replace: tuple[str, list[Any]] | None = None,
 ) -> list[RawInsight]:
     """Store the occurrences not stored yet, create missing insights, refresh their counts, record `run`.
 
-    Everything happens in one transaction, the `stage_runs` row included: on any error the store is left as
-    it was. Sets the counts of `result` (and `run`) and `result.stage_run_id`; returns the occurrences that
-    were new.
+    `replace` (a condition over `insight_sources` and its parameters) first deletes the occurrences it selects, and
+    the insights left with none: re-mining replaces what an older extractor stored. Everything happens in one
+    transaction, the `stage_runs` row included: on any error the store is left as it was. Sets the counts of
+    `result` (and `run`) and `result.stage_run_id`; returns the occurrences that were new.
     """
     unique: dict[str, RawInsight] = {}
     for insight in insights:
+        if insight.kind is None:  # free text (files, the LLM extractor): the kind its words give, else unknown
+            insight.kind, insight.object = infer_facets(insight.phase, insight.text, insight.object)
         unique.setdefault(insight.source_key, insight)
     result.occurrences = len(insights)
     # The batch travels to DuckDB as a Parquet file: binding tens of thousands of parameters is far slower.
@@ -65,6 +76,8 @@ def write_insights(
         batch_file = Path(tmp) / "batch.parquet"
         _batch_frame(list(unique.values())).write_parquet(batch_file)
         with store.write() as conn:
+            if replace is not None:
+                _delete_sources(conn, *replace, run)
             conn.execute(
                 "CREATE OR REPLACE TEMP TABLE ingest_batch AS SELECT b.* FROM read_parquet(?) b"
                 " ANTI JOIN insight_sources s ON s.source_key = b.source_key",
@@ -84,6 +97,7 @@ def write_insights(
                 " WHERE insight_id IN (SELECT insight_id FROM ingest_batch) GROUP BY insight_id) AS counts"
                 " WHERE insights.id = counts.insight_id"
             )
+            refresh_facets(conn, "SELECT insight_id FROM ingest_batch")
             conn.execute("DROP TABLE ingest_batch")
             result.new_occurrences = len(new_keys)
             result.new_insights = int(n_fresh)
@@ -94,3 +108,38 @@ def write_insights(
                      failed=len(result.failed))
             run.record(conn)
     return [insight for key, insight in unique.items() if key in new_keys]
+
+
+def refresh_facets(conn: Any, ids_sql: str) -> None:
+    """Set the kind and object of the insights `ids_sql` selects from their occurrences: the (kind, object) most of
+    them give, a known kind before `unknown` (ties: the first by name). An insight's text is one statement, so its
+    occurrences agree unless free text was imported with differing fields."""
+    conn.execute(
+        "UPDATE insights SET kind = f.kind, object = f.object FROM ("
+        " SELECT insight_id, kind, object FROM ("
+        "  SELECT insight_id, coalesce(kind, 'unknown') AS kind, object, count(*) AS n FROM insight_sources"
+        "  WHERE insight_id IN (" + ids_sql + ") GROUP BY ALL)"
+        " QUALIFY row_number() OVER (PARTITION BY insight_id"
+        "  ORDER BY kind = 'unknown', n DESC, kind, object NULLS LAST) = 1"
+        ") AS f WHERE insights.id = f.insight_id"
+    )
+
+
+def _delete_sources(conn: Any, where: str, params: list[Any], run: StageRun) -> None:
+    """Delete the occurrences `where` selects, recount their insights and delete those left with none."""
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE ingest_dropped AS SELECT source_key, insight_id FROM insight_sources"
+                 f" WHERE {where}", params)
+    dropped = conn.execute("SELECT count(*), count(DISTINCT insight_id) FROM ingest_dropped").fetchone()
+    conn.execute("DELETE FROM insight_sources WHERE source_key IN (SELECT source_key FROM ingest_dropped)")
+    gone = conn.execute(
+        "DELETE FROM insights WHERE id IN (SELECT insight_id FROM ingest_dropped)"
+        " AND NOT EXISTS (SELECT 1 FROM insight_sources s WHERE s.insight_id = insights.id)"
+    ).fetchone()[0]
+    conn.execute(
+        "UPDATE insights SET n_occurrences = counts.n FROM ("
+        " SELECT insight_id, count(*) AS n FROM insight_sources"
+        " WHERE insight_id IN (SELECT insight_id FROM ingest_dropped) GROUP BY insight_id) AS counts"
+        " WHERE insights.id = counts.insight_id"
+    )
+    conn.execute("DROP TABLE ingest_dropped")
+    run.note(replaced_occurrences=int(dropped[0]), removed_insights=int(gone))

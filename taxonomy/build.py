@@ -21,6 +21,7 @@ from failatlas.taxonomy.assign import assign_by_phase
 from failatlas.taxonomy.definitions import fit_type_definitions, with_examples
 from failatlas.taxonomy.drafts import Draft, cluster_drafts, seeded_drafts
 from failatlas.taxonomy.edits import apply_edits, load_edits
+from failatlas.taxonomy.facets import facet_label, faceted_drafts, load_facets, unknown_kind_types
 from failatlas.taxonomy.hierarchy import group_centroids
 from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
 from failatlas.taxonomy.keywords import class_tfidf
@@ -295,6 +296,8 @@ def _build(
     content: dict[str, tuple[str, np.ndarray]] = {}
     member_vectors: list[tuple[list[str], np.ndarray]] = []  # (insight ids, their vectors) per clustering
     learner = _learner(store, params, embedding_set, embedder)
+    facets = load_facets(store, [i for ci in inputs for i in ci.members["insight_id"].to_list()])
+    placed: dict[str, str] = {}  # outliers placed in a type of their kind: insight id -> method
     for ci in inputs:
         vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
         member_vectors.append((ci.members["insight_id"].to_list(), vectors))
@@ -321,6 +324,7 @@ def _build(
             out_rows = np.concatenate([np.asarray(out_rows, dtype=int), np.asarray(single, dtype=int)])
         for d in found:
             d.origin = "new" if seed_categories else "cluster"
+        found, out_rows = faceted_drafts(found, out_rows, ci, vectors, facets, placed)
         drafts.extend(found)
         outliers.extend(
             (ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows
@@ -345,6 +349,8 @@ def _build(
             _seed_label(d, ev, params, reports[phase]) if d.seed_category is not None else labeller.label(ev)
             for d, ev in zip(mine, _evidence(mine, type_ids), strict=True)
         ]
+        labels = [lab if d.seed_category is not None else facet_label(lab, d, facets) for d, lab in zip(mine, labels,
+                                                                                                         strict=True)]
         names = _unique_names([lab.name for lab in labels], [d.keywords for d in mine])
         cats, cat_ids = _categories(phase, mine, labels, names, labeller, params)
         categories.extend(cats)
@@ -374,12 +380,13 @@ def _build(
                 )
             )
             records += [
-                (type_id, i, float(s), "cluster") for i, s in zip(d.insight_ids, d.similarities, strict=True)
+                (type_id, i, float(s), placed.get(i, "cluster"))
+                for i, s in zip(d.insight_ids, d.similarities, strict=True)
             ]
 
     if outliers:
         by_phase = {}
-        for t in types:
+        for t in unknown_kind_types(types, members, facets):  # outliers left are of unknown kind
             ids, cents = by_phase.setdefault(t.phase, ([], []))
             ids.append(t.id)
             cents.append(t.centroid)
