@@ -205,10 +205,27 @@ def eval_commands(evaluation: str) -> list[str]:
             words.pop(0)
         if not words or candidate.startswith("#"):
             continue
-        runs = words[0] in _LAUNCHERS and (len(words) > 1 or words[0] == "make")
-        if (runs or (words[0].startswith("./") and len(words[0]) > 2)) and candidate not in commands:
+        if _is_command(words) and candidate not in commands:
             commands.append(candidate)
     return commands
+
+
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".py", ".pl", ".rb", ".r", ".jl", ".lua", ".js")
+_INTERPRETERS = frozenset({"bash", "sh", "python", "python3"})
+
+
+def _is_command(words: list[str]) -> bool:
+    """Whether `words` call an executable or an interpreter: a launcher with something to launch (`bash x.sh`,
+    `python3 -m pkg`, `make`), or `./file` that is a script (`./run.sh`) or is given arguments (`./train --x 1`).
+    A path alone (`./results`, the folder the Evaluation names as its output) or a folder is not."""
+    first, args = words[0], words[1:]
+    if first in _LAUNCHERS:
+        if first == "make":
+            return True
+        return bool(args) and not (first in _INTERPRETERS and args[0].endswith("/"))
+    if not first.startswith("./") or len(first) <= 2 or first.endswith("/"):
+        return False
+    return first.lower().endswith(_SCRIPT_SUFFIXES) or bool(args)
 
 
 def paper_from(sections: list[Section]) -> PaperMeta:

@@ -231,6 +231,19 @@ def test_an_explicit_command_in_the_evaluation_text_is_taken_and_said(tmp_path: 
         "MODEL_PATH=models/x bash eval.sh"]
 
 
+def test_a_path_named_in_the_evaluation_text_is_no_command(tmp_path: Path):
+    """The output folder `./results` (and other paths) named in prose is not a command: no command, no
+    `command-from-text` warning; an executable or interpreter call still is."""
+    prose = ("Write your outputs to `./results` (or `./results/`); we read `./results/summary.json` and "
+             "`results/acc.csv`, and run `bash out/` never.")
+    assert eval_commands(prose) == []
+    assert eval_commands("Then `./train --epochs 3`, `./eval.py` and `python3 -m evaluate`.") == [
+        "./train --epochs 3", "./eval.py", "python3 -m evaluate"]
+    task = _load(_folder(tmp_path, VARIED.replace("Run it with `bash run_final.sh --seed 1`",
+                                                  "Put everything in `./results`")))
+    assert task.run.command is None and "command-from-text" not in _codes(task)
+
+
 def test_a_file_without_an_extension_section_is_the_task_whole(tmp_path: Path):
     task = _load(_folder(tmp_path, "# Problem\n\n## Background\nB.\n\n## Goal\nDo G.\n"))
     assert task.question == "# Problem\n\n## Background\nB.\n\n## Goal\nDo G." and task.instructions is None
