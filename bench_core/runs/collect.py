@@ -7,12 +7,15 @@ Everything here reads the agent's files, so nothing here trusts them: output fil
 without following links and up to a cap, and the working copy is copied within `CopyLimits`. What the agent's files
 make unusable (an output file that is a folder, FIFO or link; a working copy that cannot be copied out whole
 within the limits) is recorded in `RunOutputs.errors`, which makes the run the agent's failure, never an
-infrastructure error; what was cut is in `RunOutputs.cut`.
+infrastructure error; what was cut is in `RunOutputs.cut`. The design is read by the one bounded reader for agent
+JSON (`failatlas.core.importers.load_untrusted_json`): a design nested past 100 levels, holding an integer past
+the range of a float, a lone surrogate or anything but UTF-8 JSON is recorded as unreadable (`design_error`, so
+the design phase fails) and the run is stored like any other. Text outputs are decoded with replacement, so no
+byte sequence can leave a string the store refuses.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -22,6 +25,8 @@ from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, RUN_S
 from failatlas.bench_core.runs.diff import tree_diff
 from failatlas.bench_core.runs.model import RunOutputs
 from failatlas.bench_core.sandbox.model import CopyLimits, CopyReport
+from failatlas.core.errors import InputError
+from failatlas.core.importers import load_untrusted_json
 
 MAX_DIFF_BYTES = 8 * 1024 * 1024
 MAX_OUTPUT_FILE = 1024 * 1024
@@ -108,9 +113,9 @@ def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path, *, file_
     if raw_design is not None:
         outputs.design_raw = raw_design
         try:
-            outputs.design = json.loads(raw_design)
-        except json.JSONDecodeError as exc:
-            outputs.design_error = f"{DESIGN_FILE} is not valid JSON: {exc}"
+            outputs.design = load_untrusted_json(raw_design, DESIGN_FILE)
+        except InputError as exc:
+            outputs.design_error = f"unreadable: {exc}"
     outputs.conclusion = _read(sandbox, workdir, CONCLUSION_FILE, file_limit, outputs)
     outputs.run_script = _read(sandbox, workdir, RUN_SCRIPT, file_limit, outputs)
     final = scratch / "final"

@@ -58,16 +58,40 @@ class RunConfig(BaseModel):
     upstream_proxy: str | None = None
 
 
+def _text(value: str) -> str:
+    """`value` with each lone surrogate (a JSON escape like `\\ud800` in an agent's reply, a file name that is not
+    UTF-8) replaced by U+FFFD: the store keeps only UTF-8 text, and a run must never fail to be stored for it."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
+def storable(value):
+    """A JSON-like value with every string (keys included) made storable by `_text`."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(k) if isinstance(k, str) else k: storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
 def _command_row(event, redact=lambda text: text) -> CommandRow:
     return CommandRow(
-        seq=event.seq, purpose=event.purpose, command=redact(event.command), started_at=event.started_at,
+        seq=event.seq, purpose=event.purpose, command=_text(redact(event.command)), started_at=event.started_at,
         duration_s=event.duration_s, exit_code=event.exit_code, timed_out=event.timed_out,
         killed_reason=event.killed_reason, output_truncated=event.output_truncated,
-        stdout_tail=redact((event.stdout_tail or "")[-TAIL:]), stderr_tail=redact((event.stderr_tail or "")[-TAIL:]),
+        stdout_tail=_text(redact((event.stdout_tail or "")[-TAIL:])),
+        stderr_tail=_text(redact((event.stderr_tail or "")[-TAIL:])),
     )
 
 
@@ -223,8 +247,9 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
 
     def record(step: StepEvent) -> None:
         fields = step.model_dump()
-        fields["content"] = redactor.text(fields["content"]) if fields["content"] else fields["content"]
-        fields["arguments"] = redactor.obj(fields["arguments"]) if fields["arguments"] else fields["arguments"]
+        fields["content"] = _text(redactor.text(fields["content"])) if fields["content"] else fields["content"]
+        if fields["arguments"]:
+            fields["arguments"] = storable(redactor.obj(fields["arguments"]))
         steps.append(StepRow(seq=len(steps), **fields))
 
     sandbox = None
@@ -279,9 +304,9 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
             shutil.rmtree(scratch, ignore_errors=True)
     if agent_error:
         outputs.log = agent_error
-    outputs = RunOutputs.model_validate(redactor.obj(outputs.model_dump()))
-    agent_error = redactor.text(agent_error) if agent_error else agent_error
-    infra_error = redactor.text(infra_error) if infra_error else infra_error
+    outputs = RunOutputs.model_validate(storable(redactor.obj(outputs.model_dump())))
+    agent_error = _text(redactor.text(agent_error)) if agent_error else agent_error
+    infra_error = _text(redactor.text(infra_error)) if infra_error else infra_error
     return RunRecord(
         request=request, benchmark=task.benchmark, status=status, infra_error=infra_error,
         agent_error=agent_error, fault_injected=getattr(outcome, "fault_injected", None),

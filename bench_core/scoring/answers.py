@@ -8,6 +8,9 @@ that object, so the answer is found, not parsed whole:
   Python literal (`{'acc': 0.5}`, what `print(dict)` writes) with `ast.literal_eval`, which evaluates literals
   only and never runs code. Only the last `MAX_ANSWER_CHARS` of the output are searched and at most
   `MAX_CANDIDATES` spans are tried, so a hostile output costs bounded time.
+- A span nested past 100 levels or holding an integer a float cannot hold or a lone surrogate is no answer.
+  A value is a number only when a float holds it and it is finite (`as_number`); what is stored of an observed
+  value is bounded (`shown`).
 - Flattening names values as the AutoExperiment importer names expected metrics: `Experiment 1`,
   `Experiment 2.acc`, `Experiment 2.f1[0]`. A number printed as a string (`"0.87"`) is read as the number.
   `observed` then finds each expected metric: by its exact name, else ignoring case and spaces, else a one-element
@@ -26,9 +29,12 @@ import math
 import re
 from typing import Any
 
+from failatlas.core.importers import MAX_JSON_DEPTH, json_value_problem, loads
+
 MAX_ANSWER_CHARS = 1024 * 1024  # the sandbox keeps at most 1 MiB of each stream
 MAX_CANDIDATES = 200
 MAX_LITERAL_CHARS = 100_000  # ast.literal_eval compiles its input: kept small
+SHOWN_CHARS = 200  # what is stored of an observed value that is not a plain number
 _TOKENS = re.compile(r"""[{}]|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'""")
 _SECTION = re.compile(r"^\s*(Experiment \d+)\s*:?\s*$", re.MULTILINE)
 _NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
@@ -52,17 +58,19 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 
 def _parse(span: str) -> Any:
-    """The object a span holds, or None."""
+    """The object a span holds, or None; None too for one nested past MAX_JSON_DEPTH or holding a value
+    `json_value_problem` refuses (an integer past the range of a float, a lone surrogate): not an answer."""
     try:
-        return json.loads(span)
+        value = loads(span)
     except (ValueError, RecursionError):
-        pass
-    if "'" not in span or len(span) > MAX_LITERAL_CHARS:
-        return None
-    try:
-        return ast.literal_eval(span)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
+        value = None
+        if "'" not in span or len(span) > MAX_LITERAL_CHARS:
+            return None
+        try:
+            value = ast.literal_eval(span)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return None if json_value_problem(value, max_depth=MAX_JSON_DEPTH) else value
 
 
 def json_objects(text: str | None) -> list[tuple[int, dict]]:
@@ -88,6 +96,35 @@ def last_json_object(text: str | None) -> dict | None:
     """The last JSON (or Python-literal) object printed in `text`; None when there is none."""
     found = json_objects(text)
     return found[0][1] if found else None
+
+
+def as_number(value: object) -> float | None:
+    """`value` as a finite float when it is an int or float (not a bool) that a float holds; None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past about 1.8e308
+        return None
+    return number if math.isfinite(number) else None
+
+
+def shown(value: object) -> object:
+    """What is stored of an observed value: a number or short string as it is, anything else (a long string, an
+    object, a list, an integer a float cannot hold) as text cut to SHOWN_CHARS characters."""
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):
+        digits = int(value.bit_length() * 0.30103) + 1
+        return value if value.bit_length() <= 1024 else f"<an integer of about {digits} digits>"
+    if isinstance(value, str):
+        text = value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + " ..."
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")  # the store takes only UTF-8
+    try:
+        text = json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        text = repr(type(value).__name__)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
 
 
 def _number(value: Any) -> Any:

@@ -4,7 +4,10 @@ RExBench publishes no expected values, so its execution is scored only by checks
 expression over the re-run's stdout, a column of a CSV file or a field of a JSON file the re-run wrote, each with its
 expected value. Numbers compare with numpy.isclose semantics (the check's `rtol`/`atol`), strings exactly (surrounding
 whitespace dropped). Files are read through the sandbox (`read_file`: bounded, never through a link, never a FIFO);
-a file larger than `MAX_CHECK_FILE_BYTES` fails its check rather than being read in part.
+a file larger than `MAX_CHECK_FILE_BYTES` fails its check rather than being read in part. A JSON file is read by the
+one bounded reader for agent JSON (`load_untrusted_json`: nesting, size, huge integers, lone surrogates); a value
+is a number only when a float holds it and it is finite, so a 400-digit integer, NaN or an infinity matches no
+expected number.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 
 import regex
 
+from failatlas.bench_core.scoring.answers import shown
 from failatlas.bench_core.tasks.model import OutputCheck
-from failatlas.core.importers import MAX_JSON_ELEMENTS
+from failatlas.core.errors import InputError
+from failatlas.core.importers import load_untrusted_json
 
 MAX_CHECK_FILE_BYTES = 16 * 1024 * 1024
 REGEX_TIMEOUT_S = 5.0  # per stdout_regex check: the pattern is the user's, the text the agent's
@@ -32,17 +37,19 @@ class CheckFailed(Exception):
 
 
 def _number(value: Any) -> float | None:
+    """`value` (a number, or a string holding one) as a finite float; None otherwise."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str) and len(value) <= 400:
             number = float(value.strip().rstrip("%").replace(",", ""))
-        except ValueError:
+        else:
             return None
-        return number if math.isfinite(number) else None
-    return None
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _read(sandbox, workdir: str, rel: str) -> str:
@@ -94,12 +101,10 @@ def _from_csv(check: OutputCheck, text: str) -> Any:
 
 
 def _from_json(check: OutputCheck, text: str) -> Any:
-    if sum(text.count(mark) for mark in "[{,") > MAX_JSON_ELEMENTS:
-        raise CheckFailed(f"{check.file} holds more than {MAX_JSON_ELEMENTS:,} values")
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise CheckFailed(f"{check.file} is not valid JSON") from exc
+        value = load_untrusted_json(text, check.file or "")
+    except InputError as exc:
+        raise CheckFailed(f"unreadable: {exc}") from exc
     for key, index in _FIELD_PART.findall(check.field or ""):
         try:
             value = value[int(index)] if index else value[key]
@@ -134,10 +139,7 @@ def evaluate_checks(checks: list[OutputCheck], sandbox, workdir: str, stdout: st
                                "atol": check.atol}
         try:
             value = observe(check, sandbox, workdir, stdout)
-            shown = value[:200] if isinstance(value, str) else value
-            if not isinstance(shown, str | int | float | None):  # an object or list where a value was expected
-                shown = json.dumps(shown)[:200]
-            row.update(observed=shown, ok=compare(check, value))
+            row.update(observed=shown(value), ok=compare(check, value))
         except CheckFailed as exc:
             row.update(observed=None, ok=False, problem=str(exc))
         detail[check.name] = row

@@ -9,20 +9,36 @@ all must pass, and when none applies the run is `not_scored`.
 - `from_checks`: the user's `OutputCheck`s (RExBench);
 - `from_expected_outcome`: the numbers of the expected outcome (EXP-Bench, `run.agent_script`), or, where it is
   prose, a hand-over to the `execution-llm` judge.
+
+Every value compared here was written by the agent's code, so none is trusted to be a sane number: a value counts
+as a number only when it is an int or float (never a bool) that a float holds and is finite (`as_number`); a
+400-digit integer, NaN or an infinity matches nothing. The results file is read through the one bounded reader
+for agent JSON (`load_untrusted_json`): past `MAX_RESULTS_BYTES`, nested past 100 levels, holding an integer a
+float cannot hold (past 4,300 digits Python cannot even parse it) or a lone surrogate, it is unreadable, which is
+the run's `runtime_error`. What is stored of an observed value is bounded too (`shown`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
-from failatlas.bench_core.scoring.answers import flatten, last_json_object, observed, printed_answer
+from failatlas.bench_core.scoring.answers import (
+    as_number,
+    flatten,
+    last_json_object,
+    observed,
+    printed_answer,
+    shown,
+)
 from failatlas.bench_core.scoring.checks import evaluate_checks
 from failatlas.bench_core.scoring.outcome_numbers import answer_cap, answer_numbers, expected_numbers, match_numbers
 from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.errors import InputError
+from failatlas.core.importers import MAX_JSON_DEPTH, load_untrusted_json
 
 JUDGE_OUTPUT_CHARS = 12_000
+MAX_RESULTS_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -35,11 +51,23 @@ class Compared:
     problem: str = ""
 
 
-def isclose(observed: float, expected: float, rtol: float, atol: float) -> bool:
-    """numpy.isclose semantics: |observed - expected| <= atol + rtol * |expected|."""
-    if not (isinstance(observed, int | float) and math.isfinite(observed)):
+def isclose(observed: object, expected: float, rtol: float, atol: float) -> bool:
+    """numpy.isclose semantics: |observed - expected| <= atol + rtol * |expected|; False for anything
+    `as_number` does not take (and for a non-finite expected value)."""
+    number = as_number(observed)
+    if number is None or not math.isfinite(expected):
         return False
-    return abs(observed - expected) <= atol + rtol * abs(expected)
+    return abs(number - expected) <= atol + rtol * abs(expected)
+
+
+def _exactly(observed: object, expected: object) -> bool:
+    """An `exact` criterion: equal values of the same kind (a number equals a number, a string a string, a bool a
+    bool)."""
+    for kind in (str, bool):
+        if isinstance(expected, kind) or isinstance(observed, kind):
+            return isinstance(expected, kind) and isinstance(observed, kind) and observed == expected
+    number = as_number(observed)
+    return number is not None and number == as_number(expected)
 
 
 def compare_metrics(task: TaskSpec, results: dict) -> tuple[bool, dict]:
@@ -47,22 +75,26 @@ def compare_metrics(task: TaskSpec, results: dict) -> tuple[bool, dict]:
     detail: dict = {}
     for m in task.expected_results:
         observed = results.get(m.name)
-        ok = isinstance(observed, int | float) and isclose(float(observed), m.value, m.rtol, m.atol)
-        detail[m.name] = {"observed": observed, "expected": m.value, "rtol": m.rtol, "atol": m.atol, "ok": ok}
+        ok = isclose(observed, m.value, m.rtol, m.atol)
+        detail[m.name] = {"observed": shown(observed), "expected": m.value, "rtol": m.rtol, "atol": m.atol,
+                          "ok": ok}
     crit = task.success
     if crit is not None:
         observed = results.get(crit.metric)
         if crit.kind == "exact":
-            ok = observed == crit.value
+            ok = _exactly(observed, crit.value)
             expected = crit.value
         elif crit.kind == "tolerance":
-            ok = isinstance(observed, int | float) and isclose(float(observed), float(crit.value), crit.rtol, crit.atol)
+            target = as_number(crit.value)
+            ok = target is not None and isclose(observed, target, crit.rtol, crit.atol)
             expected = crit.value
         else:
             low, high = min(crit.oracle_values) - crit.band, max(crit.oracle_values) + crit.band
-            ok = isinstance(observed, int | float) and low <= float(observed) <= high
+            number = as_number(observed)
+            ok = number is not None and low <= number <= high
             expected = [low, high]
-        detail[crit.metric] = {"observed": observed, "expected": expected, "criterion": crit.kind, "ok": ok}
+        detail[crit.metric] = {"observed": shown(observed), "expected": expected, "criterion": crit.kind,
+                               "ok": ok}
     return bool(detail) and all(d["ok"] for d in detail.values()), detail
 
 
@@ -78,8 +110,8 @@ def claimed_results(diff: str, results_file: str) -> dict | None:
         if line.startswith("+"):
             lines.append(line[1:])
     try:
-        value = json.loads("\n".join(lines))
-    except json.JSONDecodeError:
+        value = load_untrusted_json("\n".join(lines), results_file, max_depth=MAX_JSON_DEPTH)
+    except InputError:
         return None
     return value if isinstance(value, dict) else None
 
@@ -91,12 +123,12 @@ def disagreements(task: TaskSpec, claimed: dict, observed: dict) -> list[str]:
         names.append((task.success.metric, task.success.rtol, task.success.atol))
     out = []
     for name, rtol, atol in names:
-        c, o = claimed.get(name), observed.get(name)
-        if not isinstance(c, int | float):
+        c, o = as_number(claimed.get(name)), as_number(observed.get(name))
+        if c is None:
             continue
-        if not isinstance(o, int | float):
+        if o is None:
             out.append(f"{name}: claimed {c}, the re-run produced none")
-        elif not isclose(float(c), float(o), max(rtol, 1e-6), atol):
+        elif not isclose(c, o, max(rtol, 1e-6), atol):
             out.append(f"{name}: claimed {c}, re-run {o}")
     return out
 
@@ -138,14 +170,19 @@ def from_results_file(task: TaskSpec, sandbox, workdir: str, outputs: dict, resu
         return Compared(compare_metrics(task, {})[1], "runtime_error",
                         "the task reads its results from a results file but names none")
     try:
-        results = json.loads(sandbox.read_file(f"{workdir}/{rel}"))
+        data = sandbox.read_file(f"{workdir}/{rel}", max_bytes=MAX_RESULTS_BYTES + 1)
     except (FileNotFoundError, LookupError):
         return Compared(compare_metrics(task, {})[1], "fabricated_result" if results_in_diff else "runtime_error",
                         f"the re-run exited 0 but did not write {rel}")
     except PermissionError as exc:  # SandboxPathError: a folder, FIFO or link where the results file belongs
         return Compared(compare_metrics(task, {})[1], "runtime_error", f"{rel} is not a readable file: {exc}")
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        return Compared(compare_metrics(task, {})[1], "runtime_error", f"{rel} is not valid JSON: {exc}")
+    if len(data) > MAX_RESULTS_BYTES:
+        return Compared(compare_metrics(task, {})[1], "runtime_error",
+                        f"{rel} is larger than {MAX_RESULTS_BYTES // 2**20} MiB: not read")
+    try:
+        results = load_untrusted_json(data, rel)
+    except InputError as exc:
+        return Compared(compare_metrics(task, {})[1], "runtime_error", f"unreadable results: {exc}")
     results = results if isinstance(results, dict) else {}
     claimed = claimed_results(outputs.get("diff") or "", rel) if results_in_diff else None
     return _judged(task, results, claimed, "results file")

@@ -28,6 +28,7 @@ generous by design, since the outcome says "approximately".
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -117,7 +118,7 @@ def expected_numbers(text: str | None) -> list[ExpectedNumber]:
             continue  # a plain integer: a count, a size, a year or a list marker
         low = _value(m["a"])
         high = _value(m["b"]) if m["b"] else low
-        if high < low:  # `5-3` is no range
+        if high < low or not (math.isfinite(low) and math.isfinite(high)):  # `5-3` is no range; 400 digits no value
             continue
         digits = m["b"] or m["a"]
         atol = max(_value(m["s"]) if m["s"] else 0.0, _half_unit(digits))

@@ -7,15 +7,36 @@ A `TaskSpec` holds everything about a task, ground truth included. What an agent
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from failatlas.core.paths import relative_path
 
 TASK_SPEC_VERSION = 1
+
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, not {value} (an infinite value would let any number pass, NaN "
+                         "none)")
+    return value
+
+
+def _tolerance(value: float) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"tolerances must be finite and >= 0, not {value}")
+    return value
+
+
+# Expected values and tolerances are finite: `value: .inf` (or a tolerance of .inf) would let any number pass and
+# NaN would let none, so a task file holding one is refused when it is read, naming the field.
+Finite = Annotated[float, AfterValidator(_finite)]
+Tolerance = Annotated[float, AfterValidator(_tolerance)]
 
 
 def _in_repository(path: str | None) -> str | None:
@@ -155,17 +176,10 @@ class ExpectedMetric(_Model):
     """One expected numeric result; passes when numpy.isclose(observed, value, rtol, atol)."""
 
     name: str
-    value: float
-    rtol: float = 0.0
-    atol: float = 0.0
+    value: Finite
+    rtol: Tolerance = 0.0
+    atol: Tolerance = 0.0
     experiment: str | None = None
-
-    @field_validator("rtol", "atol")
-    @classmethod
-    def _non_negative(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError("tolerances must be >= 0")
-        return v
 
 
 class SuccessCriterion(_Model):
@@ -173,11 +187,11 @@ class SuccessCriterion(_Model):
 
     kind: Literal["exact", "tolerance", "oracle_band"]
     metric: str
-    value: float | str | None = None
-    rtol: float = 0.0
-    atol: float = 0.0
-    oracle_values: list[float] = Field(default_factory=list)
-    band: float = Field(default=0.0, description="oracle_band: allowed margin beyond [min, max] of oracle runs")
+    value: Finite | str | None = None
+    rtol: Tolerance = 0.0
+    atol: Tolerance = 0.0
+    oracle_values: list[Finite] = Field(default_factory=list)
+    band: Tolerance = Field(default=0.0, description="oracle_band: allowed margin beyond [min, max] of oracle runs")
 
     @model_validator(mode="after")
     def _complete(self) -> SuccessCriterion:
@@ -197,26 +211,19 @@ class OutputCheck(_Model):
 
     name: str
     source: Literal["stdout_regex", "csv_column", "json_field"]
-    value: float | str
+    value: Finite | str
     pattern: str | None = None
     file: str | None = None
     column: str | None = None
     row: int | Literal["last", "first", "max", "min"] = "last"
     field: str | None = None
-    rtol: float = 0.0
-    atol: float = 0.0
+    rtol: Tolerance = 0.0
+    atol: Tolerance = 0.0
 
     @field_validator("file")
     @classmethod
     def _relative(cls, path: str | None) -> str | None:
         return _in_repository(path)
-
-    @field_validator("rtol", "atol")
-    @classmethod
-    def _non_negative(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError("tolerances must be >= 0")
-        return v
 
     @model_validator(mode="after")
     def _complete(self) -> OutputCheck:

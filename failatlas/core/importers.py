@@ -12,6 +12,13 @@ whole is at most MAX_DOCUMENT_BYTES (checked before reading), a line of a JSON-l
 (checked while reading, so a longer line is never held), and JSON nested past Python's recursion limit is an
 InputError naming file and line, as is anything over a cap. Tests may lower the caps (module constants, read at
 each call).
+
+Every JSON value read here is also checked for what parses but breaks whatever handles it next
+(`json_value_problem`): an integer beyond the range of a float (`float()` overflows; past 4,300 digits Python
+cannot even parse it), a string holding a lone surrogate (`"\\ud800"`: no UTF-8, so the store refuses it) and,
+where a reader asks, objects and lists nested deeper than `max_depth`. Each is an InputError naming file, line
+and field. `load_untrusted_json` is the same reader for files an agent wrote (its design, its results): what it
+refuses is the agent's failure, recorded by the caller.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ AUTO = "auto"
 MAX_DOCUMENT_BYTES = 256 * 2**20  # a file read whole (JSON, YAML, CSV, Markdown): 256 MiB
 MAX_LINE_BYTES = 8 * 2**20  # one line of a JSON-lines file: 8 MiB (real rows are under 20 kB)
 MAX_JSON_ELEMENTS = 5_000_000  # values in one JSON document or member: at most about 400 MB of Python objects
+MAX_JSON_DEPTH = 100  # objects and lists inside each other in a file an agent wrote (real ones: under 10)
 _BOM = b"\xef\xbb\xbf"
+_FLOAT_INT_BITS = 1024  # an integer of more bits than this is past the largest float (about 1.8e308)
 
 
 def check_size(path: Path, what: str = "a file read whole") -> None:
@@ -142,18 +151,145 @@ def check_json_elements(data: str | bytes, path: Path | str, *, line: int | None
                          path=str(path), line=line)
 
 
-def parse_json(text: str, path: Path | str, *, line: int | None = None) -> Any:
-    """`json.loads(text)`; InputError naming file and line for invalid JSON, JSON nested too deeply or holding more
-    than MAX_JSON_ELEMENTS values. `line`: the line of `text` in its file (a JSON-lines row), else the error's own
-    line in `text`."""
-    check_json_elements(text, path, line=line)
+class HugeInteger:
+    """Stands for an integer too long for Python to parse (over 4,300 digits) until `json_value_problem` names its
+    field; `line` where the parser knows it (YAML)."""
+
+    __slots__ = ("digits", "line")
+
+    def __init__(self, digits: int, line: int | None = None) -> None:
+        self.digits, self.line = digits, line
+
+
+def _parse_int(text: str) -> int | HugeInteger:
+    digits = len(text.lstrip("-"))
+    return HugeInteger(digits) if digits > 400 else int(text)
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)`, except that an integer too long for Python to parse becomes a placeholder that
+    `json_value_problem` reports (with its field) instead of a ValueError without one. Raises
+    json.JSONDecodeError and RecursionError as json.loads does."""
     try:
         return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        return json.loads(text, parse_int=_parse_int)
+
+
+def _field_name(link: tuple | None) -> str:
+    parts: list[str] = []
+    while link is not None:
+        link, key = link
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    name = "".join(reversed(parts)).removeprefix(".")
+    return name if len(name) <= 120 else f"{name[:80]} ... {name[-30:]}"
+
+
+def _bad_text(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _digits(number: int) -> int:
+    """Decimal digits of `number`, without `str()` (which refuses past 4,300 digits)."""
+    return int(abs(number).bit_length() * 0.30103) + 1
+
+
+def _too_large(digits: int) -> str:
+    return f"an integer of {digits:,} digits, beyond the range of any number this reads (at most about 1.8e308)"
+
+
+def _shown(text: str) -> str:
+    return ascii(text[:40]) + (" ..." if len(text) > 40 else "")
+
+
+@dataclass
+class ValueProblem:
+    """What `json_value_problem` found: the message, the field's path (`a.b[2]`), the line where known."""
+
+    message: str
+    field: str
+    line: int | None = None
+
+
+def json_value_problem(value: Any, *, max_depth: int | None = None) -> ValueProblem | None:
+    """What is wrong with the first value of a parsed JSON (or YAML) document
+    that is an integer beyond the range of a float, a string or key holding a lone surrogate, or (with
+    `max_depth`) an object or list nested deeper than `max_depth`; None when there is none. Walks without
+    recursion, so any depth that parsed is safe to check."""
+    stack: list[tuple[Any, int, tuple | None]] = [(value, 1, None)]
+    while stack:
+        item, depth, link = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if _bad_text(item):
+                return ValueProblem(f"a string holding a lone surrogate, which is not text: {_shown(item)}",
+                                    _field_name(link))
+        elif kind is int:
+            if item.bit_length() > _FLOAT_INT_BITS:
+                return ValueProblem(_too_large(_digits(item)), _field_name(link))
+        elif kind is HugeInteger:
+            return ValueProblem(_too_large(item.digits), _field_name(link), item.line)
+        elif kind is dict or kind is list:
+            if max_depth is not None and depth > max_depth:
+                return ValueProblem(f"objects and lists nested more than {max_depth} levels deep", _field_name(link))
+            if kind is dict:
+                for key, child in item.items():
+                    if isinstance(key, str) and _bad_text(key):
+                        return ValueProblem(f"a key holding a lone surrogate, which is not text: {_shown(key)}",
+                                            _field_name(link))
+                    stack.append((child, depth + 1, (link, key)))
+            else:
+                stack.extend((child, depth + 1, (link, i)) for i, child in enumerate(item))
+    return None
+
+
+def check_json_value(value: Any, path: Path | str, *, line: int | None = None, max_depth: int | None = None,
+                     field_prefix: str = "") -> None:
+    """InputError naming file, line and field for the problem `json_value_problem` finds in `value`, if any."""
+    problem = json_value_problem(value, max_depth=max_depth)
+    if problem is not None:
+        name = ".".join(p for p in (field_prefix, problem.field) if p).replace(".[", "[")
+        raise InputError(problem.message, path=str(path), line=line if line is not None else problem.line,
+                         field=name or None)
+
+
+def parse_json(text: str, path: Path | str, *, line: int | None = None, max_depth: int | None = None) -> Any:
+    """`json.loads(text)`; InputError naming file and line for invalid JSON, JSON nested too deeply (or deeper
+    than `max_depth`), holding more than MAX_JSON_ELEMENTS values, or a value `json_value_problem` refuses
+    (naming its field too). `line`: the line of `text` in its file (a JSON-lines row), else the error's own line
+    in `text`."""
+    check_json_elements(text, path, line=line)
+    try:
+        value = loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path),
                          line=line if line is not None else exc.lineno) from exc
     except RecursionError as exc:
         raise too_deep(path, text, line=line) from exc
+    check_json_value(value, path, line=line, max_depth=max_depth)
+    return value
+
+
+def load_untrusted_json(data: bytes | str, name: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The value of a JSON file an agent (or its code) wrote, `data` already read within a byte cap; InputError
+    naming `name` (and line and field) when it is not UTF-8 text, not JSON, nested deeper than `max_depth`,
+    holds more than MAX_JSON_ELEMENTS values, an integer beyond the range of a float or a lone surrogate. NaN and
+    infinities are read as floats (they compare equal to nothing). The caller records the error as the agent's
+    failure: nothing in the file can raise anything else."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=name) from exc
+    return parse_json(data, name, max_depth=max_depth)
 
 
 class NoOptions(BaseModel):
@@ -269,6 +405,7 @@ class ImporterRegistry(Registry[Importer[R]]):
             raise too_deep(path) from exc
 
 
-__all__ = ["AUTO", "MAX_DOCUMENT_BYTES", "MAX_JSON_ELEMENTS", "MAX_LINE_BYTES", "Importer", "ImporterRegistry",
-           "Loaded", "NoOptions", "check_json_elements", "check_size", "iter_lines", "nesting_line",
-           "outside_strings", "parse_json", "read_document", "too_deep"]
+__all__ = ["AUTO", "MAX_DOCUMENT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_ELEMENTS", "MAX_LINE_BYTES", "HugeInteger",
+           "Importer", "ImporterRegistry", "Loaded", "NoOptions", "ValueProblem", "check_json_elements",
+           "check_json_value", "check_size", "iter_lines", "json_value_problem", "load_untrusted_json", "loads",
+           "nesting_line", "outside_strings", "parse_json", "read_document", "too_deep"]

@@ -13,7 +13,10 @@ from failatlas.core.errors import InputError
 from failatlas.core.importers import (
     ImporterRegistry,
     check_json_elements,
+    check_json_value,
     iter_lines,
+    json_value_problem,
+    loads,
     outside_strings,
     read_document,
     too_deep,
@@ -102,12 +105,16 @@ def _trailing_commas(text: str) -> list[int]:
 
 
 def load_json_lenient(path: Path, text: str | None = None) -> tuple[Any, list[str]]:
-    """Parse a JSON document, accepting trailing commas (each reported as a warning with its line)."""
+    """Parse a JSON document, accepting trailing commas (each reported as a warning with its line). InputError
+    naming the file and field of a value `failatlas.core.importers.json_value_problem` refuses (an integer past
+    the range of a float, a lone surrogate)."""
     if text is None:
         text = read_text(path)
     check_json_elements(text, path)
     try:
-        return json.loads(text), []
+        value = loads(text)
+        check_json_value(value, path)
+        return value, []
     except json.JSONDecodeError as exc:
         first_error = exc
     except RecursionError as exc:
@@ -117,10 +124,11 @@ def load_json_lenient(path: Path, text: str | None = None) -> tuple[Any, list[st
         drop = set(commas)
         cleaned = "".join(ch for i, ch in enumerate(text) if i not in drop)
         try:
-            value = json.loads(cleaned)
+            value = loads(cleaned)
         except (json.JSONDecodeError, RecursionError):
             pass
         else:
+            check_json_value(value, path)
             warnings = [
                 f"{path}:{text.count(chr(10), 0, at) + 1}: trailing comma before "
                 f"'{text[at + 1 :].lstrip()[0]}' accepted (the file is not strict JSON)"
@@ -142,19 +150,24 @@ def read_text(path: Path) -> str:
 
 def json_lines(path: Path, problems: Problems) -> Iterator[tuple[int, Any]]:
     """(line number, value) of each non-blank line of a JSON-lines file, read one line at a time. A line that is
-    not JSON or is nested too deeply is added to `problems` and skipped; one longer than
+    not JSON, is nested too deeply or holds a value `failatlas.core.importers.json_value_problem` refuses (an
+    integer past the range of a float, a lone surrogate: named by its field) is added to `problems` and skipped;
+    one longer than
     `failatlas.core.importers.MAX_LINE_BYTES` raises InputError at once (it is never read whole)."""
     for number, line in iter_lines(path):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = loads(line)
         except json.JSONDecodeError as exc:
             problems.add(f"invalid JSON: {exc.msg} (column {exc.colno})", line=number)
             continue
         except RecursionError:
             problems.add("JSON nested too deeply to read (brackets inside brackets hundreds of levels deep)",
                          line=number)
+            continue
+        if (problem := json_value_problem(value)) is not None:
+            problems.add(problem.message, line=number, field=problem.field or None)
             continue
         yield number, value
 

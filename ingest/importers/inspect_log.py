@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded, check_json_elements
+from failatlas.core.importers import Loaded, check_json_elements, check_json_value, loads
 from failatlas.ingest.importers.base import (
     INSIGHT_IMPORTERS,
     PhaseOption,
@@ -131,7 +131,9 @@ class _EvalArchive:
         try:
             data = self._read(self.members[name])
             check_json_elements(data, self.path, what=f"member {name}")
-            return json.loads(data)
+            value = loads(data.decode("utf-8"))
+            check_json_value(value, self.path, field_prefix=name)
+            return value
         except InputError:
             raise
         except RecursionError as exc:

@@ -116,7 +116,7 @@ class TrailImporter:
             first = next((ln for ln in text.splitlines() if ln.strip()), "")
             try:
                 row = json.loads(first)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):  # a JSONDecodeError, or an integer past 4,300 digits
                 return False
             return isinstance(row, dict) and {"trace_id", "category"} <= row.keys()
         if suffix == ".json":

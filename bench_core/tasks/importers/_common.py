@@ -13,7 +13,16 @@ from pydantic import ValidationError
 
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
-from failatlas.core.importers import ImporterRegistry, iter_lines, nesting_line, parse_json, read_document, too_deep
+from failatlas.core.importers import (
+    HugeInteger,
+    ImporterRegistry,
+    check_json_value,
+    iter_lines,
+    nesting_line,
+    parse_json,
+    read_document,
+    too_deep,
+)
 from failatlas.core.paths import inside, relative_path
 
 # Task importers may also define `root(path) -> Path` (the unit a named file belongs to, e.g. its task folder)
@@ -52,12 +61,27 @@ def json_lines(path: Path) -> list[tuple[int, Any]]:
     return rows
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader, except that an integer too long for Python (past 4,300 digits) becomes a placeholder
+    that `check_shape` reports with its field and line, instead of a ValueError naming neither."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            return HugeInteger(sum(ch.isdigit() for ch in str(node.value)), node.start_mark.line + 1)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
 def load_yaml(path: Path) -> Any:
     """Parse a YAML file; InputError naming the file (and line) when it is not YAML, is nested too deeply to
-    parse, or its aliases expand past MAX_YAML_NODES values."""
+    parse, or its aliases expand past MAX_YAML_NODES values, and file and field (and line where known) when a
+    value is an integer past the range of a float or a string holding a lone surrogate."""
     text = read_text(path)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=str(path),
@@ -72,7 +96,8 @@ def check_shape(data: Any, path: Path, *, line: int | None = None, text: str | N
                 max_values: int | None = None) -> None:
     """InputError naming the file (and the line: `line`, or where `text` nests too deep) when `data` nests
     objects and lists deeper than MAX_DEPTH, or holds more than `max_values` values counting shared ones (YAML
-    aliases) each time they appear: copying it into the store would fail or exhaust memory."""
+    aliases) each time they appear: copying it into the store would fail or exhaust memory. Then, naming the
+    field, a value `failatlas.core.importers.json_value_problem` refuses (a huge integer, a lone surrogate)."""
     seen, stack = 0, [(data, 1)]
     while stack:
         value, depth = stack.pop()
@@ -85,6 +110,7 @@ def check_shape(data: Any, path: Path, *, line: int | None = None, text: str | N
                 raise InputError(f"nested too deeply: objects and lists more than {MAX_DEPTH} levels deep",
                                  path=str(path), line=where)
             stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    check_json_value(data, path, line=line)
 
 
 def task_folder_path(folder: Path, value: Any, *, path: Path, field: str, line: int | None = None) -> str:
