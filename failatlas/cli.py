@@ -44,6 +44,7 @@ SUBCOMMANDS = [
     ("cluster", cluster_cli.app, "Cluster insights per phase and evaluate clusters against human labels."),
     ("taxonomy", taxonomy_cli.app, "Name failure types, build the hierarchy, export tables and figures."),
     ("llm", llm_cli.app, "Show each LLM role's resolved configuration and what the calls spent."),
+    ("label", __import__("failatlas.taxonomy.label_cli", fromlist=["app"]).app, "Label insights to learn from."),
 ]
 for _name, _sub, _help in SUBCOMMANDS:
     app.add_typer(_sub, name=_name, help=_help)

@@ -53,7 +53,7 @@ def _write(store: Store, rows: Sequence[tuple[str, str, str]], source: str) -> i
         conn.executemany(
             "INSERT INTO insight_labels (text_hash, text, label, source) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (text_hash) DO UPDATE SET text = excluded.text, label = excluded.label,"
-            " source = excluded.source, created_at = current_timestamp",
+            " source = excluded.source, created_at = now()",
             [(h, text, label, source) for h, (text, label) in latest.items()],
         )
     return len(latest)
@@ -66,7 +66,8 @@ def label_insights(store: Store, insight_ids: Sequence[str], label: str, *, sour
     missing = sorted(set(insight_ids) - {r[0] for r in rows})
     if missing:
         raise NotFoundError(f"no insight '{missing[0]}' in the store" + (f" (and {len(missing) - 1} more)"
-                            if len(missing) > 1 else ""), hint="list insights with `failatlas insights list`")
+                            if len(missing) > 1 else ""),
+                            hint="insight ids are shown by `failatlas taxonomy show --definitions` and the app")
     return _write(store, [(text, label, source) for _, text in rows], source)
 
 
