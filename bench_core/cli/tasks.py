@@ -264,6 +264,8 @@ def validate_cmd(
     workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
     runs_dir: Annotated[Path | None, typer.Option(help="Workspaces folder (default: runs/ beside the store).")] = None,
     llm: Annotated[bool, typer.Option(help="Let the LLM judges score too (needs an endpoint).")] = False,
+    retry_infra: Annotated[bool, typer.Option(
+        help="Redo stored gold and null runs that ended in infra_error (the harness failed, not the task).")] = True,
     out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
     as_json: Json = False,
 ) -> None:
@@ -276,7 +278,8 @@ def validate_cmd(
 
     params = ValidateParams(task_ids=task or None, benchmark=benchmark, kind=kind, papers=paper or None,
                             masked=masked, setting=setting, sandbox=sandbox,
-                            image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm)
+                            image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm,
+                            retry_infra=retry_infra)
     with progress_bar("validating tasks", None) as advance:
         result = validate(store(), params, on_step=lambda _step: advance())
     if as_json:

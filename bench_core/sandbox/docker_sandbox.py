@@ -54,6 +54,7 @@ from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
 GRACE_S = 2.0
+STREAM_RETRIES = 2  # a file read whose Docker API stream broke is tried this many more times
 _COUNTER_FILES = (
     "/sys/fs/cgroup/memory/memory.oom_control",
     "/sys/fs/cgroup/memory.events",
@@ -101,6 +102,15 @@ def _parse_counters(text: str) -> tuple[int, int]:
         elif "pids" in current and key == "max":
             pids += int(value or 0)
     return oom, pids
+
+
+def transient_stream_error(exc: BaseException) -> bool:
+    """Whether `exc` is the Docker API stream failing, not the command: docker-py's demultiplexer meeting a frame
+    header it cannot read (a stream that lost its alignment: `ValueError: 0 is not a valid stream`), or the
+    connection to the daemon dropping mid-stream."""
+    if isinstance(exc, ValueError) and "is not a valid stream" in str(exc):
+        return True
+    return isinstance(exc, ConnectionResetError) or type(exc).__name__ in ("ProtocolError", "IncompleteRead")
 
 
 class DockerSandbox:
@@ -263,14 +273,15 @@ class DockerSandbox:
         started = time.monotonic()
         exec_id, stream = self._start_exec(argv, user=user, env=env, cwd=cwd)
         done = threading.Event()
+        broken: list[BaseException] = []
 
         def pump() -> None:
             try:
                 for o, e in stream:
                     out.write(o or b"")
                     err.write(e or b"")
-            except Exception:  # noqa: BLE001 - the stream dies when the container is killed; the exit code tells
-                pass
+            except Exception as exc:  # noqa: BLE001 - the stream dies when the container is killed; the exit code
+                broken.append(exc)  # tells, unless the stream itself broke (below)
             finally:
                 done.set()
 
@@ -283,6 +294,10 @@ class DockerSandbox:
         if not done.wait(10.0):
             raise SandboxTimeoutError(f"sandbox {self.container.name} did not end a command after killing it")
         returncode = self._exit_code(exec_id)
+        if broken and transient_stream_error(broken[0]) and not harness_kill:
+            # the command ran, but part of its output was lost: no verdict may rest on what was read
+            raise SandboxError(f"the Docker API stream of a command in {self.container.name} broke, its output "
+                               f"was lost: {type(broken[0]).__name__}: {broken[0]}")
         duration = time.monotonic() - started
         timed_out = harness_kill or (duration >= timeout and returncode in (124, 137, None))
         if timed_out and marker is not None and not harness_kill:
@@ -384,7 +399,8 @@ class DockerSandbox:
         Raises SandboxFileNotFoundError when it is missing, SandboxPathError when it is a folder, a FIFO, a link
         (or reached through one below the working copy) or unreadable by the sandbox user."""
         self._check_open()
-        return docker_files.read_file(self, path, max_bytes=max_bytes)
+        return self._retrying_stream(f"reading {path}",
+                                     lambda: docker_files.read_file(self, path, max_bytes=max_bytes))
 
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write a file owned by the sandbox user, creating parent folders."""
@@ -413,7 +429,23 @@ class DockerSandbox:
         user within `limits`; returns what was left out. Links that resolve outside the copy are not kept.
         Raises SandboxFileNotFoundError when `src` is missing, SandboxError when the daemon fails."""
         self._check_open()
-        return docker_files.copy_out(self, src, host_dest, limits=limits)
+        return self._retrying_stream(f"copying {src} out",
+                                     lambda: docker_files.copy_out(self, src, host_dest, limits=limits))
+
+    def _retrying_stream(self, what: str, call: Callable[[], Any]) -> Any:
+        """`call()`, a read that may run again (its partial output is discarded), tried again when the Docker
+        API stream broke (`transient_stream_error`); SandboxError once it broke `STREAM_RETRIES + 1` times."""
+        for attempt in range(STREAM_RETRIES + 1):
+            try:
+                return call()
+            except Exception as exc:
+                if not transient_stream_error(exc):
+                    raise
+                if attempt == STREAM_RETRIES:
+                    raise SandboxError(f"{what} in sandbox {self.container.name}: the Docker API stream broke "
+                                       f"{attempt + 1} times: {type(exc).__name__}: {exc}") from exc
+                time.sleep(0.1 * 2 ** attempt)
+        raise AssertionError("unreachable")
 
     def egress_log(self) -> list[dict[str, Any]]:
         """The egress proxy's allow/deny decisions so far (`registries` only; [] otherwise)."""

@@ -46,6 +46,7 @@ class ValidateParams(BaseModel):
     runs_dir: Path | None = None
     workers: int = Field(default=1, ge=1)
     llm: bool = Field(default=False, description="also let the LLM judges score (needs an endpoint)")
+    retry_infra: bool = Field(default=True, description="redo stored gold and null runs that ended in infra_error")
 
 
 class TaskVerdict(BaseModel):

@@ -6,6 +6,8 @@ run; one whose masked workspace cannot be built is decided by a dry prepare; the
 does not execute the experiment itself: the validator's clean re-run does, and only that counts), scored; the tasks
 whose gold passes everything checked get a null run, scored. Runs and scores are the ordinary stages, so a killed
 validation resumes where it stopped (stored runs and scores are reused) and `failatlas bench show` explains any run.
+A stored run that ended in `infra_error` (the harness failed, the task was not judged) is redone by default
+(`retry_infra`), and a run whose scoring failed for the infrastructure is scored again.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def _agent_runs(store: Store, agent: str, tasks: list[TaskSpec], params: Validat
         return {}
     bench = BenchParams(
         agent=agent, agent_params=GOLD_PARAMS if agent == "gold" else {}, task_ids=[t.id for t in tasks],
-        gpu_tasks=True, workers=params.workers, sandbox=params.sandbox, image=params.image, repo=params.repo,
+        gpu_tasks=True, retry_infra=params.retry_infra, workers=params.workers, sandbox=params.sandbox,
+        image=params.image, repo=params.repo,
         runs_dir=params.runs_dir, **({"setting": params.setting} if params.setting else {}))
     run_agents(store, bench, on_done=lambda rec: on_step and on_step(f"{agent} {rec.request.task_id}"))
     ids = {}

@@ -104,3 +104,23 @@ def test_an_import_then_validate_of_real_tasks_without_their_repositories_says_s
     result = run(store, ValidateParams(benchmark="rexbench", sandbox="local", runs_dir=tmp_path / "runs"))
     assert [(v.task_id, v.status) for v in result.verdicts] == [("rexbench-cogs", "repo-unavailable")]
     assert store.query("SELECT count(*) FROM runs")[0][0] == 0  # decided without a run
+
+
+def test_a_stored_infra_error_run_is_redone_not_reported_again(store, tmp_path, crafted):
+    """`tasks validate` retries the harness's failures: a gold run stored as infra_error (a Docker stream hiccup)
+    is run again, and the task gets the status its runs earn; --no-retry-infra keeps the stored failure."""
+    params = ValidateParams(task_ids=["toy-null-passes"], sandbox="local", runs_dir=tmp_path / "runs")
+    run(store, params)
+    with store.write() as conn:  # as the runner stores an infra_error run: no scores
+        conn.execute("UPDATE runs SET status = 'infra_error', infra_error = 'ValueError: 0 is not a valid stream'"
+                     " WHERE agent = 'gold'")
+        for table in ("validations", "judgements", "monitor_findings"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT id FROM runs WHERE agent = 'gold')")
+    kept = run(store, params.model_copy(update={"retry_infra": False}))
+    assert [(v.status, v.reason.endswith("ValueError: 0 is not a valid stream")) for v in kept.verdicts] == [
+        ("infra-error", True)]
+    redone = run(store, params)
+    assert [v.status for v in redone.verdicts] == ["null-passes"]
+    assert store.query("SELECT status, count(*) FROM runs WHERE agent = 'gold' GROUP BY ALL") == [("completed", 1)]
+    assert store.query("SELECT count(*) FROM validations v JOIN runs r ON r.id = v.run_id WHERE r.agent = 'gold'"
+                       ) == [(1,)]  # and scored again
