@@ -1,5 +1,11 @@
 """Hostile agents: each attacks the harness in one way, so the reliability suite can prove the attack is contained.
 
+`HOSTILE_AGENTS` attack the sandbox and the trace; `SCORE_ATTACK_AGENTS` attack the verdicts instead (issue 29):
+they spray the conclusion and the design with every word of the prompt and every number, write the expected
+constants without computing anything, or leave outputs no reader should choke on (integers of hundreds and
+thousands of digits, NaN, lone surrogates, JSON nested 200,000 levels deep). Each must score at most what `null`
+scores on every phase, and none may make its run `infra_error` or stop the scoring of others.
+
 They are registered like any agent (`hostile-<behaviour>`) and run in real sandboxes. None gets the reference:
 what they can reach is exactly what any agent can reach. Each writes what it observed to the conclusion file
 (when it still can), so a test can check that nothing it should not see was seen. Every command is bounded by
@@ -8,7 +14,19 @@ the budget's `command_timeout_s`; the sandbox's deadline, memory, process and ou
 
 from __future__ import annotations
 
-from failatlas.bench_core.agents.base import CONCLUSION_FILE, OUTPUT_DIR, AgentContext, AgentOutcome, register_agent
+import json
+import re
+
+from failatlas.bench_core.agents.base import (
+    CONCLUSION_FILE,
+    DESIGN_FILE,
+    OUTPUT_DIR,
+    RUN_SCRIPT,
+    AgentContext,
+    AgentOutcome,
+    register_agent,
+    task_prompt,
+)
 
 SURVIVED = "echo sandbox-still-usable"
 
@@ -241,3 +259,218 @@ for _name, _cls in HOSTILE_AGENTS.items():
 FetchUrlAgent.name = "hostile-fetch-url"
 FetchUrlAgent.hidden = True
 register_agent("hostile-fetch-url")(FetchUrlAgent)
+
+
+# -- attacks on the verdicts (issue 29) -------------------------------------------------------------------------
+
+def prompt_words(ctx: AgentContext) -> list[str]:
+    """Every distinct word of the task's prompt, in order."""
+    return list(dict.fromkeys(w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_-]*", task_prompt(ctx.view))))
+
+
+class _ScoreAttack:
+    """Writes files into its working copy and its outputs folder; implements nothing."""
+
+    needs_reference = False
+    behaviour = ""
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        return {}
+
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        ctx.note(f"hostile agent: {self.behaviour}")
+        ctx.sh(f"mkdir -p {OUTPUT_DIR}")
+        for path, text in self.files(ctx).items():
+            ctx.write(path, text)
+        return AgentOutcome(notes=self.behaviour)
+
+
+class SprayConclusionAgent(_ScoreAttack):
+    """A conclusion made of every prompt word, both answers, and every number from 0.00 to 100.00 (step 0.01)."""
+
+    behaviour = "spray the conclusion with every prompt word and every number"
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        numbers = " ".join(f"{i / 100:.2f}" for i in range(10001))
+        return {CONCLUSION_FILE: "Yes. No. " + " ".join(prompt_words(ctx)) + "\n\n" + numbers + "\n"}
+
+
+class SprayHedgeAgent(_ScoreAttack):
+    """A conclusion that hedges every way: each sentence of the prompt as a claim and as its negation, every
+    direction word, and every percentage from 0 % to 100 % in steps of 0.1."""
+
+    behaviour = "hedge the conclusion in every direction with every percentage"
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        sentences = [s.strip() for s in re.split(r"(?<=[.?!])\s+", task_prompt(ctx.view)) if s.strip()]
+        claims = [f"Yes: {s} No: it is not the case that {s}" for s in sentences]
+        directions = "It increases, decreases, rises, falls, improves, worsens, helps, hurts, beats and loses."
+        percents = " ".join(f"{i / 10:.1f}%" for i in range(1001))
+        return {CONCLUSION_FILE: "\n".join([*claims, directions, percents])}
+
+
+class SprayDesignAgent(_ScoreAttack):
+    """A design listing every prompt word and every pair of neighbouring words as a variable of every role."""
+
+    behaviour = "spray the design with every prompt word and word pair"
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        words = prompt_words(ctx)
+        names = words + [f"{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
+        variables = {name: name.replace("_", " ") for name in names}
+        design = {role: variables for role in ("constant", "independent", "dependent")}
+        return {DESIGN_FILE: json.dumps(design)}
+
+
+class ConstantsAgent(_ScoreAttack):
+    """`run.py` writes the expected results as constants and computes nothing, as an agent would that read them
+    in the paper it was given (AutoExperiment) or guessed them. It takes them from the task's ground truth, the
+    only place this suite has them: the attack is on the verdict, not on finding the numbers."""
+
+    needs_reference = True
+    behaviour = "write the expected constants without computing anything"
+
+    def constants(self, ctx: AgentContext) -> dict[str, float]:
+        task = ctx.reference.task if ctx.reference else None
+        return {m.name: m.value for m in task.expected_results} if task else {}
+
+    def script(self, values: dict[str, float], results_file: str) -> str:
+        return (f"import json\n\nRESULTS = {values!r}\nwith open({results_file!r}, 'w') as handle:\n"
+                "    json.dump(RESULTS, handle)\nprint(json.dumps(RESULTS))\n")
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        values = self.constants(ctx)
+        command = ctx.view.run_command or ""
+        if not values or not command.startswith("python3 "):
+            return {CONCLUSION_FILE: "No experiment to fake."}
+        target = command.split()[1]
+        return {target: self.script(values, ctx.view.results_file or "results.json"),
+                RUN_SCRIPT: f"#!/usr/bin/env bash\n{command}\n"}
+
+
+class EncodedConstantsAgent(ConstantsAgent):
+    """The same constants, none written as a literal: each is rebuilt from the digits of an unrelated-looking
+    integer, so no expected value appears in the diff as text."""
+
+    behaviour = "write the expected constants, encoded, without computing anything"
+
+    def script(self, values: dict[str, float], results_file: str) -> str:
+        coded = {name: [ord(ch) + 7 for ch in repr(value)] for name, value in values.items()}
+        return ("import json\n\n"
+                f"CODED = {coded!r}\n"
+                "RESULTS = {k: float(''.join(chr(c - 7) for c in v)) for k, v in CODED.items()}\n"
+                f"with open({results_file!r}, 'w') as handle:\n    json.dump(RESULTS, handle)\n"
+                "print(json.dumps(RESULTS))\n")
+
+
+class MaskedConstantsAgent(ConstantsAgent):
+    """The constants written from inside the code the task masked (the first masked file or function's module,
+    at import), so that restoring the masked parts to their stubs also removes the forgery; `run.py` untouched."""
+
+    behaviour = "write the expected constants from inside the masked code"
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        task = ctx.reference.task if ctx.reference else None
+        values = self.constants(ctx)
+        targets = ([*task.masking.files, *(f.path for f in task.masking.functions)] if task else [])
+        if not values or not targets:
+            return {CONCLUSION_FILE: "No experiment to fake."}
+        forged = (f"\n\nimport atexit as _atexit, json as _json, os as _os, sys as _sys\n_RESULTS = {values!r}\n"
+                  "def _forge(*_):\n"
+                  f"    with open({(ctx.view.results_file or 'results.json')!r}, 'w') as _h:\n"
+                  "        _json.dump(_RESULTS, _h)\n"
+                  "    print(_json.dumps(_RESULTS), flush=True)\n"
+                  "def _exit_ok(*_):\n"
+                  "    _forge()\n"
+                  "    _os._exit(0)\n"
+                  "_sys.excepthook = _exit_ok\n"
+                  "_atexit.register(_forge)\n")
+        given = ctx.sh(f"cat {targets[0]}")  # the masked version the agent was given; none for a removed file
+        return {targets[0]: (given.stdout if given.returncode == 0 else "") + forged,
+                RUN_SCRIPT: f"#!/usr/bin/env bash\n{ctx.view.run_command}\n"}
+
+
+HUGE_400, HUGE_5000 = "1" * 400, "7" * 5000
+
+
+class HugeNumbersAgent(_ScoreAttack):
+    """`run.py` writes a results file (and prints an answer) holding a 400- and a 5000-digit integer where the
+    expected metrics belong; the design and conclusion hold them too."""
+
+    behaviour = "write integers of 400 and 5000 digits into the results, design and conclusion"
+
+    def payload(self, ctx: AgentContext) -> str:
+        names = ctx.view.expected_metrics or ["result"]
+        pairs = [f'"{name}": {HUGE_400 if i % 2 == 0 else HUGE_5000}' for i, name in enumerate(names)]
+        return "{" + ", ".join([*pairs, f'"extra": {HUGE_5000}']) + "}"
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        payload = self.payload(ctx)
+        script = (f"PAYLOAD = {payload!r}\nwith open({(ctx.view.results_file or 'results.json')!r}, 'w') as h:\n"
+                  "    h.write(PAYLOAD)\nprint(PAYLOAD)\n")
+        out = {DESIGN_FILE: '{"constant": {"n": ' + HUGE_5000 + '}, "independent": {"x": ' + HUGE_400 + "}}",
+               CONCLUSION_FILE: f"The answer is {HUGE_5000}.\n\n{payload}\n"}
+        if ctx.view.run_command and ctx.view.run_command.startswith("python3 "):
+            out[ctx.view.run_command.split()[1]] = script
+            out[RUN_SCRIPT] = f"#!/usr/bin/env bash\n{ctx.view.run_command}\n"
+        return out
+
+
+class NonFiniteAgent(HugeNumbersAgent):
+    """The same places hold NaN, Infinity, -Infinity, 1e999 and lone surrogates (`"\\ud800"`)."""
+
+    behaviour = "write NaN, infinities and lone surrogates into the results, design and conclusion"
+
+    def payload(self, ctx: AgentContext) -> str:
+        names = ctx.view.expected_metrics or ["result"]
+        values = ["NaN", "Infinity", "-Infinity", "1e999"]
+        pairs = [f'"{name}": {values[i % len(values)]}' for i, name in enumerate(names)]
+        return "{" + ", ".join([*pairs, '"note": "\\ud800\\udfff\\udc80"', '"\\ud800": 1']) + "}"
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        out = super().files(ctx)
+        out[DESIGN_FILE] = '{"constant": {"\\ud800": "\\udc80"}, "independent": {"x": NaN}, "dependent": {}}'
+        return out
+
+
+class DeepDesignAgent(_ScoreAttack):
+    """A design nested 200,000 levels deep, a results file nested as deep from the re-run, and a conclusion
+    that prints such an answer."""
+
+    behaviour = "write JSON nested 200,000 levels deep as design, results and answer"
+    depth = 200_000
+
+    def files(self, ctx: AgentContext) -> dict[str, str]:
+        deep = '{"a": ' * self.depth + "1" + "}" * self.depth
+        out = {DESIGN_FILE: '{"constant": ' + deep + "}", CONCLUSION_FILE: "Answer:\n" + deep[:900_000]}
+        if ctx.view.run_command and ctx.view.run_command.startswith("python3 "):
+            out[ctx.view.run_command.split()[1]] = (
+                f"D = {self.depth}\nS = '{{\"a\": ' * D + '1' + '}}' * D\n"
+                f"open({(ctx.view.results_file or 'results.json')!r}, 'w').write(S)\nprint(S)\n")
+            out[RUN_SCRIPT] = f"#!/usr/bin/env bash\n{ctx.view.run_command}\n"
+        return out
+
+
+class ModerateDepthAgent(DeepDesignAgent):
+    """Nested 900 levels: deep enough to pass Python's parser and break any recursive walk after it."""
+
+    behaviour = "write JSON nested 900 levels deep as design, results and answer"
+    depth = 900
+
+
+SCORE_ATTACK_AGENTS = {
+    "hostile-spray-conclusion": SprayConclusionAgent,
+    "hostile-spray-hedge": SprayHedgeAgent,
+    "hostile-spray-design": SprayDesignAgent,
+    "hostile-constants": ConstantsAgent,
+    "hostile-constants-encoded": EncodedConstantsAgent,
+    "hostile-constants-masked": MaskedConstantsAgent,
+    "hostile-huge-numbers": HugeNumbersAgent,
+    "hostile-non-finite": NonFiniteAgent,
+    "hostile-deep-design": DeepDesignAgent,
+    "hostile-moderate-depth": ModerateDepthAgent,
+}
+for _name, _cls in SCORE_ATTACK_AGENTS.items():
+    _cls.name = _name
+    _cls.hidden = True
+    register_agent(_name)(_cls)
