@@ -2,6 +2,7 @@
 
     python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--model NAME] [--bertopic-runs 3] [--json OUT]
                                        [--half 0|1] [--empty-description skip|evidence]
+    python benchmarks/quality_trail.py --transfer [--db DIR/x.duckdb] [--seeds 1] [--user-labels 30]
 
 `--data` is a TRAIL split as the flattened JSONL (`trail_errors_gaia.jsonl`, or any split's, one row per error)
 or as TRAIL's per-trace annotation files (a folder such as `annotations_gaia/`, or one file), read with the
@@ -424,9 +425,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--empty-description", choices=("skip", "evidence"), default="skip",
                     help="an error whose description is empty: left out (default, as in every earlier result) or"
                     " its evidence as the text (as `failatlas ingest` does)")
+    ap.add_argument("--transfer", action="store_true",
+                    help="transfer mode (benchmarks/trail_transfer.py): learn from one trace-disjoint half with"
+                    " --examples, evaluate on the other, both directions; then 30 user labels (--user-labels)")
+    ap.add_argument("--user-labels", type=int, default=30, help="transfer mode: statements a person labels")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("FAILATLAS_NO_PROGRESS", "1")
+    if args.transfer:
+        import trail_transfer
+
+        out = trail_transfer.run_transfer(args, sys.modules[__name__])
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=2))
+        return out
 
     try:  # the data first: a bad file stops the run in one line before any store is made
         trail = read_trail(args.data)
