@@ -9,6 +9,12 @@ command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v pdflatex >/dev/null 2>&1 || need_apt+=(texlive-latex-base texlive-latex-recommended)
+# bwrap sandboxes (hosts without Docker): bubblewrap, and the system python3's numpy, scikit-learn and pytest that
+# the mini-suite's CPU tasks need there (a sandbox sees the host's /usr read-only, never a user's own Python)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+if [ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import numpy, sklearn, pytest' >/dev/null 2>&1; then
+  need_apt+=(python3-numpy python3-sklearn python3-pytest)
+fi
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== installing system packages: ${need_apt[*]}"
   apt-get update -qq

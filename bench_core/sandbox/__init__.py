@@ -27,7 +27,8 @@ Contract:
   link that resolves outside the copy, and reports what it left out. A string command runs through
   `spec.shell` (bash -c); a list runs as argv. `cwd` and file paths are relative to `workdir` unless absolute.
   `copy_in`/`copy_out` name the copy's own path, not its parent.
-- `create_sandbox(kind, spec, *, workspace)`: kinds by name from the `SANDBOXES` registry ('docker', 'local').
+- `create_sandbox(kind, spec, *, workspace)`: kinds by name from the `SANDBOXES` registry ('docker', 'bwrap',
+  'local'); `resolve_sandbox_kind('auto')` picks docker where its engine answers, else bwrap (never local).
   The host folder `workspace` is COPIED into `workdir` (docker: a tar stream owned by the sandbox user; local:
   a private temp folder), never bind-mounted: the prepared repository on the host stays pristine for the clean
   re-run, and the agent's copy is read back with `copy_out`. Large read-only data goes in
@@ -53,6 +54,8 @@ Contract:
 What each backend enforces is in the docstrings of `docker_sandbox` and `local`, and in docs/sandbox.md.
 """
 
+from failatlas.bench_core.sandbox.bwrap_sandbox import BwrapKind
+from failatlas.bench_core.sandbox.bwrap_select import resolve_sandbox_kind
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, list_sandboxes
 from failatlas.bench_core.sandbox.docker_sandbox import DockerKind
 from failatlas.bench_core.sandbox.errors import (
@@ -85,6 +88,7 @@ __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_READ_LIMIT",
     "DEFAULT_PACKAGES",
+    "BwrapKind",
     "CopyCut",
     "CopyLimits",
     "CopyReport",
@@ -113,6 +117,7 @@ __all__ = [
     "detect_debian_mirror",
     "detect_gpus",
     "list_sandboxes",
+    "resolve_sandbox_kind",
     "sandbox_kind",
     "spec_for_task",
 ]

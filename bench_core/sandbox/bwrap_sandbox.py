@@ -1,0 +1,458 @@
+"""The bwrap backend: each command runs in fresh Linux namespaces made by bubblewrap, for hosts without Docker
+(GPU nodes, cloud VMs), with no daemon, no image registry and no root needed.
+
+What it enforces (docs/sandbox.md has the measured table):
+- namespaces: a new user, PID, IPC, UTS and network namespace per command, nested user namespaces refused; the
+  network namespace has only its own loopback, so under `none` nothing (not the host's 127.0.0.1, not its
+  addresses) is reachable. `registries` and `full` are refused (SandboxError): use Docker for them;
+- files: the host's system folders (`bwrap_setup.SYSTEM_DIRS`: /usr, /etc, /opt, ...) read-only and nothing
+  else of the host (no /home, /root, /run, /var, /srv, /mnt, host /tmp): the working copy (`spec.workdir`) and
+  the agent's home (/home/agent) are the only writable trees kept between commands; /tmp (`tmp_mb`) and
+  /dev/shm (`shm_mb`) are tmpfs of the command; read-only inputs are bound read-only;
+- users: when the harness runs as root each sandbox gets a host uid of its own (so it reads nothing of root's
+  and no other sandbox's files) and no supplementary groups; otherwise the harness's own user. Inside, uid 1000;
+- GPUs: only the leased GPUs' /dev/nvidiaN with the control, UVM and caps nodes; the other GPUs' driver entries
+  hidden; `CUDA_VISIBLE_DEVICES` names the leased GPUs by UUID. No GPU leased: no NVIDIA node at all;
+- limits, with rlimits and a watchdog (no cgroups: they are not delegated on the hosts this was built for):
+  the deadline (SIGKILL to bwrap; the PID namespace dies with its init); process count (RLIMIT_NPROC for a
+  sandbox's own uid, and the watchdog, which counts the processes of the sandbox's PID namespace); memory
+  (RLIMIT_AS without GPUs, and the watchdog on the namespace's total RSS); CPUs (affinity to ceil(cpus) cores);
+  file size (RLIMIT_FSIZE with `disk_mb`). The watchdog samples every 0.2 s: a fast allocation can overshoot
+  before it is stopped;
+- the process tree: bwrap runs with --die-with-parent and a PID namespace, so nothing a command starts outlives
+  it (background processes end with their command) or the harness.
+Files come out by the harness walking the working copy without following links (as `local` does, `treecopy`);
+files go in through a command inside the sandbox, so a link the agent planted cannot redirect a write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import posixpath
+import re
+import resource
+import selectors
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from failatlas.bench_core.sandbox import bwrap_setup as setup
+from failatlas.bench_core.sandbox import procs
+from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError, SandboxPathError
+from failatlas.bench_core.sandbox.local import LOCAL_PREFIX, OWNER_FILE, LocalSandbox, cleanup_local_orphans, local_base
+from failatlas.bench_core.sandbox.model import (
+    DEFAULT_OUTPUT_LIMIT,
+    ExecResult,
+    KilledReason,
+    SandboxSpec,
+)
+from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
+from failatlas.bench_core.sandbox.policy import CA_ENV_VARS
+from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
+from failatlas.core.errors import InputError
+
+_SAMPLE_S = 0.2
+_STAGE = "/.failatlas-stage"
+_OOM_MESSAGES = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+_FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork: Resource temporarily unavailable"
+                          r"|Cannot fork|can't fork")
+_PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
+_next_cpu = [0]
+
+
+class BwrapSandbox(LocalSandbox):
+    """A private host folder `<root>` holding the working copy (`<root>/workspace`, seen at `spec.workdir`) and the
+    agent's home (`<root>/home`, seen at /home/agent); every command is a bwrap of its own over them.
+
+    `workdir` is the sandbox's path (`/workspace`); file methods take sandbox paths, as with Docker."""
+
+    backend = "bwrap"
+
+    def __init__(self, spec: SandboxSpec, root: Path, *, binary: str, uid: int | None) -> None:
+        super().__init__(spec, root)
+        self._workdir = root / "workspace"
+        self.workdir = spec.workdir
+        self._home = root / "home"
+        self._binary = binary
+        self._uid = uid
+        self._inputs: dict[str, str] = {}
+        self._gpus = setup.gpu_nodes(spec.gpu_ids)
+        self._cpus = _pick_cpus(spec.cpus)
+
+    @classmethod
+    def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> BwrapSandbox:
+        """Make the private root, copy `workspace` in and check the read-only inputs; SandboxError when it cannot."""
+        if spec.network != "none":
+            raise SandboxError(f"the bwrap sandbox has no network but none (asked for {spec.network!r})",
+                               hint="run tasks that need a network with --sandbox docker")
+        binary = setup.bwrap_binary()
+        problem = setup.bwrap_problem(binary)
+        if problem is not None:
+            raise SandboxError(f"bwrap sandboxes cannot start: {problem}")
+        base = Path(local_base())
+        uid = setup.host_uid()
+        if uid is not None and not setup.is_world_traversable(base):
+            raise SandboxError(f"the sandbox folder {base} is not reachable by a sandbox's own user",
+                               hint="point $FAILATLAS_SANDBOX_TMP at a folder everyone may pass through")
+        root = Path(tempfile.mkdtemp(prefix=LOCAL_PREFIX + "bwrap-", dir=base))
+        box = cls(spec, root, binary=binary, uid=uid)
+        try:
+            pid = os.getpid()
+            (root / OWNER_FILE).write_text(json.dumps(
+                {"pid": pid, "start": procs.start_time(pid), "run_id": spec.run_id, "kind": "bwrap"}))
+            if workspace is not None:
+                shutil.copytree(workspace, box._workdir, symlinks=True)
+            else:
+                box._workdir.mkdir()
+            box._home.mkdir()
+            box._place_inputs()
+            box._own(box._workdir)
+            box._own(box._home)
+            os.chmod(root, 0o711)
+        except (OSError, SandboxError) as exc:
+            box.close()
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"cannot prepare the bwrap sandbox in {root}: {exc}") from exc
+        return box
+
+    def _place_inputs(self) -> None:
+        """Each read-only input bound from where it is when the sandbox's user can reach it, else from a read-only
+        copy in the private root; a mount point made for targets inside the working copy."""
+        for n, (host, target) in enumerate(self.spec.read_only_inputs.items()):
+            src = Path(host)
+            if not src.exists():
+                raise SandboxError(f"read-only input {host} does not exist")
+            src = src.resolve()
+            if self._uid is not None and not setup.is_world_traversable(src.parent):
+                copy = self.root / "inputs" / str(n)
+                copy.parent.mkdir(exist_ok=True)
+                if src.is_dir():
+                    shutil.copytree(src, copy, symlinks=True)
+                else:
+                    shutil.copy2(src, copy)
+                for here, dirs, files in os.walk(copy):
+                    for name in [*dirs, *files]:
+                        path = Path(here) / name
+                        if not path.is_symlink():
+                            path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
+                copy.chmod(copy.stat().st_mode | 0o555)
+                (self.root / "inputs").chmod(0o711)
+                src = copy
+            self._inputs[str(src)] = target
+            inside = Path(target).relative_to(self.spec.workdir) if Path(target).is_relative_to(
+                self.spec.workdir) else None
+            if inside is not None and str(inside) != ".":
+                point = self._workdir / inside
+                if src.is_dir():
+                    point.mkdir(parents=True, exist_ok=True)
+                else:
+                    point.parent.mkdir(parents=True, exist_ok=True)
+                    point.touch()
+
+    def _own(self, path: Path) -> None:
+        """Give `path` (a tree the harness made) to the sandbox's uid."""
+        if self._uid is None:
+            return
+        os.chown(path, self._uid, self._uid, follow_symlinks=False)
+        for here, dirs, files in os.walk(path):
+            for name in [*dirs, *files]:
+                os.chown(os.path.join(here, name), self._uid, self._uid, follow_symlinks=False)
+
+    def _host(self, path: str) -> Path:
+        """The host path of a sandbox path: below the working copy or the agent's home; InputError elsewhere."""
+        p = PurePosixPath(os.path.normpath(posixpath.join(self.workdir, path)))
+        for inside, host in ((PurePosixPath(self.workdir), self._workdir), (PurePosixPath(setup.HOME), self._home)):
+            if p.is_relative_to(inside):
+                return host.joinpath(*p.relative_to(inside).parts)
+        raise InputError(f"path {path!r} is outside the sandbox's working copy and home")
+
+    # -- commands -----------------------------------------------------------------------------------------------
+
+    def _argv(self, argv: list[str], cwd: str, env: Mapping[str, str], binds: Sequence[tuple[str, str]] = (), *,
+              info_fd: int) -> list[str]:
+        spec = self.spec
+        opts = [self._binary, "--info-fd", str(info_fd), *setup.namespace_options(),
+                *setup.root_options(os.environ.get(setup.ROOTFS_ENV)),
+                "--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys",
+                "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+                "--size", str(spec.shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
+                "--tmpfs", "/home", "--bind", str(self._home), setup.HOME,
+                "--bind", str(self._workdir), spec.workdir]
+        for host, target in self._inputs.items():
+            opts += ["--ro-bind", host, target]
+        for host, target in binds:
+            opts += ["--ro-bind", host, target]
+        opts += setup.gpu_options(self._gpus)
+        opts += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]  # the root's own tmpfs too: no new top folders
+        for key, value in env.items():
+            opts += ["--setenv", key, value]
+        return [*opts, "--", *argv]
+
+    def _env(self, extra: Mapping[str, str] | None, marker: str = "") -> dict[str, str]:
+        env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        visible = ",".join(self._gpus.uuids) if self._gpus.uuids else ",".join(str(i) for i in
+                                                                               range(len(self.spec.gpu_ids)))
+        env.update(HOME=setup.HOME, USER="agent", TMPDIR="/tmp", CUDA_VISIBLE_DEVICES=visible)
+        if self.spec.has_network and self.spec.ca_bundle:
+            env.update({name: self.spec.ca_bundle for name in CA_ENV_VARS})
+        env.update(self.spec.env)
+        env.update(extra or {})
+        return env
+
+    def _limits(self) -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if self._uid is not None:  # counted per uid: this sandbox's own
+            resource.setrlimit(resource.RLIMIT_NPROC, (self.spec.pids_limit, self.spec.pids_limit))
+        if not self.spec.gpu_ids:
+            cap = self.spec.memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        if self.spec.disk_mb is not None:
+            cap = self.spec.disk_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+        if self._cpus:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, self._cpus)
+
+    def _popen_user(self) -> dict:
+        if self._uid is None:
+            return {}
+        return {"user": self._uid, "group": self._uid, "extra_groups": list(self._gpus.groups)}
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> ExecResult:
+        """Run `cmd` in a fresh bwrap with a deadline of `timeout` seconds; see the module docstring."""
+        self._check_open()
+        return self._run(command_argv(cmd, self.spec.shell), command_text(cmd), timeout=timeout, cwd=cwd, env=env,
+                         output_limit=output_limit)
+
+    def _run(self, argv: list[str], text: str, *, timeout: float, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
+             binds: Sequence[tuple[str, str]] = ()) -> ExecResult:
+        where = os.path.normpath(os.path.join(self.workdir, cwd)) if cwd else self.workdir
+        started = time.monotonic()
+        info_r, info_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                self._argv(argv, where, self._env(env), binds, info_fd=info_w), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, pass_fds=(info_w,),
+                preexec_fn=self._limits, **self._popen_user())  # noqa: PLW1509
+        except OSError as exc:
+            os.close(info_r)
+            raise SandboxError(f"cannot start bwrap: {exc}") from exc
+        finally:
+            os.close(info_w)
+        out, err, info = CappedBuffer(output_limit), CappedBuffer(output_limit), CappedBuffer(4096)
+        with os.fdopen(info_r, "rb", buffering=0) as info_pipe:
+            reason = self._pump(proc, out, err, deadline=started + timeout, info=(info_pipe, info))
+        returncode = proc.wait()
+        if returncode < 0:
+            returncode = 128 - returncode
+        stderr = err.text()
+        if reason is None and "child-pid" not in info.text():  # bwrap never started the command: ours, not the agent's
+            raise SandboxError(f"bwrap could not start the command: {stderr.strip()[:500] or f'exit {returncode}'}")
+        if reason is None and returncode != 0 and not self.spec.gpu_ids and any(
+            m in stderr[-4000:] for m in _OOM_MESSAGES
+        ):
+            reason = "oom"
+        if reason is None and _FORK_FAILED.search(stderr[-8000:]):
+            reason = "pids"  # RLIMIT_NPROC refused a fork (the command's own shell may still have exited 0)
+        return ExecResult(command=text, returncode=returncode, stdout=out.text(), stderr=stderr,
+                          truncated=out.truncated or err.truncated, duration_s=time.monotonic() - started,
+                          timed_out=reason == "timeout", killed_reason=reason)
+
+    def _pump(self, proc: subprocess.Popen, out: CappedBuffer, err: CappedBuffer, *,  # type: ignore[override]
+              deadline: float, info: tuple, marker: str = "") -> KilledReason | None:
+        """Read the output pipes and bwrap's info pipe until bwrap ends, sampling the namespace's processes; kill it
+        at the deadline or a limit. Returns why it was killed."""
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        sel.register(info[0], selectors.EVENT_READ, info[1])
+        reason: KilledReason | None = None
+        next_sample = time.monotonic()
+        namespace: str | None = None
+        try:
+            while sel.get_map():
+                now = time.monotonic()
+                if reason is None and proc.poll() is None:
+                    if now >= deadline:
+                        reason = "timeout"
+                    elif now >= next_sample:
+                        namespace = namespace or _pid_namespace(info[1].text())
+                        reason = self._over_limit(namespace)
+                        next_sample = now + _SAMPLE_S
+                    if reason is not None:
+                        _kill(proc.pid, namespace)
+                wait = max(0.0, min(deadline - now, next_sample - now, _SAMPLE_S))
+                for key, _ in sel.select(timeout=wait):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        key.data.write(chunk)
+                    else:
+                        sel.unregister(key.fileobj)
+        finally:
+            sel.close()
+            proc.stdout.close()
+            proc.stderr.close()
+            if reason is not None:
+                _kill(proc.pid, namespace)
+        return reason
+
+    def _over_limit(self, namespace: str | None) -> KilledReason | None:  # type: ignore[override]
+        if namespace is None:
+            return None
+        members = _namespace_members(namespace)
+        if len(members) > self.spec.pids_limit:
+            return "pids"
+        if sum(rss for _pid, rss in members) > self.spec.memory_mb * 1024 * 1024:
+            return "oom"
+        return None
+
+    # -- files in (through the sandbox, so no planted link redirects them) ------------------------------------------
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Write a file in the sandbox as its user, creating parent folders."""
+        self._check_open()
+        with self._staged() as stage:
+            (stage / "data").write_bytes(data.encode() if isinstance(data, str) else data)
+            self._put(stage, "data", path)
+
+    def copy_in(self, host_src: str | Path, dest: str) -> None:
+        """Copy a host file or folder to the sandbox path `dest` (the copy's own path, not its parent)."""
+        self._check_open()
+        src = Path(host_src)
+        if not src.exists():
+            raise SandboxFileNotFoundError(f"no host path {src}")
+        with self._staged() as stage:
+            if src.is_dir():
+                shutil.copytree(src, stage / "data", symlinks=True)
+            else:
+                shutil.copy2(src, stage / "data")
+            self._put(stage, "data", dest)
+
+    @contextlib.contextmanager
+    def _staged(self):
+        stage = Path(tempfile.mkdtemp(prefix=".stage-", dir=self.root))
+        try:
+            yield stage
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+    def _put(self, stage: Path, name: str, dest: str) -> None:
+        self._own(stage)
+        target = os.path.normpath(os.path.join(self.workdir, dest))
+        script = ('if [ -d "$2" ]; then mkdir -p -- "$1" && cp -R -P -p -- "$2/." "$1/"; '
+                  'else mkdir -p -- "$(dirname -- "$1")" && cp -P -p --remove-destination -- "$2" "$1"; fi')
+        res = self._run(["/bin/sh", "-c", script, "put", target, f"{_STAGE}/{name}"],
+                        f"copy in {target}", timeout=600, binds=[(str(stage), _STAGE)])
+        if res.returncode != 0:
+            raise SandboxPathError(f"cannot write {dest} in the sandbox: {res.stderr.strip()[:300]}")
+
+    def close(self) -> None:
+        """Remove the private folder (nothing of a command outlives it). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        _remove_tree(self.root)
+
+
+def _remove_tree(root: Path) -> None:
+    """Remove `root`, also where the agent made folders unreadable or unwritable to its owner."""
+    def fix(_func, path, _exc) -> None:  # noqa: ANN001
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+
+    shutil.rmtree(root, onerror=fix)
+
+
+def _pick_cpus(cpus: float) -> set[int]:
+    """ceil(cpus) of the cores this process may use, taken in turn so that sandboxes spread over the host."""
+    allowed = sorted(os.sched_getaffinity(0))
+    want = min(len(allowed), max(1, math.ceil(cpus)))
+    if want == len(allowed):
+        return set()
+    first = _next_cpu[0]
+    _next_cpu[0] = (first + want) % len(allowed)
+    return {allowed[(first + i) % len(allowed)] for i in range(want)}
+
+
+def _pid_namespace(info: str) -> str | None:
+    """The PID namespace of bwrap's child (the sandbox's init) from bwrap's info (`{"child-pid": N}`), None until
+    bwrap has written it."""
+    try:
+        child = int(json.loads(info)["child-pid"])
+        return os.readlink(f"/proc/{child}/ns/pid")
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def _namespace_members(namespace: str) -> list[tuple[int, int]]:
+    """(pid, rss bytes) of the live processes in the PID namespace `namespace`."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/ns/pid") != namespace:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().decode(errors="replace").rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            found.append((int(name), int(fields[21]) * page))
+    return found
+
+
+def _kill(bwrap_pid: int, namespace: str | None) -> None:
+    """SIGKILL the namespace's processes and bwrap: once its init is gone the kernel kills whatever is left in the
+    namespace, and bwrap's child dies with bwrap (--die-with-parent) when the namespace is not known yet."""
+    for pid, _rss in _namespace_members(namespace) if namespace is not None else []:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+    with contextlib.suppress(OSError):
+        os.kill(bwrap_pid, 9)
+
+
+@SANDBOXES.register("bwrap")
+class BwrapKind(SandboxKind):
+    """bubblewrap namespaces on this host (no daemon, no image): the host's system folders read-only by default;
+    orphaned folders of dead runners are removed like the local kind's."""
+
+    name = "bwrap"
+
+    def start(self, spec: SandboxSpec, *, workspace: Path | None) -> BwrapSandbox:
+        return BwrapSandbox.start(spec, workspace=workspace)
+
+    def prepare(self, image: str | None = None, *, say: Callable[[str], None] = lambda _text: None) -> None:
+        """Check that bwrap can make a sandbox here; SandboxError saying why not."""
+        problem = setup.bwrap_problem()
+        if problem is not None:
+            raise SandboxError(f"bwrap sandboxes cannot start: {problem}")
+        rootfs = os.environ.get(setup.ROOTFS_ENV)
+        say(f"bwrap sandboxes ({setup.bwrap_binary()}): root " + (f"{rootfs} (an image's root filesystem)" if rootfs
+            else "the host's system folders, read-only") + "; no image needed")
+
+    def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
+        return cleanup_local_orphans(run_id=run_id, include_live=include_live)
