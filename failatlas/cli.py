@@ -105,7 +105,9 @@ def run_app(
 @app.command()
 def demo(
     out: Annotated[str, typer.Option(help="Folder for the paper tables and figures.")] = "failatlas-demo",
-    sandbox: Annotated[str, typer.Option(help="docker, or local (hosts without Docker).")] = "docker",
+    sandbox: Annotated[str, typer.Option(
+        help="auto (docker where its engine answers, else bwrap), docker, bwrap, or local (trusted agents only: "
+        "it isolates nothing).")] = "auto",
     workers: Annotated[int, typer.Option(help="Runs in parallel.")] = 2,
 ) -> None:
     """The main job: run the mini-suite with the reference and fault-injecting agents, score, mine, build the
@@ -113,9 +115,11 @@ def demo(
     and LLM names. Re-running does only what is missing."""
     from pathlib import Path
 
+    from failatlas.bench_core.sandbox import resolve_sandbox_kind
     from failatlas.core.cli import db_path, store
     from failatlas.demo import run_demo
 
+    sandbox = resolve_sandbox_kind(sandbox, say=lambda text: console.print(text, highlight=False))
     result = run_demo(store(), out_dir=Path(out), sandbox=sandbox, workers=workers,
                       say=lambda text: console.print(text, highlight=False))
     console.print(f"\n[bold]done in {result.seconds:.0f} s[/]: {result.runs} runs, {result.insights} insights, "

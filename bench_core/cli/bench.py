@@ -15,7 +15,7 @@ from failatlas.bench_core.agents import Budget, agent_names, create_agent
 from failatlas.bench_core.runs import BenchParams, BenchResult, ResourceOverrides, get_run, list_runs, total_runs
 from failatlas.bench_core.runs import run as bench_run
 from failatlas.bench_core.runs.model import RunRecord
-from failatlas.bench_core.sandbox import SANDBOXES
+from failatlas.bench_core.sandbox import SANDBOXES, resolve_sandbox_kind
 from failatlas.bench_core.scoring import JUDGES, ScoreParams
 from failatlas.bench_core.scoring import run as score_run
 from failatlas.core.cli import console, live_progress, progress_bar, store
@@ -50,7 +50,8 @@ def run(
     model: Annotated[str, typer.Option(help="Model name for LLM agents (part of the run key).")] = "",
     attempts: Annotated[int, typer.Option(help="Attempts per task (for pass@k).")] = 1,
     workers: Annotated[int, typer.Option(help="Parallel runs.")] = 1,
-    sandbox: Annotated[str, typer.Option(help="Sandbox kind: " + ", ".join(SANDBOXES.names()) + ".")] = "docker",
+    sandbox: Annotated[str, typer.Option(help="Sandbox kind: auto (docker where its engine answers, else bwrap), "
+                                         + ", ".join(SANDBOXES.names()) + ".")] = "auto",
     executor: Annotated[str, typer.Option(help="local (process pool) or ray (a Ray cluster).")] = "local",
     param: Annotated[list[str] | None, typer.Option(help="Agent parameter KEY=VALUE (repeatable).")] = None,
     gpu_tasks: Annotated[bool, typer.Option(
@@ -85,6 +86,7 @@ def run(
     """Run an agent on tasks in sandboxes; re-running the same command does only what is missing (and stored
     infra_error runs whose repository, image, resources or budget changed)."""
     s = store()
+    sandbox = resolve_sandbox_kind(sandbox, say=console.print)
     params = BenchParams(
         agent=agent, agent_params=_params(param or []), model=model, task_ids=task or None, benchmark=benchmark,
         kind=kind, papers=paper or None, masked=masked, gpu_tasks=gpu_tasks, attempts=attempts, workers=workers,
@@ -225,7 +227,9 @@ def show(
 def score(
     run: Annotated[list[str] | None, typer.Option("--run", help="Run id (repeatable); default: unscored runs")] = None,
     rescore: Annotated[bool, typer.Option(help="Score again runs that already have scores.")] = False,
-    sandbox: Annotated[str, typer.Option(help="Sandbox kind for the validator's clean re-run.")] = "docker",
+    sandbox: Annotated[str | None, typer.Option(
+        help="Sandbox kind for the clean re-run and hidden tests (default: the kind each run ran in; auto: docker "
+        "where its engine answers, else bwrap).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image for the re-run.")] = None,
     repo: Annotated[Path | None, typer.Option(
         help="Checkout to re-run every selected run's task from (default: each task's repository from the cache "
@@ -241,6 +245,7 @@ def score(
     A run with nothing to compare is `not_scored` (E "–"); one whose repository is unavailable, or whose task
     cannot be prepared from it, is listed and left unscored."""
     s = store()
+    sandbox = resolve_sandbox_kind(sandbox, say=console.print) if sandbox else None
     params = ScoreParams(run_ids=run or None, rescore=rescore, sandbox=sandbox, image=image, repo=repo,
                          runs_dir=runs_dir, samples=samples,
                          judges=judge or None)

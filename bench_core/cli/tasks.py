@@ -257,7 +257,9 @@ def validate_cmd(
     masked: Annotated[int | None, typer.Option(
         help="Only tasks with this many masked functions (AutoExperiment's n: 0, 1, 2, ...).", min=0)] = None,
     setting: Annotated[str | None, typer.Option(help="Task setting to validate (default: each task's own).")] = None,
-    sandbox: Annotated[str, typer.Option(help="Sandbox kind for the runs and re-runs.")] = "docker",
+    sandbox: Annotated[str, typer.Option(
+        help="Sandbox kind for the runs and re-runs: auto (docker where its engine answers, else bwrap), docker, "
+        "bwrap or local.")] = "auto",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the task's, else the built one).")] = None,
     repo: Annotated[Path | None, typer.Option(help="Checkout of the tasks' repository (else the repository "
                                                    "cache, else the bundled one).")] = None,
@@ -272,10 +274,12 @@ def validate_cmd(
     """Check the tasks themselves: prepare each, run gold and null, score both, and give each task a status
     (valid, judges-only, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails,
     null-passes, not-checkable, infra-error). Resumable: stored runs and scores are reused."""
+    from failatlas.bench_core.sandbox import resolve_sandbox_kind
     from failatlas.bench_core.task_validation import ValidateParams
     from failatlas.bench_core.task_validation import run as validate
     from failatlas.bench_core.task_validation.report import counts_table, write_report
 
+    sandbox = resolve_sandbox_kind(sandbox, say=console.print)
     params = ValidateParams(task_ids=task or None, benchmark=benchmark, kind=kind, papers=paper or None,
                             masked=masked, setting=setting, sandbox=sandbox,
                             image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm,

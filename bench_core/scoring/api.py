@@ -50,7 +50,7 @@ class ScoreParams(BaseModel):
 
     run_ids: list[str] | None = None
     rescore: bool = False
-    sandbox: str = "docker"
+    sandbox: str | None = None  # None: each run is re-run in the sandbox kind it ran in (runs.sandbox)
     image: str | None = None
     repo: Path | None = None
     runs_dir: Path | None = None
@@ -194,7 +194,8 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
     Raises ConfigError for an unknown judge or bad parameters."""
     from failatlas.bench_core.scoring.llm_judges import llm_monitor_for
 
-    sandbox_kind(params.sandbox)  # an unknown kind is a ConfigError before anything is read
+    if params.sandbox is not None:
+        sandbox_kind(params.sandbox)  # an unknown kind is a ConfigError before anything is read
     with stage_run(store, "bench.score", params) as record:
         if params.samples < 1:
             raise ConfigError("--samples must be at least 1")
@@ -217,8 +218,10 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
                 unavailable.append(f"{run_id}: {task_id}: {repository_unavailable(task)}")
                 continue
             try:
+                kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
                 validation, rows = _score_one(store, run_id, task, scratch=runs_dir / run_id / "validate",
-                                              params=params, judges=judges, llm_monitor=llm_monitor,
+                                              params=params.model_copy(update={"sandbox": kind}), judges=judges,
+                                              llm_monitor=llm_monitor,
                                               repo=repo.path if repo else None)
             except InfrastructureError as exc:
                 infra_errors.append(f"{run_id}: {exc.one_line()}")
