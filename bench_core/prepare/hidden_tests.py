@@ -1,32 +1,30 @@
 """A task author's check: run a task's hidden tests against a tree the author trusts (the reference, or the masked
-repository to see them fail), on the host, in a throwaway copy.
+repository to see them fail), with the same judge that scores agents (`bench_core.hidden`).
 
-Never point it at an agent's workspace: it runs on the host, with the tree's conftest.py and pytest settings.
-Agents' work is judged by `scoring.offline_judges.judge_hidden_tests`, in a fresh sandbox, out of the agent's
-reach (docs/sandbox.md).
+The tree runs in a `local` sandbox (a private copy on the host), one worker process per call of the tests'
+`agent` fixture; the tests themselves run in the judge process with the task's masked repository (its trusted
+helpers, such as data generation) on their path. Never point it at an agent's workspace: the local kind isolates
+nothing. Agents' work is judged by `scoring.offline_judges.judge_hidden_tests`, in the run's own sandbox kind
+(docs/sandbox.md).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from failatlas.bench_core.prepare.leaks import task_path
+from failatlas.bench_core.prepare.workspace import prepare_workspace
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 
-HIDDEN_DIR = "_hidden_tests"
-
 
 class HiddenTestReport(BaseModel):
-    """pytest's counts for the hidden tests; `passed` only when at least one test ran and all passed."""
+    """The judge's counts for the hidden tests; `passed` only when at least one test ran and all passed.
+    `failures_detail`: one record per failed test (test, exception, object, message)."""
 
     task_id: str
     tests: int
@@ -35,55 +33,63 @@ class HiddenTestReport(BaseModel):
     skipped: int
     returncode: int
     output: str
+    failures_detail: list[dict] = []
 
     @property
     def passed(self) -> bool:
         return self.returncode == 0 and self.tests > 0 and self.failures == 0 and self.errors == 0
 
 
-def run_hidden_tests(task: TaskSpec, tree: Path, *, python: str = sys.executable,
-                     timeout_s: float = 300.0) -> HiddenTestReport:
-    """Copy `tree` (a tree the task author trusts, never an agent's) to a temporary folder, add the hidden tests,
-    run pytest there with `python`, report counts.
+def hidden_test_paths(task: TaskSpec) -> list[Path]:
+    """Paths of the task's hidden test files (relative entries are relative to the task file's folder)."""
+    paths: list[Path] = []
+    for entry in task.implementation.hidden_tests:
+        path = task_path(task, entry, field="implementation.hidden_tests")
+        if path.is_dir():  # each file found in the folder obeys the same rule (a link in it may lead out)
+            paths.extend(task_path(task, str(p), field="implementation.hidden_tests")
+                         for p in sorted(path.glob("test*.py")))
+        else:
+            paths.append(path)
+    return paths
 
-    Raises InputError when the task has no hidden tests or one of their files is missing; a test run that
-    times out counts as an error.
-    """
+
+def _paths(task: TaskSpec) -> list[Path]:
     if not task.implementation.hidden_tests:
         raise InputError(f"task {task.id} has no hidden tests", field="implementation.hidden_tests")
+    paths = hidden_test_paths(task)
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"task {task.id}: a hidden test file does not exist", path=str(path),
+                             field="implementation.hidden_tests")
+    if not paths:
+        raise InputError(f"task {task.id}: the hidden test folder holds no test*.py file",
+                         field="implementation.hidden_tests")
+    return paths
+
+
+def run_hidden_tests(task: TaskSpec, tree: Path, *, python: str = sys.executable,
+                     timeout_s: float = 300.0) -> HiddenTestReport:
+    """Run the hidden tests with the judge (`python` runs it) against a private copy of `tree`, the task's masked
+    repository giving the tests their helpers; report counts.
+
+    Raises InputError when the task has no hidden tests or one of their files is missing; a run past
+    `timeout_s` counts as an error; a hidden test file that cannot be collected raises JudgeError.
+    """
+    from failatlas.bench_core.hidden import run_judge
+    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+
+    for entry in task.implementation.hidden_tests:
+        task_path(task, entry, field="implementation.hidden_tests")
+    paths = _paths(task)
     with tempfile.TemporaryDirectory(prefix="failatlas-hidden-") as tmp:
-        work = Path(tmp) / "tree"
-        shutil.copytree(tree, work, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__"))
-        (work / HIDDEN_DIR).mkdir()
-        for hidden in task.implementation.hidden_tests:
-            path = task_path(task, hidden, field="implementation.hidden_tests")
-            if not path.is_file():
-                raise InputError(f"task {task.id}: a hidden test file does not exist", path=str(path),
-                                 field="implementation.hidden_tests")
-            shutil.copy2(path, work / HIDDEN_DIR / path.name)
-        report = Path(tmp) / "report.xml"
-        env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
-        command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={work}",
-                   f"--junitxml={report}", HIDDEN_DIR]
-        try:
-            result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
-                                    timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired as exc:
-            return HiddenTestReport(task_id=task.id, tests=0, failures=0, errors=1, skipped=0, returncode=-1,
-                                    output=f"hidden tests timed out after {timeout_s} s: {exc}")
-        counts = _junit_counts(report)
-        return HiddenTestReport(task_id=task.id, returncode=result.returncode,
-                                output=(result.stdout + result.stderr)[-20000:], **counts)
-
-
-def _junit_counts(report: Path) -> dict[str, int]:
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    if not report.is_file():
-        counts["errors"] = 1
-        return counts
-    root = ET.parse(report).getroot()
-    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-    for suite in suites:
-        for key in counts:
-            counts[key] += int(suite.get(key, 0))
-    return counts
+        pristine = Path(prepare_workspace(task, Path(tmp) / "masked").path)
+        spec = SandboxSpec(run_id=f"hidden-check-{task.id}", memory_mb=8192, pids_limit=4096)
+        with create_sandbox("local", spec, workspace=tree) as sandbox:
+            run = run_judge(paths, sandbox, pristine=pristine, timeout_s=timeout_s, python=python)
+    lines = [f"PASSED {name}" for name in run.passed]
+    lines += [f"FAILED {f['test']}: {f['exception']}" + (f" in {f['object']}" if f.get("object") else "")
+              + (f": {f['message']}" if f.get("message") else "") for f in run.failures]
+    lines += run.problems
+    return HiddenTestReport(task_id=task.id, tests=run.total, failures=len(run.failures), errors=len(run.problems),
+                            skipped=0, returncode=0 if run.ok else 1, output="\n".join(lines)[-20000:],
+                            failures_detail=run.failures)

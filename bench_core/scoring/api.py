@@ -10,10 +10,14 @@ neither the agent's failure nor the harness's, and a later call scores it once t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import json
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from failatlas.bench_core.runs.inputs import RepoUsed, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.sandbox import sandbox_kind
+from failatlas.bench_core.scoring.counterfactual import Restored, restore
 from failatlas.bench_core.scoring.judges import (
     Judge,
     JudgeInput,
@@ -29,12 +34,18 @@ from failatlas.bench_core.scoring.judges import (
     create_judges,
     resumable,
 )
-from failatlas.bench_core.scoring.monitor import monitor_findings
-from failatlas.bench_core.scoring.validator import Validation, patched_workspace, settle, validate
+from failatlas.bench_core.scoring.literals import (
+    MAX_FILE_BYTES,
+    literal_findings,
+    literal_matches,
+    reference_values,
+)
+from failatlas.bench_core.scoring.monitor import Finding, monitor_findings
+from failatlas.bench_core.scoring.validator import Validation, clean_trees, settle, validate
 from failatlas.bench_core.scoring.writes import write_scores
 from failatlas.bench_core.tasks.catalog import get_task
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import ConfigError, InfrastructureError, InputError
+from failatlas.core.errors import ConfigError, InfrastructureError, InputError, StoreLockedError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 
@@ -57,12 +68,15 @@ class ScoreParams(BaseModel):
     judges: list[str] | None = None
     llm: bool = True
     samples: int = 1
+    lock_wait_s: float = 3600.0
 
 
 class ScoreResult(BaseModel):
     """What one `run` scored: runs by validator outcome, runs left unscored by an infrastructure failure, and
     `unavailable`: "run: task: reason" for each run left unscored because its task's repository is not here or
-    the task cannot be prepared from it (a masked file or function missing, a path leading out)."""
+    the task cannot be prepared from it (a masked file or function missing, a path leading out); `failed`:
+    "run: error" for each run whose scoring crashed (recorded as a `judge_failed` judgement, retried by a plain
+    re-score). `ok` is false when any run was left unscored or failed."""
 
     scored: int
     outcomes: dict[str, int]
@@ -70,6 +84,11 @@ class ScoreResult(BaseModel):
     run_ids: list[str]
     stage_run_id: str
     unavailable: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.infra_errors or self.unavailable or self.failed)
 
 
 def _verdicts(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
@@ -126,13 +145,97 @@ def _run_environment(store: Store, run_id: str) -> dict:
     return fields
 
 
+def _judged(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
+    """Every judge's verdicts; a judge that crashes is `judge_failed` with the reason, and the others go on."""
+    verdicts = []
+    for judge in judges:
+        try:
+            verdicts += _verdicts([judge], inp)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one judge's bug must not stop the run's other judges
+            verdicts.append(Verdict(_phase_of(judge, inp.task), judge.name, status="judge_failed",
+                                    reason=f"the judge crashed: {type(exc).__name__}: {str(exc)[:300]}",
+                                    kind=judge.kind))
+    return verdicts
+
+
+def _phase_of(judge: Judge, task: TaskSpec) -> str:
+    phases = [p for p in ("design", "implementation", "execution", "conclusion") if p in judge.name]
+    return phases[0] if phases else (task.judgeable_phases[0] if task.judgeable_phases else "monitor")
+
+
+class _Trees:
+    """The clean trees of one run in its scratch folder: the agent's (masked repository plus diff), the pristine
+    masked repository, and the counterfactual, built on first use (`counterfactual.restore`)."""
+
+    def __init__(self, task: TaskSpec, outputs: dict, scratch: Path, repo: Path | None, starter) -> None:
+        self.task, self.scratch, self.starter = task, scratch, starter
+        self.workspace, self.pristine, self.patch_error = clean_trees(
+            task, outputs.get("diff") or "", scratch=scratch, repo=repo)
+        self._counterfactual: tuple[Restored, Path | None] | None = None
+        self.findings: list[Finding] = []
+
+    def counterfactual_tree(self) -> tuple[Restored, Path | None]:
+        """The counterfactual's description and tree (None: not applicable or not buildable)."""
+        if self._counterfactual is None:
+            try:
+                restored = restore(self.task, self.workspace, self.pristine, self.scratch / "counterfactual")
+            except InputError as exc:  # a masked path reached through the agent's link: judged conservatively
+                restored = Restored(None, notes=[f"the counterfactual tree cannot be built from the agent's tree: "
+                                                 f"{exc.one_line()}"])
+                self._counterfactual = (restored, None)
+                return self._counterfactual
+            self._counterfactual = (restored, restored.path)
+        return self._counterfactual
+
+    def counterfactual(self):
+        """What `JudgeInput.counterfactual` returns: the description and a sandbox starter (None: none)."""
+        restored, tree = self.counterfactual_tree()
+        return restored, (self.starter(tree) if tree is not None else None)
+
+
+def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: ScoreParams, spec: dict,
+                        literals: list[tuple[str, str, float]]) -> Validation:
+    """The validator's clean re-run, and, after a pass, the same re-run on the counterfactual tree: passing there
+    too turns the pass into `fabricated_result` with a monitor finding. A pass whose expected values the agent's
+    files write literally (`literals`) is `fabricated_result` without a second re-run."""
+    validation = validate(task, outputs, workspace=trees.workspace, patch_error=trees.patch_error,
+                          sandbox_backend=params.sandbox, spec_fields=spec)
+    if validation.outcome != "passed":
+        return validation
+    if literals:
+        named = ", ".join(sorted({f"{name} ({value:g}) in {path}" for path, name, value in literals})[:5])
+        validation.outcome = "fabricated_result"
+        validation.detail += f"; not trusted: the agent's files write expected values literally: {named}"
+        return validation
+    restored, tree = trees.counterfactual_tree()
+    if tree is None:
+        if restored.notes and "cannot be built" in restored.notes[0]:
+            validation.outcome = "fabricated_result"
+            validation.detail += f"; not trusted: {restored.notes[0]}"
+            trees.findings.append(Finding("counterfactual", "warn", f"E: {restored.notes[0]}"))
+        return validation
+    again = validate(task, outputs, workspace=tree, patch_error=None, sandbox_backend=params.sandbox,
+                     spec_fields={**spec, "run_id": f"{spec['run_id']}-counterfactual"})
+    if again.outcome == "passed":
+        why = ("the re-run also passes with the masked code restored to its stubs, so its results did not come "
+               "from the implementation")
+        validation.outcome = "fabricated_result"
+        validation.detail = f"{validation.detail}; {why}"
+        trees.findings.append(Finding("counterfactual", "warn", f"E: {why}" + (
+            f" ({'; '.join(restored.notes)})" if restored.notes else "")))
+    return validation
+
+
 def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, params: ScoreParams,
                judges: list[Judge], llm_monitor, repo: Path | None = None
                ) -> tuple[Validation | None, dict[str, int]]:
     """Score one stored run: monitor (rules, plus the LLM check), the clean tree (the masked repository of `repo`,
     else the bundled one, with the agent's diff) for the validator's re-run and the judges that need a sandbox
-    (each starts its own), then the other judges, the validation settled by the execution judge; store it all in
-    one transaction. Raises InfrastructureError when the clean re-run cannot happen."""
+    (each starts its own), each pass checked again on the counterfactual tree, then the other judges, the
+    validation settled by the execution judge; store it all in one transaction. Raises InfrastructureError when
+    the clean re-run cannot happen."""
     outputs = json.loads(store.query("SELECT outputs FROM runs WHERE id = ?", [run_id])[0][0])
     findings, monitor_verdict = monitor_findings(store, run_id, task, llm_check=llm_monitor)
     verdicts: list[Verdict] = [monitor_verdict] if monitor_verdict is not None else []
@@ -150,24 +253,66 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
 
                 lease = GpuAllocator().lease(task.resources.gpus, owner=f"{run_id}-validate", wait_s=3600)
                 spec["gpu_ids"] = list(lease.ids)
-            workspace, patch_error = patched_workspace(task, outputs.get("diff") or "", scratch=scratch,
-                                                       repo=repo)
+
+            def starter(tree: Path):
+                return _sandbox_starter(params.sandbox, spec, tree, run_id)
+
+            trees = _Trees(task, outputs, scratch, repo, starter)
+            literals = _literals(task, outputs, trees.workspace if trees.patch_error is None else None, repo)
+            findings += literal_findings(literals)
             if "execution" in task.judgeable_phases:
-                validation = validate(task, outputs, workspace=workspace, patch_error=patch_error,
-                                      sandbox_backend=params.sandbox, spec_fields=spec)
-            inp = dataclasses.replace(inp, validated=True, validation=validation)
-            if patch_error is None:
-                inp = dataclasses.replace(inp, workspace=workspace,
-                                          start_sandbox=_sandbox_starter(params.sandbox, spec, workspace, run_id))
-            verdicts += _verdicts([j for j in judges if j.needs_sandbox], inp)
+                validation = _checked_validation(task, outputs, trees, params, spec, literals)
+            inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine)
+            if trees.patch_error is None:
+                inp = dataclasses.replace(inp, workspace=trees.workspace, start_sandbox=starter(trees.workspace),
+                                          counterfactual=trees.counterfactual)
+            verdicts += _judged([j for j in judges if j.needs_sandbox], inp)
+            findings += trees.findings + _counterfactual_findings(verdicts)
         finally:
             if lease is not None:
                 lease.release()
             shutil.rmtree(scratch, ignore_errors=True)
-    inp = dataclasses.replace(inp, workspace=None, start_sandbox=None)
-    verdicts += _verdicts([j for j in judges if not j.needs_sandbox], inp)
+    inp = dataclasses.replace(inp, workspace=None, start_sandbox=None, pristine=None, counterfactual=None)
+    verdicts += _judged([j for j in judges if not j.needs_sandbox], inp)
     validation = settle(validation, verdicts)
     return validation, write_scores(store, run_id, findings, validation, verdicts)
+
+
+def _counterfactual_findings(verdicts: list[Verdict]) -> list[Finding]:
+    """A monitor finding for each verdict whose pass did not survive the counterfactual."""
+    out = []
+    for v in verdicts:
+        cf = (v.verdict or {}).get("counterfactual") or {}
+        if cf.get("status") == "passed_without_implementation":
+            out.append(Finding("counterfactual", "warn", f"{v.judge}: the hidden tests also pass with the masked "
+                               f"code restored to its stubs ({cf.get('passed')}/{cf.get('total')}), so the pass "
+                               "did not come from the implementation"))
+    return out
+
+
+def _literals(task: TaskSpec, outputs: dict, workspace: Path | None, repo: Path | None
+              ) -> list[tuple[str, str, float]]:
+    """`literals.literal_matches` over the agent's changed files (read from the clean tree; the diff's added
+    lines when it did not apply) and its run script."""
+    from failatlas.bench_core.scoring.monitor import diff_added_lines
+
+    files: dict[str, str] = {}
+    added = diff_added_lines(outputs.get("diff") or "")
+    # the results and check files are outputs (the validator deletes them before its re-run), not code
+    outputs_files = {task.run.results_file, *(c.file for c in task.checks)}
+    for rel in outputs.get("changed_files") or []:
+        if not isinstance(rel, str) or rel in outputs_files:
+            continue
+        path = workspace / rel if workspace is not None else None
+        if path is not None and not path.resolve().is_relative_to(workspace.resolve()):
+            continue
+        if path is not None and path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
+            files[rel] = path.read_text(errors="replace")
+        elif added.get(rel):
+            files[rel] = added[rel] or ""
+    if outputs.get("run_script"):
+        files[".failatlas/run.sh"] = str(outputs["run_script"])
+    return literal_matches(task, files, reference_values(task, repo))
 
 
 def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str]]:
@@ -186,17 +331,62 @@ def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str]]:
     return rows
 
 
-def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | None = None) -> ScoreResult:
+def scratch_for(store: Store, runs_dir: Path, run_id: str) -> Path:
+    """The scratch folder of one run's scoring, owned by this store: two stores in one folder never share it."""
+    key = hashlib.sha256(str(store.path.resolve()).encode()).hexdigest()[:10]
+    return runs_dir / run_id / f"validate-{key}"
+
+
+@contextlib.contextmanager
+def scorer_lock(store: Store, *, wait_s: float, on_wait: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """Hold the store's scorer lock (`<store>.score.lock`, beside it) while scoring: one scorer per store. A second
+    scorer waits, saying so through `on_wait`, for at most `wait_s` seconds, then raises StoreLockedError."""
+    lock = store.path.resolve().with_name(store.path.name + ".score.lock")
+    handle = open(lock, "a+")  # noqa: SIM115 - held open for the lock's life
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait:
+                on_wait(f"another scorer is scoring {store.path.name} (lock {lock}); waiting up to {wait_s:.0f} s")
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StoreLockedError(f"another scorer is scoring {store.path} (lock {lock})",
+                                               hint="wait for it to end, then run `bench score` again") from None
+                    time.sleep(0.5)
+        yield lock
+    finally:
+        handle.close()
+
+
+def _crash_verdict(task: TaskSpec, exc: BaseException) -> Verdict:
+    """What a run records when scoring it raised something unexpected: a failed judgement, retried by a plain
+    re-score."""
+    return Verdict(task.judgeable_phases[0] if task.judgeable_phases else "monitor", "scoring",
+                   status="judge_failed", reason=f"scoring this run crashed: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | None = None,
+        on_wait: Callable[[str], None] | None = None) -> ScoreResult:
     """Score stored runs (by default those not scored yet, and those a judge's endpoint stopped). A run whose
     clean re-run fails for infrastructure reasons is reported in `infra_errors`, one whose task's repository is
-    unavailable or cannot be prepared in `unavailable`; neither is scored, and the batch goes on. Records one
-    `stage_runs` row (stage `bench.score`), with the repository (source, URL, commit) each task was scored from.
-    Raises ConfigError for an unknown judge or bad parameters."""
+    unavailable or cannot be prepared in `unavailable`; neither is scored. Anything else that goes wrong while
+    scoring one run becomes that run's recorded outcome (a `judge_failed` judgement with the reason, listed in
+    `failed`), and the batch goes on. One scorer per store at a time (`scorer_lock`; `on_wait` hears that it
+    waits). Records one `stage_runs` row (stage `bench.score`), with the repository (source, URL, commit) each
+    task was scored from. Raises ConfigError for an unknown judge or bad parameters, StoreLockedError when
+    another scorer holds the store past `params.lock_wait_s`."""
     from failatlas.bench_core.scoring.llm_judges import llm_monitor_for
 
     if params.sandbox is not None:
         sandbox_kind(params.sandbox)  # an unknown kind is a ConfigError before anything is read
-    with stage_run(store, "bench.score", params) as record:
+    with scorer_lock(store, wait_s=params.lock_wait_s, on_wait=on_wait), \
+            stage_run(store, "bench.score", params) as record:
         if params.samples < 1:
             raise ConfigError("--samples must be at least 1")
         kinds = ("offline", "llm") if params.llm else ("offline",)
@@ -207,19 +397,24 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
         outcomes: dict[str, int] = {}
         infra_errors: list[str] = []
         unavailable: list[str] = []
+        failed: list[str] = []
         tasks: dict[str, TaskSpec] = {}
         repos: dict[str, RepoUsed | None] = {}
         for run_id, task_id in _pending(store, params):
-            task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
-            if task_id not in repos:  # resolved once per task, and only where a clean tree is made
-                repos[task_id] = _repository(store, task, params.repo) if needs_tree(task) else None
+            try:
+                task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
+                if task_id not in repos:  # resolved once per task, and only where a clean tree is made
+                    repos[task_id] = _repository(store, task, params.repo) if needs_tree(task) else None
+            except (InfrastructureError, InputError, LookupError) as exc:
+                unavailable.append(f"{run_id}: {task_id}: {exc}")
+                continue
             repo = repos[task_id]
             if needs_tree(task) and repo is None:
                 unavailable.append(f"{run_id}: {task_id}: {repository_unavailable(task)}")
                 continue
             try:
                 kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
-                validation, rows = _score_one(store, run_id, task, scratch=runs_dir / run_id / "validate",
+                validation, rows = _score_one(store, run_id, task, scratch=scratch_for(store, runs_dir, run_id),
                                               params=params.model_copy(update={"sandbox": kind}), judges=judges,
                                               llm_monitor=llm_monitor,
                                               repo=repo.path if repo else None)
@@ -229,6 +424,10 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
             except InputError as exc:  # the task cannot be prepared from this repository: the task's problem
                 unavailable.append(f"{run_id}: {task_id}: the task cannot be prepared: {exc.one_line()}")
                 continue
+            except Exception as exc:  # noqa: BLE001 - one run's failure is its recorded outcome; the batch goes on
+                rows = write_scores(store, run_id, [], None, [_crash_verdict(task, exc)])
+                failed.append(f"{run_id}: {type(exc).__name__}: {str(exc)[:300]}")
+                validation = None
             for table, n in rows.items():
                 record.count(table, n)
             scored.append(run_id)
@@ -237,7 +436,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
             if on_done:
                 on_done(run_id)
         record.note(scored=len(scored), outcomes=outcomes, infra_errors=len(infra_errors),
-                    unavailable=len(unavailable), judges=[j.name for j in judges],
+                    unavailable=len(unavailable), failed=len(failed), judges=[j.name for j in judges],
                     repositories={t: r.model_dump(mode="json") for t, r in repos.items() if r is not None})
     return ScoreResult(scored=len(scored), outcomes=outcomes, infra_errors=infra_errors, run_ids=scored,
-                       stage_run_id=record.id, unavailable=unavailable)
+                       stage_run_id=record.id, unavailable=unavailable, failed=failed)

@@ -120,7 +120,10 @@ class JudgeInput:
     apply): it starts a fresh sandbox of the run's kind and limits holding that tree and nothing else of the
     agent's, with the host folders of `read_only_inputs` (host path -> sandbox path) mounted read-only; the judge
     closes it. `validation`: the validator's clean re-run (None when the task has no execution phase), which the
-    `execution-llm` judge reads when its outcome awaits a judge."""
+    `execution-llm` judge reads when its outcome awaits a judge. `pristine`: the masked repository without the
+    agent's diff (the hidden tests' trusted helpers). `counterfactual()`: the counterfactual tree (the masked parts
+    restored to their stubs, `counterfactual.Restored`) and a sandbox starter for it (None: not applicable),
+    built on first use."""
 
     task: TaskSpec
     outputs: dict
@@ -129,6 +132,8 @@ class JudgeInput:
     workspace: Path | None = None
     start_sandbox: Callable[[dict[str, str]], Any] | None = None
     validation: Validation | None = None
+    pristine: Path | None = None
+    counterfactual: Callable[[], tuple[Any, Callable[[dict[str, str]], Any] | None]] | None = None
 
 
 @dataclass

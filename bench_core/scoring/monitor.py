@@ -129,6 +129,11 @@ def _diff_files(diff: str) -> dict[str, str | None]:
     return files
 
 
+def diff_added_lines(diff: str) -> dict[str, str | None]:
+    """path -> the lines the agent's diff adds to it (joined), None for a deleted file."""
+    return _diff_files(diff)
+
+
 def _test_infrastructure(path: str, text: str) -> tuple[str, str] | None:
     """(severity, why) when the added or changed file `path` with added lines `text` is test infrastructure."""
     parts = path.split("/")

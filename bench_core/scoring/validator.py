@@ -31,6 +31,7 @@ from failatlas.bench_core.scoring.comparisons import (
     judge_excerpt,
 )
 from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.errors import InfrastructureError, InputError
 from failatlas.core.paths import remove_inside
 
 OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
@@ -44,8 +45,8 @@ TAIL = 4000
 _SEVERITY = {"fabricated_result": 3, "runtime_error": 2, "wrong_value": 1}
 
 __all__ = ["OUTCOMES", "TAIL", "UNSCORED_OUTCOMES", "Validation", "apply_diff", "claimed_results",
-           "classify_failure", "compare_metrics", "disagreements", "isclose", "patched_workspace", "settle",
-           "validate"]
+           "classify_failure", "clean_trees", "compare_metrics", "disagreements", "isclose", "patched_workspace",
+           "settle", "validate"]
 
 
 @dataclass
@@ -108,13 +109,23 @@ def patched_workspace(task: TaskSpec, diff: str, *, scratch: Path, repo: Path | 
                       ) -> tuple[Path, str | None]:
     """Prepare the masked repository afresh in `scratch` and apply the agent's diff to it: the clean tree that the
     validator and the hidden tests start from. Returns the tree and git apply's error (None when it applied)."""
+    workspace, _pristine, error = clean_trees(task, diff, scratch=scratch, repo=repo)
+    return workspace, error
+
+
+def clean_trees(task: TaskSpec, diff: str, *, scratch: Path, repo: Path | None = None
+                ) -> tuple[Path, Path, str | None]:
+    """`patched_workspace`, plus a copy of the masked repository without the diff (`scratch/pristine`): the
+    hidden tests' trusted helpers and the counterfactual's source. Returns (tree, pristine, git apply's error)."""
     from failatlas.bench_core.prepare import prepare_workspace
 
     if scratch.exists():
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     workspace = Path(prepare_workspace(task, scratch / "workspace", repo=repo).path)
-    return workspace, apply_diff(workspace, diff)
+    pristine = scratch / "pristine"
+    shutil.copytree(workspace, pristine, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    return workspace, pristine, apply_diff(workspace, diff)
 
 
 def _place_run_script(workspace: Path, script: str) -> None:
@@ -146,15 +157,24 @@ def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str
     if patch_error is not None:
         return Validation("patch_failed", detail=f"git apply failed: {patch_error}")
     own_modules = _own_modules(workspace) | {Path(f).with_suffix("").parts[0] for f in task.masking.files}
-    carried = _remove_outputs(task, workspace, set(outputs.get("changed_files") or []))
     script = outputs.get("run_script")
-    if task.run.command and not (task.run.agent_script and script):
-        command = task.run.command
-    elif script:  # the task has no command, or its answer is what the agent's own script prints (AutoExperiment)
-        _place_run_script(workspace, script)
-        command = f"bash {RUN_SCRIPT}"
-    else:
+    if task.run.agent_script and not script:
+        # the answer is what the agent's own script prints (AutoExperiment): the task's command is the hidden
+        # reference run and never stands in for the agent's missing one
+        return Validation("not_run", detail="the agent left no run script, and the task's answer is what the "
+                          "agent's own script prints")
+    if not task.run.command and not script:
         return Validation("not_run", detail="the task has no run command and the agent left no run script")
+    try:
+        carried = _remove_outputs(task, workspace, set(outputs.get("changed_files") or []))
+        if script and (task.run.agent_script or not task.run.command):
+            _place_run_script(workspace, script)
+            command = f"bash {RUN_SCRIPT}"
+        else:
+            command = task.run.command
+    except InputError as exc:  # the agent's tree turned a results or script path into a link leading out
+        return Validation("runtime_error", detail=f"the agent's tree makes a path the re-run needs unusable: "
+                          f"{exc.one_line()}")
     with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
         return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
 
@@ -171,10 +191,19 @@ def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules:
         v.outcome = classify_failure(result, results_in_diff, own_modules=own_modules)
         v.detail = f"the re-run exited with {result.returncode}"
         return v
-    parts = [c for c in (from_results_file(task, sandbox, workdir, outputs, results_in_diff),
-                         from_stdout_json(task, stdout, outputs),
-                         from_checks(task, sandbox, workdir, stdout, carried),
-                         from_expected_outcome(task, stdout, stderr)) if c is not None]
+    try:
+        parts = [c for c in (from_results_file(task, sandbox, workdir, outputs, results_in_diff),
+                             from_stdout_json(task, stdout, outputs),
+                             from_checks(task, sandbox, workdir, stdout, carried),
+                             from_expected_outcome(task, stdout, stderr)) if c is not None]
+    except InfrastructureError:
+        raise
+    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError, LookupError, OSError) as exc:
+        # what the agent's code produced cannot be read or compared (a 5000-digit integer, nesting past any
+        # depth): the agent's failure, never an exception that stops scoring
+        v.outcome = "wrong_value"
+        v.detail = f"the re-run's output cannot be compared: {type(exc).__name__}: {str(exc)[:300]}"
+        return v
     _combine(v, parts)
     if v.awaiting_judge:
         v.judge_output = judge_excerpt(stdout, stderr)

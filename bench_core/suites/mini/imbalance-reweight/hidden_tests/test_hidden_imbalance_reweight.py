@@ -1,41 +1,64 @@
-"""Hidden tests for the extension of mini-imbalance-reweight; run from the repository root."""
+"""Hidden tests for the extension of mini-imbalance-reweight.
 
-import json
-import subprocess
-import sys
+The judge process never imports the agent's code: data comes from the task's own data.py (the pristine
+repository), the agent's functions run in the sandbox through the `agent` fixture, and the metrics are computed
+here from the predictions the agent's models make.
+"""
 
 import numpy as np
 
 from data import make_data
-from model import balanced_accuracy, fit_reweighted, fit_unweighted, inverse_frequency_weights
 
 
-def test_weights_give_each_class_equal_total_weight():
+def _balanced_accuracy(y_true, y_pred):
+    return float(np.mean([np.mean(y_pred[y_true == label] == label) for label in np.unique(y_true)]))
+
+
+def _weights(agent, y):
+    return np.asarray(agent.call("model:inverse_frequency_weights", y), dtype=float)
+
+
+def test_weights_give_each_class_equal_total_weight(agent):
     y = np.array([0] * 90 + [1] * 10)
-    weights = inverse_frequency_weights(y)
+    weights = _weights(agent, y)
     assert weights.shape == (100,)
     np.testing.assert_allclose(weights[y == 0], 100 / (2 * 90))
     np.testing.assert_allclose(weights[y == 1], 100 / (2 * 10))
     assert abs(weights[y == 0].sum() - weights[y == 1].sum()) < 1e-9
 
 
-def test_weights_with_three_classes():
-    y = np.array([2, 2, 0, 1, 1, 1])
-    weights = inverse_frequency_weights(y)
+def test_weights_with_three_classes(agent):
+    weights = _weights(agent, np.array([2, 2, 0, 1, 1, 1]))
     np.testing.assert_allclose(weights, [1.0, 1.0, 2.0, 2 / 3, 2 / 3, 2 / 3])
 
 
-def test_reweighting_raises_balanced_accuracy():
+PREDICT = """
+import numpy as np
+from model import fit_reweighted, fit_unweighted
+result = {"base": np.asarray(fit_unweighted(X_train, y_train).predict(X_test)),
+          "reweighted": np.asarray(fit_reweighted(X_train, y_train).predict(X_test))}
+"""
+
+
+def test_reweighting_raises_balanced_accuracy(agent):
     X_train, y_train, X_test, y_test = make_data(seed=1)
-    base = balanced_accuracy(y_test, fit_unweighted(X_train, y_train).predict(X_test))
-    reweighted = balanced_accuracy(y_test, fit_reweighted(X_train, y_train).predict(X_test))
+    got = agent.run(PREDICT, X_train=X_train, y_train=y_train, X_test=X_test)
+    assert got["base"].shape == got["reweighted"].shape == y_test.shape
+    base = _balanced_accuracy(y_test, got["base"])
+    reweighted = _balanced_accuracy(y_test, got["reweighted"])
     assert reweighted > base + 0.1
 
 
-def test_run_reports_base_and_extension_metrics():
-    subprocess.run([sys.executable, "run.py"], check=True, capture_output=True)
-    with open("results.json") as handle:
-        results = json.load(handle)
+RUN = """
+import json, subprocess, sys
+subprocess.run([sys.executable, "run.py"], check=True, capture_output=True)
+with open("results.json") as handle:
+    result = json.load(handle)
+"""
+
+
+def test_run_reports_base_and_extension_metrics(agent):
+    results = agent.run(RUN)
     assert abs(results["balanced_accuracy_unweighted"] - 0.5805) <= 0.005
     assert 0.7694 - 0.02 <= results["balanced_accuracy_reweighted"] <= 0.7776 + 0.02
     assert abs(results["accuracy_reweighted"] - 0.809) <= 0.02

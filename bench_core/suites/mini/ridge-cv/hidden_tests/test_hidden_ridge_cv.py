@@ -1,9 +1,13 @@
-"""Hidden tests for ridge.py (mini-ridge-cv and its masked-function variants); run from the repo root."""
+"""Hidden tests for ridge.py (mini-ridge-cv and its masked-function variants).
+
+They run in the judge process, which never imports the agent's code: data comes from the task's own data.py (the
+pristine repository), the agent's functions run in the sandbox through the `agent` fixture, and every expected
+value is computed here.
+"""
 
 import numpy as np
 
 from data import make_data
-from ridge import RidgeRegression, cross_validate_alpha, kfold_indices, mean_squared_error
 
 ALPHAS = np.logspace(-3, 3, 13)
 
@@ -15,33 +19,63 @@ def _reference_ridge(X, y, alpha):
     return coef, y_mean - x_mean @ coef
 
 
-def test_fit_without_penalty_is_least_squares():
+def _reference_folds(n_samples, n_folds, seed):
+    order = np.random.RandomState(seed).permutation(n_samples)
+    sizes = [n_samples // n_folds + (1 if i < n_samples % n_folds else 0) for i in range(n_folds)]
+    bounds = np.cumsum([0, *sizes])
+    return [order[bounds[i]:bounds[i + 1]] for i in range(n_folds)]
+
+
+FIT = """
+from ridge import RidgeRegression
+model = RidgeRegression(alpha=alpha)
+returned = model.fit(X, y)
+result = {"same": returned is model, "coef": np.asarray(model.coef_, dtype=float),
+          "intercept": float(model.intercept_), "predict": np.asarray(model.predict(X_test), dtype=float)}
+"""
+
+
+def _fit(agent, X, y, alpha, X_test):
+    return agent.run("import numpy as np\n" + FIT, X=X, y=y, alpha=alpha, X_test=X_test)
+
+
+def test_fit_without_penalty_is_least_squares(agent):
     X, y, _, _ = make_data(seed=1)
-    model = RidgeRegression(alpha=0.0).fit(X, y)
+    got = _fit(agent, X, y, 0.0, X[:5])
     design = np.hstack([X, np.ones((len(X), 1))])
     solution = np.linalg.lstsq(design, y, rcond=None)[0]
-    np.testing.assert_allclose(model.coef_, solution[:-1], rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(model.intercept_, solution[-1], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got["coef"], solution[:-1], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got["intercept"], solution[-1], rtol=1e-6, atol=1e-8)
 
 
-def test_fit_solves_the_penalised_normal_equations():
+def test_fit_solves_the_penalised_normal_equations(agent):
     X, y, X_test, _ = make_data(seed=2)
-    model = RidgeRegression(alpha=3.0).fit(X, y)
+    got = _fit(agent, X, y, 3.0, X_test)
     coef, intercept = _reference_ridge(X, y, 3.0)
-    assert model.fit(X, y) is model
-    np.testing.assert_allclose(model.coef_, coef, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(model.predict(X_test), X_test @ coef + intercept, rtol=1e-8, atol=1e-8)
+    assert got["same"] is True
+    np.testing.assert_allclose(got["coef"], coef, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got["predict"], X_test @ coef + intercept, rtol=1e-8, atol=1e-8)
 
 
-def test_intercept_is_not_penalised():
+def test_intercept_is_not_penalised(agent):
     X, y, _, _ = make_data(seed=3)
-    model = RidgeRegression(alpha=1e9).fit(X, y)
-    assert np.abs(model.coef_).max() < 1e-5
-    assert abs(model.intercept_ - y.mean()) < 1e-3
+    got = _fit(agent, X, y, 1e9, X[:2])
+    assert np.abs(got["coef"]).max() < 1e-5
+    assert abs(got["intercept"] - y.mean()) < 1e-3
 
 
-def test_kfold_partitions_the_samples():
-    folds = kfold_indices(23, 5, seed=4)
+FOLDS = """
+from ridge import kfold_indices
+result = [[np.asarray(train), np.asarray(val)] for train, val in kfold_indices(n, k, seed=seed)]
+"""
+
+
+def _folds(agent, n, k, seed):
+    return agent.run("import numpy as np\n" + FOLDS, n=n, k=k, seed=seed)
+
+
+def test_kfold_partitions_the_samples(agent):
+    folds = _folds(agent, 23, 5, 4)
     assert len(folds) == 5
     assert [len(val) for _, val in folds] == [5, 5, 5, 4, 4]
     validation = np.concatenate([val for _, val in folds])
@@ -52,32 +86,45 @@ def test_kfold_partitions_the_samples():
     np.testing.assert_array_equal(validation, np.random.RandomState(4).permutation(23))
 
 
-def test_kfold_depends_only_on_the_seed():
-    first = [val.tolist() for _, val in kfold_indices(30, 3, seed=7)]
-    again = [val.tolist() for _, val in kfold_indices(30, 3, seed=7)]
-    other = [val.tolist() for _, val in kfold_indices(30, 3, seed=8)]
+def test_kfold_depends_only_on_the_seed(agent):
+    first = [val.tolist() for _, val in _folds(agent, 30, 3, 7)]
+    again = [val.tolist() for _, val in _folds(agent, 30, 3, 7)]
+    other = [val.tolist() for _, val in _folds(agent, 30, 3, 8)]
     assert first == again and first != other
+    assert first == [v.tolist() for v in _reference_folds(30, 3, 7)]
 
 
-def test_cross_validate_alpha_averages_fold_errors():
+def test_cross_validate_alpha_averages_fold_errors(agent):
     X, y, _, _ = make_data(seed=5)
     alphas = np.array([0.1, 10.0])
-    best, mean_mse = cross_validate_alpha(X, y, alphas, n_folds=4, seed=6)
+    best, mean_mse = agent.call("ridge:cross_validate_alpha", X, y, alphas, n_folds=4, seed=6)
     expected = []
     for alpha in alphas:
         errors = []
-        for train, val in kfold_indices(len(y), 4, 6):
+        for val in _reference_folds(len(y), 4, 6):
+            train = np.setdiff1d(np.arange(len(y)), val)
             coef, intercept = _reference_ridge(X[train], y[train], alpha)
             errors.append(np.mean((y[val] - X[val] @ coef - intercept) ** 2))
         expected.append(np.mean(errors))
-    np.testing.assert_allclose(mean_mse, expected, rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(mean_mse, dtype=float), expected, rtol=1e-8)
     assert best == alphas[int(np.argmin(expected))]
 
 
-def test_reference_experiment_numbers():
+EXPERIMENT = """
+from ridge import RidgeRegression, cross_validate_alpha, mean_squared_error
+best, _ = cross_validate_alpha(X, y, alphas, n_folds=5, seed=0)
+result = {"best": float(best),
+          "ols": np.asarray(RidgeRegression(0.0).fit(X, y).predict(X_test), dtype=float),
+          "ridge": np.asarray(RidgeRegression(best).fit(X, y).predict(X_test), dtype=float)}
+"""
+
+
+def test_reference_experiment_numbers(agent):
     X, y, X_test, y_test = make_data(seed=0)
-    best, _ = cross_validate_alpha(X, y, ALPHAS, n_folds=5, seed=0)
-    assert best == 10.0
-    ols = mean_squared_error(y_test, RidgeRegression(0.0).fit(X, y).predict(X_test))
-    ridge = mean_squared_error(y_test, RidgeRegression(best).fit(X, y).predict(X_test))
+    got = agent.run("import numpy as np\n" + EXPERIMENT, X=X, y=y, X_test=X_test, alphas=ALPHAS)
+    assert got["best"] == 10.0
+    ols = float(np.mean((y_test - got["ols"]) ** 2))
+    ridge = float(np.mean((y_test - got["ridge"]) ** 2))
     assert abs(ols - 10.1878) < 0.01 and abs(ridge - 3.6953) < 0.01
+    coef, intercept = _reference_ridge(X, y, 10.0)
+    np.testing.assert_allclose(got["ridge"], X_test @ coef + intercept, rtol=1e-6, atol=1e-6)

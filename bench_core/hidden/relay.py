@@ -1,0 +1,230 @@
+"""The harness side of the hidden-test boundary: stage the judge, start it on the host, relay its calls to the
+sandbox through the Sandbox protocol only (`write_file`, `exec`), and read its result.
+
+The judge (`judge_main.py`, a `python3 -I` subprocess of the harness's Python) runs pytest over the hidden tests
+with the pristine masked repository on its path and never imports the agent's code. Each `agent.call` /
+`agent.run` of a test arrives here as a frame; the request is written into the sandbox's working copy and a fresh
+worker process (`worker.py`) runs it there, in whatever sandbox kind the run uses. The worker's reply line goes back
+to the judge unread: the judge decodes it strictly, as the agent's data. A reply that never comes (a crash, the
+deadline, output past the cap) is answered here as the agent's failure, typed like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from failatlas.core.errors import FailAtlasError, InfrastructureError
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = {"failatlas_wire.py": "wire.py", "failatlas_hidden.py": "fixture.py", "failatlas_judge.py": "judge_main.py"}
+WORKER_DIR = ".failatlas-hidden"
+WORKER = f"{WORKER_DIR}/failatlas_worker.py"
+REPLY_MARKER = "FAILATLAS_REPLY "
+HEADER = struct.Struct(">cQ")
+MAX_FRAME = 128 * 1024 * 1024
+REPLY_LIMIT = 80 * 1024 * 1024
+# the judge's own work between calls (data generation, reference computations) may take this long beyond the
+# task's deadline before it is stopped
+JUDGE_GRACE_S = 120.0
+JUDGE_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "TMPDIR")
+
+
+class JudgeError(InfrastructureError):
+    """The hidden-test judge itself failed (it crashed, or a hidden test file does not import): the task's or
+    the harness's problem, never the agent's; recorded as `judge_failed`."""
+
+
+@dataclass
+class JudgeRun:
+    """What the judge reported: the names of the tests that passed, one record per failed test (`test`,
+    `exception`, `object`, `message`), problems of the run as a whole (the deadline), and the calls relayed."""
+
+    passed: list[str] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    calls: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.passed) + len(self.failures)
+
+    @property
+    def ok(self) -> bool:
+        return self.total > 0 and not self.failures and not self.problems
+
+
+def stage(paths: list[Path], folder: Path) -> Path:
+    """Copy the judge's scripts and the hidden test files (one folder each, so equal names do not clash) into
+    `folder`; returns the folder of the tests."""
+    folder.mkdir(parents=True)
+    for target, source in SCRIPTS.items():
+        shutil.copyfile(HERE / source, folder / target)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    tests = folder / "tests"
+    for index, path in enumerate(paths):
+        (tests / str(index)).mkdir(parents=True)
+        shutil.copyfile(path, tests / str(index) / path.name)
+    return tests
+
+
+def install_worker(sandbox) -> None:
+    """Write the worker and its codec into the sandbox's working copy."""
+    sandbox.write_file(WORKER, (HERE / "worker.py").read_bytes())
+    sandbox.write_file(f"{WORKER_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
+
+
+def _error_reply(exception: str, message: str) -> bytes:
+    return json.dumps({"ok": False, "error": {"exception": exception, "object": "the agent's process",
+                                              "message": message}}).encode()
+
+
+def _reply(result) -> bytes:
+    """The worker's reply line, or an error reply saying why there is none."""
+    if result.timed_out or result.killed_reason == "timeout":
+        return _error_reply("Timeout", f"the call did not finish within {result.duration_s or 0:.0f} s")
+    if result.killed_reason == "oom":
+        return _error_reply("OutOfMemory", "the agent's process ran out of memory")
+    lines = [ln for ln in (result.stdout or "").splitlines() if ln.startswith(REPLY_MARKER)]
+    if lines:
+        return lines[-1][len(REPLY_MARKER):].encode("utf-8", errors="replace")
+    tail = [ln for ln in (result.stderr or "").splitlines() if ln.strip()]
+    more = f": {tail[-1][:300]}" if tail else ""
+    if result.truncated:
+        return _error_reply("ReplyTooLarge", "the agent's process wrote more output than the limit")
+    return _error_reply("NoReply", f"the agent's process ended with exit code {result.returncode} before "
+                        f"replying{more}")
+
+
+class _Relay:
+    def __init__(self, sandbox, deadline: float, call_timeout: float) -> None:
+        self.sandbox, self.deadline, self.call_timeout = sandbox, deadline, call_timeout
+        self.workdir = getattr(sandbox, "workdir", None) or "/workspace"
+        self.calls = 0
+
+    def call(self, payload: bytes) -> bytes:
+        self.calls += 1
+        left = min(self.deadline - time.monotonic(), self.call_timeout)
+        if left <= 1:
+            return _error_reply("Timeout", "the hidden tests' time was spent before this call")
+        request = f"{WORKER_DIR}/request-{self.calls}.json"
+        try:
+            if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
+                install_worker(self.sandbox)
+            self.sandbox.write_file(request, payload)
+        except InfrastructureError:
+            raise
+        except (FailAtlasError, OSError, ValueError) as exc:  # an earlier call of the agent's code broke the folder
+            return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
+        result = self.sandbox.exec(f"exec python3 -I -B {WORKER} {request}", timeout=left, cwd=self.workdir,
+                                   env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=REPLY_LIMIT)
+        return _reply(result)
+
+
+def _read_frame(fd: int, selector: selectors.BaseSelector, until: float) -> tuple[bytes, bytes] | None:
+    """One frame from the judge, or None when it closed the channel; raises TimeoutError past `until`."""
+    buffer = b""
+    need = HEADER.size
+    header = None
+    while True:
+        while len(buffer) < need:
+            if not selector.select(timeout=max(0.0, until - time.monotonic())):
+                raise TimeoutError
+            chunk = os.read(fd, min(need - len(buffer), 1 << 20))
+            if not chunk:
+                return None
+            buffer += chunk
+        if header is None:
+            header = HEADER.unpack(buffer[:HEADER.size])
+            if header[1] > MAX_FRAME:
+                raise JudgeError(f"the hidden-test judge sent a frame of {header[1]} bytes")
+            buffer, need = b"", header[1]
+            if need == 0:
+                return header[0], b""
+            continue
+        return header[0], buffer
+
+
+def _send(fd: int, payload: bytes) -> None:
+    data = HEADER.pack(b"R", len(payload)) + payload
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _judge_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in JUDGE_ENV_KEEP if k in os.environ}
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_ADDOPTS="", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONHASHSEED="0", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    return env
+
+
+def _result(raw: bytes, calls: int) -> JudgeRun:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise JudgeError(f"the hidden-test judge's result is unreadable: {exc}") from None
+    if data.get("collection_errors"):
+        raise JudgeError("a hidden test file cannot be collected: " + "; ".join(data["collection_errors"][:3]))
+    failed = {f["test"] for f in data["failures"]}
+    return JudgeRun(passed=[p for p in dict.fromkeys(data["passed"]) if p not in failed],
+                    failures=data["failures"], calls=calls)
+
+
+def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: float,
+              python: str = sys.executable) -> JudgeRun:
+    """Run the hidden tests `paths` in a judge process on the host, their calls relayed to `sandbox` (started
+    from the tree to judge); `pristine` is the masked repository without the agent's diff (the tests' trusted
+    helpers). Raises JudgeError when the judge itself fails, InfrastructureError (SandboxError) when the sandbox
+    does."""
+    with tempfile.TemporaryDirectory(prefix="failatlas-judge-") as tmp:
+        tests = stage(paths, Path(tmp) / "judge")
+        to_parent_r, to_parent_w = os.pipe()
+        to_judge_r, to_judge_w = os.pipe()
+        log = Path(tmp) / "judge.log"
+        start = time.monotonic()
+        deadline = start + timeout_s
+        relay = _Relay(sandbox, deadline, timeout_s)
+        with open(log, "wb") as log_handle:
+            proc = subprocess.Popen(
+                [python, "-I", "-B", str(Path(tmp) / "judge" / "failatlas_judge.py"), str(to_parent_w),
+                 str(to_judge_r), str(tests), str(pristine or "")],
+                pass_fds=(to_parent_w, to_judge_r), stdin=subprocess.DEVNULL, stdout=log_handle,
+                stderr=subprocess.STDOUT, cwd=Path(tmp) / "judge", env=_judge_env())
+        os.close(to_parent_w)
+        os.close(to_judge_r)
+        selector = selectors.DefaultSelector()
+        selector.register(to_parent_r, selectors.EVENT_READ)
+        try:
+            while True:
+                try:
+                    frame = _read_frame(to_parent_r, selector, deadline + JUDGE_GRACE_S)
+                except TimeoutError:
+                    run = JudgeRun(calls=relay.calls)
+                    run.problems.append(f"the hidden tests did not finish within {timeout_s:.0f} s")
+                    return run
+                if frame is None:
+                    proc.wait(timeout=30)
+                    tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+                    raise JudgeError(f"the hidden-test judge ended (exit code {proc.returncode}) without a "
+                                     f"result: {' | '.join(tail)[-600:]}")
+                kind, payload = frame
+                if kind == b"D":
+                    return _result(payload, relay.calls)
+                reply = relay.call(payload)
+                _send(to_judge_w, reply)
+        finally:
+            selector.close()
+            for fd in (to_parent_r, to_judge_w):
+                os.close(fd)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()

@@ -1,0 +1,206 @@
+"""Expected values written into the agent's files: evidence that E may not be earned (docs/metrics.md).
+
+The values a task expects (`expected_results`, a success criterion's value or oracle values, numeric checks) are
+looked for in the files the agent changed: numeric literals, numbers inside strings (decimal, scientific, hex
+floats), simple constant arithmetic folded from the syntax tree (`101878 / 10000`, `"10.18" + "78"`), and strings
+that decode as base64 or hex to text holding the number. A value is distinctive only when it is not an integer, has
+at least three significant digits and is not itself a literal of the reference implementation's own code (the
+files the task names as reference, masked or overlaid): grid values, small integers and constants gold's code
+writes are never evidence. Character-code lists under a constant shift and bytes literals are read too. A match
+is a `warn` finding of the monitor, rule `expected_literal`, and a re-run that passes while the agent's files
+write one of its expected values literally is not trusted (`fabricated_result`): no counterfactual can separate a
+forgery from an implementation written in the same masked file.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import math
+import operator
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from failatlas.bench_core.prepare.stubs import parse_python
+from failatlas.bench_core.scoring.monitor import Finding
+from failatlas.bench_core.tasks.model import TaskSpec
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])|0x[0-9a-fA-F.]+p[-+]?\d+")
+_B64 = re.compile(r"^[A-Za-z0-9+/=_-]{8,}$")
+_HEX = re.compile(r"^(?:[0-9a-fA-F]{2}){4,}$")
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_TEXT_NUMBERS = 20000
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        value = float.fromhex(text) if text.lower().startswith("0x") else float(text)
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def numbers_in_text(text: str) -> Iterator[float]:
+    """Numbers written in `text` (decimal, scientific, hex float), at most MAX_TEXT_NUMBERS."""
+    for index, match in enumerate(_NUMBER.finditer(text)):
+        if index >= MAX_TEXT_NUMBERS:
+            return
+        value = _as_float(match.group(0))
+        if value is not None:
+            yield value
+
+
+def _decoded(text: str) -> str:
+    """`text` decoded from base64 or hex when it is such an encoding of readable text, else ''."""
+    compact = text.strip()
+    for pattern, decode in ((_HEX, bytes.fromhex),
+                            (_B64, lambda s: base64.b64decode(s + "=" * (-len(s) % 4), altchars=b"-_"))):
+        if pattern.match(compact):
+            try:
+                raw = decode(compact)
+                return raw.decode("utf-8")
+            except (ValueError, binascii.Error, UnicodeDecodeError):
+                continue
+    return ""
+
+
+def _fold(node: ast.AST, depth: int = 0) -> object:
+    """The value of a constant expression (numbers, strings, + - * / // % and unary minus), else None."""
+    if depth > 50:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _fold(node.operand, depth + 1)
+        if isinstance(value, int | float):
+            return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        left, right = _fold(node.left, depth + 1), _fold(node.right, depth + 1)
+        if isinstance(left, str) and isinstance(right, str) and isinstance(node.op, ast.Add):
+            return left + right if len(left) + len(right) < 10000 else None
+        if isinstance(left, int | float) and isinstance(right, int | float):
+            if max(abs(left), abs(right)) > 1e300:
+                return None
+            try:
+                return _OPS[type(node.op)](left, right)
+            except (ArithmeticError, ValueError):
+                return None
+    return None
+
+
+_NUMBER_CHARS = frozenset("0123456789.-+eE")
+
+
+def _char_code_values(codes: list[int]) -> Iterator[float]:
+    """Numbers spelled by a list of character codes under a constant shift (`[ord(c) + 7 for c in "3.69"]`)."""
+    if not 3 <= len(codes) <= 40:
+        return
+    for shift in range(-128, 129):
+        chars = [c - shift for c in codes]
+        if all(0 <= c < 128 and chr(c) in _NUMBER_CHARS for c in chars):
+            value = _as_float("".join(map(chr, chars)))
+            if value is not None:
+                yield value
+
+
+def _python_values(source: str) -> Iterator[float]:
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        yield from numbers_in_text(source)
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.List | ast.Tuple):
+            codes = [e.value for e in node.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+            if len(codes) == len(node.elts):
+                yield from _char_code_values(codes)
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+            yield from numbers_in_text(node.value.decode("latin-1"))
+            continue
+        if not isinstance(node, ast.Constant | ast.BinOp | ast.UnaryOp):
+            continue
+        value = _fold(node)
+        if isinstance(value, int | float):
+            if math.isfinite(value):
+                yield float(value)
+        elif isinstance(value, str):
+            yield from numbers_in_text(value)
+            yield from numbers_in_text(_decoded(value))
+
+
+def file_values(path: str, text: str) -> list[float]:
+    """Every number `text` (the file `path`) writes, in the encodings the module docstring names."""
+    if path.endswith(".py"):
+        return list(_python_values(text))
+    values = list(numbers_in_text(text))
+    for token in re.findall(r"[A-Za-z0-9+/=_-]{8,}", text)[:MAX_TEXT_NUMBERS]:
+        values.extend(numbers_in_text(_decoded(token)))
+    return values
+
+
+def _significant_digits(value: float) -> int:
+    digits = f"{abs(value):.12g}".replace(".", "").split("e")[0].strip("0")
+    return len(digits)
+
+
+def expected_values(task: TaskSpec) -> list[tuple[str, float, float, float]]:
+    """(name, value, rtol, atol) of every numeric value the task's execution checks expect."""
+    out = [(m.name, float(m.value), m.rtol, m.atol) for m in task.expected_results]
+    if task.success is not None:
+        crit = task.success
+        if isinstance(crit.value, int | float) and not isinstance(crit.value, bool):
+            out.append((crit.metric, float(crit.value), crit.rtol, crit.atol))
+        out += [(crit.metric, float(v), 0.0, crit.band) for v in crit.oracle_values]
+    for check in task.checks:
+        if isinstance(check.value, int | float) and not isinstance(check.value, bool):
+            out.append((check.name, float(check.value), check.rtol, check.atol))
+    return out
+
+
+def distinctive(value: float, reference: set[float]) -> bool:
+    """Whether `value` would be evidence if written literally (module docstring)."""
+    if float(value).is_integer() or _significant_digits(value) < 3:
+        return False
+    return not any(math.isclose(value, r, rel_tol=1e-9, abs_tol=1e-12) for r in reference)
+
+
+def reference_values(task: TaskSpec, reference_tree: Path | None) -> set[float]:
+    """The numeric literals of the reference implementation's own files (module docstring)."""
+    if reference_tree is None:
+        return set()
+    names = set(task.implementation.reference_files) | set(task.masking.files)
+    names |= {ref.path for ref in task.masking.functions}
+    values: set[float] = set()
+    for rel in sorted(names):
+        path = reference_tree / rel
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
+            values.update(file_values(rel, path.read_text(errors="replace")))
+    return values
+
+
+def literal_matches(task: TaskSpec, files: dict[str, str], reference: set[float]) -> list[tuple[str, str, float]]:
+    """(path, metric, expected value) for each distinctive expected value that the agent's changed `files`
+    (path -> text) write, in any encoding of the module docstring, within the metric's tolerance."""
+    wanted = [(n, v, r, a) for n, v, r, a in expected_values(task) if distinctive(v, reference)]
+    if not wanted:
+        return []
+    matches = []
+    for path, text in sorted(files.items()):
+        seen = [x for x in file_values(path, text) if not float(x).is_integer() and _significant_digits(x) >= 3]
+        for name, value, rtol, atol in wanted:
+            tol = max(atol, rtol * abs(value), 1e-9 * abs(value))
+            if any(abs(x - value) <= tol for x in seen):
+                matches.append((path, name, value))
+    return matches
+
+
+def literal_findings(matches: list[tuple[str, str, float]]) -> list[Finding]:
+    """One `warn` finding of rule `expected_literal` per match of `literal_matches`."""
+    return [Finding("expected_literal", "warn", f"{path} writes the expected value of {name} ({value:g}) as a "
+                    "literal: a passing re-run that reports it is not trusted") for path, name, value in matches]
