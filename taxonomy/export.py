@@ -22,6 +22,18 @@ from failatlas.taxonomy.tables import TABLE_FORMATS, has_runs
 FIGURE_FORMATS = ("png", "pdf")
 
 
+def table_caption(version: int | str, runs: bool, view: str | None = None) -> str:
+    """The prevalence table's caption, naming the unit of every number and the interval rule."""
+    what = f"FailAtlas taxonomy v{version}" + (f", {view}" if view else "")
+    return (
+        f"Failure types per phase ({what}). n: insight occurrences of the type (one per statement of a failure in "
+        "a run or trace); share: of the phase's occurrences, with a 95% bootstrap CI (none where a phase has a "
+        "single type, which holds 100% by construction)"
+        + ("; runs affected: k/n, the runs with at least one such occurrence of all the runs counted." if runs
+           else ".")
+    )
+
+
 def export_formats() -> tuple[str, ...]:
     """Every format `export_taxonomy` writes: the registered table formats, then the figures' file types."""
     return (*TABLE_FORMATS.names(), *FIGURE_FORMATS)
@@ -72,11 +84,7 @@ def export_taxonomy(
         f"FailAtlas taxonomy v{taxonomy.version} ({taxonomy_id}); {taxonomy.code_version}; "
         f"95% bootstrap CIs, {n_boot} draws, seed {seed}."
     )
-    title = (
-        f"Failure types per phase (FailAtlas taxonomy v{taxonomy.version}): n insights of the type, their share "
-        "of the phase's insights with a 95% bootstrap CI"
-        + ("; runs affected: runs with at least one such insight." if has_runs(frame) else ".")
-    )
+    title = table_caption(taxonomy.version, has_runs(frame))
     for fmt in TABLE_FORMATS.names():
         if fmt in formats:
             path = out / f"prevalence.{fmt}"

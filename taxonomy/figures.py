@@ -38,6 +38,9 @@ def _save(fig, stem: Path, suffixes: Sequence[str]) -> list[Path]:  # noqa: ANN0
 _PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
 
 
+_BAR_COLOURS = [c for c in _PALETTE if c != "#8C8C8C"]  # grey stands for the runs scored
+
+
 def _wrap(text: str, width: int = 42) -> str:
     """A label on as many lines as it needs: never cut, so a reader sees the whole name."""
     return "\n".join(textwrap.wrap(" ".join(str(text).split()), width=width, break_long_words=True)) or "–"
@@ -142,35 +145,54 @@ def agent_heatmap(
     return _save(fig, stem, suffixes)
 
 
-def funnel_figure(frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf")) -> list[Path]:
-    """Grouped bars: share of runs passing each conjunctive stage, per agent, labelled k/n."""
+def funnel_axes(frame: pl.DataFrame):  # noqa: ANN201 - a matplotlib Figure
+    """The funnel as a Figure: one small panel per agent (a grid of up to three columns), five bars each (M, M·C,
+    ..., M·C·D·I·E). Behind each bar a light one stands for the runs scored there (100%), so a stage no run passes
+    still shows, with a dark line at 0; each bar is labelled k/n inside its own panel, so no two labels meet; a stage
+    with no run scored says 'n/a'. Each background bar's gid is 'agent|stage' (for tests)."""
     from failatlas.taxonomy.funnel import STAGES
 
     agents = sorted(frame["agent"].unique().to_list())
-    fig = _figure(7.0, 3.6)
-    ax = fig.subplots()
-    width = 0.8 / max(len(agents), 1)
-    for k, agent in enumerate(agents):
-        part = frame.filter(pl.col("agent") == agent)
-        by_stage = {r["stage"]: r for r in part.iter_rows(named=True)}
-        x = np.arange(len(STAGES)) + (k - (len(agents) - 1) / 2) * width
-        values = [100 * by_stage[s]["share"] for s in STAGES]
-        bars = ax.bar(x, values, width=width, label=agent)
-        for bar, s in zip(bars, STAGES, strict=True):
-            ax.text(
-                bar.get_x() + bar.get_width() / 2,
-                bar.get_height() + 1,
-                f"{by_stage[s]['n_pass']}/{by_stage[s]['n_runs']}",
-                ha="center",
-                fontsize=6,
-            )
-    ax.set_xticks(range(len(STAGES)), STAGES)
-    ax.set_ylabel("runs passing (%)")
-    ax.set_ylim(0, 110)
-    ax.set_title(
-        "conjunctive score: M monitor, C conclusion, D design, I implementation, E execution",
-        fontsize=8,
-        loc="left",
-    )
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside, not over bars
-    return _save(fig, stem, suffixes)
+    ncols = min(3, max(len(agents), 1))
+    nrows = max(1, -(-len(agents) // ncols))
+    fig = _figure(2.5 * ncols + 0.4, 1.9 * nrows + 0.7)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
+    x = np.arange(len(STAGES))
+    for k, ax in enumerate(axes.flat):
+        if k >= len(agents):
+            ax.set_visible(False)
+            continue
+        agent = agents[k]
+        by_stage = {r["stage"]: r for r in frame.filter(pl.col("agent") == agent).iter_rows(named=True)}
+        colour = _BAR_COLOURS[k % len(_BAR_COLOURS)]
+        for j, stage in enumerate(STAGES):
+            r = by_stage.get(stage)
+            scored = bool(r and r["n_runs"])
+            if not scored:
+                ax.text(j, 4, "n/a", ha="center", va="bottom", fontsize=6.5, color="#666666")
+                continue
+            back = ax.bar(j, 100, width=0.72, color="#E6E6E6", edgecolor="#BBBBBB", linewidth=0.5)[0]
+            back.set_gid(f"{agent}|{stage}")
+            share = 100 * r["n_pass"] / r["n_runs"]
+            ax.bar(j, share, width=0.72, color=colour)
+            ax.hlines(0, j - 0.36, j + 0.36, color="#222222", linewidth=1.6)
+            inside = share > 80
+            ax.text(j, share - 4 if inside else share + 3, f"{r['n_pass']}/{r['n_runs']}", ha="center",
+                    va="top" if inside else "bottom", fontsize=6.5, color="white" if inside else "#222222")
+        ax.set_title(_wrap(agent, 34), fontsize=7.5, loc="left")
+        ax.set_ylim(0, 112)
+        ax.set_yticks([0, 50, 100])
+        ax.tick_params(labelsize=6.5, length=2)
+        ax.set_xticks(x, STAGES, rotation=35, ha="right", rotation_mode="anchor", fontsize=6.5)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("runs passing (%)", fontsize=7)
+    fig.suptitle("Conjunctive score per agent: M monitor, C conclusion, D design, I implementation, E execution "
+                 "(k/n runs; grey: runs scored)", fontsize=7.5, x=0.01, ha="left")
+    return fig
+
+
+def funnel_figure(frame: pl.DataFrame, stem: Path, suffixes: Sequence[str] = ("png", "pdf")) -> list[Path]:
+    """The funnel (`funnel_axes`) written as PNG and PDF."""
+    return _save(funnel_axes(frame), stem, suffixes)

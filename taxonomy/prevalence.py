@@ -9,9 +9,15 @@ Units:
   those insights come from (runs without failures count too; runs that ended in an infrastructure error
   do not). A run can show several types, so these shares
   need not sum to 1.
-Confidence intervals are percentile bootstrap intervals: resampling occurrences within a phase is a
-multinomial
-draw, resampling runs or tasks is a binomial draw per type, so both are computed in closed form per draw.
+Confidence intervals (95%):
+- share of insights: percentile bootstrap, resampling the phase's occurrences (a multinomial draw, closed form per
+  draw). A phase with a single row (one failure type and nothing unassigned) holds 100% of its occurrences by
+  construction: its interval is null, and every table, page and command prints it as '–'
+  (`failatlas.core.tables.interval_text`), never as '100.0–100.0'.
+- share of runs / tasks: Wilson score interval per type (a binomial proportion: k of n runs), which keeps its width
+  at 0 of n and n of n, where a bootstrap collapses to a point.
+- the difference of two groups' shares (`share_difference`): Newcombe's hybrid score interval (his method 10),
+  built from the two Wilson intervals; a difference whose interval excludes 0 is significant at the 5% level.
 """
 
 from __future__ import annotations
@@ -85,14 +91,44 @@ def _bootstrap_insights(counts: np.ndarray, n_boot: int, rng: np.random.Generato
     return np.quantile(draws, 0.025, axis=0), np.quantile(draws, 0.975, axis=0)
 
 
-def _bootstrap_binomial(
-    counts: np.ndarray, total: int, n_boot: int, rng: np.random.Generator
-) -> tuple[np.ndarray, ...]:
-    if total == 0 or n_boot == 0:
-        share = counts / max(total, 1)
-        return share, share
-    draws = rng.binomial(total, counts / total, size=(n_boot, len(counts))) / total
-    return np.quantile(draws, 0.025, axis=0), np.quantile(draws, 0.975, axis=0)
+Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
+
+
+def wilson(count: np.ndarray | float, total: np.ndarray | float, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's score interval of the proportion count/total (arrays or scalars); (nan, nan) where total is 0."""
+    k = np.asarray(count, dtype=float)
+    n = np.asarray(total, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def share_difference(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float, float]:
+    """The difference of two independent shares k1/n1 - k2/n2 with Newcombe's hybrid score interval (method 10 of
+    Newcombe 1998, "Interval estimation for the difference between independent proportions"): from the Wilson
+    intervals (l1, u1), (l2, u2), low = d - sqrt((p1-l1)^2 + (u2-p2)^2), high = d + sqrt((u1-p1)^2 + (p2-l2)^2).
+    Returns (difference, low, high); nan for all three when either total is 0."""
+    if n1 <= 0 or n2 <= 0:
+        return float("nan"), float("nan"), float("nan")
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = (float(v) for v in wilson(k1, n1, z))
+    l2, u2 = (float(v) for v in wilson(k2, n2, z))
+    d = p1 - p2
+    return d, max(-1.0, d - float(np.hypot(p1 - l1, u2 - p2))), min(1.0, d + float(np.hypot(u1 - p1, p2 - l2)))
+
+
+def unit_totals(store: Store, taxonomy_id: str | None, unit: Unit, by: By | None = None) -> dict[str, int]:
+    """The denominators of the share of runs (tasks) per group, for every group: also a group none of whose runs
+    shows a failure (e.g. the reference agent `gold`), which `prevalence` has no row for. Empty for `insights`
+    or when no insight names a run (task)."""
+    if unit == "insights":
+        return {}
+    taxonomy_id = resolve_taxonomy(store, taxonomy_id)
+    occ = query_frame(store, _OCCURRENCES_SQL, [taxonomy_id]).with_columns(_group_expr(by))
+    named = occ.filter(pl.col("run_id" if unit == "runs" else "task_id").is_not_null())
+    return _unit_denominators(store, named, unit, by) if named.height else {}
 
 
 def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | None) -> dict[str, int]:
@@ -121,7 +157,8 @@ def prevalence(
     seed: int = 0,
 ) -> pl.DataFrame:
     """Prevalence rows of a taxonomy (default: the newest), one per (group, phase, failure type), with
-    `count`, `total`, `share`, `ci_low`, `ci_high` (95% percentile bootstrap, `n_boot` draws, seeded).
+    `count`, `total`, `share`, `ci_low`, `ci_high` (95%: for `insights` a percentile bootstrap of `n_boot` draws,
+    seeded, null for a phase's only row; for `runs`/`tasks` Wilson's score interval; see the module's notes).
 
     `by` splits by agent, model or benchmark (missing values become '(unknown)'); the 'unassigned' bucket is a
     row like any other. Rows are ordered by group, phase (paper order), category and then count. Raises
@@ -146,6 +183,8 @@ def prevalence(
         ):
             counts = part["count"].to_numpy().astype(float)
             low, high = _bootstrap_insights(counts, n_boot, rng)
+            if part.height == 1:  # the phase's only row: 100% by construction, no interval
+                low = high = np.array([np.nan])
             rows.append(
                 part.with_columns(
                     pl.lit(int(counts.sum())).alias("total"),
@@ -169,8 +208,7 @@ def prevalence(
             ["group", "phase"], maintain_order=True
         ):
             total = totals.get(part["group"][0], 0)
-            counts = part["count"].to_numpy().astype(float)
-            low, high = _bootstrap_binomial(counts, total, n_boot, rng)
+            low, high = wilson(part["count"].to_numpy(), total)
             rows.append(
                 part.with_columns(
                     pl.lit(total).alias("total"), pl.Series("ci_low", low), pl.Series("ci_high", high)
@@ -190,6 +228,8 @@ def prevalence(
         pl.col("count").cast(pl.Int64),
         pl.col("total").cast(pl.Int64),
         (pl.col("count") / pl.col("total")).alias("share"),
+        pl.col("ci_low").fill_nan(None),
+        pl.col("ci_high").fill_nan(None),
     )
     out = out.join(types, on="failure_type_id", how="left").with_columns(
         pl.when(pl.col("failure_type_id") == UNASSIGNED)

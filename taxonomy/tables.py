@@ -12,7 +12,11 @@ from typing import Protocol
 import polars as pl
 
 from failatlas.core.registry import Registry
-from failatlas.core.tables import latex_cell, paper_table  # the one LaTeX escaping of every export
+from failatlas.core.tables import interval_text, latex_cell, paper_table  # one escaping, one interval rule
+
+# What a count of each unit counts, in the same words on the app's pages, in the CLI and in every export.
+UNIT_NOUNS = {"insights": "insight occurrences", "runs": "runs", "tasks": "tasks"}
+COUNT_HEADERS = {"insights": "occurrences", "runs": "runs affected", "tasks": "tasks affected"}
 
 
 def pct(x: float | None) -> str:
@@ -32,7 +36,7 @@ def one_line(text: str) -> str:
 
 def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells, one row per (phase, failure type), in the frame's order."""
-    headers = ["Phase", "Category", "Failure type", "n", "Share (%)", "95% CI (%)"]
+    headers = ["Phase", "Category", "Failure type", "n (occurrences)", "Share (%)", "95% CI (%)"]
     runs = has_runs(frame)
     if runs:
         headers += ["Runs affected", "Runs (%)"]
@@ -44,7 +48,7 @@ def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
             one_line(r["failure_type"] or r["failure_type_id"]),
             str(r["count"]),
             pct(r["share"]),
-            f"{pct(r['ci_low'])}–{pct(r['ci_high'])}",
+            interval_text(r["ci_low"], r["ci_high"]),
         ]
         if runs:
             affected = "" if r["runs_count"] is None else f"{r['runs_count']}/{r['runs_total']}"
@@ -56,7 +60,7 @@ def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
 def to_markdown(frame: pl.DataFrame, *, title: str | None = None) -> str:
     """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
     headers, rows = display_rows(frame)
-    numeric = {"n", "Share (%)", "95% CI (%)", "Runs affected", "Runs (%)"}
+    numeric = {"n (occurrences)", "Share (%)", "95% CI (%)", "Runs affected", "Runs (%)"}
 
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
@@ -71,30 +75,39 @@ def _same_name(a: str, b: str) -> bool:
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
 
 
+def _stacked(*lines: str) -> str:
+    """A header cell on several lines (a nested tabular: no extra package), so a number column is as wide as its
+    numbers, not as its header, and the failure type column keeps the room."""
+    return r"\begin{tabular}[b]{@{}r@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
+
+
 def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-prevalence",
              comment: str | None = None, unit: str = "insights") -> str:
     """A `table` float ready to \\input into a plain `article` with booktabs and tabularx (named in its header
-    comment): caption, label, and a `tabularx` of \\textwidth whose first column wraps. Phases and categories are
-    heading rows, so the category is printed once, above its types; a category holding one type of the same name
-    shows that name once. Numbers as in the Markdown and CSV (`display_rows`). `caption` is plain text (escaped
-    here)."""
+    comment): caption, label, and a `tabularx` of \\textwidth whose first column wraps. Number headers stand on two
+    lines and the column gap is narrowed, so the failure type column gets the width the numbers do not need. Phases
+    (a row across the table, with the phase's total and its unit) and categories are heading rows, so the category
+    is printed once, above its types; a category holding one type of the same name shows that name once. Numbers
+    as in the Markdown and CSV (`display_rows`). `caption` is plain text (escaped here)."""
     _, rows = display_rows(frame)
     runs = has_runs(frame)
-    header = ["Failure type", "$n$", r"Share (\%)", r"95\% CI (\%)"] + ([r"Runs affected (\%)"] if runs else [])
+    header = ["Failure type", "$n$", _stacked("Share", r"(\%)"), _stacked(r"95\% CI", r"(\%)")]
+    header += [_stacked("Runs", "affected")] if runs else []
     width = len(header)
     blank = " &" * (width - 1)
     body: list[str] = []
     previous_phase = previous_category = None
     categories = frame.group_by("phase", "category", maintain_order=True).agg(pl.len().alias("k"))
     sizes = {(r["phase"], r["category"]): r["k"] for r in categories.iter_rows(named=True)}
+    noun = UNIT_NOUNS.get(unit, unit)
     for r, cells in zip(frame.iter_rows(named=True), rows, strict=True):
         phase, category, name = cells[0], cells[1], cells[2]
         if phase != previous_phase:
             if previous_phase is not None:
                 body.append(r"\midrule")
             runs_total = f", {r['runs_total']} runs" if runs and r.get("runs_total") is not None else ""
-            body.append(rf"\textbf{{{latex_cell(phase.capitalize())}}} ($N={r['total']}$ {unit}{runs_total})"
-                        + blank + r" \\")
+            body.append(rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textbf{{{latex_cell(phase.capitalize())}}} "
+                        rf"($N={r['total']}$ {noun}{runs_total})}} \\")
             previous_category = None
         alone = sizes.get((r["phase"], r["category"]), 0) == 1 and _same_name(category, name)
         if category != previous_category and category and not alone:
@@ -102,12 +115,13 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
         previous_phase, previous_category = phase, category
         numbers = [cells[3], cells[4], cells[5].replace("–", "--")]
         if runs:
-            numbers.append(f"{cells[6]} ({cells[7]})" if cells[6] else "--")
-        indent = "0.5em" if alone else "1.5em"
+            numbers.append(cells[6] or "--")  # k/n says the share exactly; the name keeps the width
+        indent = "0.5em" if alone else "1em"
         first = rf"\leftskip={indent}\relax {latex_cell(name)}"
         body.append(" & ".join([first, *numbers]) + r" \\")
     spec = r"@{}>{\raggedright\arraybackslash}X" + "r" * (width - 1) + "@{}"
-    return paper_table(spec, header, body, caption=latex_cell(caption), label=label, comment=comment or "")
+    return paper_table(spec, header, body, caption=latex_cell(caption), label=label, comment=comment or "",
+                       column_gap="4pt")
 
 
 CSV_COLUMNS = [

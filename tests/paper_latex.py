@@ -15,8 +15,8 @@ def header_packages(tex: Path) -> list[str]:
     return re.findall(r"\\usepackage\{(\w+)\}", tex.read_text().split(r"\begin{table}")[0])
 
 
-def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> None:
-    """pdflatex a plain article that \\input's `tex`; fails on an error or an overfull box."""
+def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> Path:
+    """pdflatex a plain article that \\input's `tex`; fails on an error or an overfull box. Returns the PDF."""
     if not shutil.which("pdflatex"):
         pytest.fail("pdflatex is not installed: run scripts/setup.sh (it installs texlive-latex-base); "
                     "a LaTeX export that was never compiled proves nothing")
@@ -35,3 +35,13 @@ def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> None:
     assert doc.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
     overfull = [line for line in log.splitlines() if "Overfull" in line]
     assert not overfull, f"{tex.name} does not fit the text width: {overfull}"
+    return doc.with_suffix(".pdf")
+
+
+def pdf_text(pdf: Path) -> str:
+    """The compiled PDF's text as a reader sees it, laid out line by line (poppler's `pdftotext -layout`)."""
+    if not shutil.which("pdftotext"):
+        pytest.fail("pdftotext is not installed: run scripts/setup.sh (it installs poppler-utils)")
+    proc = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -120,12 +120,18 @@ def runs_overview(store: Store) -> pl.DataFrame:
 
 
 def runs_page(store: Store, *, limit: int = 50, offset: int = 0) -> tuple[pl.DataFrame, int]:
-    """One page of runs, newest first, with their status, time, cost and validator outcome; and the total."""
+    """One page of runs, newest first, with their status, time, cost, the validator's outcome and beside it the
+    monitor's verdict (`flagged`: a finding of severity fail, as M counts it; `warned`; `clean`: scored without
+    finding); and the total."""
     with store.read() as conn:
         total = conn.execute("SELECT count(*) FROM runs").fetchall()[0][0]
         table = conn.sql(
-            "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.status, v.outcome, r.duration_s,"
+            "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.status, v.outcome,"
+            " CASE WHEN m.failed THEN 'flagged' WHEN m.warned THEN 'warned'"
+            " WHEN v.run_id IS NOT NULL THEN 'clean' END AS monitor, r.duration_s,"
             " r.cost_usd, r.tokens, r.finished_at FROM runs r LEFT JOIN validations v ON v.run_id = r.id"
+            " LEFT JOIN (SELECT run_id, bool_or(severity = 'fail') AS failed, bool_or(severity = 'warn') AS warned"
+            " FROM monitor_findings GROUP BY run_id) m ON m.run_id = r.id"
             " ORDER BY r.finished_at DESC, r.id LIMIT ? OFFSET ?", params=[int(limit), int(offset)]).to_arrow_table()
     return pl.from_arrow(table), int(total)  # type: ignore[return-value]
 
@@ -221,26 +227,92 @@ def prevalence_frame(store: Store, taxonomy_id: str, *, unit: str = "insights", 
              "failure_type", "count", "total", "share", "ci_low", "ci_high")
 
 
+def compare_options(store: Store) -> dict[str, list[str]]:
+    """What Compare can put side by side: every agent, model and benchmark that insights name or that ran (so the
+    reference agent `gold`, whose runs leave no failure insight, is offered too)."""
+    out: dict[str, list[str]] = {}
+    with store.read() as conn:
+        present = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        for dim in ("agent", "model", "benchmark"):
+            parts = [f"SELECT {dim} AS v FROM insight_sources"]  # noqa: S608 - dim is one of three names
+            if "runs" in present:
+                parts.append(f"SELECT {dim} AS v FROM runs")  # noqa: S608
+            rows = conn.execute(f"SELECT DISTINCT v FROM ({' UNION ALL '.join(parts)})"  # noqa: S608
+                                " WHERE v IS NOT NULL AND v <> '' ORDER BY 1").fetchall()
+            out[dim] = [r[0] for r in rows]
+    return out
+
+
 def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: str, unit: str = "insights",
                   n_boot: int = 1000) -> pl.DataFrame:
-    """Two agents (or models, benchmarks) side by side on the same taxonomy: one row per failure type with each
-    side's count, share and interval from `prevalence(by=...)`, and the difference of shares."""
+    """Two agents (or models, benchmarks) side by side on the same taxonomy: one row per (phase, failure type) that
+    either side shows, with each side's count, total, share and interval (`prevalence(by=...)`, the exports'
+    numbers; a side without the type counts 0 of its total, with the interval its unit's method gives a zero
+    count) and the difference of shares with Newcombe's hybrid score interval (`taxonomy.prevalence.
+    share_difference`). Rows are keyed by the failure type's id, never its name, so a type is one row."""
+    import numpy as np
+
     from failatlas.taxonomy import prevalence
+    from failatlas.taxonomy.model import phase_rank
+    from failatlas.taxonomy.prevalence import share_difference, unit_totals, wilson
 
     frame = prevalence(store, taxonomy_id, unit=unit, by=by, n_boot=n_boot)  # type: ignore[arg-type]
-    keys = ["phase", "category", "failure_type_id", "failure_type"]
-    sides = []
-    for name, group in (("left", left), ("right", right)):
-        part = frame.filter(pl.col("group") == group).select(
-            keys + [pl.col(c).alias(f"{name}_{c}") for c in ("count", "total", "share", "ci_low", "ci_high")])
-        sides.append(part)
-    out = sides[0].join(sides[1], on=keys, how="full", coalesce=True)
-    from failatlas.taxonomy.model import phase_rank
-
+    runs_totals = unit_totals(store, taxonomy_id, unit, by)  # type: ignore[arg-type]
+    names = frame.select("phase", "failure_type_id", "failure_type", "category").unique(
+        ["phase", "failure_type_id"], keep="first", maintain_order=True)
+    rows: list[dict[str, Any]] = []
+    sides = {name: frame.filter(pl.col("group") == group) for name, group in (("left", left), ("right", right))}
+    found = {name: {(r["phase"], r["failure_type_id"]): r for r in part.iter_rows(named=True)}
+             for name, part in sides.items()}
+    phase_totals = {name: dict(part.group_by("phase").agg(pl.col("count").sum()).iter_rows())
+                    for name, part in sides.items()}
+    for t in names.iter_rows(named=True):
+        key = (t["phase"], t["failure_type_id"])
+        if key not in found["left"] and key not in found["right"]:
+            continue
+        row: dict[str, Any] = dict(t)
+        for name, group in (("left", left), ("right", right)):
+            hit = found[name].get(key)
+            total = (runs_totals.get(group, 0) if unit != "insights" else phase_totals[name].get(t["phase"], 0))
+            if hit is not None:
+                values = {c: hit[c] for c in ("count", "total", "share", "ci_low", "ci_high")}
+            elif unit == "insights":  # the bootstrap of a zero count: always 0
+                values = {"count": 0, "total": total, "share": 0.0 if total else None,
+                          "ci_low": 0.0 if total else None, "ci_high": 0.0 if total else None}
+            else:
+                low, high = (float(v) for v in wilson(0, total)) if total else (np.nan, np.nan)
+                values = {"count": 0, "total": total, "share": 0.0 if total else None,
+                          "ci_low": None if total == 0 else low, "ci_high": None if total == 0 else high}
+            row |= {f"{name}_{c}": v for c, v in values.items()}
+        d, low, high = share_difference(row["left_count"], row["left_total"], row["right_count"], row["right_total"])
+        row |= {"difference": None if d != d else d, "difference_low": None if low != low else low,
+                "difference_high": None if high != high else high}
+        rows.append(row)
+    schema = {"phase": pl.Utf8, "failure_type_id": pl.Utf8, "failure_type": pl.Utf8, "category": pl.Utf8,
+              **{f"{n}_{c}": (pl.Int64 if c in ("count", "total") else pl.Float64)
+                 for n in ("left", "right") for c in ("count", "total", "share", "ci_low", "ci_high")},
+              "difference": pl.Float64, "difference_low": pl.Float64, "difference_high": pl.Float64}
+    out = pl.DataFrame(rows, schema=schema)
     return out.with_columns(
-        (pl.col("left_share").fill_null(0) - pl.col("right_share").fill_null(0)).alias("difference"),
         pl.col("phase").map_elements(phase_rank, return_dtype=pl.Int64).alias("_rank"),
-    ).sort("_rank", "phase", "difference", descending=[False, False, True]).drop("_rank")
+    ).sort(["_rank", "phase", "difference", "failure_type_id"], descending=[False, False, True, False],
+           nulls_last=True).drop("_rank")
+
+
+def compare_totals(store: Store, taxonomy_id: str, *, by: str, values: tuple[str, ...],
+                   unit: str = "insights") -> dict[str, int]:
+    """Each value's denominator in the whole taxonomy: its insight occurrences (unit `insights`) or its runs
+    (tasks) as the share of runs counts them; 0 for a value with none."""
+    from failatlas.taxonomy import prevalence
+    from failatlas.taxonomy.prevalence import unit_totals
+
+    if unit != "insights":
+        totals = unit_totals(store, taxonomy_id, unit, by)  # type: ignore[arg-type]
+        return {v: int(totals.get(v, 0)) for v in values}
+    frame = prevalence(store, taxonomy_id, by=by, n_boot=0)  # type: ignore[arg-type]
+    sums = dict(frame.group_by("group").agg(pl.col("count").sum()).iter_rows())
+    return {v: int(sums.get(v, 0)) for v in values}
 
 
 def taxonomy_types(store: Store, taxonomy_id: str) -> pl.DataFrame:
@@ -341,6 +413,53 @@ def entry_point_types(store: Store, taxonomy_id: str, name: str) -> pl.DataFrame
                           & ((pl.col("hits") > 0) | (pl.col("evidence") >= ENTRY_MIN_EVIDENCE)))
             .sort(["score", "n_insights", "failure_type_id"], descending=[True, True, False])
             .drop("_name", "_kw", "_def"))
+
+
+_SOURCE_FILTERS = {"agent": "coalesce(s.agent, r.agent)", "model": "coalesce(s.model, r.model)",
+                   "benchmark": "coalesce(s.benchmark, r.benchmark)", "paper": "s.paper_id"}
+
+
+def type_counts(store: Store, taxonomy_id: str, dimension: str | None = None,
+                value: str | None = None) -> pl.DataFrame:
+    """Per failure type the three units the pages name, so no number stands without its unit: `insights`
+    (distinct insight texts), `occurrences` (statements: one per source row, as the share of insights counts
+    them) and `runs` (distinct runs the type shows in); optionally only the sources of one agent, model,
+    benchmark or paper."""
+    where, params = "ift.taxonomy_id = ?", [taxonomy_id]
+    if dimension is not None and value is not None:
+        if dimension not in _SOURCE_FILTERS:
+            raise ValueError(f"unknown filter dimension {dimension!r}")
+        where += f" AND {_SOURCE_FILTERS[dimension]} = ?"
+        params.append(value)
+    return _frame(store, f"""
+        SELECT ift.failure_type_id, count(DISTINCT ift.insight_id) AS insights,
+               sum(CASE WHEN s.insight_id IS NULL THEN i.n_occurrences ELSE 1 END) AS occurrences,
+               count(DISTINCT s.run_id) AS runs
+        FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id
+        LEFT JOIN insight_sources s ON s.insight_id = ift.insight_id LEFT JOIN runs r ON r.id = s.run_id
+        WHERE {where} GROUP BY ALL""", params)  # noqa: S608 - the filter column is one of four names
+
+
+def type_runs(store: Store, taxonomy_id: str, failure_type_ids: tuple[str, ...], per_type: int = 4) -> pl.DataFrame:
+    """For each failure type, its most representative stored runs (the runs holding most of its occurrences, then
+    by agent and task), at most `per_type` each: run, agent, task, status, the validator's outcome and the
+    monitor's verdict, so a page can open a run's diff and validator log in one click."""
+    return _frame(store, """
+        WITH hits AS (
+            SELECT ift.failure_type_id, s.run_id, count(*) AS occurrences
+            FROM insight_failure_types ift JOIN insight_sources s ON s.insight_id = ift.insight_id
+            WHERE ift.taxonomy_id = ? AND ift.failure_type_id IN (SELECT unnest(?::VARCHAR[])) AND s.run_id IS NOT NULL
+            GROUP BY ALL)
+        SELECT h.failure_type_id, h.run_id, h.occurrences, r.agent, r.task_id, r.status AS run_status,
+               v.outcome AS validator_outcome, m.verdict AS monitor_verdict
+        FROM hits h JOIN runs r ON r.id = h.run_id LEFT JOIN validations v ON v.run_id = r.id
+        LEFT JOIN (SELECT run_id, CASE WHEN bool_or(severity = 'fail') THEN 'flagged'
+                                       WHEN bool_or(severity = 'warn') THEN 'warned' ELSE 'clean' END AS verdict
+                   FROM monitor_findings GROUP BY run_id) m ON m.run_id = r.id
+        QUALIFY row_number() OVER (PARTITION BY h.failure_type_id
+                                   ORDER BY h.occurrences DESC, r.agent, r.task_id, r.id) <= ?
+        ORDER BY h.failure_type_id, h.occurrences DESC, r.agent, r.task_id, r.id""",
+                  [taxonomy_id, list(failure_type_ids), int(per_type)])
 
 
 def type_insights(store: Store, taxonomy_id: str, failure_type_id: str, *, search: str = "", limit: int = 50,

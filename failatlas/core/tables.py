@@ -28,6 +28,23 @@ def fmt(value: object, digits: int = 2) -> str:
     return str(value)
 
 
+def interval_text(low: float | None, high: float | None, *, digits: int = 1, scale: float = 100.0,
+                  dash: str = "–") -> str:
+    """A 95% interval as every table, page and command prints it: 'low–high' in percent (`scale`) with `digits`
+    decimals, or '–' when there is none. The one rule: an interval is missing (null) only where the share is fixed by
+    construction (a phase's only failure type holds 100% of the phase's insights; see `taxonomy.prevalence`), and
+    every other interval is printed as it is, even when it is narrow."""
+    if low is None or high is None or low != low or high != high:
+        return dash
+    return f"{scale * low:.{digits}f}{dash}{scale * high:.{digits}f}"
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """'1 insight', '3 insights', '1,204 runs': a number with its unit, singular or plural as English wants."""
+    word = singular if n == 1 else (plural or singular + "s")
+    return f"{n:,} {word}"
+
+
 def to_markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     def cell(v: object) -> str:
         return fmt(v).replace("|", r"\|")
@@ -89,13 +106,15 @@ def latex_cell(text: object) -> str:
 
 
 def paper_table(spec: str, header: Sequence[str], body: Sequence[str], *, caption: str, label: str,
-                comment: str = "") -> str:
+                comment: str = "", column_gap: str | None = None) -> str:
     """One `table` float holding a `tabularx` of \\textwidth (`spec` names its columns; one X column takes the room
     left and wraps), with caption and label, in \\small. `header` cells and `body` lines are LaTeX already. The
-    comment (provenance) goes in % lines above, followed by the packages the table needs."""
+    comment (provenance) goes in % lines above, followed by the packages the table needs. `column_gap` (e.g. '4pt')
+    sets \\tabcolsep inside the float only, leaving more of the width to the X column."""
     lines = [f"% {line}" for line in comment.splitlines()]
     lines.append("% Needs " + " ".join(rf"\usepackage{{{p}}}" for p in PAPER_PACKAGES) + ".")
-    lines += [r"\begin{table}[tbp]", r"\centering", r"\small", rf"\caption{{{caption}}}", rf"\label{{{label}}}",
+    gap = [rf"\setlength{{\tabcolsep}}{{{column_gap}}}"] if column_gap else []
+    lines += [r"\begin{table}[tbp]", r"\centering", r"\small", *gap, rf"\caption{{{caption}}}", rf"\label{{{label}}}",
               rf"\begin{{tabularx}}{{\textwidth}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",
               *body, r"\bottomrule", r"\end{tabularx}", r"\end{table}"]
     return "\n".join(lines) + "\n"

@@ -56,9 +56,12 @@ def test_overview_shows_runs_scores_funnel_and_cost(app_db: Path, monkeypatch: p
     phases, scores = at.dataframe[2].value, at.dataframe[3].value
     assert list(phases.columns[-5:]) == ["M", "D", "I", "E", "C"]
     assert "M·C·D·I·E" in scores.columns and set(scores["agent"]) == {"react-agent", "openhands"}
-    funnel = at.dataframe[4].value
+    funnel = at.dataframe[4].value  # agent x stage, k/n runs
     # mini.FUNNEL: of react-agent's four scored runs r3 fails M, r1 fails C, r2 fails D
-    assert list(funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"]["n_pass"]) == [3, 2, 1, 1, 1]
+    react = funnel[funnel["agent"] == "react-agent (gpt-4o-mini)"].iloc[0]
+    assert [react[s].split("/")[0] for s in ("M", "M·C", "M·C·D", "M·C·D·I", "M·C·D·I·E")] == ["3", "2", "1", "1", "1"]
+    assert list(funnel.columns) == ["agent", "M", "M·C", "M·C·D", "M·C·D·I", "M·C·D·I·E"]
+    assert "monitor" in every_run.columns  # the monitor's verdict beside the validator's
 
 
 def test_taxonomy_page_shows_the_prevalence_query_and_switches_units(
@@ -125,9 +128,9 @@ def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
     # The full traceback of a tool result, not a cell of a table, and a search over the steps.
     assert "ModuleNotFoundError: No module named 'torchvision'" in [c.value for c in at.code]
     at.text_input(key="run_search_r1").input("torchvision").run()
-    assert "1 of 3 step(s) contain" in texts(at)
+    assert "1 of 3 steps contain" in texts(at)
     at.text_input(key="run_search_r1").input("no such words").run()
-    assert "0 of 3 step(s) contain" in texts(at)
+    assert "0 of 3 steps contain" in texts(at)
     at.button(key="drill_back").click().run()
     assert "run" not in at.query_params and at.query_params["insight"] == torch_id
 
@@ -169,7 +172,7 @@ def test_map_page_draws_the_projection(app_db: Path, monkeypatch: pytest.MonkeyP
     charts = at.get("vega_lite_chart")
     assert len(charts) == 1
     at.selectbox(key="map_phase").set_value("implementation").run()
-    assert "9 of 9 insights" in texts(at)
+    assert "9 of 9 distinct insights" in texts(at)
 
 
 def test_map_selection_names_the_insight() -> None:
@@ -181,15 +184,39 @@ def test_map_selection_names_the_insight() -> None:
 
 def test_compare_page_puts_agents_side_by_side(app_db: Path, taxonomy_id: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from failatlas.taxonomy.prevalence import share_difference
+
     at = render(app_db, monkeypatch, page="compare")
     assert [h.value for h in at.subheader] == ["Design", "Implementation", "Conclusion"]
     at.selectbox(key="cmp_left_agent").set_value("react-agent").run()
     at.selectbox(key="cmp_right_agent").set_value("openhands").run()
     by_agent = prevalence(Store(app_db), taxonomy_id, by="agent")
     react = by_agent.filter(pl.col("group") == "react-agent")
-    shown = [c for d in at.dataframe for c in d.value["left_count"].astype(int).tolist()]
+    tables = [d.value for d in at.dataframe]
+    shown = [int(c.split("/")[0]) for t in tables for c in t["left n"]]
     assert sorted(c for c in shown if c) == sorted(c for c in react["count"].to_list() if c)
     assert at.query_params["left"] == "react-agent" and at.query_params["right"] == "openhands"
+    for t in tables:  # one row per type, and a difference with its interval on each
+        assert t["failure type"].is_unique
+        for cell, left_n, right_n in zip(t["difference"], t["left n"], t["right n"], strict=True):
+            (k1, n1), (k2, n2) = (map(int, left_n.split("/")), map(int, right_n.split("/")))
+            d, low, high = share_difference(k1, n1, k2, n2)
+            assert cell == f"{100 * d:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+    assert "Newcombe" in texts(at)
+
+
+def test_compare_offers_every_agent_and_says_when_a_link_names_none(app_db: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store(app_db).write() as conn:  # an agent with runs and no insight, as `gold` is
+        conn.execute("INSERT INTO runs SELECT * REPLACE ('g1' AS id, 'gold' AS agent) FROM runs WHERE id = 'r1'")
+    at = render(app_db, monkeypatch, page="compare", left="gold", right="nobody", unit="runs")
+    assert at.selectbox(key="cmp_left_agent").value == "gold"  # offered, and kept as the link asked
+    assert "nobody from the link is not in this store" in texts(at)
+    assert at.query_params["left"] == "gold" and at.query_params["right"] != "gold"
+    tables = [d.value for d in at.dataframe]
+    assert tables and all(n.startswith("0/") for t in tables for n in t["left n"])
+    at = render(app_db, monkeypatch, page="compare", left="gold", right="react-agent")
+    assert "gold has no insight occurrences in this taxonomy" in texts(at)
 
 
 @pytest.mark.parametrize("page", ["overview", "taxonomy", "drill", "map", "compare"])

@@ -15,7 +15,7 @@ from failatlas.core.errors import ConfigError
 from failatlas.core.tables import latex_cell
 from failatlas.taxonomy import BuildParams, export_taxonomy, prevalence
 from failatlas.taxonomy import run as build
-from tests.paper_latex import compile_latex, header_packages
+from tests.paper_latex import compile_latex, header_packages, pdf_text
 from tests.taxonomy.conftest import TRAIL_PARAMS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -38,10 +38,14 @@ def _latex_rows(path: Path) -> list[list[str]]:
         line = line.strip()
         if line.endswith(r"\\"):
             cells = [c.strip() for c in re.split(r"(?<!\\)&", line[:-2])]
-            if cells[1]:
+            if len(cells) > 1 and cells[1]:
                 cells[0] = re.sub(r"^\\leftskip=[0-9.]+em\\relax ", "", cells[0])
                 rows.append(cells)
     return rows
+
+
+def _alone(rows: list[dict[str, str]], row: dict[str, str]) -> bool:
+    return sum(r["phase"] == row["phase"] for r in rows) == 1
 
 
 def _check_agreement(out: Path, with_runs: bool) -> int:
@@ -51,7 +55,9 @@ def _check_agreement(out: Path, with_runs: bool) -> int:
     assert len(csv_rows) == len(md_rows) == len(tex_rows) > 0
     for c, m, t in zip(csv_rows, md_rows, tex_rows, strict=True):
         share = f"{100 * float(c['share']):.1f}"
-        ci = f"{100 * float(c['ci_low']):.1f}–{100 * float(c['ci_high']):.1f}"
+        # one rule: no interval (a phase's only type, 100% by construction) is '–' in every format, '' in the CSV
+        ci = "–" if c["ci_low"] == "" else f"{100 * float(c['ci_low']):.1f}–{100 * float(c['ci_high']):.1f}"
+        assert (c["ci_low"] == "") == (c["ci_high"] == "") == (c["count"] == c["total"] and _alone(csv_rows, c))
         assert m[:6] == [
             c["phase"],
             c["category"],
@@ -64,11 +70,11 @@ def _check_agreement(out: Path, with_runs: bool) -> int:
         if with_runs:
             assert m[6] == f"{c['runs_count']}/{c['runs_total']}"
             assert m[7] == f"{100 * float(c['runs_share']):.1f}"
-            assert t[4] == f"{m[6]} ({m[7]})"
+            assert t[4] == m[6]
     return len(csv_rows)
 
 
-def _check_latex(tex: Path, tmp: Path) -> None:
+def _check_latex(tex: Path, tmp: Path) -> str:
     """Compile the exported file as it is, \\input into a plain `article` that loads only the packages its header
     comment names: it must build, carry a caption and a label, and fit the text width (no overfull box)."""
     text = tex.read_text()
@@ -79,8 +85,8 @@ def _check_latex(tex: Path, tmp: Path) -> None:
     for k, line in enumerate(lines[:-2]):  # a category of one type of the same name is printed once
         heading = re.match(r"\\hspace\*\{[0-9.]+em\}\\emph\{(.*)\}( &)+ \\\\$", line)
         if heading and lines[k + 1].split(" & ")[0].endswith(" " + heading.group(1)):
-            assert lines[k + 2].startswith("\\leftskip=1.5em"), lines[k : k + 3]
-    compile_latex(tex, tmp, packages)
+            assert lines[k + 2].startswith("\\leftskip=1em"), lines[k : k + 3]
+    return pdf_text(compile_latex(tex, tmp, packages))
 
 
 def test_trail_exports_agree_and_compile(trail_store, tmp_path):
@@ -216,3 +222,33 @@ def test_prevalence_figure_has_no_empty_panel_and_no_legend_over_bars(mini_store
         (svg,) = prevalence_by_phase(pl.concat([frame, empty_phase]), tmp_path / "bars", ("svg",))
     titles = [t for t in _svg_texts(svg) if "(N=" in t]
     assert [t.split(" ")[0] for t in titles] == list(dict.fromkeys(frame["phase"].to_list()))  # no monitor panel
+
+
+def test_the_compiled_prevalence_table_reads_as_a_paper_table(mini_store, tmp_path):
+    """pdftotext of the compiled table (issue 34): each failure type's name on one line of the PDF (the number
+    columns are as wide as their numbers, not their headers), every phase's total named with its unit, and the
+    phase whose only type holds 100% of it by construction printing no interval, never '100.0–100.0'."""
+    tax = build(mini_store, BuildParams())
+    long_name = "ModuleNotFoundError: hidden test collection"  # a name of the demo
+    with mini_store.write() as conn:
+        conn.execute("UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?",
+                     [long_name, tax.id, tax.types[0].id])
+    out = tmp_path / "pdf"
+    export_taxonomy(mini_store, tax.id, out, formats=["tex", "csv"], n_boot=100)
+    text = _check_latex(out / "prevalence.tex", tmp_path)
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    rows = _csv_rows(out / "prevalence.csv")
+    for r in rows:
+        name = " ".join(r["failure_type"].split())
+        assert any(name in line for line in lines), f"{name!r} is broken across lines:\n{text}"
+        row = next(line for line in lines if name in line)
+        assert f" {r['count']} " in f" {row} ", row  # the numbers stand on the name's line
+    for phase in {r["phase"] for r in rows}:
+        total = next(r["total"] for r in rows if r["phase"] == phase)
+        assert f"{phase.capitalize()} (N = {total} insight occurrences" in " ".join(lines), phase
+    alone = [r for r in rows if _alone(rows, r)]
+    assert alone, "the mini-suite has a phase of one type (conclusion)"
+    for r in alone:
+        row = next(line for line in lines if " ".join(r["failure_type"].split()) in line)
+        assert row.endswith("100.0 –") or " 100.0 – " in f"{row} ", row
+    assert "100.0–100.0" not in text and "100.0–100.0" not in (out / "prevalence.csv").read_text()

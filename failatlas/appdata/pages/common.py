@@ -12,6 +12,7 @@ import streamlit as st
 
 from failatlas.appdata import queries
 from failatlas.appdata.cache import q
+from failatlas.core.tables import interval_text
 
 # Query parameters the pages read; navigating to a page drops the others unless they are passed again.
 PARAMS = ("page", "taxonomy", "failure_type", "insight", "run", "entry", "search", "mode", "unit", "by", "value",
@@ -83,20 +84,19 @@ def request_scroll(anchor: str) -> None:
 def scroll_if_requested(anchor: str) -> None:
     """Bring the element `#anchor` to the top of the viewport once, when `request_scroll(anchor)` asked for it:
     Streamlit keeps the scroll position across reruns, so a newly opened section would otherwise appear far
-    above or below what the user is looking at."""
+    above or below what the user is looking at. The script is our own constant text (the anchor is one of the
+    app's section names, JSON-quoted), run by `st.html` in the page itself."""
     if st.session_state.get("_scroll_to") != anchor:
         return
     del st.session_state["_scroll_to"]
     import json
     import time
 
-    import streamlit.components.v1 as components
-
-    components.html(
+    st.html(
         "<script>(function(){const id=" + json.dumps(anchor) + ";let n=0;function go(){"
-        "const el=window.parent.document.getElementById(id);"
+        "const el=document.getElementById(id);"
         "if(el){el.scrollIntoView({block:'start'});}else if(n++<60){setTimeout(go,50);}}go();})();</script>"
-        f"<!-- {time.monotonic_ns()} -->", height=0)
+        f"<!-- {time.monotonic_ns()} -->", unsafe_allow_javascript=True, width="content")
 
 
 def link(page: str, **params: str | None) -> str:
@@ -116,11 +116,9 @@ def show_next_steps(ctx: Context, need: tuple[str, ...]) -> bool:
 
 
 def interval(low: float | None, high: float | None, digits: int = 1) -> str:
-    """A 95% interval in percent with one decimal, as every share on the pages is printed; '–' when it has no
-    width (a phase's only type is 100% of it in every draw) or is missing."""
-    if low is None or high is None or low != low or high != high or low == high:
-        return "–"
-    return f"{100 * low:.{digits}f}–{100 * high:.{digits}f}"
+    """A 95% interval in percent, as every export and command prints it (`failatlas.core.tables.interval_text`):
+    '–' only where there is none (a phase's only type holds 100% of its insights by construction)."""
+    return interval_text(low, high, digits=digits)
 
 
 def with_intervals(frame: pl.DataFrame, prefix: str = "") -> pl.DataFrame:

@@ -1,78 +1,175 @@
-"""Compare: two agents (or models, benchmarks) side by side on the same taxonomy, from `taxonomy.prevalence`."""
+"""Compare: two agents (or models, benchmarks) side by side on the same taxonomy, from `taxonomy.prevalence`: per
+failure type each side's share with its interval, and the difference of the two shares with Newcombe's hybrid score
+interval. Every agent that ran is offered, the reference `gold` included; a value asked for in the URL that the
+store does not hold is said, never replaced silently."""
 
 from __future__ import annotations
+
+import textwrap
 
 import altair as alt
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, keep, md, param, show_next_steps, with_intervals
+from failatlas.appdata.pages.common import Context, code, interval, keep, md, param, show_next_steps
 from failatlas.core.errors import InputError
+from failatlas.core.tables import counted
+from failatlas.taxonomy.tables import COUNT_HEADERS, UNIT_NOUNS
 
 UNITS = {"share of insights": "insights", "share of runs": "runs", "share of tasks": "tasks"}
+DIMENSIONS = ["agent", "model", "benchmark"]
+REFERENCE = "gold"
+LABEL_WIDTH = 44  # characters per line of a failure type's name on the chart's axis
+
+
+def _defaults(options: list[str], sizes: dict[str, int]) -> tuple[str, str]:
+    """The pair Compare opens on: the value with the most data on the left and the reference agent (or the next
+    largest) on the right."""
+    ranked = sorted(options, key=lambda v: (-sizes.get(v, 0), v))
+    left = next((v for v in ranked if v != REFERENCE), ranked[0])
+    right = REFERENCE if REFERENCE in options and left != REFERENCE else next(v for v in ranked if v != left)
+    return left, right
+
+
+def _side(cols, label: str, key: str, options: list[str], wanted: str | None, default: str,  # noqa: ANN001
+          by: str) -> str:
+    if wanted is not None and wanted not in options:
+        st.warning(f"{md(label)}: {md(by)} {code(wanted)} from the link is not in this store; showing "
+                   f"{code(default)} instead. Choose another below.")
+    chosen = wanted if wanted in options else default
+    return cols.selectbox(label, options, index=options.index(chosen), key=key)
+
+
+def _share(share: float | None, low: float | None, high: float | None) -> str:
+    if share is None:
+        return "–"
+    return f"{100 * share:.1f} [{interval(low, high)}]"
+
+
+def _points(d: float | None, low: float | None, high: float | None) -> str:
+    if d is None:
+        return "–"
+    return f"{100 * d:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def _verdict(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "–"
+    return "yes" if low > 0 or high < 0 else "no"
+
+
+def _label(name: str) -> str:
+    return "\n".join(textwrap.wrap(" ".join(name.split()), LABEL_WIDTH, break_long_words=True)) or "–"
+
+
+def chart(part: pl.DataFrame, left: str, right: str, top: float) -> alt.LayerChart:
+    """Grouped horizontal bars (one per side) with their 95% intervals; each type's name wraps onto lines of its
+    own and each type gets the height its name needs, so no two labels share a line. Drawn as SVG, so every label
+    is an element a browser test can measure."""
+    labels = {r["failure_type_id"]: _label(r["failure_type"]) for r in part.iter_rows(named=True)}
+    seen: dict[str, int] = {}
+    for key, text in labels.items():  # two types of one name stay two rows
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] > 1:
+            labels[key] = f"{text}\n({key})"
+    long = pl.concat([
+        part.select(pl.col("failure_type_id").replace_strict(labels).alias("type"),
+                    *(pl.col(f"{side}_{c}").alias(c) for c in ("share", "ci_low", "ci_high", "count", "total")),
+                    pl.lit(name).alias("side"))
+        for side, name in (("left", left), ("right", right))
+    ]).with_columns((100 * pl.col(c).fill_null(0.0)).alias(c) for c in ("share", "ci_low", "ci_high"))
+    lines = max(text.count("\n") + 1 for text in labels.values())
+    step = max(40, 14 * lines + 14)
+    order = [labels[k] for k in part["failure_type_id"].to_list()]
+    y = alt.Y("type:N", title=None, sort=order,
+              axis=alt.Axis(labelLimit=0, labelExpr="split(datum.label, '\\n')", labelFontSize=12,
+                            labelLineHeight=14, labelPadding=6))
+    x = alt.X("share:Q", title="share (%) with 95% interval", scale=alt.Scale(domain=[0, top]))
+    colour = alt.Color("side:N", sort=[left, right], title=None, legend=alt.Legend(orient="top", labelLimit=0))
+    base = alt.Chart(long.to_pandas())
+    bars = base.mark_bar(height={"band": 0.9}).encode(
+        y=y, x=x, color=colour, yOffset=alt.YOffset("side:N", sort=[left, right]),
+        tooltip=["side", "type", alt.Tooltip("share:Q", format=".1f"), alt.Tooltip("ci_low:Q", format=".1f"),
+                 alt.Tooltip("ci_high:Q", format=".1f"), "count", "total"])
+    rules = base.mark_rule(color="#333333").encode(
+        y=y, x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, top])), x2="ci_high:Q",
+        yOffset=alt.YOffset("side:N", sort=[left, right]))
+    return (bars + rules).properties(height=step * part.height,
+                                     usermeta={"embedOptions": {"renderer": "svg"}})
 
 
 def render(ctx: Context) -> None:
     st.header("Compare")
     if not show_next_steps(ctx, ("taxonomies",)):
         return
-    cols = st.columns(4)
-    dims = ["agent", "model", "benchmark"]
-    by = cols[0].selectbox("Compare", dims, key="cmp_by", index=dims.index(param("by")) if param("by") in dims else 0)
-    options = ctx.q("filter_options").get(by, [])
+    cols = st.columns([2, 3, 3, 3])
+    wanted_by = param("by")
+    if wanted_by is not None and wanted_by not in DIMENSIONS:
+        st.warning(f"Compare by {code(wanted_by)} is not available; comparing agents. Choose from "
+                   f"{', '.join(DIMENSIONS)}.")
+    by = cols[0].selectbox("Compare", DIMENSIONS, key="cmp_by",
+                           index=DIMENSIONS.index(wanted_by) if wanted_by in DIMENSIONS else 0)
+    options = ctx.q("compare_options").get(by, [])
     if len(options) < 2:
-        st.info(f"The insights name fewer than two of {by}; nothing to compare.")
+        st.info(f"The store names fewer than two of {md(by)}; nothing to compare.")
         return
-    left = cols[1].selectbox("Left", options, key=f"cmp_left_{by}",
-                             index=options.index(param("left")) if param("left") in options else 0)
-    right = cols[2].selectbox("Right", options, key=f"cmp_right_{by}",
-                              index=options.index(param("right")) if param("right") in options else 1)
     units = list(UNITS)
     by_unit = {v: k for k, v in UNITS.items()}
     unit = UNITS[cols[3].radio("Prevalence as", units, key="cmp_unit",
                                index=units.index(by_unit.get(param("unit") or "", units[0])))]
-    keep(by=by, left=left, right=right, unit=None if unit == "insights" else unit)
     try:
-        frame = ctx.q("compare_frame", ctx.taxonomy_id, by=by, left=left, right=right, unit=unit)
+        sizes = ctx.q("compare_totals", ctx.taxonomy_id, by=by, values=tuple(options), unit=unit)
     except InputError:
         st.info(f"No insight names the {unit[:-1]} it came from, so there is no share of {unit} to compare. Choose "
                 "“share of insights”.")
         return
-    frame = with_intervals(with_intervals(frame, "left_"), "right_").with_columns(
-        pl.col("left_count").fill_null(0), pl.col("right_count").fill_null(0))
-    bars = st.column_config.ProgressColumn
-    # one x scale for every phase, so bars of two phases compare by length
-    top = max(100 * float(frame.select(pl.max_horizontal("left_ci_high", "right_ci_high",
-                                                         "left_share", "right_share").max()).item() or 0), 1.0)
+    default_left, default_right = _defaults(options, sizes)
+    left = _side(cols[1], "Left", f"cmp_left_{by}", options, param("left"), default_left, by)
+    right_default = default_right if default_right != left else next(v for v in options if v != left)
+    right = _side(cols[2], "Right", f"cmp_right_{by}", options, param("right"), right_default, by)
+    keep(by=by, left=left, right=right, unit=None if unit == "insights" else unit)
+    if left == right:
+        st.warning(f"Left and right are both {code(left)}: choose two different values.")
+        return
+    noun = UNIT_NOUNS[unit]
+    for side in (left, right):
+        if not sizes.get(side):
+            st.info(f"{code(side)} has no {noun} in this taxonomy"
+                    + (" (its runs left no failure insight), so its share of insights is undefined: compare the "
+                       "share of runs instead." if unit == "insights" else "."))
+    frame = ctx.q("compare_frame", ctx.taxonomy_id, by=by, left=left, right=right, unit=unit)
+    st.caption(
+        f"Per failure type: the share of each side's {noun}"
+        + (" of the phase" if unit == "insights" else "") + f" ({md(left)}: {counted(sizes.get(left, 0), noun)}; "
+        f"{md(right)}: {counted(sizes.get(right, 0), noun)} in all) with its 95% interval "
+        + ("(bootstrap; none where a phase has one type)" if unit == "insights" else "(Wilson score)")
+        + f"; the difference {md(left)} − {md(right)} in percentage points with its 95% interval by Newcombe's "
+        "hybrid score method (the difference of two independent proportions); “differs” says whether that "
+        "interval excludes 0 (a two-sided test at the 5% level, one type at a time, not corrected for the "
+        "number of types).")
+    if frame.height == 0:
+        st.info("Neither side has an insight in this taxonomy.")
+        return
+    top = max(100 * float(frame.select(pl.max_horizontal("left_ci_high", "right_ci_high", "left_share",
+                                                         "right_share").max()).item() or 0), 1.0)
     for phase in dict.fromkeys(frame["phase"].to_list()):
         part = frame.filter(pl.col("phase") == phase)
         st.subheader(md(phase.capitalize()))
-        st.dataframe(
-            part.select(pl.col("category").fill_null("–"), "failure_type", pl.col("left_share") * 100, "left_count",
-                        "left_95% CI (%)", pl.col("right_share") * 100, "right_count", "right_95% CI (%)",
-                        pl.col("difference") * 100),
-            hide_index=True, width="stretch", key=f"cmp_table_{phase}",
-            column_config={
-                "left_share": bars(f"{left} (%)", format="%.1f%%", min_value=0.0, max_value=100.0),
-                "right_share": bars(f"{right} (%)", format="%.1f%%", min_value=0.0, max_value=100.0),
-                "left_95% CI (%)": f"{left} 95% CI (%)", "right_95% CI (%)": f"{right} 95% CI (%)",
-                "left_count": f"{left} n", "right_count": f"{right} n",
-                "difference": st.column_config.NumberColumn("difference (points)", format="%+.1f"),
-            })
-        long = pl.concat([
-            part.select("failure_type", *(pl.col(f"left_{c}").alias(c) for c in ("share", "ci_low", "ci_high")),
-                        pl.lit(left).alias("side")),
-            part.select("failure_type", *(pl.col(f"right_{c}").alias(c) for c in ("share", "ci_low", "ci_high")),
-                        pl.lit(right).alias("side")),
-        ]).with_columns((100 * pl.col(c).fill_null(0.0)).alias(c) for c in ("share", "ci_low", "ci_high"))
-        y = alt.Y("failure_type:N", title=None, sort=part["failure_type"].to_list(), axis=alt.Axis(labelLimit=0))
-        x_scale = alt.Scale(domain=[0, top])
-        base = alt.Chart(long.to_pandas())
-        chart = (base.mark_bar().encode(
-                    y=y, x=alt.X("share:Q", title="share (%) with 95% CI", scale=x_scale), color="side:N",
-                    yOffset="side:N",
-                    tooltip=["side", "failure_type", alt.Tooltip("share:Q", format=".1f"),
-                             alt.Tooltip("ci_low:Q", format=".1f"), alt.Tooltip("ci_high:Q", format=".1f")])
-                 + base.mark_rule(color="#333333").encode(y=y, x=alt.X("ci_low:Q", scale=x_scale), x2="ci_high:Q",
-                                                          yOffset="side:N"))
-        st.altair_chart(chart.properties(height=max(80, 38 * part.height)), width="stretch")
+        table = pl.DataFrame({
+            "failure type": part["failure_type"],
+            "left": [_share(*v) for v in part.select("left_share", "left_ci_low", "left_ci_high").iter_rows()],
+            "left n": [f"{k}/{n}" for k, n in part.select("left_count", "left_total").iter_rows()],
+            "right": [_share(*v) for v in part.select("right_share", "right_ci_low", "right_ci_high").iter_rows()],
+            "right n": [f"{k}/{n}" for k, n in part.select("right_count", "right_total").iter_rows()],
+            "difference": [_points(*v) for v in part.select("difference", "difference_low",
+                                                             "difference_high").iter_rows()],
+            "differs": [_verdict(lo, hi) for lo, hi in part.select("difference_low", "difference_high").iter_rows()],
+        })
+        st.dataframe(table, hide_index=True, width="stretch", key=f"cmp_table_{phase}", column_config={
+            "failure type": st.column_config.TextColumn("failure type", width="large"),
+            "left": f"{left}: % [95% CI]", "right": f"{right}: % [95% CI]",
+            "left n": f"{left}: {COUNT_HEADERS[unit]}", "right n": f"{right}: {COUNT_HEADERS[unit]}",
+            "difference": "difference (points) [95% CI]", "differs": "differs (5%)",
+        })
+        st.altair_chart(chart(part, left, right, top), width="stretch")
+

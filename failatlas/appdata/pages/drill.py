@@ -23,10 +23,12 @@ from failatlas.appdata.pages.common import (
 )
 from failatlas.appdata.pages.run_view import render_run, run_label
 from failatlas.core.errors import FailAtlasError
+from failatlas.core.tables import counted
 
 PAGE_SIZE = 50
 MAX_RUN_BUTTONS = 20
 MAX_ENTRY_TYPES = 8
+ENTRY_RUNS = 3  # run buttons under each type of an entry point
 
 
 def _entry_points(ctx: Context) -> None:
@@ -39,18 +41,45 @@ def _entry_points(ctx: Context) -> None:
         return
     matches = ctx.q("entry_point_types", ctx.taxonomy_id, entry)
     st.markdown(f"**{md(entry.capitalize())}**: the failure types that match, best first (by the share of their "
-                "insights that say so, then their name and keywords).")
+                "insights that say so, then their name and keywords). Under each, its most representative runs: "
+                "one click opens a run's judges, validator log and diff.")
     if matches.height == 0:
         st.info("No failure type of this taxonomy matches; search the insights below instead.")
         return
-    for r in matches.head(MAX_ENTRY_TYPES).iter_rows(named=True):
-        label = (f"{md(r['phase'])} · {md(r['failure_type'])} · {r['n_insights']:,} insights, "
-                 f"{100 * r['evidence']:.0f}% of them match")
+    shown = matches.head(MAX_ENTRY_TYPES)
+    ids = tuple(shown["failure_type_id"].to_list())
+    counts = {r["failure_type_id"]: r for r in ctx.q("type_counts", ctx.taxonomy_id).iter_rows(named=True)}
+    runs = ctx.q("type_runs", ctx.taxonomy_id, ids, per_type=ENTRY_RUNS) if ctx.status.has("runs") else None
+    for r in shown.iter_rows(named=True):
+        c = counts.get(r["failure_type_id"], {})
+        label = (f"{md(r['phase'])} · {md(r['failure_type'])} · {units(c)} · "
+                 f"{100 * r['evidence']:.0f}% of its insights match")
         if st.button(label, key=f"entry_open_{r['failure_type_id']}", width="stretch"):
             request_scroll("type")
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"], entry=entry)
+        mine = runs.filter(pl.col("failure_type_id") == r["failure_type_id"]) if runs is not None else None
+        if mine is not None and mine.height:
+            cols = st.columns([1, 11])
+            cols[0].caption("runs")
+            inner = cols[1].columns(mine.height)
+            for col, run in zip(inner, mine.iter_rows(named=True), strict=True):
+                text = run_label(run["agent"], run["task_id"], run["run_status"], run["validator_outcome"])
+                if col.button(md(text), key=f"entry_run_{r['failure_type_id']}_{run['run_id']}", width="stretch",
+                              help=f"{counted(run['occurrences'], 'occurrence')} of this type in the run"):
+                    request_scroll("run")
+                    go("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"], entry=entry,
+                       run=run["run_id"])
     if matches.height > MAX_ENTRY_TYPES:
-        st.caption(f"{matches.height - MAX_ENTRY_TYPES} more matching type(s) in the failure type list below.")
+        st.caption(f"{counted(matches.height - MAX_ENTRY_TYPES, 'more matching type')} in the failure type list "
+                   "below.")
+
+
+def units(c: dict) -> str:
+    """A type's size in its three units, named: distinct insights, occurrences (statements), runs."""
+    if not c:
+        return "no insight"
+    out = f"{counted(c['insights'], 'distinct insight')}, {counted(c['occurrences'], 'occurrence')}"
+    return out + (f", in {counted(c['runs'], 'run')}" if c.get("runs") else "")
 
 
 def _search(ctx: Context) -> None:
@@ -69,13 +98,14 @@ def _search(ctx: Context) -> None:
         except FailAtlasError as exc:
             st.warning(f"Search by meaning is not available: {md(exc.one_line())}")
             return
-        st.caption(f"The {hits.height} insight(s) closest in meaning to “{md(text)}” (cosine similarity of the "
-                   "stored vectors). Click a row to open it.")
+        st.caption(f"The {counted(hits.height, 'distinct insight')} closest in meaning to “{md(text)}” (cosine "
+                   "similarity of the stored vectors). Click a row to open it.")
     else:
         _, total = ctx.q("search_insights", text, ctx.taxonomy_id, limit=1)
         limit, offset = paginate(total, "drill_search_page", PAGE_SIZE)
         hits, total = ctx.q("search_insights", text, ctx.taxonomy_id, limit=limit, offset=offset)
-        st.caption(f"{total:,} insight(s) contain “{md(text)}”. Click a row to open it.")
+        st.caption(f"{counted(total, 'distinct insight')} contain{'s' if total == 1 else ''} “{md(text)}”. Click a row "
+                   "to open it.")
     if hits.height == 0:
         return
     event = st.dataframe(hits, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
@@ -97,16 +127,22 @@ def _type_and_insights(ctx: Context) -> None:
     wanted = param("failure_type")
     st.subheader("Failure type", anchor="type")
     scroll_if_requested("type")
-    index = options.index(wanted) if wanted in options else 0
+    # After an entry point and before a type is chosen, the box is empty: a preselected type would be unrelated.
+    index = options.index(wanted) if wanted in options else (None if param("entry") else 0)
     chosen = st.selectbox("Failure type", options, index=index, format_func=labels.get, key=f"drill_type_{wanted}",
-                          label_visibility="collapsed")
-    if chosen != wanted and wanted is not None:
+                          label_visibility="collapsed", placeholder="Choose a failure type (or one above)")
+    if chosen is None:
+        st.caption("No failure type chosen: pick one of the entry point's types above, or any type here.")
+        return
+    if chosen != wanted and (wanted is not None or param("entry")):
         go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen, entry=param("entry"))
     row = types.filter(pl.col("failure_type_id") == chosen)
     if row.height:
         r = row.row(0, named=True)
         category = f"category *{md(r['category'])}*" if r["category"] else "no category"
-        st.markdown(f"**{md(r['failure_type'])}** · {category} · {r['n_insights']:,} insights at build time")
+        c = next(ctx.q("type_counts", ctx.taxonomy_id).filter(pl.col("failure_type_id") == chosen)
+                 .iter_rows(named=True), {})
+        st.markdown(f"**{md(r['failure_type'])}** · {category} · {units(c)}")
         st.text(r["definition"])
     current = param("insight")
     if current and wanted is None:
@@ -117,14 +153,16 @@ def _type_and_insights(ctx: Context) -> None:
     _, total = ctx.q("type_insights", ctx.taxonomy_id, chosen, search=within, limit=1)
     limit, offset = paginate(total, f"drill_type_page_{chosen}", PAGE_SIZE)
     page, total = ctx.q("type_insights", ctx.taxonomy_id, chosen, search=within, limit=limit, offset=offset)
-    st.caption(f"{total:,} insight(s), most frequent first. Click a row to see where it was stated and open its run.")
+    st.caption(f"{counted(total, 'distinct insight')}" + (f" containing “{md(within)}”" if within else "")
+               + ", most stated first (× = occurrences: the times it was stated). Click a row to see where it was "
+               "stated and open its run.")
     if page.height == 0:
         return
     page = page.select("text", "n_occurrences", "phase", "similarity", "method", "insight_id")
     event = st.dataframe(page, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key=f"drill_insights_{chosen}_{offset}_{within}",
                          column_config={"text": st.column_config.TextColumn("insight", width="large"),
-                                        "n_occurrences": "×", "insight_id": "id"})
+                                        "n_occurrences": "× (occurrences)", "insight_id": "id"})
     rows = event.selection.rows if event is not None else []
     if rows:
         picked = page["insight_id"][rows[0]]
@@ -174,8 +212,11 @@ def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
         st.warning(f"No insight {code(insight_id)} in the store.")
         return
     st.text(info["text"])
-    st.markdown(f"{code(insight_id)} · phase {md(info['phase'])} · stated {info['n_occurrences']}×")
     sources = ctx.q("insight_sources", insight_id)
+    runs_named = sources["run_id"].drop_nulls().n_unique()
+    st.markdown(f"{code(insight_id)} · phase {md(info['phase'])} · stated {info['n_occurrences']}× "
+                f"({counted(info['n_occurrences'], 'occurrence')}"
+                + (f" in {counted(runs_named, 'run')})" if runs_named else ")"))
     stored = sources.filter(pl.col("run_stored")).unique("run_id", keep="first", maintain_order=True)
     if stored.height:
         st.markdown("**Open a run** (agent · task · outcome)")
@@ -188,7 +229,7 @@ def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
         if stored.height > MAX_RUN_BUTTONS:
             st.caption(f"The first {MAX_RUN_BUTTONS} of {stored.height} runs; every source is listed below.")
     _records(ctx, insight_id)
-    with st.expander(f"Where it was stated ({sources.height} source row(s))"):
+    with st.expander(f"Where it was stated ({counted(sources.height, 'source row')})"):
         st.dataframe(sources, hide_index=True, width="stretch")
 
 
@@ -196,7 +237,8 @@ def render(ctx: Context) -> None:
     run_id = param("run")
     if run_id:
         # The run alone, so it is the view, not a section far above or below the list it was opened from.
-        if st.button("← back to the insight", key="drill_back"):
+        back = "the insight" if param("insight") else ("the failure type" if param("failure_type") else "the list")
+        if st.button(f"← back to {back}", key="drill_back"):
             request_scroll("insight")
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=param("failure_type"), insight=param("insight"),
                entry=param("entry"))

@@ -9,6 +9,7 @@ import altair as alt
 import streamlit as st
 
 from failatlas.appdata.pages.common import Context, go, keep, param, request_scroll, show_next_steps
+from failatlas.core.tables import counted
 
 
 def selected_insight(event: Any, param: str = "pick") -> str | None:
@@ -22,6 +23,14 @@ def selected_insight(event: Any, param: str = "pick") -> str | None:
         if isinstance(point, dict) and point.get("insight_id"):
             return str(point["insight_id"])
     return None
+
+
+def _spread(values) -> alt.Scale:  # noqa: ANN001 - a polars Series
+    """The points' own range with a 5% margin: a scale from 0 would squeeze a projection far from the origin into a
+    corner of the chart."""
+    low, high = float(values.min()), float(values.max())
+    margin = (high - low) * 0.05 or 1.0
+    return alt.Scale(domain=[low - margin, high + margin], zero=False, nice=False)
 
 
 COLOURS = {"type": ("failure_type", "failure type"), "label": ("human_label", "human label")}
@@ -40,7 +49,8 @@ def render(ctx: Context) -> None:
     wanted = param("phase")
     cols = st.columns([2, 2, 2])
     phase = cols[0].selectbox("Phase", phases, index=phases.index(wanted if wanted in phases else largest),
-                              format_func=lambda p: f"{p} ({sizes.get(p, 0):,} insights)", key="map_phase")
+                              format_func=lambda p: f"{p} ({counted(sizes.get(p, 0), 'distinct insight')})",
+                              key="map_phase")
     colour = cols[1].radio("Colour by", list(COLOURS), format_func=lambda c: COLOURS[c][1], horizontal=True,
                            index=1 if param("colour") == "label" else 0, key="map_colour")
     limit = cols[2].select_slider("Points at most", [1000, 2000, 5000, 10000, 20000], value=5000, key="map_limit")
@@ -52,13 +62,15 @@ def render(ctx: Context) -> None:
     field, title = COLOURS[colour]
     if colour == "label" and points["human_label"].n_unique() == 1 and points["human_label"][0] == "(no label)":
         st.caption("These insights carry no human label (labels come with imported annotations such as TRAIL's).")
-    st.caption(f"{points.height:,} of {total:,} insights" + (" (a fixed sample)" if total > points.height else "")
+    st.caption(f"{points.height:,} of {counted(total, 'distinct insight')}"
+               + (" (a fixed sample)" if total > points.height else "")
                + ". Click a point to open it in the drill-down.")
     pick = alt.selection_point(fields=["insight_id"], name="pick", on="click")
     n_colours = points[field].n_unique()
     scheme = "tableau10" if n_colours <= 10 else "tableau20"
     chart = (alt.Chart(points.to_pandas()).mark_circle(size=55, opacity=0.9)
-             .encode(x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
+             .encode(x=alt.X("x:Q", axis=None, scale=_spread(points["x"])),
+                     y=alt.Y("y:Q", axis=None, scale=_spread(points["y"])),
                      color=alt.Color(f"{field}:N", scale=alt.Scale(scheme=scheme),
                                      legend=alt.Legend(title=title, orient="bottom", columns=2, labelLimit=0,
                                                        symbolLimit=0)),

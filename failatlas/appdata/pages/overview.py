@@ -13,17 +13,28 @@ SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C�
 
 
 def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
-    """Each score as 'mean [low, high] (n)', as `failatlas bench report` prints it."""
+    """Each score as 'mean [low–high] n', the runs scored on that metric last (it differs between metrics: a run
+    whose judge did not run has no score there)."""
     def cell(row: dict, metric: str) -> str:
         n = row.get(f"{metric}_n") or 0
         if not n:
-            return "– (n=0)"
-        return f"{row[metric]:.2f} [{row[f'{metric}_lo']:.2f}, {row[f'{metric}_hi']:.2f}] (n={n})"
+            return "– n=0"
+        return f"{row[metric]:.2f} [{row[f'{metric}_lo']:.2f}–{row[f'{metric}_hi']:.2f}] n={n}"
 
     keys = [c for c in ("agent", "model", "benchmark") if c in summary.columns]
     rows = [{**{k: r[k] for k in keys}, "runs": r["runs"], "tasks": r["tasks"],
              **{m: cell(r, m) for m in SCORES if m in summary.columns}} for r in summary.iter_rows(named=True)]
     return pl.DataFrame(rows)
+
+
+def funnel_table(funnel: pl.DataFrame) -> pl.DataFrame:
+    """The funnel as agent x stage, each cell 'k/n' (runs passing of runs scored), or 'n/a' where none is scored."""
+    stages = list(dict.fromkeys(funnel["stage"].to_list()))
+    cells = funnel.with_columns(
+        pl.when(pl.col("n_runs") > 0).then(pl.format("{}/{}", "n_pass", "n_runs")).otherwise(pl.lit("n/a"))
+        .alias("cell"))
+    wide = cells.pivot(on="stage", index="agent", values="cell", aggregate_function="first")
+    return wide.select("agent", *stages)
 
 
 def _imported(ctx: Context) -> None:
@@ -59,12 +70,17 @@ def render(ctx: Context) -> None:
         return
     st.subheader("Runs per benchmark, agent and model")
     runs = ctx.q("runs_overview")
-    st.dataframe(runs, hide_index=True, width="stretch", column_config={
-        "cost_usd_total": st.column_config.NumberColumn("cost total ($)", format="%.4f"),
-        "cost_usd_per_run": st.column_config.NumberColumn("cost / run ($)", format="%.4f"),
-        "tokens_per_run": st.column_config.NumberColumn("tokens / run", format="%.0f"),
-        "duration_s_per_run": st.column_config.NumberColumn("time / run (s)", format="%.1f"),
-        "duration_s_median": st.column_config.NumberColumn("median time (s)", format="%.1f"),
+    if runs["benchmark"].n_unique() == 1:  # one benchmark: said once, not in every row
+        st.caption(f"Benchmark {code(runs['benchmark'][0])}.")
+        runs = runs.drop("benchmark")
+    number = st.column_config.NumberColumn
+    st.dataframe(runs, hide_index=True, width="stretch", key="overview_runs_summary", column_config={
+        "agent_error": number("agent error"), "infra_error": number("infra error"),
+        "cost_usd_total": number("cost ($)", format="%.4f"),
+        "cost_usd_per_run": number("$ / run", format="%.4f"),
+        "tokens_per_run": number("tokens / run", format="%.0f"),
+        "duration_s_per_run": number("time / run (s)", format="%.1f"),
+        "duration_s_median": number("median (s)", format="%.1f"),
     })
     with st.expander("Every run: time, cost, outcome (open one in the drill-down)"):
         _, total = ctx.q("runs_page", limit=1)
@@ -72,8 +88,11 @@ def render(ctx: Context) -> None:
         page, _ = ctx.q("runs_page", limit=limit, offset=offset)
         page = page.with_columns(pl.col("run_id").map_elements(lambda r: link("drill", run=r),
                                                                 return_dtype=pl.Utf8).alias("open"))
+        st.caption("outcome: the validator's verdict on a clean re-run; monitor: `flagged` when a monitor finding "
+                   "failed the run (M = 0, e.g. it read the ground truth), `warned`, or `clean`.")
         st.dataframe(page, hide_index=True, width="stretch", key="overview_runs", column_config={
             "open": st.column_config.LinkColumn("drill-down", display_text="open"),
+            "outcome": "validator", "monitor": "monitor",
             "duration_s": st.column_config.NumberColumn("time (s)", format="%.1f"),
             "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.4f"),
         })
@@ -104,7 +123,8 @@ def render(ctx: Context) -> None:
             tooltip=["agent", "stage", "n_pass", "n_runs", alt.Tooltip("share:Q", format=".2f")],
         ).properties(height=280)
         st.altair_chart(chart, width="stretch")
-        st.dataframe(funnel, hide_index=True, width="stretch")
+        st.caption("Runs passing every phase up to the stage, of the runs scored on all of them (k/n).")
+        st.dataframe(funnel_table(funnel), hide_index=True, width="stretch", key="overview_funnel")
     spend = ctx.q("llm_spend")
     if spend.height:
         st.subheader("LLM spend per role")

@@ -11,9 +11,13 @@ import polars as pl
 import streamlit as st
 
 from failatlas.appdata.pages.common import Context, code, md, scroll_if_requested
+from failatlas.core.tables import counted
 
 TEXT_CAP = 20_000  # characters of one step's content or one written file shown; the rest is cut and said so
 STEPS_PER_PAGE = 100
+# The run view's sections, in page order, with their header anchors: the links at the top of the run jump to them.
+SECTIONS = (("judges", "verdicts"), ("validator", "validator"), ("diff", "diff"), ("steps", "steps"),
+            ("sandbox commands", "commands"), ("task", "task"), ("monitor", "monitor"), ("outputs", "outputs"))
 
 
 def outcome_of(status: str | None, outcome: str | None) -> str:
@@ -85,7 +89,7 @@ def _steps(detail: dict, run_id: str) -> None:
     needle = needle.strip().lower()
     rows = [r for r in steps.iter_rows(named=True)
             if _matches(needle, r["content"], r["arguments"], r["tool"], r["kind"])]
-    st.caption(f"{len(rows):,} of {steps.height:,} step(s)" + (f" contain “{md(needle)}”" if needle else "")
+    st.caption(f"{len(rows):,} of {counted(steps.height, 'step')}" + (f" contain “{md(needle)}”" if needle else "")
                + ". Outputs are shown whole (tracebacks included) up to 20,000 characters each.")
     pages = max(1, -(-len(rows) // STEPS_PER_PAGE))
     page = 1
@@ -170,7 +174,7 @@ def render_run(ctx: Context, run_id: str) -> None:
                 f"{md(run['benchmark'])} · attempt {run['attempt']} · status **{md(run['status'])}** · "
                 f"{(run['duration_s'] or 0):.1f} s · \\${(run['cost_usd'] or 0):.4f} · {(run['tokens'] or 0):,} tokens"
                 + (f" · fault injected: {code(run['fault_injected'])}" if run.get("fault_injected") else ""))
-    st.caption("Sections: judges, validator, diff, steps, sandbox commands, task, monitor, outputs.")
+    st.markdown("Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS))
     _verdicts(detail)
     _validator(detail)
     st.subheader("Diff", anchor="diff")

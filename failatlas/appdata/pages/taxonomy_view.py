@@ -20,6 +20,8 @@ from failatlas.appdata.pages.common import (
     with_intervals,
 )
 from failatlas.core.errors import InputError
+from failatlas.core.tables import counted
+from failatlas.taxonomy.tables import COUNT_HEADERS, UNIT_NOUNS
 
 UNITS = {"share of insights": "insights", "share of runs": "runs", "share of tasks": "tasks"}
 DIMENSIONS = ["(none)", "agent", "model", "benchmark", "paper"]
@@ -107,8 +109,15 @@ def render(ctx: Context) -> None:
         _exports(ctx, None, "")
         return
     what = "insight occurrences of the phase" if unit == "insights" else unit
-    st.caption(f"Share of {what} per failure type, 95% bootstrap interval; taxonomy {code(ctx.taxonomy_id)}"
-               + (f"; {dimension} = {code(value)}" if dimension else "") + ".")
+    method = ("bootstrap interval (none where a phase has one type: it holds 100% by construction)"
+              if unit == "insights" else "Wilson score interval")
+    st.caption(f"Share of {what} per failure type, 95% {method}; “{COUNT_HEADERS[unit]}” counts "
+               + ("statements of the type's insights (one per run or trace that stated it); “distinct insights”, "
+                  "their different texts" if unit == "insights" else
+                  f"the {unit} with at least one occurrence of the type")
+               + f"; taxonomy {code(ctx.taxonomy_id)}" + (f"; {dimension} = {code(value)}" if dimension else "") + ".")
+    sizes = ctx.q("type_counts", ctx.taxonomy_id, dimension, value).select(
+        "failure_type_id", pl.col("insights").alias("distinct_insights"), "occurrences")
     frame = with_intervals(frame).with_columns(
         pl.struct("failure_type_id").map_elements(
             lambda r: link("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"]),
@@ -119,20 +128,24 @@ def render(ctx: Context) -> None:
         part = frame.filter(pl.col("phase") == phase)
         total = part["total"][0]
         n_types = part.filter(pl.col("failure_type_id") != "unassigned").height
-        st.subheader(f"{md(phase.capitalize())} · {n_types} type(s) · total {total:,} {unit}")
+        st.subheader(f"{md(phase.capitalize())} · {counted(n_types, 'type')} · "
+                     f"total {counted(total, UNIT_NOUNS[unit])}")
         cats = categories.filter((pl.col("phase") == phase) & pl.col("category").is_not_null())
         if cats.height:
             st.caption("Categories: " + "; ".join(f"**{md(r['category'])}** ({r['n']} type{'s' if r['n'] > 1 else ''})"
                                                    for r in cats.iter_rows(named=True)))
-        if part.height == 1:
-            st.caption("One failure type in this phase: its share is 100% by construction, so no interval.")
+        if part.height == 1 and part["ci_low"].is_null().all():  # `prevalence`'s rule, as every export prints it
+            st.caption("One failure type in this phase: it holds 100% of the phase's insight occurrences by "
+                       "construction, so no interval.")
+        part = part.join(sizes, on="failure_type_id", how="left")
+        extra = ["distinct_insights"] + (["occurrences"] if unit != "insights" else [])
         st.dataframe(
             part.select(pl.col("category").fill_null("–"), "failure_type", (100 * pl.col("share")).alias("share"),
-                        "count", "95% CI (%)",
-                        "failure_type_id", "drill"),
+                        "count", "95% CI (%)", *extra, "failure_type_id", "drill"),
             hide_index=True, width="stretch", key=f"tx_table_{phase}",
             column_config={
-                "failure_type": "failure type", "failure_type_id": "id",
+                "failure_type": "failure type", "failure_type_id": "id", "count": COUNT_HEADERS[unit],
+                "distinct_insights": "distinct insights", "occurrences": "occurrences",
                 "share": st.column_config.ProgressColumn("prevalence (%)", format="%.1f%%", min_value=0.0,
                                                          max_value=100.0),
                 "drill": st.column_config.LinkColumn("drill-down", display_text="open"),
