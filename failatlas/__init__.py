@@ -11,8 +11,17 @@ from failatlas.core.errors import (
     StoreError,
     StoreLockedError,
 )
-from failatlas.core.store import Migration, Store
 from failatlas.core.version import __version__
+
+_LAZY = {"Migration": "failatlas.core.store", "Store": "failatlas.core.store"}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562: the store (and DuckDB) load on first use, not on import
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'failatlas' has no attribute {name!r}")
 
 __all__ = [
     "ConfigError",

@@ -2,57 +2,81 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from typer.core import TyperGroup
 
-from failatlas import db_cli
-from failatlas.bench_core.cli import bench as runs_cli
-from failatlas.bench_core.cli import repos as repos_cli
-from failatlas.bench_core.cli import sandbox as sandbox_cli
-from failatlas.bench_core.cli import tasks as tasks_cli
-from failatlas.cluster import cli as cluster_cli
-from failatlas.core.cli import console, err_console, state
-from failatlas.core.errors import FailAtlasError
-from failatlas.core.llm import cli as llm_cli
-from failatlas.core.version import __version__
-from failatlas.embed import cli as embed_cli
-from failatlas.ingest import cli as ingest_cli
-from failatlas.store import all_migrations
-from failatlas.taxonomy import cli as taxonomy_cli
+if TYPE_CHECKING:
+    from click import Command, Context, HelpFormatter
+
+# Each stage owns its own CLI module; this top layer alone names them all. They are imported when their group
+# runs, never for `failatlas --help` or `failatlas version` (each would pull DuckDB, Polars, the stages).
+SUBCOMMANDS = [
+    ("db", "failatlas.db_cli", "Create, upgrade and describe the DuckDB store."),
+    ("tasks", "failatlas.bench_core.cli.tasks", "Import, list and show benchmark tasks; prepare masked repositories."),
+    ("repos", "failatlas.bench_core.cli.repos", "Get task repositories into a local cache, pinned."),
+    ("sandbox", "failatlas.bench_core.cli.sandbox", "Build the sandbox image and clean up orphaned sandboxes."),
+    ("bench", "failatlas.bench_core.cli.bench", "Run agents on tasks in sandboxes, score the runs, report metrics."),
+    ("ingest", "failatlas.ingest.cli", "Collect raw failure insights from runs and from other tools' files."),
+    ("embed", "failatlas.embed.cli", "Embed insights with sentence-transformers (cached by content)."),
+    ("cluster", "failatlas.cluster.cli", "Cluster insights per phase and evaluate clusters against human labels."),
+    ("taxonomy", "failatlas.taxonomy.cli", "Name failure types, build the hierarchy, export tables and figures."),
+    ("llm", "failatlas.core.llm.cli", "Show each LLM role's resolved configuration and what the calls spent."),
+]
+_LAZY = {name: (module, help_) for name, module, help_ in SUBCOMMANDS}
+# commands that never open the store: the root callback leaves the store's plumbing unimported for them
+_NO_STORE = frozenset({"version"})
+
+
+class _LazyGroup(TyperGroup):
+    """The root group: each stage's group is imported when it is invoked; help listings name it from
+    `SUBCOMMANDS` without importing it."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return [*_LAZY, *super().list_commands(ctx)]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in _LAZY:
+            return super().get_command(ctx, cmd_name)
+        module, help_ = _LAZY[cmd_name]
+        if self._listing:  # a stand-in that names the group and its help
+            return TyperGroup(name=cmd_name, help=help_, short_help=help_)
+        command = typer.main.get_command(importlib.import_module(module).app)
+        command.name, command.help = cmd_name, command.help or help_
+        return command
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="failatlas",
+    cls=_LazyGroup,
     help="Run AI-research-experiment benchmarks end to end and mine why agents fail.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
 
-# Each stage owns its own CLI module; this top layer alone names them all.
-SUBCOMMANDS = [
-    ("db", db_cli.app, "Create, upgrade and describe the DuckDB store."),
-    ("tasks", tasks_cli.app, "Import, list and show benchmark tasks; prepare masked repositories."),
-    ("repos", repos_cli.app, "Get task repositories into a local cache, pinned."),
-    ("sandbox", sandbox_cli.app, "Build the sandbox image and clean up orphaned sandboxes."),
-    ("bench", runs_cli.app, "Run agents on tasks in sandboxes, score the runs, report metrics."),
-    ("ingest", ingest_cli.app, "Collect raw failure insights from runs and from other tools' files."),
-    ("embed", embed_cli.app, "Embed insights with sentence-transformers (cached by content)."),
-    ("cluster", cluster_cli.app, "Cluster insights per phase and evaluate clusters against human labels."),
-    ("taxonomy", taxonomy_cli.app, "Name failure types, build the hierarchy, export tables and figures."),
-    ("llm", llm_cli.app, "Show each LLM role's resolved configuration and what the calls spent."),
-    ("label", __import__("failatlas.taxonomy.label_cli", fromlist=["app"]).app, "Label insights to learn from."),
-]
-for _name, _sub, _help in SUBCOMMANDS:
-    app.add_typer(_sub, name=_name, help=_help)
-state.migrations = all_migrations
+
+def _all_migrations():  # noqa: ANN202 - the store's migrations, imported only when a command opens the store
+    from failatlas.store import all_migrations
+
+    return all_migrations()
 
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     db: Annotated[
         str | None,
         typer.Option("--db", envvar="FAILATLAS_DB", help="DuckDB store file (default: ./failatlas.duckdb)."),
@@ -62,14 +86,21 @@ def root(
     ] = 120.0,
 ) -> None:
     """FailAtlas: benchmark core and failure miner for AI-research agents."""
+    if ctx.invoked_subcommand in _NO_STORE:
+        return
+    from failatlas.core.cli import state
+
     state.db = db
     state.lock_timeout = lock_timeout
+    state.migrations = _all_migrations
 
 
 @app.command()
 def version() -> None:
     """Print the FailAtlas version."""
-    console.print(__version__)
+    from failatlas.core.version import __version__
+
+    typer.echo(__version__)
 
 
 @app.command()
@@ -77,7 +108,11 @@ def agents(
     show_all: Annotated[bool, typer.Option("--all", help="Also the hostile agents that attack the harness.")] = False,
 ) -> None:
     """List the agents `bench run --agent` takes, each with what it does."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from failatlas.bench_core.agents import AGENTS, agent_names
+    from failatlas.core.cli import console
 
     table = Table("agent", "what it does")
     for name in agent_names(include_hidden=show_all):
@@ -116,7 +151,7 @@ def demo(
     from pathlib import Path
 
     from failatlas.bench_core.sandbox import resolve_sandbox_kind
-    from failatlas.core.cli import db_path, store
+    from failatlas.core.cli import console, db_path, store
     from failatlas.demo import run_demo
 
     sandbox = resolve_sandbox_kind(sandbox, say=lambda text: console.print(text, highlight=False))
@@ -133,14 +168,20 @@ def demo(
 
 def main() -> None:
     """Entry point: our errors become one line on stderr and a non-zero exit code, never a traceback."""
+    from failatlas.core.errors import FailAtlasError
+
     try:
         app()
     except FailAtlasError as exc:
+        from rich.markup import escape
+
+        from failatlas.core.cli import err_console
+
         # the message quotes user input, task files and git's output: shown as text, never read as markup
         err_console.print(f"[bold red]error:[/] {escape(exc.one_line())}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        err_console.print("interrupted; re-run the same command to resume")
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
         sys.exit(130)
 
 
