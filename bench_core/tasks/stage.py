@@ -68,8 +68,9 @@ class TaskImportResult(BaseModel):
     def n_warnings(self) -> int:
         return sum(self.warnings.values())
 
-    def summary(self) -> str:
-        """One line: files, tasks (new / updated / unchanged), by kind, warnings."""
+    def summary(self, named: int = 5) -> str:
+        """One line: files, tasks (new / updated / unchanged), by kind, warnings, and the files skipped (the
+        first `named` by name, then how many more)."""
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items())) or "none"
         counts = f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
         line = (
@@ -77,7 +78,9 @@ class TaskImportResult(BaseModel):
             f"{self.n_warnings} warning(s)"
         )
         if self.skipped:
-            line += f"; {len(self.skipped)} file(s) skipped"
+            more = len(self.skipped) - named
+            line += f"; {len(self.skipped)} file(s) skipped: " + ", ".join(self.skipped[:named]) + (
+                f" and {more} more (--json lists them all)" if more > 0 else "")
         return line
 
 

@@ -125,3 +125,20 @@ def test_main_turns_errors_into_one_line_without_traceback(db_path: Path):
         "error: no task 'nope' in the catalog (the catalog is empty: import tasks with "
         "`failatlas tasks import PATH` or `failatlas tasks import-mini`)"
     ]
+
+
+def test_the_import_line_names_the_skipped_files(shared_data: Path, tmp_path: Path):
+    """Up to 5 skipped files by name, then how many more; without --json."""
+    folder = tmp_path / "logs" / "18439"
+    folder.mkdir(parents=True)
+    (folder / "18439_complete_final.json").write_text(
+        (shared_data / "expbench" / "iclr2024" / "18439.json").read_text())
+    names = [f"config_{i}.json" for i in range(7)]
+    for name in names:
+        (folder / name).write_text('{"model": "o3-mini"}')
+    runner = CliRunner(env={"FAILATLAS_NO_PROGRESS": "1", "COLUMNS": "400"})
+    res = runner.invoke(app, ["--db", str(tmp_path / "s.duckdb"), "tasks", "import", str(tmp_path / "logs")])
+    assert res.exit_code == 0, res.output
+    line = " ".join(res.output.split())
+    shown = [name for name in names if name in line]
+    assert "7 file(s) skipped: " in line and len(shown) == 5 and "and 2 more (--json lists them all)" in line
