@@ -254,7 +254,8 @@ def score(
 
         os.environ[NO_CACHE_ENV] = "1"  # read by every LLM role's client this process makes
     with progress_bar("scoring", len(run) if run else None) as advance:
-        result = score_run(s, params, on_done=lambda _rid: advance())
+        result = score_run(s, params, on_done=lambda _rid: advance(),
+                           on_wait=lambda text: console.print(f"[yellow]{escape(text)}[/]", highlight=False))
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(result.outcomes.items())) or "nothing to score"
     console.print(f"{result.scored} run(s) scored ({outcomes})")
     _print_judge_counts(s, result.run_ids)
@@ -262,6 +263,11 @@ def score(
         console.print(f"[yellow]not scored:[/] {escape(line)}", highlight=False)
     for line in result.infra_errors:
         console.print(f"[yellow]infrastructure error, not scored:[/] {escape(line)}", highlight=False)
+    for line in result.failed:
+        console.print(f"[red]scoring failed (recorded; a plain re-score retries it):[/] {escape(line)}",
+                      highlight=False)
+    if result.failed or result.infra_errors:  # everything else was scored first
+        raise typer.Exit(1)
 
 
 def _print_judge_counts(s, run_ids: list[str]) -> None:  # noqa: ANN001
