@@ -86,4 +86,17 @@ ROWS: dict[str, tuple[str, str, str]] = {
     "attack-command-braces": ("agent", "a command agent's command with braces (JSON, ${VAR}, {1..3}, awk)",
                               "passed to the shell unchanged; the old {prompt_file}/{prompt} placeholders refused "
                               "with a ConfigError naming $FAILATLAS_PROMPT_FILE"),
+    # Issue 29: verdicts from evidence the agent's code cannot reach (tests in test_attack_values.py, _scores.py)
+    "attack-results-numbers": ("hostile agent", "a results file with a 400- or 5000-digit integer, NaN, 1e999 or a "
+                               "lone surrogate",
+                               "that run's failure (runtime_error or wrong_value); every other run scored"),
+    "attack-output-json": ("hostile agent", "design.json nested 200,000 levels, with a 5000-digit integer or a lone "
+                           "surrogate",
+                           "run stored (not infra_error), design recorded unreadable, design phase failed"),
+    "attack-import-values": ("bad input", "insight and task files with a 5000-digit integer, a lone surrogate, "
+                             ".inf/.nan expected values or tolerances",
+                             "one-line error naming file, line and field; nothing written"),
+    "attack-verdicts": ("hostile agent", "every hostile agent on every CPU mini task (forged summaries, sprayed "
+                        "conclusions and designs, constants, huge and deep outputs, sandbox attacks)",
+                        "at most null's score on each phase M, D, I, E, C; every run stored and scored"),
 }
