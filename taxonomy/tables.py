@@ -12,11 +12,17 @@ from typing import Protocol
 import polars as pl
 
 from failatlas.core.registry import Registry
-from failatlas.core.tables import interval_text, latex_cell, paper_table  # one escaping, one interval rule
+from failatlas.core.tables import counted, interval_text, latex_cell, paper_table  # one escaping, one interval rule
 
 # What a count of each unit counts, in the same words on the app's pages, in the CLI and in every export.
 UNIT_NOUNS = {"insights": "insight occurrences", "runs": "runs", "tasks": "tasks"}
 COUNT_HEADERS = {"insights": "occurrences", "runs": "runs affected", "tasks": "tasks affected"}
+_UNIT_SINGULAR = {"insights": "insight occurrence", "runs": "run", "tasks": "task"}
+
+
+def unit_count(n: int, unit: str) -> str:
+    """'1 insight occurrence', '45 runs': a count with the noun of its unit, singular or plural."""
+    return counted(n, _UNIT_SINGULAR.get(unit, unit), UNIT_NOUNS.get(unit, unit))
 
 
 def pct(x: float | None) -> str:

@@ -193,13 +193,13 @@ def test_compare_page_puts_agents_side_by_side(app_db: Path, taxonomy_id: str,
     by_agent = prevalence(Store(app_db), taxonomy_id, by="agent")
     react = by_agent.filter(pl.col("group") == "react-agent")
     tables = [d.value for d in at.dataframe]
-    shown = [int(c.split("/")[0]) for t in tables for c in t["left n"]]
+    shown = [int(c.split()[-1].split("/")[0]) for t in tables for c in t["left"]]  # '50.0 [15.0–85.0] 2/4'
     assert sorted(c for c in shown if c) == sorted(c for c in react["count"].to_list() if c)
     assert at.query_params["left"] == "react-agent" and at.query_params["right"] == "openhands"
     for t in tables:  # one row per type, and a difference with its interval on each
         assert t["failure type"].is_unique
-        for cell, left_n, right_n in zip(t["difference"], t["left n"], t["right n"], strict=True):
-            (k1, n1), (k2, n2) = (map(int, left_n.split("/")), map(int, right_n.split("/")))
+        for cell, left_n, right_n in zip(t["difference"], t["left"], t["right"], strict=True):
+            (k1, n1), (k2, n2) = (map(int, c.split()[-1].split("/")) for c in (left_n, right_n))
             d, low, high = share_difference(k1, n1, k2, n2)
             assert cell == f"{100 * d:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
     assert "Newcombe" in texts(at)
@@ -214,7 +214,7 @@ def test_compare_offers_every_agent_and_says_when_a_link_names_none(app_db: Path
     assert "nobody from the link is not in this store" in texts(at)
     assert at.query_params["left"] == "gold" and at.query_params["right"] != "gold"
     tables = [d.value for d in at.dataframe]
-    assert tables and all(n.startswith("0/") for t in tables for n in t["left n"])
+    assert tables and all(c.split()[-1].startswith("0/") for t in tables for c in t["left"])
     at = render(app_db, monkeypatch, page="compare", left="gold", right="react-agent")
     assert "gold has no insight occurrences in this taxonomy" in texts(at)
 

@@ -13,8 +13,7 @@ import streamlit as st
 
 from failatlas.appdata.pages.common import Context, code, interval, keep, md, param, show_next_steps
 from failatlas.core.errors import InputError
-from failatlas.core.tables import counted
-from failatlas.taxonomy.tables import COUNT_HEADERS, UNIT_NOUNS
+from failatlas.taxonomy.tables import COUNT_HEADERS, UNIT_NOUNS, unit_count
 
 UNITS = {"share of insights": "insights", "share of runs": "runs", "share of tasks": "tasks"}
 DIMENSIONS = ["agent", "model", "benchmark"]
@@ -40,10 +39,11 @@ def _side(cols, label: str, key: str, options: list[str], wanted: str | None, de
     return cols.selectbox(label, options, index=options.index(chosen), key=key)
 
 
-def _share(share: float | None, low: float | None, high: float | None) -> str:
+def _side_cell(share: float | None, low: float | None, high: float | None, count: int, total: int) -> str:
+    """One side of a row: '50.0 [15.0–85.0] 2/4' (share %, its interval, k of n)."""
     if share is None:
-        return "–"
-    return f"{100 * share:.1f} [{interval(low, high)}]"
+        return f"– {count}/{total}"
+    return f"{100 * share:.1f} [{interval(low, high)}] {count}/{total}"
 
 
 def _points(d: float | None, low: float | None, high: float | None) -> str:
@@ -93,9 +93,11 @@ def chart(part: pl.DataFrame, left: str, right: str, top: float) -> alt.LayerCha
                  alt.Tooltip("ci_high:Q", format=".1f"), "count", "total"])
     rules = base.mark_rule(color="#333333").encode(
         y=y, x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, top])), x2="ci_high:Q",
-        yOffset=alt.YOffset("side:N", sort=[left, right]))
-    return (bars + rules).properties(height=step * part.height,
-                                     usermeta={"embedOptions": {"renderer": "svg"}})
+        yOffset=alt.YOffset("side:N", sort=[left, right], bandPosition=0.5))
+    # A height in pixels is what Streamlit fits the whole chart into, legend and axis included (Vega's autosize
+    # "fit"): a chart of few types collapsed into a strip with its labels on top of each other. A step (pixels per
+    # side of a type) sizes the plot by its rows instead.
+    return (bars + rules).properties(height=alt.Step(step // 2), usermeta={"embedOptions": {"renderer": "svg"}})
 
 
 def render(ctx: Context) -> None:
@@ -140,9 +142,10 @@ def render(ctx: Context) -> None:
     frame = ctx.q("compare_frame", ctx.taxonomy_id, by=by, left=left, right=right, unit=unit)
     st.caption(
         f"Per failure type: the share of each side's {noun}"
-        + (" of the phase" if unit == "insights" else "") + f" ({md(left)}: {counted(sizes.get(left, 0), noun)}; "
-        f"{md(right)}: {counted(sizes.get(right, 0), noun)} in all) with its 95% interval "
-        + ("(bootstrap; none where a phase has one type)" if unit == "insights" else "(Wilson score)")
+        + (" of the phase" if unit == "insights" else "") + f" ({md(left)}: {unit_count(sizes.get(left, 0), unit)}; "
+        f"{md(right)}: {unit_count(sizes.get(right, 0), unit)} in all) as % [95% interval] and k/n "
+        f"({COUNT_HEADERS[unit]} of all), the interval by "
+        + ("bootstrap (none where a phase has one type)" if unit == "insights" else "Wilson's score method")
         + f"; the difference {md(left)} − {md(right)} in percentage points with its 95% interval by Newcombe's "
         "hybrid score method (the difference of two independent proportions); “differs” says whether that "
         "interval excludes 0 (a two-sided test at the 5% level, one type at a time, not corrected for the "
@@ -157,18 +160,17 @@ def render(ctx: Context) -> None:
         st.subheader(md(phase.capitalize()))
         table = pl.DataFrame({
             "failure type": part["failure_type"],
-            "left": [_share(*v) for v in part.select("left_share", "left_ci_low", "left_ci_high").iter_rows()],
-            "left n": [f"{k}/{n}" for k, n in part.select("left_count", "left_total").iter_rows()],
-            "right": [_share(*v) for v in part.select("right_share", "right_ci_low", "right_ci_high").iter_rows()],
-            "right n": [f"{k}/{n}" for k, n in part.select("right_count", "right_total").iter_rows()],
+            "left": [_side_cell(*v) for v in part.select("left_share", "left_ci_low", "left_ci_high", "left_count",
+                                                         "left_total").iter_rows()],
+            "right": [_side_cell(*v) for v in part.select("right_share", "right_ci_low", "right_ci_high",
+                                                          "right_count", "right_total").iter_rows()],
             "difference": [_points(*v) for v in part.select("difference", "difference_low",
                                                              "difference_high").iter_rows()],
             "differs": [_verdict(lo, hi) for lo, hi in part.select("difference_low", "difference_high").iter_rows()],
         })
         st.dataframe(table, hide_index=True, width="stretch", key=f"cmp_table_{phase}", column_config={
-            "failure type": st.column_config.TextColumn("failure type", width="large"),
-            "left": f"{left}: % [95% CI]", "right": f"{right}: % [95% CI]",
-            "left n": f"{left}: {COUNT_HEADERS[unit]}", "right n": f"{right}: {COUNT_HEADERS[unit]}",
+            "failure type": st.column_config.TextColumn("failure type", width="medium"),
+            "left": f"{left}: % [95% CI] k/n", "right": f"{right}: % [95% CI] k/n",
             "difference": "difference (points) [95% CI]", "differs": "differs (5%)",
         })
         st.altair_chart(chart(part, left, right, top), width="stretch")

@@ -21,7 +21,7 @@ from failatlas.appdata.pages.common import (
 )
 from failatlas.core.errors import InputError
 from failatlas.core.tables import counted
-from failatlas.taxonomy.tables import COUNT_HEADERS, UNIT_NOUNS
+from failatlas.taxonomy.tables import COUNT_HEADERS, unit_count
 
 UNITS = {"share of insights": "insights", "share of runs": "runs", "share of tasks": "tasks"}
 DIMENSIONS = ["(none)", "agent", "model", "benchmark", "paper"]
@@ -129,7 +129,7 @@ def render(ctx: Context) -> None:
         total = part["total"][0]
         n_types = part.filter(pl.col("failure_type_id") != "unassigned").height
         st.subheader(f"{md(phase.capitalize())} · {counted(n_types, 'type')} · "
-                     f"total {counted(total, UNIT_NOUNS[unit])}")
+                     f"total {unit_count(total, unit)}")
         cats = categories.filter((pl.col("phase") == phase) & pl.col("category").is_not_null())
         if cats.height:
             st.caption("Categories: " + "; ".join(f"**{md(r['category'])}** ({r['n']} type{'s' if r['n'] > 1 else ''})"
