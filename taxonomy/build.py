@@ -26,6 +26,7 @@ from failatlas.taxonomy.hierarchy import group_centroids
 from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
 from failatlas.taxonomy.keywords import class_tfidf
 from failatlas.taxonomy.labelling import Labeller, make_labeller
+from failatlas.taxonomy.labelling.readable import ReadableNames
 from failatlas.taxonomy.learned import Learner, learned_criterion, learned_drafts, learning_key, make_learner
 from failatlas.taxonomy.model import (
     UNASSIGNED,
@@ -287,7 +288,8 @@ def _build(
     if store.query("SELECT 1 FROM taxonomies WHERE id = ?", [taxonomy_id]):
         record.note(taxonomy_id=taxonomy_id, reused=True)
         return load_taxonomy(store, taxonomy_id).model_copy(update={"stage_run_id": record.id})
-    labeller = labeller or make_labeller(params.labeller, store=store, **params.labeller_args)
+    labeller = ReadableNames(labeller) if labeller else make_labeller(params.labeller, store=store,
+                                                                     **params.labeller_args)
 
     drafts: list[Draft] = []
     outliers: list[tuple[str, str, np.ndarray]] = []  # (insight_id, phase, vector)

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.core.store import Store
 from failatlas.taxonomy.labelling.phrases import failure_name
+from failatlas.taxonomy.labelling.readable import readable_or_honest
 from failatlas.taxonomy.model import UNASSIGNED, FailureType
 
 MIN_OVERLAP = 0.5
@@ -142,8 +143,8 @@ def _split(
         sims = vectors[rows] @ centroid
         order = rows[np.argsort(-sims, kind="stable")]
         others = [texts[r] for r in np.flatnonzero(parts != p)]
-        name = failure_name([texts[r] for r in order], others)
         new_id = type_id if p == 0 else f"{original.phase}/T{next_n + p - 1:02d}"
+        name = readable_or_honest(failure_name([texts[r] for r in order], others), new_id)
         new_ids.append(new_id)
         new_types.append(original.model_copy(update={
             "id": new_id,

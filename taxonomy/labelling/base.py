@@ -39,7 +39,10 @@ def register_labeller(name: str) -> Callable[[Callable[..., Labeller]], Callable
 
 def make_labeller(name: str, **kwargs: Any) -> Labeller:
     """The labeller registered as `name`, built with `kwargs` (every labeller takes `store=`, where an LLM
-    labeller caches and logs its calls). Raises ConfigError for an unknown name."""
+    labeller caches and logs its calls), wrapped so that no name of a fragment shape gets through
+    (labelling/readable.py). Raises ConfigError for an unknown name."""
     if name not in LABELLERS:
         raise ConfigError(f"unknown labeller '{name}'", hint=f"choose one of: {', '.join(sorted(LABELLERS))}")
-    return LABELLERS[name](**kwargs)
+    from failatlas.taxonomy.labelling.readable import ReadableNames
+
+    return ReadableNames(LABELLERS[name](**kwargs))  # every shipped generator's names pass the same check

@@ -49,7 +49,7 @@ def _good_reply(messages, schema):
         }
         return FakeResult(ok=True, value=value, raw=json.dumps(value))
     value = {
-        "name": f"Type about {body['inside_keywords'][0]}",
+        "name": f"Failures about {body['inside_keywords'][0]}",
         "definition": "The agent's code fails in this particular way.",
         "inclusion_criteria": ["Shows the specific failure."],
         "exclusion_criteria": ["Is not one of the OUTSIDE failures."],
@@ -64,7 +64,7 @@ def test_llm_names_are_used_and_prompts_are_contrastive_and_stored(mini_store):
     # 6 types, and one category of two types (the other types stand alone: a category groups two or more types
     # short of a whole phase)
     assert len(tax.types) == 6 and len(client.calls) == 7
-    assert all(t.naming_method == "llm" and t.name.startswith("Type about") for t in tax.types)
+    assert all(t.naming_method == "llm" and t.name.startswith("Failures about") for t in tax.types)
     named = [c for c in tax.categories if c.naming_method == "llm"]
     assert [c.name for c in named] == ["Runtime crashes"] and named[0].phase == "implementation"
     category_prompt = json.loads(named[0].prompt[1]["content"])
