@@ -303,7 +303,7 @@ _NUMBER_WORDS = {"one": 1, "single": 1, "a single": 1, "two": 2, "three": 3, "fo
                  "seven": 7, "eight": 8}
 _GPU_COUNT = re.compile(
     r"^(?:gpus?\s*[:=]\s*)?(?:(?:at\s+least|a\s+minimum\s+of|minimum(?:\s+of)?|min\.?)\s+)?"
-    r"(?P<low>\d+|a\s+single|single|one|two|three|four|five|six|seven|eight)"
+    r"(?P<low>\d{1,6}(?!\d)|a\s+single|single|one|two|three|four|five|six|seven|eight)"
     r"(?:\s*(?:-|–|to|or)\s*(?:\d+|more))?(?:\s*[x×])?\b",
     re.IGNORECASE,
 )
