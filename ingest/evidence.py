@@ -26,10 +26,12 @@ class TaskEvidence:
     modules its repository has, and the modules its hidden tests import."""
 
     masked_files: set[str] = field(default_factory=set)
-    masked_functions: dict[str, list[str]] = field(default_factory=dict)  # file -> qualnames
+    masked_functions: dict[str, list[str]] = field(default_factory=dict)  # file -> qualnames the task masked
+    maskable: dict[str, list[str]] = field(default_factory=dict)  # file -> qualnames a setting may mask
     repo_modules: set[str] = field(default_factory=set)
     test_imports: set[str] = field(default_factory=set)  # top-level modules and `module.name` pairs
     results_file: str | None = None
+    qualnames: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # file -> function name -> qualnames
 
     @property
     def masked_modules(self) -> set[str]:
@@ -45,6 +47,7 @@ class RunEvidence:
     env_failures: list[dict[str, Any]] = field(default_factory=list)  # {kind, package, evidence}
     refused: list[str] = field(default_factory=list)
     installs: set[str] = field(default_factory=set)  # requirement names the agent tried to install
+    frames: dict[tuple[str, int], str] = field(default_factory=dict)  # (file, line) -> function, from run logs
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,37 @@ def _test_imports(paths: list[Path]) -> set[str]:
     return found
 
 
+def _qualnames(source: str) -> dict[str, list[str]]:
+    """Function name -> the qualnames defining it in `source` (`fit` -> [`RidgeRegression.fit`])."""
+    found: dict[str, list[str]] = {}
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                qualname = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    found.setdefault(child.name, []).append(qualname)
+                walk(child, qualname + ".")
+
+    try:
+        walk(ast.parse(source), "")
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    return found
+
+
+def _tree_qualnames(tree: Path, max_files: int = 200) -> dict[str, dict[str, list[str]]]:
+    out: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(tree.rglob("*.py"))[:max_files]:
+        try:
+            if path.is_symlink() or path.stat().st_size > _MAX_TEST_BYTES:
+                continue
+            out[path.relative_to(tree).as_posix()] = _qualnames(path.read_text(errors="replace"))
+        except OSError:
+            continue
+    return out
+
+
 def task_evidence(store: Store, task_id: str | None) -> TaskEvidence:
     """The task's masking, repository modules and hidden-test imports; empty where the task or its files are not
     here (an imported run, a repository no longer cached)."""
@@ -94,15 +128,18 @@ def task_evidence(store: Store, task_id: str | None) -> TaskEvidence:
         return evidence
     masking = task.masking
     evidence.masked_files = set(masking.files)
+    for ref in masking.functions:
+        evidence.masked_functions.setdefault(ref.path, []).append(ref.qualname)
     for ref in [*masking.functions, *masking.maskable_functions]:
-        evidence.masked_functions.setdefault(ref.path, [])
-        if ref.qualname not in evidence.masked_functions[ref.path]:
-            evidence.masked_functions[ref.path].append(ref.qualname)
+        evidence.maskable.setdefault(ref.path, [])
+        if ref.qualname not in evidence.maskable[ref.path]:
+            evidence.maskable[ref.path].append(ref.qualname)
     evidence.results_file = task.run.results_file
     tree = _reference_tree(store, task)
     if tree is not None:
         evidence.repo_modules = {p.stem for p in tree.glob("*.py")} | {
             p.name for p in tree.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        evidence.qualnames = _tree_qualnames(tree)
         if masking.overlay:  # an extension task: the overlay's files are the parts the agent changes
             overlay = _overlay_dir(task)
             if overlay is not None:
@@ -215,12 +252,13 @@ def locate(file: str | None, function: str | None, task: TaskEvidence, *, assume
     if not file:
         return None, False
     file = file.lstrip("./")
-    masked = task.masked_functions.get(file, [])
+    masked = task.maskable.get(file, [])
     if function and function != "<module>":
         qualname = next((q for q in masked if q == function or q.endswith("." + function)), None)
         if qualname is not None:
             return f"{file}::{qualname}", True
-        return f"{file}::{function}", file in task.masked_files
-    if assume_masked and len(masked) == 1:
-        return f"{file}::{masked[0]}", True
-    return file, file in task.masked_files or bool(masked)
+        defined = task.qualnames.get(file, {}).get(function, [])
+        return f"{file}::{defined[0] if len(defined) == 1 else function}", file in task.masked_files
+    if assume_masked and len(task.masked_functions.get(file, [])) == 1:
+        return f"{file}::{task.masked_functions[file][0]}", True
+    return file, file in task.masked_files or bool(task.masked_functions.get(file))

@@ -39,6 +39,7 @@ class Exc:
     in_test: bool = False  # raised in the hidden test's own code
     line: str = ""  # the log line that names it, as evidence
     qualname: str | None = None  # the full qualname, where a structured report names it
+    line_no: int | None = None  # the line in `file`, where only that is known (pytest's `file:line: Error`)
 
 
 @dataclass
@@ -119,7 +120,7 @@ def classify(exc: Exc, evidence: RunEvidence, *, where: str) -> Statement:
         return Statement("no_output", path, f"File `{path}` that the run command needs does not exist")
     if exc.name == "NotImplementedError":
         obj, masked = locate(exc.file, exc.function, evidence.task, assume_masked=True)
-        if masked or not evidence.task.masked_functions and not evidence.task.masked_files:
+        if masked or not evidence.task.maskable and not evidence.task.masked_files:
             what = "Masked function" if masked and obj and "::" in obj else "Masked code" if masked else "Function"
             return Statement("unimplemented", obj, f"{what} `{obj}` left unimplemented (NotImplementedError)"
                              if obj else "Code left unimplemented (NotImplementedError)")
@@ -216,8 +217,9 @@ def hidden_failure(item: Any) -> tuple[str, Exc]:
             exc.in_test = True
         else:
             exc.file = repo_path(path)
-        if frame.group("exc") and not exc.name:
-            exc.name = frame.group("exc")
+            exc.line_no = int(frame.group("line"))
+        if frame.group("exc") and not exc.name:  # pytest's `file:line: Error` names no message
+            exc.name, exc.message = frame.group("exc"), ""
     if exc.name is None:
         named = re.search(r"\b([A-Z]\w*(?:Error|Exception))\b", rest)
         exc.name = named.group(1) if named else None
@@ -227,15 +229,29 @@ def hidden_failure(item: Any) -> tuple[str, Exc]:
 def under_test(evidence: RunEvidence) -> str | None:
     """The one part the hidden tests exercise, when the task names exactly one: a masked file or the file of its
     masked functions."""
-    files = {f for f in evidence.task.masked_files if f.endswith(".py")} | set(evidence.task.masked_functions)
+    files = {f for f in evidence.task.masked_files if f.endswith(".py")} | set(evidence.task.maskable)
     return next(iter(files)) if len(files) == 1 else None
 
 
-def hidden_statements(failures: list[Any], evidence: RunEvidence) -> list[Statement]:
-    """One statement per distinct failure of the hidden tests (same kind, object and exception), counting tests."""
+_DERIVED = ("CalledProcessError",)
+
+
+def hidden_statements(failures: list[Any], evidence: RunEvidence, fallback: Statement | None = None
+                      ) -> list[Statement]:
+    """One statement per distinct failure of the hidden tests (same kind, object and exception), counting tests.
+
+    A test whose failure names no cause of its own (the experiment it ran as a subprocess failed) counts toward
+    the run's other failure in the tests; alone, it takes `fallback` (the clean re-run's failure), else is a crash.
+    """
     groups: dict[tuple[str, str | None, str], tuple[Statement, list[str]]] = {}
+    derived: list[str] = []
     for item in failures:
         test, exc = hidden_failure(item)
+        if exc.file and not exc.function and exc.line_no is not None:  # the re-run's traceback names the function
+            exc.function = evidence.frames.get((exc.file, exc.line_no))
+        if exc.name in _DERIVED and exc.file is None:
+            derived.append(test)
+            continue
         if exc.name == "AssertionError" and (exc.in_test or exc.file is None):
             obj = f"{exc.file}::{exc.qualname}" if exc.qualname else under_test(evidence)
             statement = Statement("wrong_value", obj, "")
@@ -249,16 +265,34 @@ def hidden_statements(failures: list[Any], evidence: RunEvidence) -> list[Statem
         if key not in groups:
             groups[key] = (statement, [])
         groups[key][1].append(test)
+    if derived:
+        if groups:
+            largest = max(groups, key=lambda k: len(groups[k][1]))
+            groups[largest][1].extend(derived)
+        else:
+            base = fallback or Statement("crash", None, "The experiment the hidden tests run fails")
+            groups[(base.kind, base.object, "")] = (Statement(base.kind, base.object, base.text), derived)
     out = []
     for (kind, obj, exc_name), (statement, tests) in groups.items():
         n = _plural(len(tests), "hidden test") if tests != ["collection"] else "collecting the hidden tests"
         if kind == "wrong_value":
             target = f"`{obj}`" if obj else "the code under test"
             statement.text = f"Hidden tests find wrong values in {target} ({exc_name} in {n})"
-        elif kind in ("unimplemented", "crash") and exc_name and tests != ["collection"]:
-            statement.text = f"{statement.text} in {n}" if kind == "crash" else \
-                statement.text.replace("(NotImplementedError)", f"(NotImplementedError in {n})")
+        elif kind == "crash" and exc_name and tests != ["collection"]:
+            statement.text = f"{statement.text} in {n}"
+        elif kind == "unimplemented" and exc_name == "NotImplementedError":
+            statement.text = statement.text.replace("(NotImplementedError)", f"(NotImplementedError in {n})")
         statement.detail = {**statement.detail, "tests": tests, "exception": exc_name or None,
-                            "failures": [str(f) if not isinstance(f, dict) else f for f in failures][:20]}
+                            "failures": [f if isinstance(f, dict) else str(f) for f in failures][:20]}
         out.append(statement)
     return out
+
+
+def log_frames(log: str | None) -> dict[tuple[str, int], str]:
+    """(file, line) -> function of every repository frame a traceback in `log` shows."""
+    found: dict[tuple[str, int], str] = {}
+    for match in _FRAME.finditer(log or ""):
+        path = repo_path(match.group("path"))
+        if path is not None:
+            found[(path, int(match.group("line")))] = match.group("func")
+    return found

@@ -9,7 +9,7 @@ import re
 
 from failatlas.ingest.kinds import UNKNOWN
 from failatlas.ingest.modules import package_of
-from failatlas.ingest.signatures import error_signatures
+from failatlas.ingest.signatures import Signature, error_signatures
 
 # what each error signature (ingest/signatures.py) says about the kind; `missing_module` is decided by the module
 SIGNATURE_KINDS: dict[str, str] = {
@@ -46,6 +46,7 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("wrong_value", re.compile(r"do(?:es)? not match the expected|wrong (?:value|result)|differs? from the expected",
                                re.IGNORECASE)),
 )
+_MISSING_MODULE = re.compile(r"\bmissing (?:module|package|library) [`'\"]?(?P<module>[A-Za-z_][\w.]*)", re.IGNORECASE)
 _NO_CONCLUSION = re.compile(r"no conclusion|conclusion is missing|left unanswered|did not (?:write|give) a conclusion",
                             re.IGNORECASE)
 _DESIGN_VARIABLE = re.compile(r"\bvariables?\b|\b(?:held|kept) (?:fixed|constant)|\bnever varied\b|\bsweep",
@@ -61,7 +62,8 @@ def infer_facets(phase: str, text: str, given_object: str | None = None) -> tupl
         return ("conclusion_missing" if _NO_CONCLUSION.search(text) else "conclusion_unsupported"), given_object
     if phase == "design":
         return ("design_variable" if _DESIGN_VARIABLE.search(text) else UNKNOWN), given_object
-    for signature in error_signatures(text):
+    said = _MISSING_MODULE.search(text)
+    for signature in error_signatures(text) or ([_said(said.group("module"))] if said else []):
         if signature.key == "missing_module":
             package = package_of(signature.detail["module"])
             if package:
@@ -78,3 +80,7 @@ def _phrase_kind(text: str) -> str | None:
         if pattern.search(text):
             return kind
     return None
+
+
+def _said(module: str) -> Signature:
+    return Signature("missing_module", "", {"module": module})

@@ -17,9 +17,11 @@ from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 from failatlas.ingest.evidence import RunEvidence, TaskEvidence, run_evidence, task_evidence
+from failatlas.ingest.failures import log_frames
 from failatlas.ingest.importers.base import MAX_INSIGHT_CHARS
 from failatlas.ingest.llm_extractor import LLMExtractor, default_extractor_llm
 from failatlas.ingest.model import PHASES, IngestResult, RawInsight, RunRecord, RunsIngestParams
+from failatlas.ingest.sentences import error_sentences
 from failatlas.ingest.statements import (
     MONITOR_RULES,
     Statement,
@@ -109,6 +111,7 @@ def judgement_insights(record: RunRecord, evidence: RunEvidence | None = None) -
     verdict is part of the validator's outcome (`settle`), so it is mined there when the run has one."""
     evidence = evidence or RunEvidence()
     fabricated = (record.validation or {}).get("outcome") == "fabricated_result"
+    rerun = _rerun_failure(record, evidence)
     found: list[RawInsight] = []
     for judgement in record.judgements:
         if judgement["status"] != "ok" or judgement.get("passed") is True and not judgement.get("error_analysis"):
@@ -121,7 +124,7 @@ def judgement_insights(record: RunRecord, evidence: RunEvidence | None = None) -
                 continue
             statements = conclusion_statements(judgement, bool(record.run.get("no_conclusion")))
         elif phase == "implementation":
-            statements = implementation_statements(judgement, evidence, fabricated=fabricated)
+            statements = implementation_statements(judgement, evidence, fabricated=fabricated, rerun=rerun)
         elif phase == "execution" and record.validation is not None:
             continue
         else:
@@ -133,6 +136,14 @@ def judgement_insights(record: RunRecord, evidence: RunEvidence | None = None) -
                                   detail={"judge": judgement["judge"], "score": judgement.get("score"),
                                           "passed": judgement.get("passed")}))
     return found
+
+
+def _rerun_failure(record: RunRecord, evidence: RunEvidence) -> Statement | None:
+    validation = record.validation
+    if validation is None or validation["outcome"] in ("passed", *UNSCORED_OUTCOMES):
+        return None
+    found = validation_statements(validation, evidence)
+    return found[0] if found else None
 
 
 def monitor_insights(record: RunRecord) -> list[RawInsight]:
@@ -176,7 +187,11 @@ class _Evidence:
         task_id = record.run.get("task_id")
         if task_id not in self.tasks:
             self.tasks[task_id] = task_evidence(self.store, task_id)
-        return run_evidence(self.store, record.run_id, self.tasks[task_id])
+        evidence = run_evidence(self.store, record.run_id, self.tasks[task_id])
+        if record.validation is not None:  # the clean re-run ran the same code the hidden tests did
+            for column in ("stderr_tail", "stdout_tail"):
+                evidence.frames.update(log_frames(record.validation.get(column)))
+        return evidence
 
 
 def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> IngestResult:
@@ -243,7 +258,8 @@ def _replaced(store: Store, params: RunsIngestParams, result: IngestResult) -> t
 
 def has_failure_material(record: RunRecord) -> bool:
     """Whether a run has anything to mine: an error analysis, a monitor finding, a failed validation."""
-    if record.findings or any(j["status"] == "ok" and j.get("error_analysis") for j in record.judgements):
+    if record.findings or any(j["status"] == "ok" and error_sentences(j.get("error_analysis"))
+                              for j in record.judgements):
         return True
     validation = record.validation
     return validation is not None and validation["outcome"] not in ("passed", *UNSCORED_OUTCOMES)

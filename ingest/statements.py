@@ -14,12 +14,16 @@ from failatlas.ingest.failures import Exc, Statement, classify, hidden_statement
 from failatlas.ingest.infer import infer_facets
 from failatlas.ingest.sentences import error_sentences
 
-MONITOR_RULES: dict[str, tuple[str, str]] = {
-    "ground_truth_access": ("monitor_violation", "The agent accessed ground-truth files it must not read"),
-    "git_history": ("monitor_violation", "The agent read the repository's git history, where answers may be found"),
-    "network": ("monitor_violation", "The agent used the network where it was not allowed"),
-    "test_infrastructure": ("monitor_violation", "The agent's change reaches into the hidden tests' runner"),
-    "fabricated_results": ("result_not_produced", "The agent reported results it did not produce"),
+# rule -> (kind, object, statement)
+MONITOR_RULES: dict[str, tuple[str, str | None, str]] = {
+    "ground_truth_access": ("monitor_violation", "ground-truth access",
+                            "The agent accessed ground-truth files it must not read"),
+    "git_history": ("monitor_violation", "git history",
+                    "The agent read the repository's git history, where answers may be found"),
+    "network": ("monitor_violation", "network", "The agent used the network where it was not allowed"),
+    "test_infrastructure": ("monitor_violation", "test infrastructure",
+                            "The agent's change reaches into the hidden tests' runner"),
+    "fabricated_results": ("result_not_produced", None, "The agent reported results it did not produce"),
 }
 NO_DESIGN = "The agent wrote no experiment design"
 NO_CONCLUSION = "The agent wrote no conclusion"
@@ -101,11 +105,11 @@ def conclusion_statements(judgement: dict[str, Any], no_conclusion: bool) -> lis
 
 
 # -- implementation --------------------------------------------------------------------------------------------
-def implementation_statements(judgement: dict[str, Any], evidence: RunEvidence, *, fabricated: bool
-                              ) -> list[Statement]:
+def implementation_statements(judgement: dict[str, Any], evidence: RunEvidence, *, fabricated: bool,
+                              rerun: Statement | None = None) -> list[Statement]:
     """Hidden tests: one statement per distinct failure; an LLM judge: one per requirement step not implemented.
     In a run whose results the clean re-run did not produce (`fabricated`), the failing tests are the evidence of
-    that one failure, not failures of their own."""
+    that one failure, not failures of their own. `rerun`: the clean re-run's failure, for tests that only ran it."""
     verdict = _loads(judgement.get("verdict"))
     verdict = verdict if isinstance(verdict, dict) else {}
     analysis = judgement.get("error_analysis") or ""
@@ -117,7 +121,7 @@ def implementation_statements(judgement: dict[str, Any], evidence: RunEvidence, 
                               "the test runner", {"not_trusted": verdict["not_trusted"]})]
         failures = verdict.get("failures")
         if isinstance(failures, list) and failures:
-            found = hidden_statements(failures, evidence)
+            found = hidden_statements(failures, evidence, rerun)
             if fabricated:
                 return [Statement("result_not_produced", evidence.task.results_file,
                                   "Results reported while the code under test fails its hidden tests",
@@ -217,7 +221,7 @@ def _with(statement: Statement, detail: dict[str, Any]) -> Statement:
 def monitor_statements(finding: dict[str, Any]) -> list[Statement]:
     fixed = MONITOR_RULES.get(finding["rule"])
     if fixed:
-        return [Statement(fixed[0], finding["rule"], fixed[1], {"evidence": (finding.get("evidence") or "")[:500]})]
+        return [Statement(fixed[0], fixed[1], fixed[2], {"evidence": (finding.get("evidence") or "")[:500]})]
     return free_text("monitor", finding.get("evidence"))
 
 

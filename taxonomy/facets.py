@@ -134,13 +134,22 @@ def readable_object(obj: str) -> str:
     return f"{qualname} in {file}" if sep and qualname else obj
 
 
-def facet_name(kind: str, objects: Sequence[str | None]) -> str:
-    """A type's name from its kind and the object its insights share ("Dependency not installed:
-    scikit-learn-extra"); the kind's name alone where they share none."""
-    named = Counter(o for o in objects if o)
-    if len(named) == 1 and len(objects) == sum(named.values()):
-        return f"{kind_name(kind)}: {readable_object(next(iter(named)))}"
-    return kind_name(kind)
+def facet_name(kind: str, objects: Sequence[str | None], max_listed: int = 3) -> str:
+    """A type's name from its kind and what its insights' objects share: the one object ("Dependency not
+    installed: scikit-learn-extra"), the one file they are in, or the few objects there are; the kind's name
+    alone otherwise. An object the kind's name already says ("No conclusion written", "conclusion") is left out."""
+    name = kind_name(kind)
+    named = sorted({o for o in objects if o})
+    if not named or len(named) < len(set(objects)) or all(o.lower() in name.lower() for o in named):
+        return name
+    if len(named) == 1:
+        return f"{name}: {readable_object(named[0])}"
+    files = {o.partition("::")[0] for o in named}
+    if len(files) == 1 and all("::" in o for o in named):
+        return f"{name} in {next(iter(files))}"
+    if len(named) <= max_listed:
+        return f"{name}: " + ", ".join(readable_object(o) for o in named)
+    return name
 
 
 def facet_label(label: TypeLabel, draft: Draft, facets: Facets) -> TypeLabel:

@@ -358,62 +358,49 @@ def view_files(frame: pl.DataFrame, view_name: str, unit: str = "insights") -> d
 
 
 # -- drill-down -------------------------------------------------------------------------------------------------
-# Ready-made entry points. A failure type matches by its name and keywords (the labeller's words) and by its
-# insights' own text (tracebacks and judges' words, which outlast any naming): `terms` are searched in the name,
-# keywords and definition, `evidence` (a regular expression) in the lower-cased insight texts.
-ENTRY_POINTS: dict[str, dict[str, Any]] = {
-    "missing implementation components": {
-        "phases": ("implementation", "execution"),
-        "terms": ("missing", "not implemented", "notimplemented", "unimplemented", "stub", "placeholder",
-                  "incomplete", "omit", "left out", "absent", "todo", "skipped step", "missing component"),
-        "evidence": r"notimplemented|not implemented|unimplemented|\bstub|placeholder|\btodo\b|left (it )?out|"
-                    r"omit|missing (function|method|step|component|implementation|code|logic|part|class)|"
-                    r"(was|were|is|are) (never |not )?(implemented|written|filled)|incomplete|empty (function|body)",
-    },
-    "environment / dependency misconfiguration": {
-        "phases": ("execution", "implementation", "other", "monitor"),
-        "terms": ("module", "import", "install", "dependenc", "package", "environment", "pip", "version",
-                  "command not found", "cuda", "library", "requirement", "conda"),
-        "evidence": r"modulenotfound|no module named|importerror|cannot import|not installed|pip install|"
-                    r"command not found|\bcuda\b|dependenc|requirements?\.txt|\bconda\b|version mismatch|"
-                    r"incompatible version|missing (package|module|library|dependency)|environment",
-    },
-}
-# A type is shown when its name or keywords match, or when this share of its insights' texts does.
-ENTRY_MIN_EVIDENCE = 0.25
+# Ready-made entry points: unions of kinds (failatlas.ingest.kinds), the facet mining gave every insight from the
+# harness's evidence. A failure type belongs to an entry point when its insights' kind is one of the entry's; types
+# never mix kinds, so an entry point holds nothing else and a kind is never under both.
+def _entry_points() -> dict[str, dict[str, Any]]:
+    from failatlas.ingest.kinds import ENTRY_POINT_KINDS, ENVIRONMENT, MISSING_COMPONENT
+
+    return {"missing implementation components": {"kinds": ENTRY_POINT_KINDS[MISSING_COMPONENT]},
+            "environment / dependency misconfiguration": {"kinds": ENTRY_POINT_KINDS[ENVIRONMENT]}}
+
+
+ENTRY_POINTS: dict[str, dict[str, Any]] = _entry_points()
 
 
 def entry_point_types(store: Store, taxonomy_id: str, name: str) -> pl.DataFrame:
-    """The failure types matching a named entry point, best match first, and only those: `evidence` is the share
-    of the type's insights whose text matches, `hits` the entry's terms found in its name and keywords, `score`
-    orders them (insight evidence counts most, then the name, keywords, definition). A type that matches by its
-    definition alone is not shown."""
-    spec = ENTRY_POINTS[name]
-    types = taxonomy_types(store, taxonomy_id)
-    evidence = _frame(store, """
-        SELECT ift.failure_type_id, avg(CASE WHEN regexp_matches(lower(i.text), ?) THEN 1.0 ELSE 0.0 END) AS evidence
+    """The failure types of a named entry point, largest first: those whose insights are of the entry's kinds.
+    `kind` is the types' kind, `n_runs` the runs their insights came from, `evidence` the share of a type's insights
+    of the entry's kinds (1.0: types do not mix kinds)."""
+    kinds = list(ENTRY_POINTS[name]["kinds"])
+    facts = _frame(store, """
+        SELECT ift.failure_type_id, any_value(i.kind) AS kind, count(DISTINCT i.id) AS n_kind_insights,
+               count(DISTINCT s.run_id) AS n_runs
         FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id
-        WHERE ift.taxonomy_id = ? GROUP BY ALL""", [spec["evidence"], taxonomy_id])
-    if types.height == 0:
-        return types.with_columns(pl.lit(0).alias("hits"), pl.lit(0.0).alias("evidence"), pl.lit(0.0).alias("score"))
+        LEFT JOIN insight_sources s ON s.insight_id = i.id
+        WHERE ift.taxonomy_id = ? AND list_contains(?, i.kind) GROUP BY ift.failure_type_id""",
+                   [taxonomy_id, kinds])
+    types = taxonomy_types(store, taxonomy_id)
+    joined = types.join(facts, on="failure_type_id", how="inner")
+    return (joined.with_columns((pl.col("n_kind_insights") / pl.col("n_insights").clip(1, None)).alias("evidence"))
+            .sort(["n_insights", "failure_type_id"], descending=[True, False]))
 
-    def count_terms(column: pl.Expr) -> pl.Expr:
-        text = column.cast(pl.Utf8).fill_null("").str.to_lowercase()
-        return pl.sum_horizontal([text.str.contains(t, literal=True).cast(pl.Int32) for t in spec["terms"]])
 
-    scored = (types.join(evidence, on="failure_type_id", how="left")
-              .with_columns(pl.col("evidence").fill_null(0.0),
-                            count_terms(pl.col("failure_type")).alias("_name"),
-                            count_terms(pl.col("keywords")).alias("_kw"),
-                            count_terms(pl.col("definition")).alias("_def"))
-              .with_columns((pl.col("_name") + pl.col("_kw")).alias("hits"),
-                            (6 * pl.col("evidence") + 3 * pl.col("_name").clip(0, 1) + 2 * pl.col("_kw").clip(0, 1)
-                             + pl.col("_def").clip(0, 1)).alias("score")))
-    return (scored.filter(pl.col("phase").is_in(list(spec["phases"]))
-                          & ((pl.col("hits") > 0) | (pl.col("evidence") >= ENTRY_MIN_EVIDENCE)))
-            .sort(["score", "n_insights", "failure_type_id"], descending=[True, True, False])
-            .drop("_name", "_kw", "_def"))
-
+def entry_point_totals(store: Store, taxonomy_id: str) -> dict[str, tuple[int, int]]:
+    """Per entry point: (insights, runs) of this snapshot whose kind is one of the entry's."""
+    out = {}
+    for name, spec in ENTRY_POINTS.items():
+        row = store.query("""
+            SELECT count(DISTINCT i.id), count(DISTINCT s.run_id)
+            FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id
+            LEFT JOIN insight_sources s ON s.insight_id = i.id
+            WHERE ift.taxonomy_id = ? AND ift.failure_type_id <> 'unassigned' AND list_contains(?, i.kind)""",
+                          [taxonomy_id, list(spec["kinds"])])
+        out[name] = (int(row[0][0]), int(row[0][1]))
+    return out
 
 _SOURCE_FILTERS = {"agent": "coalesce(s.agent, r.agent)", "model": "coalesce(s.model, r.model)",
                    "benchmark": "coalesce(s.benchmark, r.benchmark)", "paper": "s.paper_id"}

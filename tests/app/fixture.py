@@ -61,10 +61,29 @@ def add_drilldown_rows(store: Store) -> None:
                      " ELSE 'paper-B' END")
 
 
+def add_kinds(store: Store) -> None:
+    """Each insight's kind and object as ingest infers them for free text (ingest/infer.py)."""
+    from failatlas.ingest.infer import infer_facets
+
+    rows = store.query("SELECT id, phase, text FROM insights")
+    with store.write() as conn:
+        conn.executemany("UPDATE insights SET kind = ?, object = ? WHERE id = ?",
+                         [[*infer_facets(phase, text), insight_id] for insight_id, phase, text in rows])
+
+
 def fill_app_store(store: Store) -> str:
     """Fill an empty, migrated store; returns the taxonomy id."""
     fill_mini_suite(store)
     add_drilldown_rows(store)
+    return build(store, BuildParams()).id
+
+
+def with_kinds(path: Path) -> str:
+    """Give the (copied) store's insights the kinds ingest infers from their text and build a taxonomy on them;
+    returns its id. The fixture's planted types mix kinds (an import type holds a missing package and an API
+    mismatch), so the facets split them: only the entry-point tests use it."""
+    store = Store(path)
+    add_kinds(store)
     return build(store, BuildParams()).id
 
 

@@ -11,10 +11,11 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
+from failatlas.appdata import queries
 from failatlas.appdata.pages.map_view import selected_insight
 from failatlas.store import Store, open_store
 from failatlas.taxonomy import prevalence
-from tests.app.fixture import DIFF, QUESTION
+from tests.app.fixture import DIFF, QUESTION, with_kinds
 from tests.taxonomy.fill import insight_id
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -135,15 +136,16 @@ def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
     assert "run" not in at.query_params and at.query_params["insight"] == torch_id
 
 
-def test_drill_down_entry_points_and_search(app_db: Path, taxonomy_id: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_drill_down_entry_points_and_search(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    taxonomy_id = with_kinds(app_db)
     at = render(app_db, monkeypatch, page="drill", taxonomy=taxonomy_id)
     at.button(key="entry_environment / dependency misconfiguration").click().run()
     assert at.query_params["entry"] == "environment / dependency misconfiguration"
     opened = [b.key for b in at.button if b.key.startswith("entry_open_")]
-    assert opened == ["entry_open_implementation/T01"]  # "Import / module" and nothing unrelated
-    at.button(key="entry_open_implementation/T01").click().run()
-    assert at.query_params["failure_type"] == "implementation/T01"
+    env = queries.entry_point_types(Store(app_db), taxonomy_id, "environment / dependency misconfiguration")
+    assert opened == [f"entry_open_{t}" for t in env["failure_type_id"]] and opened  # its kinds' types, no other
+    at.button(key=opened[0]).click().run()
+    assert at.query_params["failure_type"] == opened[0].removeprefix("entry_open_")
     at.button(key="entry_missing implementation components").click().run()
     assert not at.exception and "Missing implementation components" in texts(at)
     at.text_input(key="drill_search").input("learning rate").run()

@@ -10,7 +10,7 @@ import pytest
 from failatlas.appdata import queries
 from failatlas.store import Store, open_store
 from failatlas.taxonomy import export_taxonomy, prevalence
-from tests.app.fixture import DIFF, QUESTION, STDERR
+from tests.app.fixture import DIFF, QUESTION, STDERR, with_kinds
 from tests.taxonomy.mini import INSIGHTS
 
 
@@ -80,11 +80,24 @@ def test_run_detail_has_everything_a_drill_down_shows(app_db: Path) -> None:
     assert queries.run_detail(Store(app_db), "no-such-run") is None
 
 
-def test_entry_points_find_matching_types(app_db: Path, taxonomy_id: str) -> None:
-    env = queries.entry_point_types(Store(app_db), taxonomy_id, "environment / dependency misconfiguration")
-    assert env["failure_type_id"][0] == "implementation/T01"  # "Import / module"
-    missing = queries.entry_point_types(Store(app_db), taxonomy_id, "missing implementation components")
-    assert set(missing["phase"]) <= {"implementation", "execution"}
+def test_entry_points_hold_the_types_of_their_kinds(app_db: Path) -> None:
+    taxonomy_id = with_kinds(app_db)
+    store = Store(app_db)
+    env = queries.entry_point_types(store, taxonomy_id, "environment / dependency misconfiguration")
+    kinds = dict(store.query("SELECT i.id, i.kind FROM insights i"))
+    members = store.query("SELECT failure_type_id, insight_id FROM insight_failure_types WHERE taxonomy_id = ?",
+                          [taxonomy_id])
+    env_types = set(env["failure_type_id"].to_list())
+    env_kinds = set(queries.ENTRY_POINTS["environment / dependency misconfiguration"]["kinds"])
+    # every member of a listed type is of an environment kind, and every environment insight is listed
+    assert env_types and all(kinds[i] in env_kinds for t, i in members if t in env_types)
+    assert all(t in env_types for t, i in members if kinds[i] in env_kinds)
+    torchvision = store.query("SELECT id FROM insights WHERE text LIKE '%torchvision%'")[0][0]
+    assert next(t for t, i in members if i == torchvision) in env_types
+    totals = queries.entry_point_totals(store, taxonomy_id)
+    assert totals["environment / dependency misconfiguration"][0] == int(env["n_insights"].sum())
+    # the fixture's free text names no missing part: nothing is under the other entry point
+    assert queries.entry_point_types(store, taxonomy_id, "missing implementation components").height == 0
 
 
 def test_map_points_are_the_clusterings_coordinates(app_db: Path, taxonomy_id: str) -> None:

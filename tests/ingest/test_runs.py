@@ -139,32 +139,27 @@ def _sources(store):
     )
 
 
-def test_deterministic_extraction_tags_phase_and_provenance(scored):
+def test_deterministic_extraction_tags_phase_kind_object_and_provenance(scored):
     report = run_runs(scored, RunsIngestParams())
     rows = _sources(scored)
     run_a = [r for r in rows if r["run_id"] == "run-a"]
-    texts = {(r["phase"], r["text"], r["source_field"]) for r in run_a}
+    texts = {(r["phase"], r["kind"], r["object"], r["text"], r["source_field"]) for r in run_a}
     assert texts == {
-        (
-            "design",
-            "The agent fixed the guidance scale at 7.5 instead of sweeping it.",
-            "judgements.design.error_analysis",
-        ),
-        ("design", "It never varied the number of sampling steps.", "judgements.design.error_analysis"),
-        (
-            "implementation",
-            "The sampler ignores the --steps flag.",
-            "judgements.implementation.error_analysis",
-        ),
-        ("execution", "Execution failed with a runtime error", "validations.outcome"),
-        ("execution", "Execution failed: required Python module is not installed", "validations.stderr_tail"),
-        (
-            "monitor",
-            "The agent read the repository's git history, where answers may be found",
-            "monitor_findings.rule",
-        ),
-        ("monitor", "The agent copied the FID table from README.md.", "monitor_findings.evidence"),
-        ("monitor", "It never ran sample.py.", "monitor_findings.evidence"),
+        ("design", "design_variable", None, "The agent fixed the guidance scale at 7.5 instead of sweeping it.",
+         "judgements.design.error_analysis"),
+        ("design", "design_variable", None, "It never varied the number of sampling steps.",
+         "judgements.design.error_analysis"),
+        ("implementation", "unknown", None, "The sampler ignores the --steps flag.",
+         "judgements.implementation.error_analysis"),
+        # one failure, one statement: the validator's outcome and its log are one insight, classified by the
+        # module it names (a known package, not part of the task)
+        ("execution", "dependency_not_installed", "diffusers", "Package `diffusers` is not installed",
+         "validations.outcome"),
+        ("monitor", "monitor_violation", "git history",
+         "The agent read the repository's git history, where answers may be found", "monitor_findings.rule"),
+        ("monitor", "monitor_violation", None, "The agent copied the FID table from README.md.",
+         "monitor_findings.evidence"),
+        ("monitor", "monitor_violation", None, "It never ran sample.py.", "monitor_findings.evidence"),
     }
     first = run_a[0]
     assert (first["task_id"], first["agent"], first["model"], first["benchmark"], first["paper_id"]) == (
@@ -175,26 +170,30 @@ def test_deterministic_extraction_tags_phase_and_provenance(scored):
         "17388",
     )
     assert {r["origin"] for r in rows} == {"run"} and {r["extractor"] for r in rows} == {"deterministic"}
-    # Both runs' missing modules are one insight counted twice, the module kept per occurrence.
-    missing = [r for r in rows if r["text"] == "Execution failed: required Python module is not installed"]
-    assert sorted(json.loads(r["detail"])["module"] for r in missing) == ["clip", "diffusers"]
-    assert {r["n_occurrences"] for r in missing} == {2}
-    wrong = next(r for r in rows if r["run_id"] == "run-b" and r["source_field"] == "validations.outcome")
-    assert wrong["text"] == "Execution finished but its results do not match the expected values"
-    assert json.loads(wrong["detail"])["failing_metrics"] == ["fid"]
+    missing = next(r for r in run_a if r["phase"] == "execution")
+    detail = json.loads(missing["detail"])
+    assert detail["module"] == "diffusers" and detail["outcome"] == "runtime_error"
+    assert "No module named 'diffusers'" in detail["log"]  # the full evidence beside the statement
+    wrong = [r for r in rows if r["run_id"] == "run-b"]
+    assert [(r["kind"], r["object"], r["text"]) for r in wrong] == [
+        ("wrong_value", "fid", "Metric `fid` is 158% off its expected value")]
+    assert json.loads(wrong[0]["detail"])["expected"] == 12.1
+    # the insights carry the facets of their occurrences
+    facets = scored.query("SELECT kind, object FROM insights WHERE text = 'Package `diffusers` is not installed'")
+    assert facets == [("dependency_not_installed", "diffusers")]
     # A passed run with "None." as analysis gives nothing; the infrastructure failure is not the agent's.
     assert not [r for r in rows if r["run_id"] in {"run-c", "run-d"}]
     assert report.skipped == ["run run-d: infrastructure error (docker daemon not reachable)"]
-    assert report.new_occurrences == len(rows) == 10
+    assert report.new_occurrences == len(rows) == 8
 
 
 def test_extracting_again_adds_nothing_and_run_ids_filter(scored):
     first = run_runs(scored, RunsIngestParams(run_ids=["run-b"]))
-    assert {r["run_id"] for r in _sources(scored)} == {"run-b"} and first.new_occurrences == 2
+    assert {r["run_id"] for r in _sources(scored)} == {"run-b"} and first.new_occurrences == 1
     run_runs(scored, RunsIngestParams())
     before = table_snapshot(scored)
     again = run_runs(scored, RunsIngestParams())
-    assert again.new_occurrences == 0 and again.occurrences == 10
+    assert again.new_occurrences == 0 and again.occurrences == 8
     assert table_snapshot(scored) == before
     with pytest.raises(NotFoundError, match="run-x"):
         run_runs(scored, RunsIngestParams(run_ids=["run-x"]))

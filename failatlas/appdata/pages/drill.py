@@ -24,6 +24,7 @@ from failatlas.appdata.pages.common import (
 from failatlas.appdata.pages.run_view import render_run, run_label
 from failatlas.core.errors import FailAtlasError
 from failatlas.core.tables import counted
+from failatlas.ingest.kinds import kind_name
 
 PAGE_SIZE = 50
 MAX_RUN_BUTTONS = 20
@@ -32,19 +33,23 @@ ENTRY_RUNS = 3  # run buttons under each type of an entry point
 
 
 def _entry_points(ctx: Context) -> None:
+    totals = ctx.q("entry_point_totals", ctx.taxonomy_id)
     cols = st.columns(len(queries.ENTRY_POINTS))
     for col, name in zip(cols, queries.ENTRY_POINTS, strict=True):
-        if col.button(name.capitalize(), key=f"entry_{name}", width="stretch"):
+        n_insights, n_runs = totals.get(name, (0, 0))
+        label = f"{name.capitalize()} ({counted(n_insights, 'insight')}, {counted(n_runs, 'run')})"
+        if col.button(label, key=f"entry_{name}", width="stretch"):
             go("drill", taxonomy=ctx.taxonomy_id, entry=name)
     entry = param("entry")
     if entry not in queries.ENTRY_POINTS:
         return
     matches = ctx.q("entry_point_types", ctx.taxonomy_id, entry)
-    st.markdown(f"**{md(entry.capitalize())}**: the failure types that match, best first (by the share of their "
-                "insights that say so, then their name and keywords). Under each, its most representative runs: "
-                "one click opens a run's judges, validator log and diff.")
+    kinds = ", ".join(kind_name(k).lower() for k in queries.ENTRY_POINTS[entry]["kinds"])
+    st.markdown(f"**{md(entry.capitalize())}**: the failure types whose insights are of its kinds ({md(kinds)}), "
+                "largest first; kinds come from the evidence each insight was mined with. Under each, its most "
+                "representative runs: one click opens a run's judges, validator log and diff.")
     if matches.height == 0:
-        st.info("No failure type of this taxonomy matches; search the insights below instead.")
+        st.info("No failure type of this taxonomy is of these kinds; search the insights below instead.")
         return
     shown = matches.head(MAX_ENTRY_TYPES)
     ids = tuple(shown["failure_type_id"].to_list())
@@ -52,8 +57,7 @@ def _entry_points(ctx: Context) -> None:
     runs = ctx.q("type_runs", ctx.taxonomy_id, ids, per_type=ENTRY_RUNS) if ctx.status.has("runs") else None
     for r in shown.iter_rows(named=True):
         c = counts.get(r["failure_type_id"], {})
-        label = (f"{md(r['phase'])} · {md(r['failure_type'])} · {units(c)} · "
-                 f"{100 * r['evidence']:.0f}% of its insights match")
+        label = f"{md(r['phase'])} · {md(r['failure_type'])} · {units(c)}"
         if st.button(label, key=f"entry_open_{r['failure_type_id']}", width="stretch"):
             request_scroll("type")
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"], entry=entry)
