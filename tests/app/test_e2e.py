@@ -88,8 +88,8 @@ def test_researcher_path_on_the_demo_store(demo_server: str) -> None:
     with _page() as page:
         first_type = walk.walk_to_run(page, demo_server, shots)
         walk.other_pages(page, demo_server, shots)
-    # the NotImplementedError type ranks first under "missing implementation components"
-    assert "notimplementederror" in first_type.lower(), first_type
+    # the largest type under "missing implementation components" is of its kinds: a masked part left out
+    assert "left unimplemented" in first_type.lower() or "never created" in first_type.lower(), first_type
     assert (shots / "app-run.png").stat().st_size > 10_000
 
 
