@@ -115,12 +115,25 @@ class BwrapSandbox(LocalSandbox):
             box._own(box._workdir)
             box._own(box._home)
             os.chmod(root, 0o711)
+            box._check_gpu_hiding()
         except (OSError, SandboxError) as exc:
             box.close()
             if isinstance(exc, SandboxError):
                 raise
             raise SandboxError(f"cannot prepare the bwrap sandbox in {root}: {exc}") from exc
         return box
+
+    def _check_gpu_hiding(self) -> None:
+        """Where the kernel refuses a tmpfs over the other GPUs' /proc/driver/nvidia entries, start without hiding
+        them (their device nodes stay absent, so they cannot be opened) and say so in `gpu_note`."""
+        self.gpu_note = ""
+        if not self._gpus.hidden_proc:
+            return
+        try:
+            self._run(["/bin/true"], "true", timeout=60)
+        except SandboxError as exc:
+            self._gpus.hidden_proc = []
+            self.gpu_note = f"other GPUs' /proc/driver/nvidia entries left visible: {exc}"[:500]
 
     def _place_inputs(self) -> None:
         """Each read-only input bound from where it is when the sandbox's user can reach it, else from a read-only

@@ -123,22 +123,24 @@ class GpuNodes:
     groups: list[int] = field(default_factory=list)
 
 
-def _smi_table() -> list[dict[str, str]]:
-    """index, uuid and PCI bus id of each GPU as nvidia-smi lists them ([] without nvidia-smi)."""
+@functools.lru_cache(maxsize=1)
+def _smi_table() -> tuple[dict[str, str], ...]:
+    """index, uuid and PCI bus id of each GPU as nvidia-smi lists them (() without nvidia-smi); asked once per
+    process, since nvidia-smi can take seconds on a GPU without persistence mode."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return []
+        return ()
     try:
         out = subprocess.run([smi, "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return []
+        return ()
     rows = []
     for line in out.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit():
             rows.append({"index": parts[0], "uuid": parts[1], "bus": parts[2]})
-    return rows
+    return tuple(rows)
 
 
 def _proc_entry(bus: str) -> str | None:
