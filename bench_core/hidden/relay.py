@@ -11,6 +11,8 @@ deadline, output past the cap) is answered here as the agent's failure, typed li
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
 import os
 import selectors
@@ -19,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +39,8 @@ REPLY_LIMIT = 80 * 1024 * 1024
 # the judge's own work between calls (data generation, reference computations) may take this long beyond the
 # task's deadline before it is stopped
 JUDGE_GRACE_S = 120.0
+# how long the zygote may take to import the task's libraries before calls fall back to one process each
+ZYGOTE_START_S = 120.0
 JUDGE_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "TMPDIR")
 
 
@@ -106,10 +111,16 @@ def _reply(result) -> bytes:
 
 
 class _Relay:
-    def __init__(self, sandbox, deadline: float, call_timeout: float) -> None:
-        self.sandbox, self.deadline, self.call_timeout = sandbox, deadline, call_timeout
+    """Runs the judge's calls in the sandbox: through a zygote (one long `exec` in a thread of its own, forking a
+    fresh process per call from a process that holds the heavy imports) when it comes up, else one
+    `python3 worker.py` per call. Both are the protocol only (`write_file`, `read_file`, `exec`)."""
+
+    def __init__(self, sandbox, deadline: float, call_timeout: float, preload: list[str]) -> None:
+        self.sandbox, self.deadline, self.call_timeout, self.preload = sandbox, deadline, call_timeout, preload
         self.workdir = getattr(sandbox, "workdir", None) or "/workspace"
         self.calls = 0
+        self._zygote: threading.Thread | None = None
+        self._zygote_ended = threading.Event()
 
     def call(self, payload: bytes) -> bytes:
         self.calls += 1
@@ -120,14 +131,105 @@ class _Relay:
         try:
             if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
                 install_worker(self.sandbox)
+                self._start_zygote()
             self.sandbox.write_file(request, payload)
         except InfrastructureError:
             raise
         except (FailAtlasError, OSError, ValueError) as exc:  # an earlier call of the agent's code broke the folder
             return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
+        if self._zygote is not None and not self._zygote_ended.is_set():
+            try:
+                self.sandbox.write_file(f"{WORKER_DIR}/go-{self.calls}", b"")
+            except InfrastructureError:
+                raise
+            except (FailAtlasError, OSError, ValueError) as exc:
+                return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
+            return self._zygote_reply(left)
         result = self.sandbox.exec(f"exec python3 -I -B {WORKER} {request}", timeout=left, cwd=self.workdir,
                                    env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=REPLY_LIMIT)
         return _reply(result)
+
+    def _start_zygote(self) -> None:
+        names = " ".join(n for n in self.preload if all(p.isidentifier() for p in n.split(".")))
+        command = f"exec python3 -I -B {WORKER} --serve {WORKER_DIR} {names}"
+        timeout = max(1.0, self.deadline - time.monotonic() + 30)
+
+        def serve() -> None:
+            try:
+                self.sandbox.exec(command, timeout=timeout, cwd=self.workdir,
+                                  env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=64 * 1024)
+            except Exception:  # noqa: BLE001 - the per-call worker takes over when the zygote is gone
+                pass
+            finally:
+                self._zygote_ended.set()
+
+        self._zygote = threading.Thread(target=serve, daemon=True, name="failatlas-hidden-zygote")
+        self._zygote.start()
+        until = time.monotonic() + ZYGOTE_START_S
+        pause = 0.02
+        while time.monotonic() < until and not self._zygote_ended.is_set():
+            if self._read(f"{WORKER_DIR}/ready") is not None:
+                return
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.3)
+        self._stop_zygote()  # it did not come up in time: one process per call from here on
+
+    def _read(self, path: str) -> bytes | None:
+        try:
+            return self.sandbox.read_file(path, max_bytes=REPLY_LIMIT)
+        except InfrastructureError:
+            raise
+        except (FailAtlasError, OSError, ValueError):
+            return None
+
+    def _zygote_reply(self, left: float) -> bytes:
+        until, pause = time.monotonic() + left, 0.01
+        path = f"{WORKER_DIR}/reply-{self.calls}.json"
+        while time.monotonic() < until:
+            data = self._read(path)
+            if data is not None:
+                return data
+            if self._zygote_ended.is_set():
+                data = self._read(path)
+                return data if data is not None else _error_reply(
+                    "NoReply", "the agent's process ended the call's worker before it replied")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.2)
+        with contextlib.suppress(FailAtlasError, OSError, ValueError):
+            self.sandbox.write_file(f"{WORKER_DIR}/cancel-{self.calls}", b"")
+        return _error_reply("Timeout", f"the call did not finish within {left:.0f} s")
+
+    def _stop_zygote(self) -> None:
+        if self._zygote is None:
+            return
+        with contextlib.suppress(FailAtlasError, OSError, ValueError):
+            self.sandbox.write_file(f"{WORKER_DIR}/stop", b"")
+        self._zygote.join(timeout=15)
+        self._zygote_ended.set()  # stopped, or not stopping: either way it is not used again
+
+    def close(self) -> None:
+        self._stop_zygote()
+
+
+def preload_modules(pristine: Path | None) -> list[str]:
+    """Top-level modules the task's pristine repository imports that it does not provide itself (numpy,
+    scikit-learn, torch, ...): what the zygote imports once so that calls do not pay for them each time."""
+    if pristine is None:
+        return []
+    own = {p.stem for p in pristine.glob("*.py")} | {p.name for p in pristine.iterdir() if p.is_dir()}
+    names: dict[str, None] = {}
+    for path in sorted(pristine.rglob("*.py"))[:500]:
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update((alias.name, None) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names[node.module] = None
+    keep = [n for n in names if n.split(".")[0] not in own and n.split(".")[0] not in sys.stdlib_module_names]
+    return keep[:50]
 
 
 def _read_frame(fd: int, selector: selectors.BaseSelector, until: float) -> tuple[bytes, bytes] | None:
@@ -192,7 +294,7 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
         log = Path(tmp) / "judge.log"
         start = time.monotonic()
         deadline = start + timeout_s
-        relay = _Relay(sandbox, deadline, timeout_s)
+        relay = _Relay(sandbox, deadline, timeout_s, preload_modules(pristine))
         with open(log, "wb") as log_handle:
             proc = subprocess.Popen(
                 [python, "-I", "-B", str(Path(tmp) / "judge" / "failatlas_judge.py"), str(to_parent_w),
@@ -222,6 +324,7 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
                 reply = relay.call(payload)
                 _send(to_judge_w, reply)
         finally:
+            relay.close()
             selector.close()
             for fd in (to_parent_r, to_judge_w):
                 os.close(fd)
