@@ -172,6 +172,10 @@ def main() -> None:
 
     try:
         app()
+    except SystemExit as exc:
+        if exc.code == 130:  # Typer turns Ctrl-C into exit 130, silently
+            print("interrupted; re-run the same command to resume", file=sys.stderr)
+        raise
     except FailAtlasError as exc:
         from rich.markup import escape
 

@@ -10,7 +10,12 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -20,6 +25,7 @@ from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, MissingDependencyError
 
 Work = list[tuple[RunRequest, TaskSpec]]
+INTERRUPT_GRACE_S = 0.5  # after Ctrl-C, how long workers get to close their sandboxes before they are ended
 
 
 class Executor(Protocol):
@@ -46,6 +52,15 @@ def _run_with_gpus(request: RunRequest, task: TaskSpec, config: RunConfig) -> Ru
         return execute_run(request, task, config.model_copy(update={"gpu_ids": list(lease.ids)}))
 
 
+def _pool_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRecord:
+    """`_run_with_gpus` in a pool worker, which ends at Ctrl-C (its run closed its sandbox on the way out)
+    instead of taking the next queued run, as a pool worker otherwise would."""
+    try:
+        return _run_with_gpus(request, task, config)
+    except KeyboardInterrupt:
+        os._exit(130)
+
+
 def host_gpus(executor: str) -> int | None:
     """How many GPUs runs on `executor` can lease: this host's for `local`; None for `ray`, which schedules runs
     by GPU count on its cluster itself."""
@@ -64,24 +79,53 @@ class LocalExecutor:
             raise ConfigError("--workers must be at least 1")
         self.workers = workers
         self._pool: cf.ProcessPoolExecutor | None = None
+        self._sandbox: str | None = None
 
     def __enter__(self) -> LocalExecutor:
         if self.workers > 1:
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self._pool is None:
+            return
+        if exc_type is None or not issubclass(exc_type, KeyboardInterrupt):
             self._pool.shutdown(wait=True, cancel_futures=True)
+            return
+        # Ctrl-C: the workers got it too, close their sandboxes and exit (`_pool_run`); the store holds only
+        # finished runs (this process writes each in one transaction), so a worker still busy after the grace is
+        # ended, and a detached process removes its sandbox, whose owner is then gone
+        processes = list(getattr(self._pool, "_processes", {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        ended = False
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                ended = True
+        if ended and self._sandbox is not None:
+            _reap_in_background(self._sandbox)
 
     def map_unordered(self, work: Work, config: RunConfig) -> Iterator[RunRecord]:
         if self._pool is None:
             for request, task in work:
                 yield _run_with_gpus(request, task, config)
             return
-        futures = [self._pool.submit(_run_with_gpus, request, task, config) for request, task in work]
+        self._sandbox = config.sandbox
+        futures = [self._pool.submit(_pool_run, request, task, config) for request, task in work]
         for future in cf.as_completed(futures):
             yield future.result()
+
+
+def _reap_in_background(sandbox: str) -> None:
+    """Remove the sandboxes of workers ended by Ctrl-C (their owner is gone) in a detached process, so the
+    command returns at once; the next run's own clean-up would find them otherwise."""
+    code = ("import contextlib\nfrom failatlas.bench_core.sandbox import sandbox_kind\n"
+            f"with contextlib.suppress(Exception):\n    sandbox_kind({sandbox!r}).clean_orphans()\n")
+    with contextlib.suppress(OSError):
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 class RayExecutor:

@@ -210,6 +210,9 @@ class LocalSandbox:
                         key.data.write(chunk)
                     else:
                         sel.unregister(key.fileobj)
+        except BaseException:  # Ctrl-C: the command's session ends with us, never left running
+            procs.kill_tree(proc.pid, f"{MARKER_VAR}={marker}".encode())
+            raise
         finally:
             sel.close()
             proc.stdout.close()

@@ -71,7 +71,7 @@ def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
         dens = ", ".join(f"{m} {group[m].is_not_null().sum()}" for m in METRICS)
         env = group["E_unscored"].is_not_null().sum()
         lines.append(f"{agent}: {counts['stored']} run(s) stored, {group.height} scored; denominators: {dens}"
-                     + (f"; E not scored for the environment: {env}" if env else ""))
+                     + (f"; E not scored, not the agent's failure: {env} (reasons below)" if env else ""))
         left = counts["unscored"] + counts["infra_error"]
         if left:
             why = [f"{counts['unscored']} not scored yet (`failatlas bench score`)"] if counts["unscored"] else []

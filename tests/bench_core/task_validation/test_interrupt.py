@@ -1,0 +1,78 @@
+"""Ctrl-C (SIGINT to the command's process group, as a terminal sends it) stops a long `bench run` with parallel
+workers without waiting for their runs, says how to resume, records the stage as interrupted, leaves no half run in
+the store, and the same command then does the work once. (How fast it stops is measured in
+benchmarks/cli_interrupt.py, never here.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from failatlas.bench_core.tasks.catalog import save_tasks
+from failatlas.bench_core.tasks.model import RepoRef, TaskSpec
+from failatlas.store import open_store
+
+SLEEP = "117.25"  # an unusual length, to find this test's commands among the machine's processes
+
+
+def _sleeping() -> list[int]:
+    """Pids of this test's agent commands still running."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == f"sleep\0{SLEEP}\0".encode():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _tasks(tmp_path: Path, n: int) -> list[TaskSpec]:
+    out = []
+    for i in range(n):
+        folder = tmp_path / f"toy-{i}"
+        (folder / "repo").mkdir(parents=True)
+        (folder / "repo" / "a.py").write_text("x = 1\n")
+        (folder / "task.json").write_text("{}")
+        out.append(TaskSpec(id=f"toy-slow-{i}", benchmark="toy", kind="full_code", question="Wait.",
+                            repository=RepoRef(local_path="repo"), source=str(folder / "task.json")))
+    return out
+
+
+def test_ctrl_c_stops_parallel_runs_and_the_same_command_resumes(tmp_path: Path):
+    db = tmp_path / "s.duckdb"
+    store = open_store(db)
+    save_tasks(store, _tasks(tmp_path, 4))
+    del store
+    flag = tmp_path / "go"
+    cmd = [sys.executable, "-m", "failatlas", "--db", str(db), "bench", "run", "--agent", "command", "--param",
+           f"command=test -e {flag} || sleep {SLEEP}", "--benchmark", "toy", "--workers", "2", "--sandbox", "local",
+           "--runs-dir", str(tmp_path / "runs")]
+    env = {**os.environ, "FAILATLAS_NO_PROGRESS": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+    deadline = time.monotonic() + 120
+    while len(_sleeping()) < 2 and time.monotonic() < deadline:  # both workers' agents under way
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)  # far less than the 117 s each run would take
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("Ctrl-C did not stop `bench run`") from None
+    assert proc.returncode == 130 and "interrupted; re-run the same command to resume" in err.decode()
+    time.sleep(1)
+    assert _sleeping() == []  # no agent command outlives the interrupted runs
+    store = open_store(db)
+    assert store.query("SELECT stage, status FROM stage_runs WHERE stage = 'bench.run'") == [
+        ("bench.run", "interrupted")]
+    assert store.query("SELECT count(*) FROM runs") == [(0,)]  # no run finished: none is stored, none half
+    del store
+    flag.touch()
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr
+    store = open_store(db)
+    assert store.query("SELECT count(*), count(DISTINCT task_id) FROM runs WHERE status = 'completed'") == [(4, 4)]
