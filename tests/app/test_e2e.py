@@ -24,6 +24,7 @@ from tests.taxonomy.fill import insight_id
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1400, "height": 1000}
+LAPTOP = {"width": 1440, "height": 900}  # the researcher's screen of issue 34
 
 
 def _serve(db: Path):  # noqa: ANN202
@@ -43,14 +44,30 @@ def server(app_db: Path) -> str:
     yield from _serve(app_db)
 
 
-@pytest.fixture
-def demo_server(mini_store_copy: Path, tmp_path: Path) -> str:
+@pytest.fixture(scope="session")
+def demo_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's store: every harness agent's real Docker runs of the mini-suite, scored, then mined by
-    `failatlas demo` (which does only what is missing: insights, embeddings, clustering, taxonomy, exports)."""
+    `failatlas demo` (which does only what is missing: insights, embeddings, clustering, taxonomy, exports). Built
+    once per session; each test serves its own copy. $FAILATLAS_TEST_SCORED_STORE may name a store that
+    `scored_mini_store` built before (runs and scores only), to skip the Docker runs when re-running these tests."""
+    import shutil
+
     from failatlas.demo import run_demo
 
-    run_demo(Store(mini_store_copy), out_dir=tmp_path / "demo-out", sandbox="docker", say=lambda _line: None)
-    yield from _serve(mini_store_copy)
+    scored = os.environ.get("FAILATLAS_TEST_SCORED_STORE")
+    source = Path(scored) if scored else request.getfixturevalue("scored_mini_store")
+    folder = tmp_path_factory.mktemp("demo")
+    shutil.copy(source, folder / "demo.duckdb")
+    run_demo(Store(folder / "demo.duckdb"), out_dir=folder / "demo-out", sandbox="docker", say=lambda _line: None)
+    return folder / "demo.duckdb"
+
+
+@pytest.fixture
+def demo_server(demo_store: Path, tmp_path: Path) -> str:
+    import shutil
+
+    shutil.copy(demo_store, tmp_path / "demo.duckdb")
+    yield from _serve(tmp_path / "demo.duckdb")
 
 
 @pytest.fixture
@@ -61,14 +78,14 @@ def trail_server(shared_data: Path, tmp_path: Path) -> str:
 
 
 @contextmanager
-def _page():  # noqa: ANN202
+def _page(viewport: dict | None = None):  # noqa: ANN202
     """A page of headless Chromium (Debian's), closed afterwards."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            yield browser.new_page(viewport=VIEWPORT)
+            yield browser.new_page(viewport=viewport or VIEWPORT)
         finally:
             browser.close()
 
@@ -154,3 +171,120 @@ def test_clicking_a_point_on_the_map_opens_it_in_the_drill_down(server: str) -> 
         page.mouse.click(box["x"] + x / scale, box["y"] + y / scale)
         expect(page.get_by_role("heading", name="Drill-down")).to_be_visible(timeout=60_000)
         assert "page=drill" in page.url and "insight=" in page.url
+
+
+# -- issue 34: the researcher's path, part 2 ---------------------------------------------------------------------
+def _grid_rows(grid) -> list[list[str]]:  # noqa: ANN001
+    """The cells of a Streamlit data grid as its accessible table holds them (the grid itself is a canvas)."""
+    return [[c.strip() for c in row.locator("th, td").all_inner_texts()]
+            for row in grid.locator("table tr").all()]
+
+
+def _not_cut(grid) -> None:  # noqa: ANN001
+    """No column of the grid is cut off: it needs no horizontal scrolling."""
+    width, room = grid.locator(".dvn-scroller").first.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert width <= room + 1, f"the table is {width} px wide in {room} px"
+
+
+def _labels_apart(chart) -> list[str]:  # noqa: ANN001
+    """The chart's axis and legend labels (SVG text), asserting that no two of their boxes meet; returns them."""
+    texts = chart.locator("svg g.role-axis-label text, svg g.role-legend-label text")
+    boxes = [(t.text_content() or "", t.bounding_box()) for t in texts.all()]  # SVG: no inner_text
+    boxes = [(name, b) for name, b in boxes if b and b["width"] and name.strip()]
+    assert boxes, "the chart has no label"
+    for k, (a, p) in enumerate(boxes):
+        for b, q in boxes[k + 1:]:
+            apart = (p["x"] + p["width"] <= q["x"] or q["x"] + q["width"] <= p["x"]
+                     or p["y"] + p["height"] <= q["y"] or q["y"] + q["height"] <= p["y"])
+            assert apart, f"label {a!r} overlaps {b!r}: {p} {q}"
+    return [name for name, _ in boxes]
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_two_clicks_from_each_entry_point_to_a_runs_diff_and_validator_log(demo_server: str) -> None:
+    from failatlas.appdata.queries import ENTRY_POINTS
+
+    shots = _shots("demo")
+    with _page(LAPTOP) as page:
+        for entry in ENTRY_POINTS:
+            label = walk.entry_to_run(page, demo_server, entry,
+                                      shots if entry == "missing implementation components" else None)
+            assert " · task " in label and "run=" in page.url
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_compare_gold_with_each_fault_agent(demo_server: str, tmp_path: Path) -> None:
+    """Compare at 1440x900, gold against each fault agent, as share of runs and of insights: gold is offered and
+    kept, no URL value is replaced silently, each type is one row, every difference carries its interval, no column
+    is cut off, and no two chart labels overlap (their SVG boxes are disjoint)."""
+    import re
+
+    from playwright.sync_api import expect
+
+    agents = [r[0] for r in Store(tmp_path / "demo.duckdb").query(  # the copy demo_server serves
+        "SELECT DISTINCT agent FROM runs WHERE agent LIKE 'fault-%' ORDER BY 1")]
+    assert len(agents) >= 5
+    shots = _shots("demo")
+    difference = re.compile(r"^[+-]?\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]$")
+    with _page(LAPTOP) as page:
+        for k, agent in enumerate(agents):
+            for unit in ("runs", "insights") if k == 0 else ("runs",):
+                page.goto(f"{demo_server}/?page=compare&left={agent}&right=gold&unit={unit}",
+                          wait_until="networkidle")
+                expect(page.get_by_role("heading", name="Compare")).to_be_visible(timeout=60_000)
+                grids = page.locator("[data-testid='stDataFrame']")
+                expect(grids.first).to_be_visible(timeout=60_000)
+                page.wait_for_timeout(1500)
+                assert "not in this store" not in page.inner_text("body")
+                assert f"left={agent}" in page.url and "right=gold" in page.url
+                for grid in grids.all():
+                    grid.scroll_into_view_if_needed()
+                    _not_cut(grid)
+                    header, *rows = _grid_rows(grid)
+                    assert header[1:3] == [agent, "gold"], header
+                    names = [r[0] for r in rows]
+                    assert len(names) == len(set(names)), names  # one row per type
+                    assert rows and all(difference.match(r[3]) for r in rows if unit == "runs"), rows
+                for chart in page.locator("[data-testid='stVegaLiteChart']").all():
+                    chart.scroll_into_view_if_needed()
+                    page.wait_for_timeout(500)
+                    shown = _labels_apart(chart)
+                    assert agent in shown and "gold" in shown  # the legend names both sides
+                if k == 0 and unit == "runs":
+                    page.locator("[data-testid='stVegaLiteChart']").first.scroll_into_view_if_needed()
+                    page.wait_for_timeout(1000)
+                    page.screenshot(path=str(shots / "app-compare.png"))
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_taxonomy_page_names_units_and_keeps_one_interval_rule(demo_server: str) -> None:
+    """Share of runs: no 'by construction' caption, and every row its interval; share of insights: the caption
+    exactly above the phases whose only type holds 100% of them, whose row reads '–'. No '1 insights' anywhere."""
+    from playwright.sync_api import expect
+
+    caption = "One failure type in this phase"
+    with _page(LAPTOP) as page:
+        for unit in ("runs", "insights"):
+            page.goto(f"{demo_server}/?page=taxonomy&unit={unit}", wait_until="networkidle")
+            expect(page.get_by_role("heading", name="Taxonomy")).to_be_visible(timeout=60_000)
+            grids = page.locator("[data-testid='stDataFrame']")
+            expect(grids.first).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(1500)
+            body = page.inner_text("body")
+            assert "1 insights" not in body and "1 runs" not in body
+            noun = "insight occurrences" if unit == "insights" else "runs"
+            assert f" {noun}" in body
+            fixed = 0  # phases whose only type holds 100% of them by construction: no interval
+            for grid in grids.all():
+                grid.scroll_into_view_if_needed()
+                _not_cut(grid)
+                header, *rows = _grid_rows(grid)
+                assert ("occurrences" if unit == "insights" else "runs affected") in header
+                ci = header.index("95% CI (%)")
+                assert all((r[ci] == "–") == (unit == "insights" and len(rows) == 1) for r in rows), rows
+                fixed += unit == "insights" and len(rows) == 1
+            assert body.count(caption) == fixed  # the caption stands exactly above such a row
+            assert fixed > 0 if unit == "insights" else fixed == 0

@@ -9,6 +9,11 @@ from pathlib import Path
 ENTRY = "Missing implementation components"
 
 
+def entry_button(page, entry: str):  # noqa: ANN001, ANN201
+    """The entry point's button (its label may carry counts after the name)."""
+    return page.get_by_role("button").filter(has_text=entry.capitalize()).first
+
+
 def _grid_row(page, grid, row: int = 0, tries: int = 3) -> None:  # noqa: ANN001
     """Click the selection box of a row of a Streamlit data grid (a canvas: no DOM row to click), until the
     selection reaches the URL (`insight=`)."""
@@ -54,11 +59,11 @@ def open_first_insight(page, url: str, entry: str, shots: Path | None = None) ->
     from playwright.sync_api import expect
 
     page.goto(f"{url}/?page=taxonomy", wait_until="networkidle")
-    start = page.get_by_role("button", name=entry, exact=True)
+    start = entry_button(page, entry)
     expect(start).to_be_visible(timeout=60_000)
     _shot(page, shots, "app-taxonomy.png")
     start.click()
-    first_type = page.get_by_role("button").filter(has_text="of them match").first
+    first_type = page.locator("[class*='st-key-entry_open_'] button").first
     expect(first_type).to_be_in_viewport(timeout=60_000)
     _shot(page, shots, "app-entry-point.png")
     label = first_type.inner_text()
@@ -104,6 +109,29 @@ def walk_to_run(page, url: str, shots: Path | None = None) -> str:  # noqa: ANN0
     expect(log).to_be_in_viewport(timeout=30_000)
     _shot(page, shots, "app-run-validator.png")
     return first_type
+
+
+def entry_to_run(page, url: str, entry: str, shots: Path | None = None) -> str:  # noqa: ANN001
+    """The two clicks of issue 34: the entry point on the Taxonomy page (1), then the first run listed under its
+    first type (2); the run opens in view. Then its section links bring the validator's log and the diff into view.
+    Returns the run's label."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/?page=taxonomy", wait_until="networkidle")
+    start = entry_button(page, entry)
+    expect(start).to_be_visible(timeout=60_000)
+    start.click()  # click 1
+    run_button = page.locator("[class*='st-key-entry_run_'] button").first
+    expect(run_button).to_be_visible(timeout=60_000)
+    _shot(page, shots, "app-entry-point.png")
+    label = run_button.inner_text()
+    _click_until(page, run_button, "run=")  # click 2
+    expect(page.get_by_role("heading", name=label)).to_be_in_viewport(timeout=60_000)
+    page.get_by_role("link", name="validator", exact=True).click()
+    expect(page.get_by_text("stdout (tail)").first).to_be_in_viewport(timeout=30_000)
+    page.get_by_role("link", name="diff", exact=True).click()
+    expect(page.locator("#diff")).to_be_in_viewport(timeout=30_000)
+    return label
 
 
 def other_pages(page, url: str, shots: Path) -> None:  # noqa: ANN001

@@ -143,7 +143,8 @@ def render(ctx: Context) -> None:
     st.caption(
         f"Per failure type: the share of each side's {noun}"
         + (" of the phase" if unit == "insights" else "") + f" ({md(left)}: {unit_count(sizes.get(left, 0), unit)}; "
-        f"{md(right)}: {unit_count(sizes.get(right, 0), unit)} in all) as % [95% interval] and k/n "
+        f"{md(right)}: {unit_count(sizes.get(right, 0), unit)} in all), in each side's column as "
+        "share % [95% interval] k/n "
         f"({COUNT_HEADERS[unit]} of all), the interval by "
         + ("bootstrap (none where a phase has one type)" if unit == "insights" else "Wilson's score method")
         + f"; the difference {md(left)} − {md(right)} in percentage points with its 95% interval by Newcombe's "
@@ -169,9 +170,13 @@ def render(ctx: Context) -> None:
             "differs": [_verdict(lo, hi) for lo, hi in part.select("difference_low", "difference_high").iter_rows()],
         })
         st.dataframe(table, hide_index=True, width="stretch", key=f"cmp_table_{phase}", column_config={
-            "failure type": st.column_config.TextColumn("failure type", width="medium"),
-            "left": f"{left}: % [95% CI] k/n", "right": f"{right}: % [95% CI] k/n",
-            "difference": "difference (points) [95% CI]", "differs": "differs (5%)",
+            # widths in pixels that add up to less than the page's 1440 px layout holds: no column is cut off
+            "failure type": st.column_config.TextColumn("failure type", width=330),
+            "left": st.column_config.TextColumn(left, width=175, help=f"{left}: share % [95% CI] k/n"),
+            "right": st.column_config.TextColumn(right, width=175, help=f"{right}: share % [95% CI] k/n"),
+            "difference": st.column_config.TextColumn("difference [95% CI]", width=170,
+                                                      help="left − right, percentage points"),
+            "differs": st.column_config.TextColumn("differs (5%)", width=80),
         })
         st.altair_chart(chart(part, left, right, top), width="stretch")
 

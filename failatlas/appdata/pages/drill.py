@@ -29,7 +29,7 @@ from failatlas.ingest.kinds import kind_name
 PAGE_SIZE = 50
 MAX_RUN_BUTTONS = 20
 MAX_ENTRY_TYPES = 8
-ENTRY_RUNS = 3  # run buttons under each type of an entry point
+ENTRY_RUNS = 2  # run buttons under each type of an entry point
 
 
 def _entry_points(ctx: Context) -> None:
@@ -65,10 +65,9 @@ def _entry_points(ctx: Context) -> None:
         if mine is not None and mine.height:
             cols = st.columns([1, 11])
             cols[0].caption("runs")
-            inner = cols[1].columns(mine.height)
-            for col, run in zip(inner, mine.iter_rows(named=True), strict=True):
+            for run in mine.iter_rows(named=True):  # one per line: a run's label is read whole, never cut
                 text = run_label(run["agent"], run["task_id"], run["run_status"], run["validator_outcome"])
-                if col.button(md(text), key=f"entry_run_{r['failure_type_id']}_{run['run_id']}", width="stretch",
+                if cols[1].button(md(text), key=f"entry_run_{r['failure_type_id']}_{run['run_id']}", width="stretch",
                               help=f"{counted(run['occurrences'], 'occurrence')} of this type in the run"):
                     request_scroll("run")
                     go("drill", taxonomy=ctx.taxonomy_id, failure_type=r["failure_type_id"], entry=entry,

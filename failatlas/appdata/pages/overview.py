@@ -90,7 +90,10 @@ def render(ctx: Context) -> None:
                                                                 return_dtype=pl.Utf8).alias("open"))
         st.caption("outcome: the validator's verdict on a clean re-run; monitor: `flagged` when a monitor finding "
                    "failed the run (M = 0, e.g. it read the ground truth), `warned`, or `clean`.")
-        st.dataframe(page, hide_index=True, width="stretch", key="overview_runs", column_config={
+        shown = ["agent", *(["model"] if page["model"].drop_nulls().len() else []), "task_id",
+                 *(["attempt"] if (page["attempt"] > 1).any() else []), "status", "outcome", "monitor",
+                 "duration_s", "cost_usd", "tokens", "open"]  # the run's id and times are on its own view
+        st.dataframe(page, hide_index=True, width="stretch", key="overview_runs", column_order=shown, column_config={
             "open": st.column_config.LinkColumn("drill-down", display_text="open"),
             "outcome": "validator", "monitor": "monitor",
             "duration_s": st.column_config.NumberColumn("time (s)", format="%.1f"),

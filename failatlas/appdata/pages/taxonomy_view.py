@@ -143,12 +143,18 @@ def render(ctx: Context) -> None:
             part.select(pl.col("category").fill_null("–"), "failure_type", (100 * pl.col("share")).alias("share"),
                         "count", "95% CI (%)", *extra, "failure_type_id", "drill"),
             hide_index=True, width="stretch", key=f"tx_table_{phase}",
+            # pixel widths that fit the 1440 px layout with every column whole (the type's id is in its link)
+            column_order=["category", "failure_type", "share", "count", "95% CI (%)", *extra, "drill"],
             column_config={
-                "failure_type": "failure type", "failure_type_id": "id", "count": COUNT_HEADERS[unit],
-                "distinct_insights": "distinct insights", "occurrences": "occurrences",
+                "category": st.column_config.TextColumn("category", width=120),
+                "failure_type": st.column_config.TextColumn("failure type", width=265),
+                "count": st.column_config.NumberColumn(COUNT_HEADERS[unit], width=95),
+                "95% CI (%)": st.column_config.TextColumn("95% CI (%)", width=95),
+                "distinct_insights": st.column_config.NumberColumn("distinct insights", width=110),
+                "occurrences": st.column_config.NumberColumn("occurrences", width=90),
                 "share": st.column_config.ProgressColumn("prevalence (%)", format="%.1f%%", min_value=0.0,
-                                                         max_value=100.0),
-                "drill": st.column_config.LinkColumn("drill-down", display_text="open"),
+                                                         max_value=100.0, width=110),
+                "drill": st.column_config.LinkColumn("drill-down", display_text="open", width=75),
             })
     types = frame.filter(pl.col("failure_type_id") != "unassigned")
     if types.height:
