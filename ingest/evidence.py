@@ -212,19 +212,19 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def classify_module(module: str, evidence: RunEvidence) -> ModuleClass:
-    """Where the missing `module` should have come from, by evidence: a module the task masked, or its hidden tests
-    import and no package provides, or the repository has, is a component never created; one a package index
-    provides (ingest/modules.py) or the agent tried to install is a dependency not installed; anything else says
-    that nothing tells."""
+    """Where the missing `module` should have come from, by evidence, in this order: a module the task masked, the
+    repository has, or its hidden tests import and no package provides, is a component never created; one a
+    package index provides (ingest/modules.py) or the agent tried to install is a dependency not installed;
+    anything else says that nothing tells."""
     task = evidence.task
     top = module.split(".")[0]
     if module in task.masked_modules or top in task.masked_modules:
         return ModuleClass("module_not_created", module, "that the task masked")
+    if top in task.repo_modules:
+        return ModuleClass("module_not_created", module, "of the repository")
     package = package_of(module)
     if top in task.test_imports and package is None:
         return ModuleClass("module_not_created", module, "that the task's tests import")
-    if top in task.repo_modules and package is None:
-        return ModuleClass("module_not_created", module, "of the repository")
     named = {_requirement_name(r) for r in evidence.installs}
     if package is not None or top in named or top.replace("_", "-") in named:
         return ModuleClass("dependency_not_installed", package or top, "", package=package or top)

@@ -16,16 +16,20 @@ from failatlas.ingest.evidence import RunEvidence, classify_module, install_refu
 from failatlas.ingest.infer import SIGNATURE_KINDS
 from failatlas.ingest.signatures import error_signatures, mask_message
 
-_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
-_PYTEST_FRAME = re.compile(r"(?P<path>[\w./-]+\.py):(?P<line>\d+):\s*(?:in (?P<func>[\w<>.]+)|(?P<exc>[A-Z]\w*))")
+_FRAME = re.compile(r'File "(?P<path>[^"\n]{1,500})", line (?P<line>\d{1,9}), in (?P<func>[\w<>.]{1,200})')
+_PYTEST_FRAME = re.compile(
+    r"(?P<path>[\w./-]{1,500}\.py):(?P<line>\d{1,9}):\s*(?:in (?P<func>[\w<>.]{1,200})|(?P<exc>[A-Z]\w{0,99}))")
 _EXCEPTION_LINE = re.compile(
-    r"^(?:E\s+)?(?:[A-Za-z_][\w]*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure))\b(?::\s*(?P<msg>.*))?$")
-_NO_MODULE = re.compile(r"No module named ['\"]?(?P<module>[\w.]+)['\"]?")
-_CANNOT_IMPORT = re.compile(r"cannot import name ['\"]?(?P<name>\w+)['\"]?(?: from ['\"]?(?P<module>[\w.]+)['\"]?)?")
+    r"^(?:E\s+)?(?:[A-Za-z_]\w{0,99}\.){0,20}(?P<exc>[A-Z]\w{0,99}(?:Error|Exception|Exit|Interrupt|Failure))\b"
+    r"(?::\s*(?P<msg>.*))?$")
+_NO_MODULE = re.compile(r"No module named ['\"]?(?P<module>[\w.]{1,200})\b['\"]?")
+_CANNOT_IMPORT = re.compile(
+    r"cannot import name ['\"]?(?P<name>\w{1,200})\b['\"]?(?: from ['\"]?(?P<module>[\w.]{1,200})\b['\"]?)?")
 _SCRIPT = re.compile(r"can't open file ['\"]?(?P<path>[^'\"]+?)['\"]?: \[Errno 2\]")
 _NOT_REPO = ("site-packages", "dist-packages", "/usr/lib/python", "<frozen", "/failatlas-judge/", "/_pytest/",
              "/pluggy/")
 MESSAGE_WORDS = 12
+MAX_WORD_CHARS = 60  # a longer "word" (a hostile or generated value) is named, never quoted or cut
 
 
 @dataclass
@@ -93,8 +97,9 @@ def read_exception(log: str | None) -> Exc | None:
 
 
 def short_message(message: str) -> str:
-    """An exception message as a statement quotes it: numbers and paths masked, at most MESSAGE_WORDS whole words."""
-    words = mask_message(message).split()
+    """An exception message as a statement quotes it: numbers and paths masked, at most MESSAGE_WORDS whole words,
+    none longer than MAX_WORD_CHARS."""
+    words = [w if len(w) <= MAX_WORD_CHARS else "<long token>" for w in mask_message(message).split()]
     cut = " ".join(words[:MESSAGE_WORDS])
     return cut + (" …" if len(words) > MESSAGE_WORDS else "")
 
@@ -131,7 +136,7 @@ def classify(exc: Exc, evidence: RunEvidence, *, where: str) -> Statement:
     name = exc.name or "error"
     message = short_message(exc.message) if exc.name else ""
     where_text = f" in `{obj}`" if obj else f" in {where}"
-    return Statement("crash", obj, f"{name}{where_text}" + (f": {message}" if message else ""))
+    return Statement("crash", obj, f"{name}{where_text}" + (f" ({message})" if message else ""))
 
 
 def _signature_kind(text: str) -> str | None:
@@ -193,6 +198,11 @@ def _import_name(name: str, module: str | None, evidence: RunEvidence) -> Statem
     return Statement("crash", f"{module}.{name}", f"`{name}` cannot be imported from module `{module}`")
 
 
+def sep_free(obj: str) -> bool:
+    """Whether an object is prose ("the agent's process") rather than a module or file name."""
+    return not re.fullmatch(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*", obj)
+
+
 def hidden_failure(item: Any) -> tuple[str, Exc]:
     """(test name, exception) of one hidden-test failure: a structured dict {test, exception, object, message} or
     the older string `hidden test <name>: <last line>` / `hidden test collection: <text>`."""
@@ -205,6 +215,8 @@ def hidden_failure(item: Any) -> tuple[str, Exc]:
         if file.endswith(".py"):
             exc.file, exc.function = file, function.rsplit(".", 1)[-1] if function else None
             exc.qualname = function or None
+        elif obj and not sep_free(obj):
+            exc.file = obj.replace(".", "/") + ".py"  # a module the agent's code is in
         exc.in_test = bool(item.get("in_test"))
         return test, exc
     text = str(item)
@@ -255,6 +267,8 @@ def hidden_statements(failures: list[Any], evidence: RunEvidence, fallback: Stat
         if exc.name == "AssertionError" and (exc.in_test or exc.file is None):
             obj = f"{exc.file}::{exc.qualname}" if exc.qualname else under_test(evidence)
             statement = Statement("wrong_value", obj, "")
+        elif exc.name is None and "did not finish within" in str(item):
+            statement = Statement("budget_exhausted", None, "Hidden tests did not finish within the time limit")
         elif exc.name is None and "did not run to the end" in str(item):
             statement = Statement("crash", None, "Hidden tests did not run to the end")
         elif exc.name is None and "forged" in str(item):

@@ -17,6 +17,7 @@ from typing import Any
 _HEX = re.compile(r"\b[0-9a-f]{8,}\b", re.IGNORECASE)
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
 _TMP = re.compile(r"/tmp/[^/\s'\"]+")
+MAX_LINE_CHARS = 1000
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 
 
@@ -237,6 +238,7 @@ def error_signatures(log: str | None) -> list[Signature]:
     for line in log.splitlines():
         if not line.strip():
             continue
+        line = line[:MAX_LINE_CHARS]  # an error line is short: a longer one (a hostile message) is matched by its head
         for pattern in SIGNATURE_PATTERNS:
             match = pattern.regex.search(line)
             if match:

@@ -11,6 +11,7 @@ from typing import Any
 from failatlas.core.stages import StageRun
 from failatlas.core.store import Store
 from failatlas.ingest.infer import infer_facets
+from failatlas.ingest.kinds import KIND_IDS
 from failatlas.ingest.model import SOURCE_COLUMNS, IngestResult, RawInsight
 
 _BATCH_SCHEMA = {
@@ -67,8 +68,9 @@ def write_insights(
     """
     unique: dict[str, RawInsight] = {}
     for insight in insights:
-        if insight.kind is None:  # free text (files, the LLM extractor): the kind its words give, else unknown
-            insight.kind, insight.object = infer_facets(insight.phase, insight.text, insight.object)
+        if insight.kind is None:  # free text (files, the LLM extractor): the kind its source or words give
+            insight.kind, insight.object = given_facets(insight) or infer_facets(insight.phase, insight.text,
+                                                                                 insight.object)
         unique.setdefault(insight.source_key, insight)
     result.occurrences = len(insights)
     # The batch travels to DuckDB as a Parquet file: binding tens of thousands of parameters is far slower.
@@ -108,6 +110,15 @@ def write_insights(
                      failed=len(result.failed))
             run.record(conn)
     return [insight for key, insight in unique.items() if key in new_keys]
+
+
+def given_facets(insight: RawInsight) -> tuple[str, str | None] | None:
+    """The kind (and object) an imported row states in its own `kind` (and `object`) field, when it is a known
+    kind; None otherwise."""
+    kind, obj = insight.detail.get("kind"), insight.detail.get("object")
+    if not isinstance(kind, str) or kind not in KIND_IDS:
+        return None
+    return kind, insight.object or (obj.strip() if isinstance(obj, str) and 0 < len(obj.strip()) <= 200 else None)
 
 
 def refresh_facets(conn: Any, ids_sql: str) -> None:
