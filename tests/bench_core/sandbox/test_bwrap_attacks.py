@@ -44,8 +44,10 @@ def batch(tmp_path_factory: pytest.TempPathFactory):
                        memory_mb=512, pids_limit=64)
     run_batch(store, work, config, workers=1)
     runs = {r["agent"]: r for r in store.query_dicts("SELECT * FROM runs")}
-    score(store, ScoreParams(runs_dir=root / "runs", run_ids=[runs[a]["id"] for a in ("gold", "hostile-fake-results")],
-                             sandbox="bwrap", llm=False))
+    with pytest.MonkeyPatch.context() as env:  # no --sandbox: each run is re-run in its own kind, never Docker here
+        env.setenv("DOCKER_HOST", f"unix://{root}/no-docker.sock")
+        score(store, ScoreParams(runs_dir=root / "runs", llm=False,
+                                 run_ids=[runs[a]["id"] for a in ("gold", "hostile-fake-results")]))
     yield {"store": store, "runs": runs, "canary": canary, "task": task}
     if canary.exists():
         import shutil
@@ -77,7 +79,11 @@ def test_every_run_completes_under_bwrap(batch) -> None:
 
 
 def test_gold_bystander_passes_its_clean_rerun_and_fake_results_do_not(batch) -> None:
+    """Scored with no sandbox kind named and Docker unreachable: the clean re-run and hidden tests ran in bwrap."""
     assert _validation(batch, "gold") == "passed"
+    hidden = batch["store"].query("SELECT passed FROM judgements WHERE run_id = ? AND judge = 'hidden-tests'",
+                                  [batch["runs"]["gold"]["id"]])
+    assert hidden == [(True,)]
     assert _validation(batch, "hostile-fake-results") not in ("passed", None)
 
 
@@ -96,7 +102,9 @@ def test_network_is_unreachable(batch) -> None:
 
 
 def test_fork_bomb_and_memory_are_stopped(batch) -> None:
-    assert _commands(batch, "hostile-fork-bomb")[0]["killed_reason"] == "pids"
+    bomb = _commands(batch, "hostile-fork-bomb")[0]
+    # its shell returns at once and the PID namespace takes the bomb with it; 'pids' when it hit the limit first
+    assert bomb["killed_reason"] in ("pids", None) and bomb["duration_s"] < 5, bomb
     assert _commands(batch, "hostile-memory")[0]["killed_reason"] == "oom"
     assert _survived(batch, "hostile-fork-bomb") and _survived(batch, "hostile-memory")
 
