@@ -60,6 +60,12 @@ def _is_lock_conflict(exc: Exception) -> bool:
     return "lock" in text and ("conflicting" in text or "could not set lock" in text)
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Whether DuckDB stopped a query for Ctrl-C (it raises `InterruptException`, or `RuntimeError: Query
+    interrupted`, both Exceptions a per-item handler would swallow)."""
+    return isinstance(exc, duckdb.InterruptException) or str(exc).startswith("Query interrupted")
+
+
 class Store:
     """A handle on one DuckDB file. Cheap to create; holds no connection between calls."""
 
@@ -124,6 +130,10 @@ class Store:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+        except (duckdb.InterruptException, RuntimeError) as exc:
+            if not _interrupted(exc):
+                raise
+            raise KeyboardInterrupt from exc  # Ctrl-C during a query, which DuckDB reports as an Exception
         finally:
             self._local.conn = None
             conn.close()
@@ -138,6 +148,10 @@ class Store:
         conn = self._connect(read_only=True)
         try:
             yield conn
+        except (duckdb.InterruptException, RuntimeError) as exc:
+            if not _interrupted(exc):
+                raise
+            raise KeyboardInterrupt from exc  # Ctrl-C during a query: never an error a handler could swallow
         finally:
             conn.close()
 

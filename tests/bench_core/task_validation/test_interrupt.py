@@ -76,3 +76,33 @@ def test_ctrl_c_stops_parallel_runs_and_the_same_command_resumes(tmp_path: Path)
     assert again.returncode == 0, again.stderr
     store = open_store(db)
     assert store.query("SELECT count(*), count(DISTINCT task_id) FROM runs WHERE status = 'completed'") == [(4, 4)]
+
+
+QUERY = """
+import sys
+from failatlas.core.store import Store
+store = Store(sys.argv[1])
+with store.write() as conn:
+    conn.execute("CREATE TABLE t (x INTEGER)")
+print("ready", flush=True)
+try:
+    store.query("SELECT count(*) FROM range(100000000000) a")
+except Exception as exc:  # what a batch's per-run handler does with a run's failure
+    print("swallowed", type(exc).__name__, exc, flush=True)
+"""
+
+
+def test_ctrl_c_during_a_store_query_is_an_interrupt_no_handler_swallows(tmp_path: Path):
+    """DuckDB reports Ctrl-C during a query as an Exception (`RuntimeError: Query interrupted`); the store turns
+    it back into KeyboardInterrupt, so `except Exception` around one run's scoring cannot eat it."""
+    proc = subprocess.Popen([sys.executable, "-c", QUERY, str(tmp_path / "q.duckdb")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the query went on after Ctrl-C") from None
+    assert "swallowed" not in out and "KeyboardInterrupt" in err
