@@ -72,6 +72,8 @@ def infer_facets(phase: str, text: str, given_object: str | None = None) -> tupl
         kind = SIGNATURE_KINDS.get(signature.key)
         if kind:
             return kind, given_object
+    if phase == "other":  # traces outside an experiment's phases (TRAIL): only exceptions and modules tell a kind
+        return UNKNOWN, given_object
     return (_phrase_kind(text) or UNKNOWN), given_object
 
 

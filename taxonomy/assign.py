@@ -1,5 +1,6 @@
 """Assigning insights to an existing taxonomy without re-clustering: nearest failure-type centroid of the
-insight's phase, or 'unassigned' when none is close enough. So a new agent's runs land on the same types."""
+insight's phase and kind, or 'unassigned' when none is close enough. So a new agent's runs land on the same
+types."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 from failatlas.core.errors import NotFoundError
 from failatlas.core.store import Store
 from failatlas.embed import get_set
+from failatlas.taxonomy.facets import by_kind
 from failatlas.taxonomy.inputs import normalise, require_vectors
 from failatlas.taxonomy.model import UNASSIGNED
 from failatlas.taxonomy.writes import write_assignments
@@ -145,7 +147,8 @@ def assign_insights(
             raise NotFoundError(f"taxonomy {taxonomy_id} records no embedding set",
                                 hint="pass vectors in, or build a new taxonomy from a current clustering")
         matrix = require_vectors(store, [r[2] for r in rows], get_set(store, set_id), "insights to assign")
-    type_ids, sims = assign_by_phase(phases, matrix, taxonomy_centroids(store, taxonomy_id), threshold)
+    keys, centroids = by_kind(store, taxonomy_id, ids, phases, taxonomy_centroids(store, taxonomy_id))
+    type_ids, sims = assign_by_phase(keys, matrix, centroids, threshold)  # a type of the insight's phase and kind
     records = [
         (
             taxonomy_id,

@@ -182,3 +182,24 @@ def unknown_kind_types(types: list[FailureType], members: dict[str, tuple[list[s
                        ) -> list[FailureType]:
     """The types whose insights are of unknown kind: the only ones an outlier of unknown kind may join."""
     return [t for t in types if all(facets.of(i) == UNKNOWN for i in members.get(t.id, ([], []))[0])]
+
+
+def by_kind(store: Store, taxonomy_id: str, insight_ids: Sequence[str], phases: Sequence[str],
+            centroids: dict[str, tuple[list[str], np.ndarray]]) -> tuple[list[str], dict[str, tuple[list[str],
+                                                                                            np.ndarray]]]:
+    """Keys that let `assign_by_phase` choose only among the types of an insight's phase and kind: one key per
+    insight (`phase/kind`) and the taxonomy's centroids under the same keys (a type's kind is its members')."""
+    facets = load_facets(store, list(insight_ids))
+    kinds = dict(store.query(
+        "SELECT ift.failure_type_id, CASE WHEN count(DISTINCT coalesce(i.kind, 'unknown')) = 1"
+        " THEN any_value(coalesce(i.kind, 'unknown')) ELSE 'unknown' END FROM insight_failure_types ift"
+        " JOIN insights i ON i.id = ift.insight_id WHERE ift.taxonomy_id = ? GROUP BY ift.failure_type_id",
+        [taxonomy_id]))
+    keyed: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+    for phase, (type_ids, matrix) in centroids.items():
+        for type_id, row in zip(type_ids, matrix, strict=True):
+            ids, rows = keyed.setdefault(f"{phase}/{kinds.get(type_id, UNKNOWN)}", ([], []))
+            ids.append(type_id)
+            rows.append(row)
+    keys = [f"{phase}/{facets.of(i)}" for i, phase in zip(insight_ids, phases, strict=True)]
+    return keys, {k: (ids, np.stack(rows)) for k, (ids, rows) in keyed.items()}

@@ -64,4 +64,5 @@ def test_extraction_from_no_runs_is_still_one_recorded_stage_run(store):
     result = run_runs(store, RunsIngestParams())
     (row,) = _stage_runs(store, "ingest.runs")
     assert (result.occurrences, row["id"], row["status"]) == (0, result.stage_run_id, "ok")
-    assert json.loads(row["params"]) == {"extractor": "deterministic", "run_ids": None, "redo": False}
+    assert json.loads(row["params"]) == {"extractor": "deterministic", "run_ids": None, "redo": False,
+                                        "rebuild": False}
