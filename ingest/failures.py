@@ -264,7 +264,7 @@ def hidden_statements(failures: list[Any], evidence: RunEvidence, fallback: Stat
         if exc.name in _DERIVED and exc.file is None:
             derived.append(test)
             continue
-        if exc.name == "AssertionError" and (exc.in_test or exc.file is None):
+        if exc.name in ("AssertionError", "Failed") and (exc.in_test or exc.file is None):  # the test's own check
             obj = f"{exc.file}::{exc.qualname}" if exc.qualname else under_test(evidence)
             statement = Statement("wrong_value", obj, "")
         elif exc.name is None and "did not finish within" in str(item):
