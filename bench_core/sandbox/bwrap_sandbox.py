@@ -423,7 +423,8 @@ def _pid_namespace(info: str) -> str | None:
 
 
 def _namespace_members(namespace: str) -> list[tuple[int, int]]:
-    """(pid, rss bytes) of the live processes in the PID namespace `namespace`."""
+    """(pid, rss bytes) of the processes in the PID namespace `namespace`, zombies included (they count against the
+    process limit until reaped)."""
     page = os.sysconf("SC_PAGE_SIZE")
     found = []
     for name in os.listdir("/proc"):
@@ -436,8 +437,7 @@ def _namespace_members(namespace: str) -> list[tuple[int, int]]:
                 fields = f.read().decode(errors="replace").rpartition(")")[2].split()
         except OSError:
             continue
-        if fields[0] != "Z":
-            found.append((int(name), int(fields[21]) * page))
+        found.append((int(name), 0 if fields[0] == "Z" else int(fields[21]) * page))  # zombies hold a slot too
     return found
 
 
