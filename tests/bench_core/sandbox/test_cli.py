@@ -29,5 +29,5 @@ def test_build_image_keeps_an_existing_tag(sandbox_image: str) -> None:
 def test_cleanup_and_list_run() -> None:
     runner = CliRunner()
     out = runner.invoke(app, ["sandbox", "cleanup", "--run-id", "no-such-run"]).output
-    assert out.startswith("removed 0 orphaned sandbox(es) (docker: 0, local: 0)"), out
+    assert out.startswith("removed 0 orphaned sandbox(es) (bwrap: 0, docker: 0, local: 0)"), out
     assert runner.invoke(app, ["sandbox", "list"]).exit_code == 0
