@@ -65,7 +65,8 @@ def test_sigkill_midway_then_resume(sandbox_image: str, tmp_path: Path, table):
 def test_docker_daemon_refusing_is_an_infra_error_then_retried(sandbox_image: str, tmp_path: Path, table):
     db = tmp_path / "daemon.duckdb"
     assert _cli(db, "tasks", "import-mini").returncode == 0
-    run_args = ["bench", "run", "--agent", "null", "--task", "mini-ridge-cv"]
+    # docker named: with no kind named, a host whose Docker does not answer gets bwrap sandboxes instead
+    run_args = ["bench", "run", "--agent", "null", "--task", "mini-ridge-cv", "--sandbox", "docker"]
     dead = _cli(db, *run_args, env={"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"})
     assert dead.returncode == 0, dead.stderr
     store = Store(db)
