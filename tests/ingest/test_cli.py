@@ -70,3 +70,13 @@ def test_an_option_reaches_only_the_chosen_format_and_errors_name_the_flag(db_pa
     assert Store(db_path).query("SELECT count(*) FROM insight_sources") == [(0,)]
     result = _invoke(db_path, "file", str(fixtures / "good.jsonl"), "--format", "jsonl")  # TRAIL's default unused
     assert result.exit_code == 0, result.output
+
+
+def test_cli_runs_rebuild_is_recorded(db_path):
+    import json
+
+    result = _invoke(db_path, "runs", "--rebuild")
+    assert result.exit_code == 0, result.output
+    assert "0 occurrence(s) read" in result.stdout
+    (params,) = Store(db_path).query("SELECT params FROM stage_runs WHERE stage = 'ingest.runs'")[0]
+    assert json.loads(params)["rebuild"] is True
