@@ -106,9 +106,9 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
         runs = r["runs"] if r.get("stored", r["runs"]) == r["runs"] else f"{r['runs']} of {r['stored']}"
         row: list[object] = [r[k] if r[k] is not None and r[k] != "" else "–" for k in keys] + [runs]
         for m in METRICS:
-            env = f", env {r['E_env_n']}" if m == "E" and r.get("E_env_n") else ""
+            env = f", left out {r['E_env_n']}" if m == "E" and r.get("E_env_n") else ""
             if r[f"{m}_n"] == 0:
-                row.append(f"– (env {r['E_env_n']})" if env and with_n else "–")
+                row.append(f"– (left out {r['E_env_n']})" if env and with_n else "–")
             elif with_ci:
                 cell = f"{fmt(r[m])} [{fmt(r[m + '_lo'])}, {fmt(r[m + '_hi'])}]"
                 row.append(f"{cell} (n={r[m + '_n']}{env})" if with_n else cell)
@@ -125,8 +125,8 @@ def write_report(table: pl.DataFrame, by: str, out_dir: Path, notes: list[str] |
     out_dir.mkdir(parents=True, exist_ok=True)
     headers, rows = _rows(table, by, with_ci=True)
     md = out_dir / f"report_by_{by}.md"
-    md.write_text(to_markdown(headers, rows) + ("\n" + "\n".join(f"- {line.strip()}" for line in notes) + "\n"
-                                                if notes else ""))
+    listed = [f"{'  ' if line.startswith(' ') else ''}- {line.strip()}" for line in notes or []]
+    md.write_text(to_markdown(headers, rows) + ("\n" + "\n".join(listed) + "\n" if listed else ""))
     tex = out_dir / f"report_by_{by}.tex"
     tex.write_text(to_paper_latex(table, by))
     csv = out_dir / f"report_by_{by}.csv"

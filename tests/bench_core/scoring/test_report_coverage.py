@@ -72,7 +72,7 @@ def test_e_is_not_scored_where_the_environment_cannot_run_the_reference(env_stor
     notes = report_notes(env_store)
     assert any(line.startswith("E not scored, not the agent's failure: 2 run(s) of 1 task(s)") for line in notes)
     md, csv_path, _ = write_report(report_table(env_store, by="agent", n_boot=50), "agent", tmp_path / "out", notes)
-    assert "(n=1, env 1)" in md.read_text() and "env-failed" in md.read_text()
+    assert "(n=1, left out 1)" in md.read_text() and "env-failed" in md.read_text()
     rows = {r["agent"]: r for r in csv.DictReader(csv_path.open())}
     assert rows["gold"]["E_env_n"] == "1" and rows["gold"]["stored"] == "2"
 
