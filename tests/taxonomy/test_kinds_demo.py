@@ -18,6 +18,8 @@ from failatlas.ingest.kinds import ENTRY_POINT_KINDS, ENVIRONMENT, KINDS, MISSIN
 from failatlas.store import Store
 from tests.conftest import HARNESS_AGENTS
 
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
 # fault agent -> the kinds its insights may have (one kind per agent)
 FAULT_KINDS = {
     "fault-missing-component": set(ENTRY_POINT_KINDS[MISSING_COMPONENT]),
