@@ -10,6 +10,8 @@ the half's annotation files), exactly as a user would run
 - `--seed trail` (prototypes, no examples): the shipped seeded build;
 - `--seed trail --examples TRAIN`: the learned assignment (calibrated probability >= 0.2, the rest clustered);
 - the same with `--label-threshold 0` (every statement to a learned category) and without `--seed`;
+- classifiers compared on the same vectors (how the learned assignment's model was chosen): nearest prototypes,
+  k-NN, logistic regression with and without balanced classes, LR + prototypes, and the shipped model;
 - user labels: on a store holding both halves, 30 statements of the train half labelled with `failatlas label`'s
   function (their human label), then `--seed trail` rebuilt; ARI over the test half's statements only, against
   the same build without labels (3 draws of 30).
@@ -33,6 +35,7 @@ import numpy as np
 from failatlas.cluster import ClusterParams
 from failatlas.cluster import run as run_cluster
 from failatlas.cluster.metrics import quality_metrics
+from failatlas.embed import DEFAULT_MODEL as DEFAULT_MODEL_NAME
 from failatlas.embed import EmbedParams, get_embedder
 from failatlas.embed import run as run_embed
 from failatlas.store import Store, open_store
@@ -165,10 +168,11 @@ def run_transfer(args, qt) -> dict[str, Any]:  # noqa: ANN001
             print(f"  {row['direction']}: {name}: ARI {row['ari']:.3f} NMI {row['nmi']:.3f}", file=sys.stderr)
 
     label_rows = user_label_rows(store_of, build, embedder, qt, seeds, args.user_labels)
-    print_tables(rows, label_rows)
+    models = model_rows(store_of, qt)
+    print_tables(rows, label_rows, models)
     if not args.db:
         shutil.rmtree(work, ignore_errors=True)
-    return {"transfer": rows, "user_labels": label_rows}
+    return {"transfer": rows, "user_labels": label_rows, "models": models}
 
 
 def user_label_rows(store_of, build, embedder, qt, seeds: list[int], n_labels: int) -> list[dict[str, Any]]:  # noqa: ANN001
@@ -206,11 +210,92 @@ def user_label_rows(store_of, build, embedder, qt, seeds: list[int], n_labels: i
     return out
 
 
+def model_rows(store_of, qt) -> list[dict[str, Any]]:  # noqa: ANN001
+    """How the learned assignment's model was chosen: classifiers trained on one half's rows (one per annotated
+    error, its description and label), every test statement assigned (no threshold); accuracy, ARI, NMI and the
+    expected calibration error of the stated confidence (10 bins) on the other half's distinct statements."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from failatlas.embed import find_embedding_set, load_insight_vectors
+    from failatlas.taxonomy.learned import LabelModel
+
+    store, ids, labels = store_of("both", None)
+    data = load_insight_vectors(store, find_embedding_set(store, model=DEFAULT_MODEL_NAME, normalise="none"))
+    row_of = {i: k for k, i in enumerate(data.ids)}
+    occurrences = store.query("SELECT insight_id, label, task_id FROM insight_sources ORDER BY source_key")
+    majority = dict(zip(ids, labels, strict=True))
+
+    def proto_proba(X, y, Z):  # noqa: ANN001, ANN202
+        classes = np.array(sorted(set(y)), dtype=object)
+        P = np.stack([X[np.asarray(y, dtype=object) == c].mean(0) for c in classes])
+        P /= np.linalg.norm(P, axis=1, keepdims=True)
+        s = (Z @ P.T) / 0.05
+        e = np.exp(s - s.max(1, keepdims=True))
+        return classes, e / e.sum(1, keepdims=True)
+
+    def lr(cw):  # noqa: ANN001, ANN202
+        def fit(X, y, Z, texts, test_texts):  # noqa: ANN001, ANN202
+            m = LogisticRegression(C=4, class_weight=cw, max_iter=3000).fit(X, y)
+            return m.classes_, m.predict_proba(Z)
+        return fit
+
+    def knn(X, y, Z, texts, test_texts):  # noqa: ANN001, ANN202
+        m = KNeighborsClassifier(5, metric="cosine", weights="distance").fit(X, y)
+        return m.classes_, m.predict_proba(Z)
+
+    def blend(X, y, Z, texts, test_texts):  # noqa: ANN001, ANN202
+        classes, a = lr(None)(X, y, Z, texts, test_texts)
+        _, b = proto_proba(X, y, Z)
+        return classes, 0.5 * a + 0.5 * b
+
+    def shipped(X, y, Z, texts, test_texts):  # noqa: ANN001, ANN202
+        m = LabelModel().fit(X, texts, y)
+        return m.classes_, m.predict_proba(Z, test_texts)
+
+    methods = {
+        "nearest prototype (mean of the class's vectors)": lambda X, y, Z, t, tt: proto_proba(X, y, Z),
+        "k-NN (5, cosine, distance-weighted)": knn,
+        "logistic regression on the embedding (C=4)": lr(None),
+        "logistic regression on the embedding, balanced classes": lr("balanced"),
+        "LR + prototypes, probabilities averaged": blend,
+        "shipped: LR on embedding + TF-IDF (1-2 grams), temperature-calibrated": shipped,
+    }
+    out = []
+    for train in (0, 1):
+        tr = [(iid, lab) for iid, lab, trace in occurrences if qt.trace_half(trace) == train]
+        te = sorted({iid for iid, _, trace in occurrences if qt.trace_half(trace) != train})
+        X = data.vectors[[row_of[i] for i, _ in tr]]
+        Z = data.vectors[[row_of[i] for i in te]]
+        y = [lab for _, lab in tr]
+        truth = np.array([majority[i] for i in te], dtype=object)
+        texts = [data.texts[row_of[i]] for i, _ in tr]
+        test_texts = [data.texts[row_of[i]] for i in te]
+        for name, fit in methods.items():
+            classes, proba = fit(X, y, Z, texts, test_texts)
+            predicted = np.asarray(classes, dtype=object)[proba.argmax(1)]
+            right, confidence = predicted == truth, proba.max(1)
+            bins = np.minimum((confidence * 10).astype(int), 9)
+            ece = sum(abs(confidence[bins == b].mean() - right[bins == b].mean()) * (bins == b).mean()
+                      for b in range(10) if (bins == b).any())
+            out.append({"direction": f"train half {train} -> test half {1 - train}", "method": name,
+                        "accuracy": float(right.mean()), "ari": float(adjusted_rand_score(truth, predicted)),
+                        "nmi": float(normalized_mutual_info_score(truth, predicted)), "ece": float(ece)})
+    return out
+
+
 def _cell(v: Any) -> str:
     return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
-def print_tables(rows: list[dict[str, Any]], label_rows: list[dict[str, Any]]) -> None:
+def print_tables(rows: list[dict[str, Any]], label_rows: list[dict[str, Any]], models: list[dict[str, Any]]) -> None:
+    print("| direction | classifier (every test statement assigned) | accuracy | ARI | NMI | calibration error |"
+          "\n|---|---|---|---|---|---|")
+    for r in models:
+        print(f"| {r['direction']} | {r['method']} | {r['accuracy']:.3f} | {r['ari']:.3f} | {r['nmi']:.3f} |"
+              f" {r['ece']:.3f} |")
+    print()
     print("| direction | method | test statements | ARI (± sd) | NMI | seed-assignment accuracy | accuracy over all"
           " labelled | coverage | types | name fidelity | time (s) |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:

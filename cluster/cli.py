@@ -225,7 +225,8 @@ def evaluate(
     from failatlas.cluster.stage import evaluate_clustering
 
     m = evaluate_clustering(store(create=False), clustering, labels)
-    summary = Table("metric", "value", title=f"{m['clustering_id']} vs insight_sources.{labels}")
+    summary = Table("metric", "value", title=f"{m['clustering_id']} vs insight_sources.{labels}; unit: distinct"
+                    " statements (insights, majority label each), not occurrences")
     for key in (
         "n_items",
         "n_labels",
@@ -243,9 +244,9 @@ def evaluate(
     console.print(summary)
     recall = Table(
         Column("label", no_wrap=True, min_width=32),
-        "items",
+        "statements",
         "recall",
-        title="per-label recall (share in the label's best cluster)",
+        title="per-label recall (share of the label's distinct statements in its best cluster)",
     )
     for name, value in sorted(m["per_label_recall"].items(), key=lambda kv: -m["label_sizes"][kv[0]]):
         recall.add_row(name, str(m["label_sizes"][name]), f"{value:.2f}")

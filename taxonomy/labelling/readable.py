@@ -15,6 +15,7 @@ are exactly the words a fragment ends on.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
@@ -46,7 +47,7 @@ _FAILURE_WORD = re.compile(
     r"forbid|refus|reject|unavailab|loop|repeat|unverif|fabricat|prematur|incomplet|inconsisten|excess|redundan|"
     r"duplicat|exceed|limit|abuse|deviat|complian|stuck|hang|abort|kill|oom|nan|diverg|drift|empty|fake|forg|"
     r"stale|outdat|slow|flak|unstable|unclear|vague|confus|poor|misread|misus|misinterpret|mis|un|over|under|"
-    r"dis|im|in|halluc|leakage|bug|fault|defect|conflict|violat|breach|block|throttl|corrupt|truncat|cut)",
+    r"dis|im|in|halluc|leakage|bug|fault|defect|conflict|violat|breach|block|throttl|corrupt|truncat|cut|issue|problem)",
     re.IGNORECASE)
 _EXCEPTION = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception|Warning|Interrupt|Exit)\b\s*[:(]|^Traceback\b")
 _FILE = re.compile(r"\b[\w\-]+\.(py|ipynb|json|jsonl|ya?ml|toml|txt|csv|tsv|md|sh|cfg|ini|log|pt|pth|bin|npz?|"
@@ -72,8 +73,14 @@ def unreadable_reason(name: str) -> str | None:
     text = " ".join(name.split())
     if not text:
         return "empty"
-    if _EXCEPTION.search(text):
-        return "exception message"
+    exception = _EXCEPTION.search(text)
+    if exception:  # '<Exception>: <what it is about>' reads; the exception with its raw message does not
+        rest = text[exception.end():].strip()
+        if exception.group(0).rstrip().endswith("(") or text.startswith("Traceback") or len(rest.split()) < 2 \
+                or re.search(r"['\"“”`]", rest) or any(_codeish(t) for t in rest.split()):
+            return "exception message"
+        text = rest
+    stated = exception is not None  # the exception's class says what went wrong
     unquoted = re.sub(r"[\"“][^\"“”]*[\"”]|(?<![A-Za-z])'[^']*'(?![A-Za-z])", " ", text)
     tokens = unquoted.split()
     shapes = [_codeish(t) for t in tokens]
@@ -89,17 +96,20 @@ def unreadable_reason(name: str) -> str | None:
     if tail and tail[-1].lower() in _DANGLING or text.endswith(":"):
         return "ends mid-clause"
     lowered = [w.lower() for w in words]
-    if all(w in _EMPTY for w in lowered):
+    if all(w in _EMPTY for w in lowered) and not stated:
         return "says nothing specific"
-    if len(words) <= 3 and not any(_FAILURE_WORD.match(w) for w in words):
+    if len(words) <= 3 and not stated and not any(_FAILURE_WORD.match(w) for w in words):
         return "topic, not a failure"
     return None
+
+
+_HONEST = "Unnamed type "
 
 
 def honest_name(evidence: TypeEvidence | str) -> str:
     """The name of a type no readable name was found for: says so, and which type it is."""
     key = evidence if isinstance(evidence, str) else evidence.key
-    return f"Unnamed type {key} (no readable common phrase)"
+    return f"{_HONEST}{key} (no readable common phrase)"
 
 
 def readable_or_honest(name: str, key: str) -> str:
@@ -133,7 +143,12 @@ class ReadableNames:
         })
 
     def label_category(self, evidence: CategoryEvidence) -> CategoryLabel | None:
+        def plain(names: list[str]) -> list[str]:  # an honest name is no phrase to name a category by
+            return ["" if n.startswith(_HONEST) else n for n in names]
+
+        evidence = replace(evidence, type_names=plain(evidence.type_names),
+                           other_categories=[plain(o) for o in evidence.other_categories])
         lab = self.inner.label_category(evidence)
-        if lab is None or unreadable_reason(lab.name) is not None:
+        if lab is None or unreadable_reason(lab.name) is not None or "readable common phrase" in lab.name.lower():
             return None
         return lab
