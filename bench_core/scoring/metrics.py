@@ -45,7 +45,8 @@ PHASE_OF = {"design": "D", "implementation": "I", "conclusion": "C"}
 _RUNS = """
     SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.benchmark, r.fault_injected, r.setting,
            t.paper_id, t.kind, json_array_length(t.spec, '$.masking.functions') AS n_masked, v.outcome,
-           coalesce(v.stdout_tail, '') || '\n' || coalesce(v.stderr_tail, '') AS output
+           CASE WHEN r.agent = 'gold' THEN coalesce(v.stdout_tail, '') || '\n' || coalesce(v.stderr_tail, '')
+                ELSE '' END AS output  -- only the reference's re-run says whether the environment can run a task
     FROM runs r LEFT JOIN validations v ON v.run_id = r.id LEFT JOIN tasks t ON t.id = r.task_id
     WHERE r.status != 'infra_error'"""
 SCORE_SCHEMA = {"run_id": pl.Utf8, "task_id": pl.Utf8, "agent": pl.Utf8, "model": pl.Utf8, "attempt": pl.Int64,
