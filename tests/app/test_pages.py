@@ -248,3 +248,15 @@ def test_sidebar_navigation_switches_pages(app_db: Path, monkeypatch: pytest.Mon
     at = render(app_db, monkeypatch)
     at.sidebar.radio[0].set_value("compare").run()
     assert at.header[0].value == "Compare" and at.query_params["page"] == "compare"
+
+
+def test_the_scroll_script_survives_st_html_sanitising() -> None:
+    """st.html (the supported API that replaced st.components.v1.html) passes HTML through DOMPurify, which drops a
+    script whose text holds '<' before a letter, digit or '/' (it did drop `n++<40`): the script must hold none."""
+    import re
+
+    from failatlas.appdata.pages.common import scroll_script
+
+    for anchor in ("type", "insight", "run"):
+        script = scroll_script(anchor)
+        assert f'"{anchor}"' in script and not re.search(r"<[/\w]", script), script

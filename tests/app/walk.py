@@ -87,7 +87,7 @@ def walk_to_run(page, url: str, shots: Path | None = None) -> str:  # noqa: ANN0
     from playwright.sync_api import expect
 
     first_type = open_first_insight(page, url, ENTRY, shots)
-    run_button = page.get_by_role("button").filter(has_text=" · task ").first
+    run_button = page.locator("[class*='st-key-open_run_'] button").first  # the insight's, not the entry's
     expect(run_button).to_be_in_viewport(timeout=60_000)
     _shot(page, shots, "app-insight.png")
     label = run_button.inner_text()

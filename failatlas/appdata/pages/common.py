@@ -89,14 +89,30 @@ def scroll_if_requested(anchor: str) -> None:
     if st.session_state.get("_scroll_to") != anchor:
         return
     del st.session_state["_scroll_to"]
-    import json
     import time
 
-    st.html(
-        "<script>(function(){const id=" + json.dumps(anchor) + ";let n=0;function go(){"
-        "const el=document.getElementById(id);"
-        "if(el){el.scrollIntoView({block:'start'});}else if(n++<60){setTimeout(go,50);}}go();})();</script>"
-        f"<!-- {time.monotonic_ns()} -->", unsafe_allow_javascript=True, width="content")
+    st.html(f"<script>{scroll_script(anchor)}</script><!-- {time.monotonic_ns()} -->", unsafe_allow_javascript=True,
+            width="content")
+
+
+def scroll_script(anchor: str) -> str:
+    """The JavaScript that brings `#anchor` to the top. It runs as soon as Streamlit mounts it, while the rest of
+    the page may still be laid out (grids and charts take their height later): for up to 2 s it brings the header
+    back to the top when the layout moved it, and stops as soon as anything else scrolled the page (the reader).
+    It holds no '<' before a letter, digit or '/': DOMPurify, which st.html applies, drops a script whose text has
+    one."""
+    import json
+
+    return ("(function(){const id=" + json.dumps(anchor) + ";let n=0,box=null,mine=null;"
+            "function parent(e){for(let p=e.parentElement;p;p=p.parentElement){"
+            "const o=getComputedStyle(p).overflowY;"
+            "if((o==='auto'||o==='scroll')&&p.scrollHeight>p.clientHeight){return p;}}"
+            "return document.scrollingElement;}"
+            "function go(){const el=document.getElementById(id);"
+            "if(el){if(box===null){box=parent(el);}if(mine!==null&&box.scrollTop!==mine){return;}"
+            "if(Math.abs(el.getBoundingClientRect().top-box.getBoundingClientRect().top)>80||mine===null)"
+            "{el.scrollIntoView({block:'start'});mine=box.scrollTop;}}"
+            "if(40>n++){setTimeout(go,50);}}go();})();")
 
 
 def link(page: str, **params: str | None) -> str:
