@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -178,27 +179,36 @@ def _overlay_dir(task: Any) -> Path | None:
         return None
 
 
-def run_evidence(store: Store, run_id: str, task: TaskEvidence) -> RunEvidence:
-    """The run's own evidence read from `runs.inputs`, `run_steps` and the agent's `sandbox_commands`."""
-    evidence = RunEvidence(task=task)
+def run_evidence(store: Store, run_ids: Sequence[str]) -> dict[str, RunEvidence]:
+    """Each run's own evidence (its task's left empty) read from `runs.inputs`, `run_steps` and the agent's
+    `sandbox_commands`, in one query per table for all the runs."""
+    out = {run_id: RunEvidence() for run_id in run_ids}
+    if not out:
+        return out
+    ids = list(out)
     with store.read() as conn:
-        row = conn.execute("SELECT inputs FROM runs WHERE id = ?", [run_id]).fetchone()
-        steps = conn.execute("SELECT kind, tool, content, arguments FROM run_steps WHERE run_id = ? AND kind IN"
-                             " ('env_failure', 'network') ORDER BY seq", [run_id]).fetchall()
-        commands = conn.execute("SELECT command FROM sandbox_commands WHERE run_id = ? AND purpose = 'agent'"
-                                " ORDER BY seq", [run_id]).fetchall()
-    inputs = _json(row[0]) if row else {}
-    evidence.network = inputs.get("network") if isinstance(inputs, dict) else None
-    for kind, tool, content, arguments in steps:
+        inputs = conn.execute("SELECT id, inputs FROM runs WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                              [ids]).fetchall()
+        steps = conn.execute("SELECT run_id, kind, tool, content, arguments FROM run_steps WHERE run_id IN"
+                             " (SELECT unnest(?::VARCHAR[])) AND kind IN ('env_failure', 'network')"
+                             " ORDER BY run_id, seq", [ids]).fetchall()
+        commands = conn.execute("SELECT run_id, command FROM sandbox_commands WHERE run_id IN"
+                                " (SELECT unnest(?::VARCHAR[])) AND purpose = 'agent'"
+                                " AND regexp_matches(command, '(pip|conda|mamba)[^\\n]*install')"
+                                " ORDER BY run_id, seq", [ids]).fetchall()
+    for run_id, raw in inputs:
+        loaded = _json(raw)
+        out[run_id].network = loaded.get("network") if isinstance(loaded.get("network"), str) else None
+    for run_id, kind, tool, content, arguments in steps:
         args = _json(arguments)
         if kind == "env_failure":
-            evidence.env_failures.append({"kind": tool, "package": args.get("package"), "evidence": content})
+            out[run_id].env_failures.append({"kind": tool, "package": args.get("package"), "evidence": content})
         elif content and content.startswith("refused"):
-            evidence.refused.append(content)
-    for (command,) in commands:
+            out[run_id].refused.append(content)
+    for run_id, command in commands:
         for match in _INSTALL.finditer(command or ""):
-            evidence.installs.update(a for a in match.group("args").split() if not a.startswith("-"))
-    return evidence
+            out[run_id].installs.update(a for a in match.group("args").split() if not a.startswith("-"))
+    return out
 
 
 def _json(value: Any) -> dict[str, Any]:

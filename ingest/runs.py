@@ -177,17 +177,19 @@ def deterministic_insights(record: RunRecord, evidence: RunEvidence | None = Non
 
 
 class _Evidence:
-    """Each run's evidence, its task's read once."""
+    """Each run's evidence: the runs' own read in bulk, each task's once."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, records: Sequence[RunRecord]) -> None:
         self.store = store
         self.tasks: dict[str | None, TaskEvidence] = {}
+        self.runs = run_evidence(store, [r.run_id for r in records])
 
     def __call__(self, record: RunRecord) -> RunEvidence:
         task_id = record.run.get("task_id")
         if task_id not in self.tasks:
             self.tasks[task_id] = task_evidence(self.store, task_id)
-        evidence = run_evidence(self.store, record.run_id, self.tasks[task_id])
+        evidence = self.runs.get(record.run_id) or RunEvidence()
+        evidence.task = self.tasks[task_id]
         if record.validation is not None:  # the clean re-run ran the same code the hidden tests did
             for column in ("stderr_tail", "stdout_tail"):
                 evidence.frames.update(log_frames(record.validation.get(column)))
@@ -218,7 +220,7 @@ def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> Inge
         insights: list[RawInsight] = []
         replace = None
         if params.extractor == "deterministic":
-            evidence_of = _Evidence(store)
+            evidence_of = _Evidence(store, usable)
             for record in usable:
                 insights.extend(deterministic_insights(record, evidence_of(record)))
             replace = _replaced(store, params, result)
