@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -149,10 +150,10 @@ def test_watchdog_stops_memory_across_processes(repo: Path) -> None:
 
 
 def test_deadline_kills_the_whole_tree(box) -> None:
-    res = box.exec("setsid bash -c 'while :; do :; done' & sleep 1000", timeout=2)
+    mark = f"bwrap-{os.getpid()}-{time.monotonic_ns()}"  # other jobs on this host run loops of their own
+    res = box.exec(f"setsid bash -c 'while :; do : {mark}; done' & sleep 1000", timeout=2)
     assert res.timed_out and res.killed_reason == "timeout" and res.duration_s < 5
-    left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).startswith("bash -c while :; do :; done")]
-    assert left == []
+    assert [p for p in os.listdir("/proc") if p.isdigit() and mark in _cmdline(p)] == []
 
 
 def _cmdline(pid: str) -> str:
@@ -163,8 +164,9 @@ def _cmdline(pid: str) -> str:
 
 
 def test_background_processes_end_with_their_command(box) -> None:
-    box.exec("nohup sleep 600 >/dev/null 2>&1 &", timeout=10)
-    assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 600"]
+    seconds = f"600.{time.monotonic_ns() % 10**9}"  # a sleep no other job on this host runs
+    box.exec(f"nohup sleep {seconds} >/dev/null 2>&1 &", timeout=10)
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == f"sleep {seconds}"]
 
 
 def test_copy_out_drops_links_that_escape(box, tmp_path: Path) -> None:
