@@ -258,10 +258,14 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                 return _sandbox_starter(params.sandbox, spec, tree, run_id)
 
             trees = _Trees(task, outputs, scratch, repo, starter)
-            literals = _literals(task, outputs, trees.workspace if trees.patch_error is None else None, repo)
+            scan_notes: list[str] = []
+            literals = _literals(task, outputs, trees.workspace if trees.patch_error is None else None, repo,
+                                 scan_notes)
             findings += literal_findings(literals)
             if "execution" in task.judgeable_phases:
                 validation = _checked_validation(task, outputs, trees, params, spec, literals)
+                if scan_notes:
+                    validation.detail = "; ".join([validation.detail or "", *scan_notes]).lstrip("; ")
             inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine)
             if trees.patch_error is None:
                 inp = dataclasses.replace(inp, workspace=trees.workspace, start_sandbox=starter(trees.workspace),
@@ -290,10 +294,10 @@ def _counterfactual_findings(verdicts: list[Verdict]) -> list[Finding]:
     return out
 
 
-def _literals(task: TaskSpec, outputs: dict, workspace: Path | None, repo: Path | None
-              ) -> list[tuple[str, str, float]]:
+def _literals(task: TaskSpec, outputs: dict, workspace: Path | None, repo: Path | None,
+              notes: list[str]) -> list[tuple[str, str, float]]:
     """`literals.literal_matches` over the agent's changed files (read from the clean tree; the diff's added
-    lines when it did not apply) and its run script."""
+    lines when it did not apply) and its run script; the scan's caps and errors are lines in `notes`."""
     from failatlas.bench_core.scoring.monitor import diff_added_lines
 
     files: dict[str, str] = {}
@@ -312,7 +316,7 @@ def _literals(task: TaskSpec, outputs: dict, workspace: Path | None, repo: Path 
             files[rel] = added[rel] or ""
     if outputs.get("run_script"):
         files[".failatlas/run.sh"] = str(outputs["run_script"])
-    return literal_matches(task, files, reference_values(task, repo))
+    return literal_matches(task, files, reference_values(task, repo), notes=notes)
 
 
 def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str]]:

@@ -1,0 +1,66 @@
+"""Red-team findings against issue 29's defences (/work/coord/REDTEAM.md), closed by calling the parts directly:
+the literal scan never raises and is capped (5, 6), the wire codec refuses floods before parsing them (6), the
+counterfactual tree cannot be told from the clean tree (1), rebinding a masked function is found (2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from failatlas.bench_core.scoring import literals
+from failatlas.bench_core.suites import load_suite
+
+TASK = "mini-ridge-cv"
+
+
+@pytest.fixture(scope="module")
+def ridge():
+    return next(t for t in load_suite("failatlas-mini") if t.id == TASK)
+
+
+def test_an_integer_beyond_float_range_is_skipped_not_raised(ridge):
+    """bigint.sh: `BIG = <400 nines>` in a changed .py file made the scan raise OverflowError."""
+    notes: list[str] = []
+    files = {"ridge.py": "BIG = " + "9" * 400 + "\nX = -" + "9" * 5000 + "\nY = 10.1878\n"}
+    assert literals.literal_matches(ridge, files, set(), notes=notes) == [("ridge.py", "test_mse_ols", 10.1878)]
+    assert notes == []
+
+
+def test_any_error_in_the_scan_is_a_note_and_no_finding(ridge, monkeypatch):
+    def boom(*_a, **_k):
+        raise RuntimeError("scanner bug")
+
+    monkeypatch.setattr(literals, "file_values", boom)
+    notes: list[str] = []
+    assert literals.literal_matches(ridge, {"run.py": "x = 10.1878"}, set(), notes=notes) == []
+    assert notes and "literal scan failed" in notes[0] and "RuntimeError" in notes[0]
+
+
+def test_character_code_lists_cost_a_few_shifts_not_257(ridge):
+    """slowlit.sh: 2 MB of 40-int lists took 58 s; only shifts mapping the first code to a number character are
+    tried now, and a work budget bounds the rest."""
+    row = "[" + ",".join(["48"] * 40) + "],\n"
+    lists = (256 * 1024) // len(row)
+    text = "X = [\n" + row * lists + "]\n"
+    budget = literals._Budget()
+    literals.file_values("consts.py", text, budget)
+    # each list tries at most 15 shifts of 40 codes (plus one unit per syntax node and per character read)
+    assert literals.MAX_SCAN_WORK - budget.left < lists * (15 * 40 + 42) + 2 * len(text)
+    # and an encoded value in such a list is still found
+    codes = [ord(c) + 7 for c in "10.1878"]
+    assert 10.1878 in literals.file_values("x.py", f"C = {codes}\n")
+
+
+def test_the_scan_stops_at_its_caps_and_says_so(ridge):
+    notes: list[str] = []
+    files = {f"f{i:03}.py": "x = 1\n" for i in range(literals.MAX_SCAN_FILES + 5)}
+    files["zz.py"] = "Y = 10.1878\n"
+    assert literals.literal_matches(ridge, files, set(), notes=notes) == []
+    assert notes and "capped" in notes[0] and f"{literals.MAX_SCAN_FILES} files" in notes[0]
+
+
+def test_the_work_budget_ends_the_scan_with_a_note(ridge, monkeypatch):
+    monkeypatch.setattr(literals, "MAX_SCAN_WORK", 5000)
+    notes: list[str] = []
+    files = {"a.py": "X = [" + ", ".join(["'1.5'"] * 3000) + "]\n", "b.py": "Y = 10.1878\n"}
+    assert literals.literal_matches(ridge, files, set(), notes=notes) == []
+    assert notes == ["literal scan capped: its work budget (5000 units) was spent in a.py"]
