@@ -24,7 +24,8 @@ HEADER = """# Reliability and security
 
 The harness runs untrusted code written by agents, talks to flaky remote endpoints and reads files from other
 tools. The suite in `tests/reliability/` proves it holds: hostile agents (`bench_core/agents/hostile.py`,
-registered as `hostile-*`) run in real Docker sandboxes on `mini-ridge-cv`; faults are injected into the
+registered as `hostile-*`) run in real Docker sandboxes on `mini-ridge-cv`, and those that attack the verdicts
+on every CPU task of the mini-suite (`test_attack_scores.py`: none may score above `null`); faults are injected into the
 runner, the LLM endpoint, the Docker daemon and the judges; importers and exporters are fuzzed with hypothesis.
 
 Re-run it and regenerate this table:
