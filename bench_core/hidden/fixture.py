@@ -58,10 +58,14 @@ class Channel:
         while data:
             data = data[os.write(self.out_fd, data):]
 
-    def receive(self) -> bytes:
+    def receive(self, label: str) -> bytes:
+        """One reply; a frame past MAX_FRAME is read and dropped (the channel stays in step) and fails the call as
+        the agent's."""
         kind, size = HEADER.unpack(_read_exact(self.in_fd, HEADER.size))
         if size > MAX_FRAME:
-            raise EOFError(f"a reply of {size} bytes")
+            while size:
+                size -= len(_read_exact(self.in_fd, min(size, 1 << 20)))
+            raise AgentError("ReplyTooLarge", label, f"a reply of more than {MAX_FRAME} bytes")
         return _read_exact(self.in_fd, size)
 
 
@@ -77,7 +81,7 @@ class Agent:
 
     def _ask(self, request: dict, label: str):
         self._channel.send(CALL, wire.encode(request))
-        raw = self._channel.receive()
+        raw = self._channel.receive(label)
         try:
             reply = wire.decode(raw)
         except wire.WireError as exc:

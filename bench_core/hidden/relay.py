@@ -5,8 +5,20 @@ The judge (`judge_main.py`, a `python3 -I` subprocess of the harness's Python) r
 with the pristine masked repository on its path and never imports the agent's code. Each `agent.call` /
 `agent.run` of a test arrives here as a frame; the request is written into the sandbox's working copy and a fresh
 worker process (`worker.py`) runs it there, in whatever sandbox kind the run uses. The worker's reply line goes back
-to the judge unread: the judge decodes it strictly, as the agent's data. A reply that never comes (a crash, the
-deadline, output past the cap) is answered here as the agent's failure, typed like any other.
+to the judge unread, as the bytes it is (the worker writes ASCII JSON; anything else is not its reply), at most
+`wire.MAX_BYTES` of it, far below the judge's frame limit: the judge decodes it strictly, as the agent's data. A
+reply that never comes (a crash, the deadline, output past the cap, a line that is not ASCII) is answered here as
+the agent's failure, typed like any other.
+
+No step can hang: every read from and write to the judge waits at most until the task's deadline plus
+JUDGE_GRACE_S, each call at most until the deadline, and the judge runs under an address-space limit
+(JUDGE_MEMORY_BYTES). What ends the exchange early is told apart by when it happens: the judge never imports the
+agent's code, so before the first reply reaches it nothing the agent did can touch it, and a judge that fails then
+(a test file that does not import, a crash) is the harness's or the task's fault, `JudgeError` (`judge_failed`).
+From the first reply on, the agent's bytes are in the exchange, and a judge that dies, stops reading (a broken
+pipe, a write that does not drain) or ends without a result is the agent's I failure, recorded as a problem of the
+run (score 0, the reason named), never `judge_failed`: gold's runs, whose replies are well formed, show that the
+judge itself does not fail on those.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ import ast
 import contextlib
 import json
 import os
+import resource
 import selectors
 import shutil
 import struct
@@ -26,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from failatlas.bench_core.hidden import wire
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 HERE = Path(__file__).resolve().parent
@@ -34,8 +48,9 @@ WORKER_DIR = ".failatlas-hidden"
 WORKER = f"{WORKER_DIR}/failatlas_worker.py"
 REPLY_MARKER = "FAILATLAS_REPLY "
 HEADER = struct.Struct(">cQ")
-MAX_FRAME = 128 * 1024 * 1024
-REPLY_LIMIT = 80 * 1024 * 1024
+MAX_FRAME = 128 * 1024 * 1024  # a frame from the judge (its requests and its result)
+REPLY_LIMIT = wire.MAX_BYTES  # a reply relayed to the judge, whose frame limit is twice this
+JUDGE_MEMORY_BYTES = 8 * 1024 * 1024 * 1024  # RLIMIT_AS of the judge process
 # the judge's own work between calls (data generation, reference computations) may take this long beyond the
 # task's deadline before it is stopped
 JUDGE_GRACE_S = 120.0
@@ -93,19 +108,30 @@ def _error_reply(exception: str, message: str) -> bytes:
                                               "message": message}}).encode()
 
 
+def _too_large() -> bytes:
+    return _error_reply("ReplyTooLarge", f"the agent's process wrote more than {REPLY_LIMIT} bytes of reply")
+
+
 def _reply(result) -> bytes:
-    """The worker's reply line, or an error reply saying why there is none."""
+    """The worker's reply line as it is (ASCII, at most REPLY_LIMIT bytes), or an error reply saying why there is
+    none."""
     if result.timed_out or result.killed_reason == "timeout":
         return _error_reply("Timeout", f"the call did not finish within {result.duration_s or 0:.0f} s")
     if result.killed_reason == "oom":
         return _error_reply("OutOfMemory", "the agent's process ran out of memory")
+    if result.truncated:  # the reply line may be cut or spliced from the output's head and tail
+        return _too_large()
     lines = [ln for ln in (result.stdout or "").splitlines() if ln.startswith(REPLY_MARKER)]
     if lines:
-        return lines[-1][len(REPLY_MARKER):].encode("utf-8", errors="replace")
+        line = lines[-1][len(REPLY_MARKER):]
+        if len(line) > REPLY_LIMIT:
+            return _too_large()
+        if not line.isascii():
+            return _error_reply("MalformedReply", "the agent's process wrote a reply line that is not the "
+                                "worker's (not ASCII JSON)")
+        return line.encode("ascii")
     tail = [ln for ln in (result.stderr or "").splitlines() if ln.strip()]
     more = f": {tail[-1][:300]}" if tail else ""
-    if result.truncated:
-        return _error_reply("ReplyTooLarge", "the agent's process wrote more output than the limit")
     return _error_reply("NoReply", f"the agent's process ended with exit code {result.returncode} before "
                         f"replying{more}")
 
@@ -146,7 +172,7 @@ class _Relay:
                 return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
             return self._zygote_reply(left)
         result = self.sandbox.exec(f"exec python3 -I -B {WORKER} {request}", timeout=left, cwd=self.workdir,
-                                   env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=REPLY_LIMIT)
+                                   env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=REPLY_LIMIT + 4096)
         return _reply(result)
 
     def _start_zygote(self) -> None:
@@ -176,11 +202,12 @@ class _Relay:
 
     def _read(self, path: str) -> bytes | None:
         try:
-            return self.sandbox.read_file(path, max_bytes=REPLY_LIMIT)
+            data = self.sandbox.read_file(path, max_bytes=REPLY_LIMIT + 1)
         except InfrastructureError:
             raise
         except (FailAtlasError, OSError, ValueError):
             return None
+        return _too_large() if len(data) > REPLY_LIMIT else data
 
     def _zygote_reply(self, left: float) -> bytes:
         until, pause = time.monotonic() + left, 0.01
@@ -256,10 +283,28 @@ def _read_frame(fd: int, selector: selectors.BaseSelector, until: float) -> tupl
         return header[0], buffer
 
 
-def _send(fd: int, payload: bytes) -> None:
-    data = HEADER.pack(b"R", len(payload)) + payload
+def _send(fd: int, payload: bytes, selector: selectors.BaseSelector, until: float) -> None:
+    """One reply frame to the judge (`fd` is non-blocking); raises TimeoutError when the judge does not read it by
+    `until`, BrokenPipeError when it is gone."""
+    data = memoryview(HEADER.pack(b"R", len(payload)) + payload)
     while data:
-        data = data[os.write(fd, data):]
+        if not selector.select(timeout=max(0.0, until - time.monotonic())):
+            raise TimeoutError
+        try:
+            data = data[os.write(fd, data[:1 << 20]):]
+        except BlockingIOError:
+            continue
+
+
+def _limit_memory() -> None:  # pragma: no cover - runs in the judge's child process before exec
+    resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))
+
+
+def _agent_ended(run: JudgeRun, why: str) -> JudgeRun:
+    """The exchange ended after the agent's replies entered it (module docstring): the agent's I failure."""
+    run.problems.append(f"the hidden-test judge stopped while handling the agent's replies ({why}), so the "
+                        "remaining hidden tests count as failed")
+    return run
 
 
 def _judge_env() -> dict[str, str]:
@@ -300,32 +345,49 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
                 [python, "-I", "-B", str(Path(tmp) / "judge" / "failatlas_judge.py"), str(to_parent_w),
                  str(to_judge_r), str(tests), str(pristine or "")],
                 pass_fds=(to_parent_w, to_judge_r), stdin=subprocess.DEVNULL, stdout=log_handle,
-                stderr=subprocess.STDOUT, cwd=Path(tmp) / "judge", env=_judge_env())
+                stderr=subprocess.STDOUT, cwd=Path(tmp) / "judge", env=_judge_env(), preexec_fn=_limit_memory)
         os.close(to_parent_w)
         os.close(to_judge_r)
-        selector = selectors.DefaultSelector()
+        os.set_blocking(to_judge_w, False)
+        selector, writer = selectors.DefaultSelector(), selectors.DefaultSelector()
         selector.register(to_parent_r, selectors.EVENT_READ)
+        writer.register(to_judge_w, selectors.EVENT_WRITE)
+        until = deadline + JUDGE_GRACE_S
         try:
             while True:
                 try:
-                    frame = _read_frame(to_parent_r, selector, deadline + JUDGE_GRACE_S)
+                    frame = _read_frame(to_parent_r, selector, until)
                 except TimeoutError:
                     run = JudgeRun(calls=relay.calls)
                     run.problems.append(f"the hidden tests did not finish within {timeout_s:.0f} s")
                     return run
+                except JudgeError:
+                    if relay.calls == 0:
+                        raise
+                    return _agent_ended(JudgeRun(calls=relay.calls), "it sent a frame past the limit")
                 if frame is None:
-                    proc.wait(timeout=30)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=30)
                     tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-                    raise JudgeError(f"the hidden-test judge ended (exit code {proc.returncode}) without a "
-                                     f"result: {' | '.join(tail)[-600:]}")
+                    why = f"exit code {proc.returncode}: {' | '.join(tail)[-300:]}"
+                    if relay.calls:
+                        return _agent_ended(JudgeRun(calls=relay.calls), f"it ended without a result, {why}")
+                    raise JudgeError(f"the hidden-test judge ended ({why}) without a "
+                                     "result")
                 kind, payload = frame
                 if kind == b"D":
                     return _result(payload, relay.calls)
                 reply = relay.call(payload)
-                _send(to_judge_w, reply)
+                try:
+                    _send(to_judge_w, reply, writer, until)
+                except TimeoutError:
+                    return _agent_ended(JudgeRun(calls=relay.calls), "it did not read a reply in time")
+                except OSError as exc:  # BrokenPipeError: the judge is gone
+                    return _agent_ended(JudgeRun(calls=relay.calls), f"{type(exc).__name__} on its channel")
         finally:
             relay.close()
             selector.close()
+            writer.close()
             for fd in (to_parent_r, to_judge_w):
                 os.close(fd)
             if proc.poll() is None:

@@ -4,7 +4,9 @@ numpy arrays of numeric dtypes, nothing else, within size, depth and number limi
 This file is copied beside the hidden-test judge and the sandbox worker (as `failatlas_wire.py`), so it imports
 the standard library and numpy only. The judge decodes what the agent's side sent with `decode`, which accepts
 the data above or raises `WireError` (huge integers, bad arrays, lone surrogates, too deep or too large): the test
-that asked then fails as the agent's failure. Tuples travel as lists; numpy scalars as Python numbers.
+that asked then fails as the agent's failure. The element count is bounded before parsing (MAX_ELEMENTS, counted as
+the commas and opening brackets of the text), so a flood of tiny values cannot hold the judge for minutes.
+Tuples travel as lists; numpy scalars as Python numbers.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import base64
 import json
 import math
 
-MAX_BYTES = 64 * 1024 * 1024
+MAX_BYTES = 16 * 1024 * 1024
+MAX_ELEMENTS = 1_000_000  # JSON values (counted as commas and opening brackets) in one decoded message
 MAX_DEPTH = 32
 MAX_ITEMS = 2_000_000
 MAX_INT = 2**63
@@ -149,6 +152,10 @@ def decode(data: bytes | str):
     """The plain data in wire bytes; raises WireError for anything else (never another exception)."""
     if len(data) > MAX_BYTES:
         raise WireError(f"{len(data)} bytes is more than the {MAX_BYTES} allowed")
+    marks = (b",", b"[", b"{") if isinstance(data, bytes) else (",", "[", "{")
+    elements = sum(data.count(mark) for mark in marks)
+    if elements > MAX_ELEMENTS:
+        raise WireError(f"about {elements} values is more than the {MAX_ELEMENTS} allowed")
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         value = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant,

@@ -1,0 +1,178 @@
+"""Red-team findings 3 and 4 against issue 29 (/work/coord/REDTEAM.md): the hidden-test exchange never hangs and
+anything the agent's traffic does to it is the agent's I failure, never `judge_failed`.
+
+The judge runs for real (`hidden.run_judge`, a host process) with its calls relayed to a real `local` sandbox holding
+a tiny agent module; the attacks are the red team's (a reply line of invalid UTF-8 or past the cap on the worker's
+own reply handle, a flood of tiny JSON values), and the boundary rule (a judge failing before the agent's first
+reply is the harness's, after it the agent's) is checked on both sides.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from failatlas.bench_core.hidden import JudgeError, relay, run_judge, wire
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.sandbox.model import ExecResult
+
+# walks the frames up to the worker's reply handle and writes its own reply line there (dos_reply.sh); under the
+# zygote, writes the call's reply file itself
+FLOOD = '''
+def _flood(payload):
+    import os, sys
+    f = sys._getframe()
+    while f is not None:
+        r = f.f_locals.get("reply")
+        if hasattr(r, "fileno"):
+            os.write(r.fileno(), b"FAILATLAS_REPLY " + payload + b"\\n")
+            os._exit(0)
+        if "folder" in f.f_locals and "number" in f.f_locals:
+            with open(os.path.join(f.f_locals["folder"], f"reply-{f.f_locals['number']}.json"), "wb") as h:
+                h.write(payload)
+            os._exit(0)
+        f = f.f_back
+
+
+def invalid_utf8():
+    _flood(b"\\xff" * (1024 * 1024))
+
+
+def invalid_utf8_flood():
+    _flood(b"\\xff" * (48 * 1024 * 1024))
+
+
+def past_the_cap():
+    _flood(b"[" + b"0," * (9 * 1024 * 1024) + b"0]")
+
+
+def many_values():
+    _flood(b"[" + b"{}," * (4 * 1024 * 1024) + b"{}]")
+
+
+def fine():
+    return 2
+'''
+TESTS = '''
+import pytest
+from failatlas_hidden import AgentError
+
+
+@pytest.mark.parametrize("name", ["invalid_utf8", "invalid_utf8_flood", "past_the_cap", "many_values"])
+def test_flood(agent, name):
+    agent.call("mod:" + name)
+
+
+def test_after_the_floods_the_channel_is_in_step(agent):
+    assert agent.call("mod:fine") == 2
+'''
+
+
+def _judge(tmp_path: Path, tests: str, timeout_s: float = 120.0):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mod.py").write_text(FLOOD)
+    test_file = tmp_path / "test_hidden.py"
+    test_file.write_text(tests)
+    with create_sandbox("local", SandboxSpec(memory_mb=2048), workspace=work) as box:
+        start = time.monotonic()
+        run = run_judge([test_file], box, pristine=None, timeout_s=timeout_s)
+        return run, time.monotonic() - start
+
+
+@pytest.mark.parametrize("zygote", [True, False])
+def test_floods_on_the_reply_handle_fail_their_calls_and_the_exchange_goes_on(tmp_path, monkeypatch, zygote):
+    """hang2.sh / dos_reply.sh hung `bench score` forever (80 MiB of \\xff, re-encoded to 3 bytes each, past the
+    judge's frame limit); each flood is now the agent's failed call, typed, through the zygote or one process per
+    call (the red team forced the latter by killing the zygote)."""
+    if not zygote:
+        monkeypatch.setattr(relay, "ZYGOTE_START_S", 0.0)
+    run, took = _judge(tmp_path, TESTS)
+    assert run.passed == ["test_after_the_floods_the_channel_is_in_step"] and run.problems == []
+    kinds = {f["test"]: (f["exception"], f["message"]) for f in run.failures}
+    assert kinds["test_flood[invalid_utf8]"][0] == ("UnplainResult" if zygote else "MalformedReply")
+    assert kinds["test_flood[invalid_utf8_flood]"][0] == "ReplyTooLarge"
+    assert kinds["test_flood[past_the_cap]"][0] == "ReplyTooLarge"
+    assert kinds["test_flood[many_values]"][0] == "UnplainResult"
+    assert "values is more than" in kinds["test_flood[many_values]"][1]
+    assert took < 120
+
+
+def test_a_judge_that_dies_after_a_reply_is_the_agents_failure_and_before_any_the_harness(tmp_path):
+    """optout2.sh/optout3.sh: the judge ending mid-exchange made I `judge_failed` (out of the denominator)."""
+    after = "import os\n\n\ndef test_one(agent):\n    agent.call('mod:fine')\n    os._exit(3)\n"
+    run, _ = _judge(tmp_path, after)
+    assert run.calls == 1 and not run.ok and run.total == 0
+    assert len(run.problems) == 1 and "stopped while handling the agent's replies" in run.problems[0]
+    before = tmp_path / "before"
+    before.mkdir()
+    with pytest.raises(JudgeError, match="ended"):
+        _judge(before, "import os\n\nos._exit(3)\n")
+
+
+def test_a_judge_that_stops_reading_ends_the_exchange_by_the_deadline(tmp_path, monkeypatch):
+    """No write waits forever: a judge that never reads its reply ends the run within deadline plus grace."""
+    monkeypatch.setattr(relay, "JUDGE_GRACE_S", 3.0)
+    monkeypatch.setattr(relay, "REPLY_LIMIT", 64 * 1024 * 1024)  # more than a pipe holds, so the write blocks
+    monkeypatch.setattr(relay._Relay, "call", lambda self, payload: b"x" * (4 * 1024 * 1024))
+    stuck = "import time\n\n\ndef test_one(agent):\n    import failatlas_hidden as h\n" \
+            "    h._CHANNEL.send(h.CALL, b'{}')\n    time.sleep(600)\n"
+    run, took = _judge(tmp_path, stuck, timeout_s=5.0)
+    assert run.problems and "did not read a reply in time" in run.problems[0]
+    assert took < 5.0 + 3.0 + 20
+
+
+def test_the_reply_is_relayed_as_ascii_bytes_never_reencoded():
+    ok = ExecResult(command="w", returncode=0, duration_s=0.1, stdout='FAILATLAS_REPLY {"ok":true,"value":1}\n')
+    assert relay._reply(ok) == b'{"ok":true,"value":1}'
+    bad = ExecResult(command="w", returncode=0, duration_s=0.1, stdout="FAILATLAS_REPLY " + "\ufffd" * 10 + "\n")
+    assert b"MalformedReply" in relay._reply(bad)
+    cut = ExecResult(command="w", returncode=0, duration_s=0.1, stdout='FAILATLAS_REPLY {"ok":true}\n', truncated=True)
+    assert b"ReplyTooLarge" in relay._reply(cut)
+    assert relay.REPLY_LIMIT == wire.MAX_BYTES == 16 * 1024 * 1024
+
+
+def test_the_judge_drops_an_oversized_frame_and_stays_in_step(tmp_path):
+    """A frame past the judge's limit is read to its end and fails its call; the next frame is read whole."""
+    import importlib
+    import sys
+
+    folder = tmp_path / "judge"
+    relay.stage([], folder)
+    sys.path.insert(0, str(folder))
+    try:
+        fixture = importlib.import_module("failatlas_hidden")
+        read_fd, write_fd = os.pipe()
+        size = fixture.MAX_FRAME + 10
+
+        def write() -> None:
+            os.write(write_fd, fixture.HEADER.pack(b"R", size))
+            left = size
+            while left:
+                left -= os.write(write_fd, b"x" * min(left, 1 << 20))
+            os.write(write_fd, fixture.HEADER.pack(b"R", 2) + b"42")
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        channel = fixture.Channel(-1, read_fd)
+        with pytest.raises(fixture.AgentError, match="ReplyTooLarge"):
+            channel.receive("mod:f")
+        assert channel.receive("mod:f") == b"42"
+        writer.join()
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("failatlas_hidden", None)
+        sys.modules.pop("failatlas_wire", None)
+
+
+def test_wire_refuses_a_flood_of_values_before_parsing_it():
+    data = b"[" + b"{}," * 2_000_000 + b"{}]"
+    start = time.process_time()
+    with pytest.raises(wire.WireError, match="values is more than"):
+        wire.decode(data)
+    assert time.process_time() - start < 5  # a sanity bound: counting bytes, not building 2M dicts
+    assert wire.decode(b"[" + b"1," * 1000 + b"1]") == [1] * 1001
