@@ -4,7 +4,8 @@
 What it enforces (docs/sandbox.md has the measured table):
 - namespaces: a new user, PID, IPC, UTS and network namespace per command, nested user namespaces refused; the
   network namespace has only its own loopback, so under `none` nothing (not the host's 127.0.0.1, not its
-  addresses) is reachable. `registries` and `full` are refused (SandboxError): use Docker for them;
+  addresses) is reachable. Under `registries` the only way out is the host-side egress proxy's unix socket, relayed
+  from 127.0.0.1:3128 inside (`bwrap_egress.py`); `full` is refused (SandboxError): use Docker for it;
 - files: the host's system folders (`bwrap_setup.SYSTEM_DIRS`: /usr, /etc, /opt, ...) read-only and nothing
   else of the host (no /home, /root, /run, /var, /srv, /mnt, host /tmp): the working copy (`spec.workdir`) and
   the agent's home (/home/agent) are the only writable trees kept between commands; /tmp (`tmp_mb`) and
@@ -44,6 +45,7 @@ from pathlib import Path, PurePosixPath
 
 from failatlas.bench_core.sandbox import bwrap_setup as setup
 from failatlas.bench_core.sandbox import procs
+from failatlas.bench_core.sandbox.bwrap_egress import BwrapEgress
 from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError, SandboxPathError
 from failatlas.bench_core.sandbox.local import LOCAL_PREFIX, OWNER_FILE, LocalSandbox, cleanup_local_orphans, local_base
 from failatlas.bench_core.sandbox.model import (
@@ -53,7 +55,6 @@ from failatlas.bench_core.sandbox.model import (
     SandboxSpec,
 )
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
-from failatlas.bench_core.sandbox.policy import CA_ENV_VARS
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 from failatlas.core.errors import InputError
 
@@ -84,13 +85,14 @@ class BwrapSandbox(LocalSandbox):
         self._inputs: dict[str, str] = {}
         self._gpus = setup.gpu_nodes(spec.gpu_ids)
         self._cpus = _pick_cpus(spec.cpus)
+        self.egress: BwrapEgress | None = None
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> BwrapSandbox:
         """Make the private root, copy `workspace` in and check the read-only inputs; SandboxError when it cannot."""
-        if spec.network != "none":
-            raise SandboxError(f"the bwrap sandbox has no network but none (asked for {spec.network!r})",
-                               hint="run tasks that need a network with --sandbox docker")
+        if spec.network not in ("none", "registries"):  # the outside world minus the host needs Docker's guarded bridge
+            raise SandboxError(f"the bwrap sandbox has no network but none and registries (asked for "
+                               f"{spec.network!r})", hint="run it with --network registries or --sandbox docker")
         binary = setup.bwrap_binary()
         problem = setup.bwrap_problem(binary)
         if problem is not None:
@@ -115,6 +117,8 @@ class BwrapSandbox(LocalSandbox):
             box._own(box._workdir)
             box._own(box._home)
             os.chmod(root, 0o711)
+            if spec.network == "registries":
+                box.egress = BwrapEgress.start(root, spec)
             box._check_gpu_hiding()
         except (OSError, SandboxError) as exc:
             box.close()
@@ -214,8 +218,8 @@ class BwrapSandbox(LocalSandbox):
         visible = ",".join(self._gpus.uuids) if self._gpus.uuids else ",".join(str(i) for i in
                                                                                range(len(self.spec.gpu_ids)))
         env.update(HOME=setup.HOME, USER="agent", TMPDIR="/tmp", CUDA_VISIBLE_DEVICES=visible)
-        if self.spec.has_network and self.spec.ca_bundle:
-            env.update({name: self.spec.ca_bundle for name in CA_ENV_VARS})
+        if self.egress is not None:
+            env.update(self.egress.env())
         env.update(self.spec.env)
         env.update(extra or {})
         return env
@@ -250,8 +254,15 @@ class BwrapSandbox(LocalSandbox):
     ) -> ExecResult:
         """Run `cmd` in a fresh bwrap with a deadline of `timeout` seconds; see the module docstring."""
         self._check_open()
-        return self._run(command_argv(cmd, self.spec.shell), command_text(cmd), timeout=timeout, cwd=cwd, env=env,
-                         output_limit=output_limit)
+        argv, binds = command_argv(cmd, self.spec.shell), []
+        if self.egress is not None:  # registries: the forwarder to the host's proxy first, in this command's netns
+            argv, binds = self.egress.wrap(argv), self.egress.binds()
+        return self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
+                         binds=binds)
+
+    def egress_log(self) -> list[dict]:
+        """The egress proxy's allow/deny decisions so far (`registries` only; [] otherwise)."""
+        return self.egress.log() if self.egress is not None else []
 
     def _run(self, argv: list[str], text: str, *, timeout: float, cwd: str | None = None,
              env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
@@ -384,6 +395,8 @@ class BwrapSandbox(LocalSandbox):
         if self._closed:
             return
         self._closed = True
+        if self.egress is not None:
+            self.egress.close()
         _remove_tree(self.root)
 
 

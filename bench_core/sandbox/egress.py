@@ -27,9 +27,10 @@ MAX_LOG_BYTES = 1024 * 1024
 LABEL_ROLE = "failatlas.role"
 
 
-def proxy_env() -> dict[str, str]:
-    """The variables that send a sandbox's HTTP(S) through its egress proxy (pip, curl, requests, git, apt)."""
-    url = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
+def proxy_env(host: str = PROXY_ALIAS) -> dict[str, str]:
+    """The variables that send a sandbox's HTTP(S) through its egress proxy (pip, curl, requests, git, apt), found
+    at `host` (the sidecar's alias; 127.0.0.1 in a bwrap sandbox, whose forwarder relays to the proxy)."""
+    url = f"http://{host}:{PROXY_PORT}"
     env = {name: url for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
     env.update(NO_PROXY="localhost,127.0.0.1", no_proxy="localhost,127.0.0.1")
     return env
@@ -99,17 +100,8 @@ class Egress:
             res = self.proxy.exec_run(["tail", "-c", str(MAX_LOG_BYTES), LOG_PATH], user="65534:65534")
         except Exception:  # noqa: BLE001 - a proxy that is gone has no log; the run still records its commands
             return []
-        lines = res.output.decode(errors="replace").splitlines()
-        seen = set(lines)
-        lines += [line for line in (denied.output.decode(errors="replace").splitlines() if denied.exit_code == 0
-                                    else []) if line not in seen]
-        entries = []
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if isinstance(entry, dict):
-                    entries.append(entry)
-        return sorted(entries, key=lambda e: str(e.get("ts", "")))
+        return parse_log(res.output.decode(errors="replace"),
+                         denied.output.decode(errors="replace") if denied.exit_code == 0 else "")
 
     def close(self) -> None:
         """Remove the proxy and the network (after the sandbox left it)."""
@@ -123,6 +115,21 @@ class Egress:
                 self.proxy.remove(force=True, v=True)
         with contextlib.suppress(docker.errors.NotFound):
             self.network.remove()
+
+
+def parse_log(main: str, denied: str = "") -> list[dict[str, Any]]:
+    """The decisions of a proxy's log (`main`, the tail of every decision) and its refusals file (`denied`), each
+    once, oldest first; lines that are not JSON objects are skipped."""
+    lines = main.splitlines()
+    seen = set(lines)
+    lines += [line for line in denied.splitlines() if line not in seen]
+    entries = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return sorted(entries, key=lambda e: str(e.get("ts", "")))
 
 
 def _proxy_image(client: Any, spec: SandboxSpec) -> str:

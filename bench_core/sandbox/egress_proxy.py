@@ -12,6 +12,12 @@ whitespace or control characters), the request is rebuilt from its parsed parts 
 only the declared Content-Length body is forwarded (Transfer-Encoding or conflicting lengths: 400), and the
 connection closes after one response, so nothing can be smuggled to the upstream proxy or the origin.
 
+With `--unix PATH` it listens on a unix socket instead (the bwrap kind's host-side proxy, reached from a sandbox's
+empty network namespace only through that socket); `--refuse-private` then resolves each allowed name itself and
+refuses it when any address is loopback, private, link-local, carrier-grade NAT, multicast, unspecified or one of
+the host's own (it runs in the host's network namespace), connecting to the address it checked (no second lookup
+to rebind); `--parent PID` ends it when that process is gone.
+
 Each decision is one JSON line in `--log`: {"ts", "method", "host", "port", "allowed", "connected", "reason"}.
 `allowed` is the policy's verdict; an allowed connection whose upstream cannot be reached (a registry outage) is
 `allowed: true, connected: false`, never a refusal. Only refusals by the policy go to `<log>.denied`.
@@ -22,7 +28,9 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import ipaddress
 import json
+import os
 import re
 import selectors
 import socket
@@ -39,6 +47,26 @@ REFUSED = "not an allowed registry host"
 _TOKEN = re.compile(r"^[A-Z]{1,20}$")
 _HOSTNAME = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
 _BAD_TARGET = re.compile(r"[\\@#\s\x00-\x1f\x7f]")
+_NOT_PUBLIC = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16",
+    "224.0.0.0/4", "255.255.255.255/32", "::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8"))
+
+
+def non_public(address: str) -> bool:
+    """Whether `address` is loopback, private (RFC 1918, ULA), carrier-grade NAT, link-local (cloud metadata),
+    multicast or unspecified; IPv4-mapped IPv6 addresses are judged as their IPv4 address."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip.version == net.version and ip in net for net in _NOT_PUBLIC)
+
+
+def host_address(address: str) -> bool:
+    """Whether `address` is one of this host's own (a socket can be bound to it), whatever its range."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
+        s.bind((address, 0))
+        return True
+    return False
 
 
 def _entry(name: str) -> tuple[str, int | None]:
@@ -77,8 +105,9 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
 class Proxy(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    refuse_private = False
 
-    def __init__(self, address: tuple[str, int], allow: list[str], log_path: str, upstream: str | None) -> None:
+    def __init__(self, address: tuple[str, int] | str, allow: list[str], log_path: str, upstream: str | None) -> None:
         super().__init__(address, Handler)
         self.allow = allow
         self.log_path = log_path
@@ -118,6 +147,12 @@ class Proxy(socketserver.ThreadingTCPServer):
             return b""
         token = base64.b64encode(f"{unquote(up.username)}:{unquote(up.password or '')}".encode())
         return b"Proxy-Authorization: Basic " + token + b"\r\n"
+
+
+class UnixProxy(Proxy):
+    """The same proxy on a unix socket (its address a path)."""
+
+    address_family = socket.AF_UNIX
 
 
 class Handler(socketserver.BaseRequestHandler):
@@ -172,6 +207,12 @@ class Handler(socketserver.BaseRequestHandler):
             self._reply(403, f"failatlas: egress to {host}:{port} refused by the sandbox's network policy "
                              "(registries)")
             return
+        try:
+            address = self._checked_address(host, port)
+        except (OSError, ValueError) as exc:
+            self.server.log(method, host, port, False, f"{REFUSED}: {exc}")
+            self._reply(403, f"failatlas: egress to {host}:{port} refused: {exc}")
+            return
         body = b""
         if method != "CONNECT":
             try:
@@ -181,7 +222,7 @@ class Handler(socketserver.BaseRequestHandler):
                 self._reply(400, str(exc))
                 return
         try:
-            upstream = self._connect(method, host, port)
+            upstream = self._connect(method, host, port, address)
         except OSError as exc:
             self.server.log(method, host, port, True, f"connect failed: {exc}", connected=False)
             self._reply(502, f"failatlas: cannot reach {host}:{port}: {exc}")
@@ -197,10 +238,28 @@ class Handler(socketserver.BaseRequestHandler):
                 upstream.sendall(self._forward_head(method, host, port, path, version, lines[1:], len(body)) + body)
                 _drain(upstream, client)
 
-    def _connect(self, method: str, host: str, port: int) -> socket.socket:
+    def _checked_address(self, host: str, port: int) -> str | None:
+        """With `refuse_private`: the address to connect to (None when only the upstream proxy can resolve the name);
+        ValueError when the name resolves to a non-public address, or cannot be resolved without an upstream."""
+        if not self.server.refuse_private:
+            return None
+        try:
+            infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            if self.server.upstream is not None:
+                return None  # only the host's proxy resolves here: it connects from its own place
+            raise ValueError(f"cannot resolve {host}") from exc
+        addresses = [info[4][0] for info in infos]
+        bad = [a for a in addresses if non_public(a) or host_address(a)]
+        if bad or not addresses:
+            raise ValueError(f"{host} resolves to a non-public or this host's own address "
+                             f"({', '.join(bad[:3]) or 'none'})")
+        return addresses[0]
+
+    def _connect(self, method: str, host: str, port: int, address: str | None = None) -> socket.socket:
         up = self.server.upstream
         if up is None:
-            return socket.create_connection((host, port), timeout=30)
+            return socket.create_connection((address or host, port), timeout=30)
         sock = socket.create_connection((up.hostname, up.port or 80), timeout=30)
         if method != "CONNECT":
             return sock
@@ -330,12 +389,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--allow", default="", help="comma-separated host names, *.domain for subdomains")
     parser.add_argument("--log", required=True)
     parser.add_argument("--upstream", default=None, help="http://[user:pass@]host:port of the host's proxy")
+    parser.add_argument("--unix", default=None, help="listen on this unix socket instead of --port")
+    parser.add_argument("--refuse-private", action="store_true", help="refuse names resolving to non-public addresses")
+    parser.add_argument("--parent", type=int, default=None, help="exit when this process is gone")
     args = parser.parse_args(argv)
     allow = [h.strip().lower() for h in args.allow.split(",") if h.strip()]
-    with Proxy(("0.0.0.0", args.port), allow, args.log, args.upstream) as server:
+    if args.unix:
+        server: Proxy = UnixProxy(args.unix, allow, args.log, args.upstream)
+        os.chmod(args.unix, 0o666)  # the sandbox's own uid connects; only the sandbox sees the socket's folder
+    else:
+        server = Proxy(("0.0.0.0", args.port), allow, args.log, args.upstream)
+    server.refuse_private = args.refuse_private
+    if args.parent:
+        threading.Thread(target=_watch_parent, args=(args.parent,), daemon=True).start()
+    with server:
         open(args.log, "a").close()
-        print(f"egress proxy on :{args.port}, {len(allow)} allowed host(s)", flush=True)
+        print(f"egress proxy on {args.unix or f':{args.port}'}, {len(allow)} allowed host(s)", flush=True)
         server.serve_forever()
+
+
+def _watch_parent(pid: int) -> None:
+    while os.getppid() == pid:
+        time.sleep(1)
+    os._exit(0)
 
 
 if __name__ == "__main__":
