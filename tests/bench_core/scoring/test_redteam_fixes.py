@@ -4,6 +4,8 @@ counterfactual tree cannot be told from the clean tree (1), rebinding a masked f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from failatlas.bench_core.scoring import literals
@@ -64,3 +66,74 @@ def test_the_work_budget_ends_the_scan_with_a_note(ridge, monkeypatch):
     files = {"a.py": "X = [" + ", ".join(["'1.5'"] * 3000) + "]\n", "b.py": "Y = 10.1878\n"}
     assert literals.literal_matches(ridge, files, set(), notes=notes) == []
     assert notes == ["literal scan capped: its work budget (5000 units) was spent in a.py"]
+
+
+# ------------------------------------------------------------------------------------- 2: masked function rebound
+
+SOLVE = "\n\ndef _solve(self, X, y):\n    return self\n\n\n"
+REBINDS = {
+    "module-level assignment (i_stub.sh)": SOLVE + "if 'x' in RidgeRegression.fit.__code__.co_consts:\n"
+                                                   "    RidgeRegression.fit = _solve\n",
+    "setattr with a computed name": SOLVE + "setattr(RidgeRegression, 'f' + 'it', _solve)\n",
+    "through the module": SOLVE + "import ridge as _r\n_r.RidgeRegression.fit = _solve\n",
+    "tuple assignment": SOLVE + "RidgeRegression.fit, _x = _solve, 1\n",
+    "object.__setattr__": SOLVE + "type.__setattr__(RidgeRegression, 'fit', _solve)\n",
+}
+
+
+def _ridge_tree(tmp_path, ridge, append: str = "", replace: tuple[str, str] | None = None):
+    from failatlas.bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.prepare.leaks import task_path
+
+    masked = Path(prepare_workspace(ridge, tmp_path / "masked").path)
+    reference = task_path(ridge, ridge.repository.local_path, field="repository.local_path")
+    text = (reference / "ridge.py").read_text()
+    if replace:
+        assert replace[0] in text
+        text = text.replace(*replace)
+    tree = tmp_path / "agent"
+    tree.mkdir()
+    (tree / "ridge.py").write_text(text + append)
+    return tree, masked
+
+
+@pytest.mark.parametrize("how", sorted(REBINDS))
+def test_a_rebinding_of_the_masked_method_is_found(tmp_path, ridge, how):
+    from failatlas.bench_core.scoring.rebinding import rebindings
+
+    tree, masked = _ridge_tree(tmp_path, ridge, REBINDS[how])
+    found = rebindings(ridge, tree, masked, ["ridge.py"])
+    assert found and all(f.startswith("ridge.py: line ") for f in found), found
+
+
+def test_rebinding_from_another_changed_file_and_in_the_class_is_found(tmp_path, ridge):
+    from failatlas.bench_core.scoring.rebinding import rebindings
+
+    tree, masked = _ridge_tree(tmp_path, ridge)
+    (tree / "helpers.py").write_text("import ridge\n\nridge.RidgeRegression.fit = lambda self, X, y: self\n")
+    assert rebindings(ridge, tree, masked, ["helpers.py"]) == ["helpers.py: line 3: assigns or deletes "
+                                                               "RidgeRegression.fit"]
+    tree2, _ = _ridge_tree(tmp_path / "b", ridge, replace=("    def fit(", "    @staticmethod\n    def fit("))
+    assert any("decorators" in f for f in rebindings(ridge, tree2, masked, []))
+    tree3, _ = _ridge_tree(tmp_path / "c", ridge, replace=("    def fit(", "    fit = print\n\n    def fit("))
+    assert any("bound again in its class" in f for f in rebindings(ridge, tree3, masked, []))
+
+
+def test_gold_trees_of_every_bundled_task_have_no_rebinding(tmp_path):
+    """No false positive: each task's reference repository (what gold restores) defines its functions in place."""
+    from failatlas.bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.prepare.leaks import function_targets, task_path
+    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.suites import suite_names
+
+    checked = 0
+    for suite in suite_names():
+        for task in load_suite(suite):
+            if not function_targets(task):
+                continue
+            masked = Path(prepare_workspace(task, tmp_path / task.id).path)
+            reference = task_path(task, task.repository.local_path, field="repository.local_path")
+            changed = [p.relative_to(reference).as_posix() for p in reference.rglob("*.py")]
+            assert rebindings(task, reference, masked, changed) == [], task.id
+            checked += 1
+    assert checked >= 4

@@ -1,0 +1,192 @@
+"""Masked functions rebound by the agent's code: a pass the counterfactual cannot attribute (docs/metrics.md).
+
+The counterfactual stubs each masked function again in place and keeps the rest of the agent's diff. Code that
+replaces the function from elsewhere (`RidgeRegression.fit = _solve` after the class, `setattr(RidgeRegression,
+"fit", ...)`, a second `def fit` later in the class, a decorator the reference does not have) can switch itself
+off when it sees the stub, so the counterfactual fails as expected while the masked function in the file is never
+the code that ran. Such rebinding is found on the syntax tree of the agent's files (the masked files and every
+changed `.py` file), never by running them:
+
+- an assignment, augmented assignment, `del` or walrus whose target is the masked qualname, dotted from any
+  prefix (`RidgeRegression.fit`, `ridge.RidgeRegression.fit`), or, for a method, an attribute named like it on
+  `self`/`cls`/`type(self)`/`self.__class__` inside its class, or a class-body name binding it again;
+- `setattr`/`delattr` (also `object.__setattr__`, `type.__setattr__`) on the owning class (or the module, for a
+  module-level function), whatever the attribute argument;
+- a masked module-level function bound twice at module level (a second `def`, an assignment, an import as);
+- a masked method defined twice in its class; decorators on the masked function or its class that differ from the
+  masked repository's.
+Gold's diffs define the function in place, once, with the reference's decorators: no finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from failatlas.bench_core.prepare.leaks import function_targets
+from failatlas.bench_core.prepare.stubs import parse_python
+from failatlas.bench_core.tasks.model import TaskSpec
+
+MAX_FILES = 200
+MAX_FILE_BYTES = 2 * 1024 * 1024
+_SETTERS = {"setattr", "delattr", "__setattr__", "__delattr__"}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def _matches(name: str | None, qualname: str) -> bool:
+    return name is not None and (name == qualname or name.endswith("." + qualname))
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        out = []
+        for target in node.targets:
+            out += list(target.elts) if isinstance(target, ast.Tuple | ast.List) else [target]
+        return out
+    if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+        return [node.target]
+    if isinstance(node, ast.Delete):
+        return list(node.targets)
+    return []
+
+
+def _is_self_like(node: ast.AST) -> bool:
+    """`self`, `cls`, `self.__class__`, `type(self)`: the instance or class inside a method."""
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "__class__" and _is_self_like(node.value)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+            and len(node.args) == 1 and _is_self_like(node.args[0]))
+
+
+def _find_class(tree: ast.Module, dotted: str) -> ast.ClassDef | None:
+    body, found = tree.body, None
+    for part in dotted.split("."):
+        found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if found is None:
+            return None
+        body = found.body
+    return found
+
+
+def _defs(body: list[ast.stmt], name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name]
+
+
+def _decorators(node: ast.AST | None) -> list[str]:
+    return [ast.dump(d) for d in getattr(node, "decorator_list", [])]
+
+
+def _binds_name(stmt: ast.stmt, name: str) -> bool:
+    """Whether the module-level statement `stmt` (or one nested in its if/try/with/for blocks) binds `name`."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node is not stmt:
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Import | ast.ImportFrom) and any(
+                (a.asname or a.name.split(".")[0]) == name for a in node.names):
+            return True
+        if any(isinstance(t, ast.Name) and t.id == name for t in _targets(node)):
+            return True
+        if isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
+            targets = [node.target] if isinstance(node, ast.For | ast.AsyncFor) else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None]
+            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+                return True
+    return False
+
+
+def _any_file(tree: ast.Module, qualname: str, module: str) -> list[str]:
+    """What rebinds `qualname` (of the module named `module`) in any file: dotted assignment targets (a
+    module-level function only through its module, `ridge.solve = ...`) and setattr on its owner."""
+    owner = qualname.rpartition(".")[0]
+    dotted = qualname if owner else f"{module.rpartition('.')[2]}.{qualname}"
+    found = []
+    for node in ast.walk(tree):
+        if any(_matches(_dotted(t), dotted) for t in _targets(node)):
+            found.append(f"line {node.lineno}: assigns or deletes {qualname}")
+        elif isinstance(node, ast.Call) and owner and node.args:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in _SETTERS and _matches(_dotted(node.args[0]), owner):
+                found.append(f"line {node.lineno}: {name} on {owner}")
+    return found
+
+
+def _masked_file(tree: ast.Module, pristine: ast.Module | None, qualname: str) -> list[str]:
+    """What rebinds `qualname` in its own (masked) file, beyond `_any_file`."""
+    owner, _, name = qualname.rpartition(".")
+    found = []
+    if not owner:
+        bindings = [s for s in tree.body if _binds_name(s, name)]
+        if len(bindings) > 1:
+            found.append(f"line {bindings[1].lineno}: {name} is bound again at module level")
+        setters = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                   and n.func.id in ("setattr", "delattr", "globals", "vars")]
+        found += [f"line {n.lineno}: {n.func.id}() in the module of {name}" for n in setters]
+        mine = _defs(tree.body, name)
+        theirs = _defs(pristine.body, name) if pristine is not None else []
+    else:
+        cls = _find_class(tree, owner)
+        if cls is None:
+            return found
+        base = _find_class(pristine, owner) if pristine is not None else None
+        if _decorators(cls) != _decorators(base):
+            found.append(f"line {cls.lineno}: class {owner} has decorators the masked repository does not")
+        bindings = [s for s in cls.body if _binds_name(s, name)]
+        if len(bindings) > 1:
+            found.append(f"line {bindings[1].lineno}: {qualname} is bound again in its class")
+        for node in ast.walk(cls):
+            if any(isinstance(t, ast.Attribute) and t.attr == name and _is_self_like(t.value)
+                   for t in _targets(node)):
+                found.append(f"line {node.lineno}: an attribute {name} is set on the instance or class")
+        mine = _defs(cls.body, name)
+        theirs = _defs(base.body, name) if base is not None else []
+    if mine and _decorators(mine[0]) != _decorators(theirs[0] if theirs else None):
+        found.append(f"line {mine[0].lineno}: {qualname} has decorators the masked repository does not")
+    return found
+
+
+def _parse(path: Path) -> ast.Module | None:
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_FILE_BYTES:
+        return None
+    try:
+        return parse_python(path.read_text(errors="replace"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def rebindings(task: TaskSpec, tree: Path, pristine: Path | None, changed: list[str]) -> list[str]:
+    """One line per rebinding of a masked function found in the agent's `tree` (module docstring): the masked
+    files, compared with `pristine`, and the changed `.py` files (at most MAX_FILES)."""
+    targets = function_targets(task)
+    if not targets:
+        return []
+    root = tree.resolve()
+    qualnames = [(t.qualname, rel.removesuffix(".py").replace("/", ".")) for rel, ts in targets.items() for t in ts]
+    files = list(dict.fromkeys([*targets, *(c for c in changed if isinstance(c, str) and c.endswith(".py"))]))
+    out = []
+    for rel in files[:MAX_FILES]:
+        path = tree / rel
+        if not path.resolve().is_relative_to(root):
+            continue
+        parsed = _parse(path)
+        if parsed is None:
+            continue
+        for qualname, module in qualnames:
+            out += [f"{rel}: {line}" for line in _any_file(parsed, qualname, module)]
+        for target in targets.get(rel, []):
+            base = _parse(pristine / rel) if pristine is not None else None
+            out += [f"{rel}: {line}" for line in _masked_file(parsed, base, target.qualname)]
+    return list(dict.fromkeys(out))
