@@ -116,7 +116,16 @@ def test_compare_puts_two_agents_side_by_side(app_db: Path, taxonomy_id: str) ->
     frame = queries.compare_frame(store, taxonomy_id, by="agent", left="react-agent", right="openhands")
     by_agent = prevalence(store, taxonomy_id, by="agent")
     react = dict(by_agent.filter(pl.col("group") == "react-agent").select("failure_type_id", "share").iter_rows())
-    assert dict(frame.select("failure_type_id", "left_share").drop_nulls().iter_rows()) == react
+    shown = dict(frame.select("failure_type_id", "left_share").iter_rows())
+    assert {k: v for k, v in shown.items() if k in react} == react
+    assert all(v == 0.0 for k, v in shown.items() if k not in react)  # a type react never shows: 0 of its total
+    assert frame.select("phase", "failure_type_id").is_unique().all()  # one row per type, keyed by id
+    from failatlas.taxonomy.prevalence import share_difference
+
+    for r in frame.iter_rows(named=True):
+        d, low, high = share_difference(r["left_count"], r["left_total"], r["right_count"], r["right_total"])
+        assert (r["difference"], r["difference_low"], r["difference_high"]) == pytest.approx((d, low, high))
+        assert r["difference_low"] <= r["difference"] <= r["difference_high"]
 
 
 def test_status_and_next_steps_for_missing_empty_and_partial_stores(tmp_path: Path, app_db: Path) -> None:

@@ -229,10 +229,13 @@ def test_the_compiled_prevalence_table_reads_as_a_paper_table(mini_store, tmp_pa
     columns are as wide as their numbers, not their headers), every phase's total named with its unit, and the
     phase whose only type holds 100% of it by construction printing no interval, never '100.0–100.0'."""
     tax = build(mini_store, BuildParams())
-    long_name = "ModuleNotFoundError: hidden test collection"  # a name of the demo
+    # names as long as the demo's (issue 34 quotes "ModuleNotFoundError: hidden test collection")
+    names = ["ModuleNotFoundError: hidden test collection", "Results were not produced by re-running it",
+             "Python module is not installed in the sandbox", "Shape mismatch between tensors in forward",
+             "Accessed ground-truth files it must not read", "Research question is left unanswered here"]
     with mini_store.write() as conn:
-        conn.execute("UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?",
-                     [long_name, tax.id, tax.types[0].id])
+        for t, name in zip(tax.types, names * 3, strict=False):
+            conn.execute("UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?", [name, tax.id, t.id])
     out = tmp_path / "pdf"
     export_taxonomy(mini_store, tax.id, out, formats=["tex", "csv"], n_boot=100)
     text = _check_latex(out / "prevalence.tex", tmp_path)
