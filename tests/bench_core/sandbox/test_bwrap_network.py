@@ -10,7 +10,9 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,23 @@ def test_proxy_is_unprivileged_and_ends_with_the_sandbox(repo: Path) -> None:
     assert uid == (65534 if os.geteuid() == 0 else os.geteuid())
     box.close()
     assert proc.poll() is not None and not box.root.exists()
+
+
+def test_proxy_ends_when_the_harness_dies(repo: Path) -> None:
+    """A harness killed without closing its sandbox leaves no proxy behind (`--parent`); the folder is an orphan
+    that `clean_orphans` removes."""
+    from failatlas.bench_core.sandbox.local import cleanup_local_orphans
+
+    script = ("import os, sys; from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox; "
+              "box = create_sandbox('bwrap', SandboxSpec(network='registries', allow_hosts=['pypi.org'], "
+              f"run_id='test-bwrap-net-orphan'), workspace={str(repo)!r}); "
+              "print(box.egress.proc.pid, flush=True); os._exit(0)")
+    pid = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists(), "the proxy outlived its harness"
+    assert len(cleanup_local_orphans(run_id="test-bwrap-net-orphan")) == 1
 
 
 def test_full_is_refused_with_one_clear_line(repo: Path) -> None:
