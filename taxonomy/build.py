@@ -21,7 +21,13 @@ from failatlas.taxonomy.assign import assign_by_phase
 from failatlas.taxonomy.definitions import fit_type_definitions, with_examples
 from failatlas.taxonomy.drafts import Draft, cluster_drafts, seeded_drafts
 from failatlas.taxonomy.edits import apply_edits, load_edits
-from failatlas.taxonomy.facets import facet_label, faceted_drafts, load_facets, unknown_kind_types
+from failatlas.taxonomy.facets import (
+    facet_categories,
+    facet_label,
+    faceted_drafts,
+    load_facets,
+    unknown_kind_types,
+)
 from failatlas.taxonomy.hierarchy import group_centroids
 from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
 from failatlas.taxonomy.keywords import class_tfidf
@@ -355,6 +361,7 @@ def _build(
                                                                                                          strict=True)]
         names = _unique_names([lab.name for lab in labels], [d.keywords for d in mine])
         cats, cat_ids = _categories(phase, mine, labels, names, labeller, params)
+        cats, cat_ids = facet_categories(phase, mine, facets, cats, cat_ids)  # by kind, where all types have one
         categories.extend(cats)
         rule = (
             f"Later insights: closer to this type's centroid than to any other {phase} type's, with cosine at "

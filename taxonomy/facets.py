@@ -18,7 +18,7 @@ from failatlas.core.store import Store
 from failatlas.ingest.kinds import UNKNOWN, kind_name
 from failatlas.taxonomy.drafts import Draft, draft_of
 from failatlas.taxonomy.inputs import ClusteringInput
-from failatlas.taxonomy.model import FailureType, TypeLabel
+from failatlas.taxonomy.model import FailureCategory, FailureType, TypeLabel
 
 MAX_SHARE = 0.4  # a type over this share of its phase's insights is split by object, where they name several
 FACET_METHOD = "facet"  # insight_failure_types.method of an outlier that forms a type of its kind with others
@@ -203,3 +203,32 @@ def by_kind(store: Store, taxonomy_id: str, insight_ids: Sequence[str], phases: 
             rows.append(row)
     keys = [f"{phase}/{facets.of(i)}" for i, phase in zip(insight_ids, phases, strict=True)]
     return keys, {k: (ids, np.stack(rows)) for k, (ids, rows) in keyed.items()}
+
+
+def facet_categories(phase: str, drafts: list[Draft], facets: Facets, categories: list[FailureCategory],
+                     category_ids: list[str]) -> tuple[list[FailureCategory], list[str]]:
+    """Categories by kind where every type of the phase has a known kind: the types of one entry point's kinds
+    (two or more) under its name ("Missing implementation component"), else the types of one kind (two or more)
+    under the kind's name; the rest stand alone. As the labeller made them otherwise."""
+    from failatlas.ingest.kinds import kind as kind_of
+
+    kinds = [draft_kind(d, facets) for d in drafts]
+    if not drafts or UNKNOWN in kinds:
+        return categories, category_ids
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, k in enumerate(kinds):
+        family = kind_of(k).entry_point
+        family_size = sum(1 for j in kinds if kind_of(j).entry_point == family) if family else 0
+        groups[family.capitalize() if family and family_size >= 2 else kind_name(k)].append(i)
+    out: list[FailureCategory] = []
+    ids = [""] * len(drafts)
+    for name, members in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+        if len(members) < 2:
+            continue
+        category_id = f"{phase}/C{len(out) + 1}"
+        names = sorted({kind_name(kinds[i]) for i in members})
+        out.append(FailureCategory(id=category_id, phase=phase, name=name, keywords=[], naming_method="facet",
+                                   definition=f"Failure types of the kind(s): {', '.join(names)}."))
+        for i in members:
+            ids[i] = category_id
+    return out, ids

@@ -71,6 +71,14 @@ def test_types_split_by_kind_place_outliers_by_kind_and_are_named_by_kind_and_ob
                              "Masked part left unimplemented: score in ridge.py",
                              "Masked part left unimplemented: step in kmeans.py"]
     assert "Dependency not installed: torch, torchvision" in by_name
+    # every type has a known kind: categories by entry point, then by kind
+    categories = dict(store.query(
+        "SELECT t.name, c.name FROM failure_types t JOIN failure_categories c ON c.taxonomy_id = t.taxonomy_id"
+        " AND c.id = t.category_id WHERE t.taxonomy_id = ?", [taxonomy.id]))
+    assert {n for n, c in categories.items() if c == "Missing implementation component"} == {
+        *unimplemented, "Required module never created: experiment, torch_utils"}
+    assert "Wrong result value: accuracy" not in categories and "Dependency not installed: torch, torchvision" \
+        not in categories  # alone of their entry point or kind: no category
     # a later insight is assigned only among the types of its kind: no crash type exists, so it fits none
     summary = assign_insights(store, taxonomy.id, [ids[-1]], threshold=-1.0)
     assert summary.unassigned == {"execution": 1} and summary.assigned == {}
