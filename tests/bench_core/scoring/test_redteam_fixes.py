@@ -4,6 +4,7 @@ counterfactual tree cannot be told from the clean tree (1), rebinding a masked f
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,52 @@ def test_gold_trees_of_every_bundled_task_have_no_rebinding(tmp_path):
             assert rebindings(task, reference, masked, changed) == [], task.id
             checked += 1
     assert checked >= 4
+
+
+# ----------------------------------------------------------------- 1 and 2: what a verdict may be attributed to
+
+def _verdicts(passed: bool, done: int = 7):
+    from failatlas.bench_core.scoring.judges import Verdict
+
+    return [Verdict("implementation", "hidden-tests", score=done / 7, passed=passed,
+                    verdict={"passed": done, "total": 7, "failures": []}),
+            Verdict("design", "design-match", score=1.0, passed=True)]
+
+
+def test_a_passing_e_beside_failing_hidden_tests_is_not_trusted(tmp_path, ridge):
+    """e_stub.sh / e_git.sh: E passed with `fit` returning zeros or still raising; I failed on the masked code."""
+    from failatlas.bench_core.scoring.rebinding import CONSISTENCY, attribute
+    from failatlas.bench_core.scoring.validator import Validation
+
+    tree, masked = _ridge_tree(tmp_path, ridge)
+    validation = Validation(outcome="passed", detail="every expected value matched")
+    verdicts, findings = attribute(ridge, tree, masked, [], validation, _verdicts(False, 2))
+    assert validation.outcome == "fabricated_result" and CONSISTENCY in validation.detail
+    assert [(f.rule, f.severity) for f in findings] == [("consistency", "warn")]
+    assert "(2/7 passed)" in findings[0].evidence
+    # gold: the hidden tests pass, E stands, nothing found
+    validation = Validation(outcome="passed")
+    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], validation, _verdicts(True))
+    assert validation.outcome == "passed" and findings == [] and verdicts[0].passed is True
+    # a hidden-test run that could not be judged says nothing about E
+    validation = Validation(outcome="passed")
+    unjudged = [dataclasses.replace(_verdicts(False)[0], status="judge_failed", passed=None)]
+    assert attribute(ridge, tree, masked, [], validation, unjudged)[1] == [] and validation.outcome == "passed"
+
+
+def test_a_rebound_pass_fails_i_and_m_and_then_e(tmp_path, ridge):
+    """i_stub.sh / full_stub.sh: fit raises in the file, a solver bound over it at import; every phase passed."""
+    from failatlas.bench_core.scoring.rebinding import attribute
+    from failatlas.bench_core.scoring.validator import Validation
+
+    tree, masked = _ridge_tree(tmp_path, ridge, REBINDS["module-level assignment (i_stub.sh)"])
+    validation = Validation(outcome="passed")
+    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], validation, _verdicts(True))
+    hidden = verdicts[0]
+    assert hidden.passed is False and hidden.score == 0.0 and hidden.verdict["reported_score"] == 1.0
+    assert hidden.verdict["rebound"] and "rebinds a masked function" in hidden.error_analysis
+    assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "fail"), ("consistency", "warn")]
+    assert validation.outcome == "fabricated_result" and verdicts[1].passed is True
+    # where the hidden tests fail anyway, the rebinding is a warning only
+    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], None, _verdicts(False, 2))
+    assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "warn")]
