@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -29,8 +31,19 @@ from failatlas.bench_core.sandbox.policy import CA_ENV_VARS, pip_env
 MOUNT = "/run/failatlas-egress"
 SOCKET = "proxy.sock"
 _NOBODY = 65534
+_PROXY_FILES = 64 * 1024 * 1024
+_PROXY_MEMORY = 1024 * 1024 * 1024  # address space: ~120 connections at once (8 MiB thread stacks), as the sidecar
 _WRAPPER = (f'python3 {MOUNT}/forward.py {MOUNT}/{SOCKET} {PROXY_PORT} || echo "failatlas: the egress forwarder '
             'did not start (no python3?): package registries are unreachable" >&2; exec "$@"')
+
+
+def _proxy_limits() -> None:
+    """The host-side proxy's bounds, as the Docker sidecar's memory limit: a sandbox that opens connections by the
+    thousand stalls its own proxy, not the host."""
+    resource.setrlimit(resource.RLIMIT_AS, (_PROXY_MEMORY, _PROXY_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (_PROXY_FILES, _PROXY_FILES))  # its logs stop at 17 MiB themselves
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails (the log's writes are guarded), no kill
 
 
 class BwrapEgress:
@@ -68,7 +81,7 @@ class BwrapEgress:
         try:
             with open(logs / "proxy.err", "wb") as err:  # a file, not a pipe: a full pipe would stall the proxy
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                        start_new_session=True, **user)
+                                        start_new_session=True, preexec_fn=_proxy_limits, **user)  # noqa: PLW1509
         except OSError as exc:
             raise SandboxError(f"cannot start the egress proxy of a registries bwrap sandbox: {exc}") from exc
         box = cls(root, proc, bool(spec.ca_bundle))

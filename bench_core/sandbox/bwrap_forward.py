@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
@@ -33,17 +34,22 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
 
 def _serve(listener: socket.socket, path: str) -> None:
     threading.stack_size(256 * 1024)
-    while True:
-        client, _ = listener.accept()
+    while True:  # a flood of connections (out of threads or files) drops the ones it cannot serve, never the loop
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            time.sleep(0.05)
+            continue
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             upstream.connect(path)
-        except OSError:
-            client.close()
-            upstream.close()
-            continue
-        for a, b in ((client, upstream), (upstream, client)):
-            threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+        except (OSError, RuntimeError):
+            for sock in (client, upstream):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
 
 
 def main(argv: list[str]) -> int:

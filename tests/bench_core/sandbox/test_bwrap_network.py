@@ -139,6 +139,19 @@ def test_killing_the_forwarder_only_cuts_the_agent_off(repo: Path) -> None:
         assert box.egress.proc.poll() is None
 
 
+def test_a_connection_flood_stalls_neither_the_proxy_nor_the_next_request(repo: Path) -> None:
+    """400 connections held open at once (more than the forwarder's and the proxy's threads): the ones they cannot
+    serve are dropped, both keep running, the next request is answered, and the host gets no traceback file."""
+    flood = ("python3 -c \"import socket, time; s = [socket.create_connection(('127.0.0.1', 3128), timeout=5) "
+             "for _ in range(400)]; print('open', len(s)); time.sleep(1)\"; "
+             "curl -sS -m 10 -o /dev/null https://example.org")
+    with create_sandbox("bwrap", _spec(), workspace=repo) as box:
+        res = box.exec(flood, timeout=120)
+        assert "open 400" in res.stdout and "CONNECT tunnel failed, response 403" in res.stderr, res
+        assert box.egress.proc.poll() is None
+        assert (box.root / "egress-log" / "proxy.err").read_bytes() == b""
+
+
 def test_proxy_is_unprivileged_and_ends_with_the_sandbox(repo: Path) -> None:
     box = create_sandbox("bwrap", _spec(), workspace=repo)
     proc = box.egress.proc
