@@ -189,6 +189,8 @@ def test_compare_page_puts_agents_side_by_side(app_db: Path, taxonomy_id: str,
     from failatlas.taxonomy.prevalence import share_difference
 
     at = render(app_db, monkeypatch, page="compare")
+    assert at.radio(key="cmp_unit").value == "share of runs"  # the default where runs are stored
+    at = render(app_db, monkeypatch, page="compare", unit="insights")
     assert [h.value for h in at.subheader] == ["Design", "Implementation", "Conclusion"]
     at.selectbox(key="cmp_left_agent").set_value("react-agent").run()
     at.selectbox(key="cmp_right_agent").set_value("openhands").run()
@@ -217,7 +219,7 @@ def test_compare_offers_every_agent_and_says_when_a_link_names_none(app_db: Path
     assert at.query_params["left"] == "gold" and at.query_params["right"] != "gold"
     tables = [d.value for d in at.dataframe]
     assert tables and all(c.split()[-1].startswith("0/") for t in tables for c in t["left"])
-    at = render(app_db, monkeypatch, page="compare", left="gold", right="react-agent")
+    at = render(app_db, monkeypatch, page="compare", left="gold", right="react-agent", unit="insights")
     assert "gold has no insight occurrences in this taxonomy" in texts(at)
 
 

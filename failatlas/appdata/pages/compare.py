@@ -117,8 +117,11 @@ def render(ctx: Context) -> None:
         return
     units = list(UNITS)
     by_unit = {v: k for k, v in UNITS.items()}
+    # Share of runs by default where runs are stored: the reference agent's runs leave no insight, so only that
+    # unit compares an agent with `gold`.
+    default_unit = "runs" if ctx.status.has("runs") else "insights"
     unit = UNITS[cols[3].radio("Prevalence as", units, key="cmp_unit",
-                               index=units.index(by_unit.get(param("unit") or "", units[0])))]
+                               index=units.index(by_unit.get(param("unit") or default_unit, units[0])))]
     try:
         sizes = ctx.q("compare_totals", ctx.taxonomy_id, by=by, values=tuple(options), unit=unit)
     except InputError:
@@ -129,7 +132,7 @@ def render(ctx: Context) -> None:
     left = _side(cols[1], "Left", f"cmp_left_{by}", options, param("left"), default_left, by)
     right_default = default_right if default_right != left else next(v for v in options if v != left)
     right = _side(cols[2], "Right", f"cmp_right_{by}", options, param("right"), right_default, by)
-    keep(by=by, left=left, right=right, unit=None if unit == "insights" else unit)
+    keep(by=by, left=left, right=right, unit=None if unit == default_unit else unit)
     if left == right:
         st.warning(f"Left and right are both {code(left)}: choose two different values.")
         return
