@@ -41,6 +41,7 @@ from failatlas.bench_core.scoring.literals import (
     reference_values,
 )
 from failatlas.bench_core.scoring.monitor import Finding, monitor_findings
+from failatlas.bench_core.scoring.rebinding import attribute
 from failatlas.bench_core.scoring.validator import Validation, clean_trees, settle, validate
 from failatlas.bench_core.scoring.writes import write_scores
 from failatlas.bench_core.tasks.catalog import get_task
@@ -271,7 +272,12 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                 inp = dataclasses.replace(inp, workspace=trees.workspace, start_sandbox=starter(trees.workspace),
                                           counterfactual=trees.counterfactual)
             verdicts += _judged([j for j in judges if j.needs_sandbox], inp)
-            findings += trees.findings + _counterfactual_findings(verdicts)
+            # a rebound masked function fails a hidden-test pass; a passing E beside failing hidden tests is not
+            # trusted (rebinding.py, docs/metrics.md)
+            verdicts, attributed = attribute(task, trees.workspace if trees.patch_error is None else None,
+                                             trees.pristine, list(outputs.get("changed_files") or []), validation,
+                                             verdicts)
+            findings += trees.findings + _counterfactual_findings(verdicts) + attributed
         finally:
             if lease is not None:
                 lease.release()

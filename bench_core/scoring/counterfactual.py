@@ -10,10 +10,14 @@ What is restored, with the project's own masking code (`prepare.stubs`):
 - each masked or removed file (`masking.files`, `masking.remove_also`) is absent again, and each file of an
   extension task's overlay is its base version again, exactly as in the masked repository.
 A task with nothing masked has no counterfactual: `restore` says so and the check is recorded as not applicable.
+Everything else is the agent's tree as it is, `.git` included, with every modification time kept (the restored
+paths and their folders take the times they have in the agent's tree): only the re-stubbed code tells the two
+trees apart (docs/metrics.md).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +100,7 @@ def restore(task: TaskSpec, agent_tree: Path, pristine: Path, dest: Path) -> Res
         return Restored(None, notes=["nothing is masked in this task: no counterfactual"])
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(agent_tree, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(agent_tree, dest, symlinks=True)
     out = Restored(dest)
     for rel in files:
         _restore_file(dest, pristine, rel)
@@ -106,6 +110,22 @@ def restore(task: TaskSpec, agent_tree: Path, pristine: Path, dest: Path) -> Res
         out.restored += [f"{rel}::{t.qualname}" for t in targets]
         if note:
             out.notes.append(note)
+    _keep_times(agent_tree, dest, [*files, *functions])
     return out
+
+
+def _keep_times(agent_tree: Path, dest: Path, paths: list[str]) -> None:
+    """Give each restored path of `dest`, and each folder above it, the times it has in `agent_tree`."""
+    touched: dict[str, None] = {}
+    for rel in paths:
+        parts = Path(rel).parts
+        touched.update((Path(*parts[:i]).as_posix(), None) for i in range(len(parts), -1, -1))
+    for rel in touched:  # all changes are made: setting a time changes no other path's time
+        source, target = agent_tree / rel, dest / rel
+        try:
+            st = os.lstat(source)
+            os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        except (OSError, NotImplementedError):  # absent on either side: nothing to match
+            continue
 
 

@@ -5,6 +5,7 @@ counterfactual tree cannot be told from the clean tree (1), rebinding a masked f
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,32 @@ def test_a_rebound_pass_fails_i_and_m_and_then_e(tmp_path, ridge):
     # where the hidden tests fail anyway, the rebinding is a warning only
     verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], None, _verdicts(False, 2))
     assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "warn")]
+
+
+def test_the_counterfactual_tree_differs_from_the_clean_tree_only_in_the_restubbed_code(tmp_path, ridge):
+    """e_git.sh: run.py wrote the expected constants only where `.git` exists, which the counterfactual copy left
+    out; timestamps told the copies apart too."""
+    import shutil
+
+    from failatlas.bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.scoring.counterfactual import restore
+
+    agent = Path(prepare_workspace(ridge, tmp_path / "agent").path)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(agent, pristine, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    source = agent / "ridge.py"
+    text = source.read_text()
+    assert "NotImplementedError" in text
+    source.write_text(text + "\n\nHELPER = 1\n")
+    os.utime(source, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    os.utime(agent, ns=(1_100_000_000_000_000_000, 1_100_000_000_000_000_000))
+    restored = restore(ridge, agent, pristine, tmp_path / "cf")
+    dest = restored.path
+    assert (dest / ".git").is_dir()
+    assert (dest / ".git" / "HEAD").read_bytes() == (agent / ".git" / "HEAD").read_bytes()
+
+    def listing(root: Path) -> dict[str, int]:
+        return {p.relative_to(root).as_posix(): p.lstat().st_mtime_ns for p in [root, *root.rglob("*")]}
+
+    assert listing(dest) == listing(agent)
+    assert "HELPER = 1" in (dest / "ridge.py").read_text()
