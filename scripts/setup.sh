@@ -9,6 +9,8 @@ command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v pdflatex >/dev/null 2>&1 || need_apt+=(texlive-latex-base texlive-latex-recommended)
+# pdftotext: the LaTeX tests read the compiled PDF's text as a reader sees it
+command -v pdftotext >/dev/null 2>&1 || need_apt+=(poppler-utils)
 # bwrap sandboxes (hosts without Docker): bubblewrap, and the system python3's numpy, scikit-learn and pytest that
 # the mini-suite's CPU tasks need there (a sandbox sees the host's /usr read-only, never a user's own Python)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
