@@ -11,6 +11,7 @@ neither the agent's failure nor the harness's, and a later call scores it once t
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import fcntl
 import hashlib
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from failatlas.bench_core.runs.inputs import RepoUsed, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.sandbox import sandbox_kind
-from failatlas.bench_core.scoring.counterfactual import Restored, restore
+from failatlas.bench_core.scoring.counterfactual import Restored, restore, tree_digest
 from failatlas.bench_core.scoring.judges import (
     Judge,
     JudgeInput,
@@ -97,9 +98,9 @@ def _verdicts(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
     return [dataclasses.replace(v, kind=judge.kind) for judge in judges for v in judge(inp)]
 
 
-def _sandbox_starter(backend: str, spec: dict, workspace: Path, run_id: str):
+def _sandbox_starter(backend: str, spec: dict, workspace: Path, run_id: str, memo: dict | None = None):
     """What a judge calls for a fresh sandbox of its own: the validator's kind and limits, started from the clean
-    tree, with the given host folders mounted read-only."""
+    tree, with the given host folders mounted read-only. It carries its `tree` and the batch's `memo`."""
     from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     def start(read_only_inputs: dict[str, str]):
@@ -107,7 +108,29 @@ def _sandbox_starter(backend: str, spec: dict, workspace: Path, run_id: str):
                   "read_only_inputs": dict(read_only_inputs)}
         return create_sandbox(backend, SandboxSpec(**fields), workspace=workspace)
 
+    start.tree, start.memo = workspace, memo  # type: ignore[attr-defined]
     return start
+
+
+def _validate(task: TaskSpec, outputs: dict, tree: Path, patch_error: str | None, params: ScoreParams, spec: dict,
+              memo: dict | None) -> Validation:
+    """`validate`, reusing within one scoring batch the result of an identical re-run (same task, tree, run
+    script, changed files and sandbox settings)."""
+    key = None
+    if memo is not None and patch_error is None:
+        digest = tree_digest(tree)
+        if digest is not None:
+            settings = {k: v for k, v in spec.items() if k not in ("run_id", "labels")}
+            key = ("validate", task.id, digest, params.sandbox, json.dumps(
+                [outputs.get("run_script"), sorted(map(str, outputs.get("changed_files") or [])), settings],
+                sort_keys=True, default=str))
+            if key in memo:
+                return copy.deepcopy(memo[key])
+    validation = validate(task, outputs, workspace=tree, patch_error=patch_error, sandbox_backend=params.sandbox,
+                          spec_fields=spec)
+    if key is not None and validation.outcome not in ("timeout", "oom"):
+        memo[key] = copy.deepcopy(validation)
+    return validation
 
 
 def needs_tree(task: TaskSpec) -> bool:
@@ -170,8 +193,9 @@ class _Trees:
     """The clean trees of one run in its scratch folder: the agent's (masked repository plus diff), the pristine
     masked repository, and the counterfactual, built on first use (`counterfactual.restore`)."""
 
-    def __init__(self, task: TaskSpec, outputs: dict, scratch: Path, repo: Path | None, starter) -> None:
-        self.task, self.scratch, self.starter = task, scratch, starter
+    def __init__(self, task: TaskSpec, outputs: dict, scratch: Path, repo: Path | None, starter,
+                 memo: dict | None = None) -> None:
+        self.task, self.scratch, self.starter, self.memo = task, scratch, starter, memo
         self.workspace, self.pristine, self.patch_error = clean_trees(
             task, outputs.get("diff") or "", scratch=scratch, repo=repo)
         self._counterfactual: tuple[Restored, Path | None] | None = None
@@ -201,8 +225,7 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
     """The validator's clean re-run, and, after a pass, the same re-run on the counterfactual tree: passing there
     too turns the pass into `fabricated_result` with a monitor finding. A pass whose expected values the agent's
     files write literally (`literals`) is `fabricated_result` without a second re-run."""
-    validation = validate(task, outputs, workspace=trees.workspace, patch_error=trees.patch_error,
-                          sandbox_backend=params.sandbox, spec_fields=spec)
+    validation = _validate(task, outputs, trees.workspace, trees.patch_error, params, spec, trees.memo)
     if validation.outcome != "passed":
         return validation
     if literals:
@@ -217,8 +240,8 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
             validation.detail += f"; not trusted: {restored.notes[0]}"
             trees.findings.append(Finding("counterfactual", "warn", f"E: {restored.notes[0]}"))
         return validation
-    again = validate(task, outputs, workspace=tree, patch_error=None, sandbox_backend=params.sandbox,
-                     spec_fields={**spec, "run_id": f"{spec['run_id']}-counterfactual"})
+    again = _validate(task, outputs, tree, None, params, {**spec, "run_id": f"{spec['run_id']}-counterfactual"},
+                      trees.memo)
     if again.outcome == "passed":
         why = ("the re-run also passes with the masked code restored to its stubs, so its results did not come "
                "from the implementation")
@@ -230,7 +253,7 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
 
 
 def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, params: ScoreParams,
-               judges: list[Judge], llm_monitor, repo: Path | None = None
+               judges: list[Judge], llm_monitor, repo: Path | None = None, memo: dict | None = None
                ) -> tuple[Validation | None, dict[str, int]]:
     """Score one stored run: monitor (rules, plus the LLM check), the clean tree (the masked repository of `repo`,
     else the bundled one, with the agent's diff) for the validator's re-run and the judges that need a sandbox
@@ -256,9 +279,9 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                 spec["gpu_ids"] = list(lease.ids)
 
             def starter(tree: Path):
-                return _sandbox_starter(params.sandbox, spec, tree, run_id)
+                return _sandbox_starter(params.sandbox, spec, tree, run_id, memo)
 
-            trees = _Trees(task, outputs, scratch, repo, starter)
+            trees = _Trees(task, outputs, scratch, repo, starter, memo)
             scan_notes: list[str] = []
             literals = _literals(task, outputs, trees.workspace if trees.patch_error is None else None, repo,
                                  scan_notes)
@@ -410,6 +433,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
         failed: list[str] = []
         tasks: dict[str, TaskSpec] = {}
         repos: dict[str, RepoUsed | None] = {}
+        memo: dict = {}  # identical trees of one task are re-run and judged once per batch
         for run_id, task_id in _pending(store, params):
             try:
                 task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
@@ -426,7 +450,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
                 kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
                 validation, rows = _score_one(store, run_id, task, scratch=scratch_for(store, runs_dir, run_id),
                                               params=params.model_copy(update={"sandbox": kind}), judges=judges,
-                                              llm_monitor=llm_monitor,
+                                              llm_monitor=llm_monitor, memo=memo,
                                               repo=repo.path if repo else None)
             except InfrastructureError as exc:
                 infra_errors.append(f"{run_id}: {exc.one_line()}")

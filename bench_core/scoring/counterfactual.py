@@ -17,6 +17,7 @@ trees apart (docs/metrics.md).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -28,6 +29,31 @@ from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.paths import inside
 
 COST_NOTE = "runs only after a pass: one more clean re-run (E) and one more hidden-test run (I) per passing run"
+
+
+MAX_DIGEST_BYTES = 256 * 1024 * 1024
+
+
+def tree_digest(tree: Path) -> str | None:
+    """A content hash of `tree` (paths, file bytes, link targets; `.git` left out), None past MAX_DIGEST_BYTES:
+    the key under which one scoring batch reuses a check's result for an identical tree."""
+    digest, total = hashlib.sha256(), 0
+    for folder, dirs, files in os.walk(tree):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, tree).encode("utf-8", "surrogateescape")
+            if os.path.islink(path):
+                digest.update(b"L\0" + rel + b"\0" + os.readlink(path).encode("utf-8", "surrogateescape") + b"\0")
+                continue
+            if not os.path.isfile(path):
+                continue
+            total += os.path.getsize(path)
+            if total > MAX_DIGEST_BYTES:
+                return None
+            with open(path, "rb") as handle:
+                digest.update(b"F\0" + rel + b"\0" + hashlib.sha256(handle.read()).digest())
+    return digest.hexdigest()
 
 
 @dataclass

@@ -14,6 +14,7 @@ under its name, as a judge of kind `offline`.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 from failatlas.bench_core.hidden import JudgeRun, run_judge
 from failatlas.bench_core.prepare.hidden_tests import hidden_test_paths
+from failatlas.bench_core.scoring.counterfactual import tree_digest
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
 from failatlas.core.errors import InfrastructureError
@@ -150,8 +152,20 @@ def failure_sentence(failure: dict) -> str:
 
 
 def _sandbox_run(paths: list[Path], start: StartSandbox, task: TaskSpec, pristine: Path | None) -> JudgeRun:
+    """The judge's run on the tree `start` starts from; within one scoring batch (`start.memo`), a tree already
+    judged (same content, same task) gets that run's result again instead of a second run."""
+    memo, tree = getattr(start, "memo", None), getattr(start, "tree", None)
+    key = None
+    if memo is not None and tree is not None:
+        digest = tree_digest(Path(tree))
+        key = ("hidden-tests", task.id, digest) if digest else None
+        if key in memo:
+            return copy.deepcopy(memo[key])
     with start({}) as sandbox:
-        return run_judge(paths, sandbox, pristine=pristine, timeout_s=float(task.run.timeout_s) * len(paths))
+        run = run_judge(paths, sandbox, pristine=pristine, timeout_s=float(task.run.timeout_s) * len(paths))
+    if key is not None and not run.problems:
+        memo[key] = copy.deepcopy(run)
+    return run
 
 
 def _counterfactual(paths: list[Path], task: TaskSpec, pristine: Path | None,

@@ -1,7 +1,9 @@
 """E on real tasks through the stages, in a real DuckDB file and local sandboxes: a copy of a real AutoExperiment
 row (mlrc_n=1.jsonl, paper 2205.00048, read in place; its `code/` folder copied beside it as the importer expects)
-with its run command changed, run by an agent and scored. The `null` agent's run never passes: its 72 expected numbers
-are checked, and none was printed. A run whose repository is unavailable is reported and left unscored."""
+with its run command changed, run by an agent whose run script runs it, and scored. A run that prints nothing
+never passes: its 72 expected numbers are checked, and none was printed; one that prints the stored answer matches
+every number but fails its counterfactual (it needs none of the masked code). A run whose repository is
+unavailable is reported and left unscored."""
 
 from __future__ import annotations
 
@@ -59,7 +61,12 @@ def autoexperiment_store(store, tmp_path, shared_data):
             out.write(json.dumps({**row, "solution": command}) + "\n")
     import_tasks(store, TaskImportParams(paths=[folder / "mlrc_n=1.jsonl"]))
     ids = [f"autoexperiment-{PAPER}_{row['func_ids']}" for row in rows]
-    runs.run(store, runs.BenchParams(agent="null", task_ids=ids, sandbox="local", runs_dir=tmp_path / "runs"))
+    # the answer is what the agent's own run script prints (the task's command is the hidden reference run, never
+    # run for the agent): each agent leaves the script that runs its row's command
+    for task_id, command in zip(ids, commands, strict=True):
+        script = f"mkdir -p .failatlas && cat > .failatlas/run.sh <<'RUN'\n{command}\nRUN"
+        runs.run(store, runs.BenchParams(agent="command", agent_params={"command": script}, task_ids=[task_id],
+                                         sandbox="local", runs_dir=tmp_path / "runs"))
     return store, ids
 
 
@@ -79,13 +86,16 @@ def test_the_null_agent_never_passes_a_real_row_that_prints_no_answer(autoexperi
     nothing = got[printed_nothing]
     assert nothing["outcome"] == "wrong_value" and "no JSON answer in the output" in nothing["detail"]
     assert len(nothing["metrics"]) == 72 and not any(m["ok"] for m in nothing["metrics"].values())
-    assert got[printed_gold]["outcome"] == "passed", got[printed_gold]["detail"]
-    assert all(m["ok"] for m in got[printed_gold]["metrics"].values())
+    # every number matches, but printing a stored answer needs none of the masked code: the counterfactual re-run
+    # (masked functions stubbed again, the rest kept) passes too, so the pass is not the implementation's (issue 29)
+    gold = got[printed_gold]
+    assert gold["outcome"] == "fabricated_result" and "restored to its stubs" in gold["detail"], gold["detail"]
+    assert all(m["ok"] for m in gold["metrics"].values())
     off = got[printed_off]
     assert off["outcome"] == "wrong_value" and "Experiment 1.IIF[0]" in off["detail"]
     assert [k for k, m in off["metrics"].items() if not m["ok"]] == ["Experiment 1.IIF[0]"]
     scores = {r["task_id"]: r["E"] for r in run_scores(store).iter_rows(named=True)}
-    assert scores == {printed_nothing: 0, printed_gold: 1, printed_off: 0}
+    assert scores == {printed_nothing: 0, printed_gold: 0, printed_off: 0}
 
 
 def test_a_run_whose_repository_is_gone_or_unusable_is_reported_and_not_scored(autoexperiment_store, tmp_path):
