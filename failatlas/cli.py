@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
 from typing import TYPE_CHECKING, Annotated
 
+import click
 import typer
 from typer.core import TyperGroup
 
@@ -42,13 +44,17 @@ class _LazyGroup(TyperGroup):
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name not in _LAZY:
-            return super().get_command(ctx, cmd_name)
+            command = super().get_command(ctx, cmd_name)
+            return command if command is None or cmd_name in _NO_STORE else _adopt(command)
         module, help_ = _LAZY[cmd_name]
         if self._listing:  # a stand-in that names the group and its help
             return TyperGroup(name=cmd_name, help=help_, short_help=help_)
         command = typer.main.get_command(importlib.import_module(module).app)
         command.name, command.help = cmd_name, command.help or help_
-        return command
+        return _adopt(command)
+
+    def get_params(self, ctx: Context) -> list:
+        return _flags_without_type(super().get_params(ctx))
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
         self._listing = True
@@ -56,6 +62,48 @@ class _LazyGroup(TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+_DB_HELP = "DuckDB store file (default: ./failatlas.duckdb)."
+
+
+def _db_after_command(_ctx: object, _param: object, value: str | None) -> str | None:
+    """`--db` given after a subcommand's name: it names the store as the root's `--db` does (the root's callback
+    ran first, so this one wins where both are given)."""
+    if value is not None:
+        from failatlas.core.cli import state
+
+        state.db = value
+    return value
+
+
+def _db_option() -> object:
+    """The root's `--db` as an option of a subcommand: it sets the store and is no argument of the function."""
+    option = copy.copy(next(p for p in typer.main.get_command(app).params if p.name == "db"))
+    option.callback, option.expose_value, option.envvar, option.show_envvar = _db_after_command, False, None, False
+    option.help = _DB_HELP[:-1] + "; also accepted before the command."
+    return option
+
+
+def _flags_without_type(params: list) -> list:
+    """A flag takes no value: its help line shows none (typer prints `<bool>` beside --help and every flag)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+def _adopt(command: Command) -> Command:
+    """`failatlas SUB ... --db X` works as `failatlas --db X SUB ...` for every command that opens the store, and
+    no flag's help prints a type."""
+    for sub in getattr(command, "commands", {}).values():
+        _adopt(sub)
+    if getattr(command, "commands", None) is None and not any("--db" in p.opts for p in command.params):
+        command.params.append(_db_option())
+    _flags_without_type(command.params)
+    help_option = command.get_help_option(click.Context(command))
+    _flags_without_type([help_option] if help_option is not None else [])
+    return command
 
 
 app = typer.Typer(
@@ -79,7 +127,7 @@ def root(
     ctx: typer.Context,
     db: Annotated[
         str | None,
-        typer.Option("--db", envvar="FAILATLAS_DB", help="DuckDB store file (default: ./failatlas.duckdb)."),
+        typer.Option("--db", envvar="FAILATLAS_DB", help=_DB_HELP),
     ] = None,
     lock_timeout: Annotated[
         float, typer.Option(help="Seconds to wait while another process holds the store.")
