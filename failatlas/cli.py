@@ -27,6 +27,7 @@ SUBCOMMANDS = [
     ("cluster", "failatlas.cluster.cli", "Cluster insights per phase and evaluate clusters against human labels."),
     ("taxonomy", "failatlas.taxonomy.cli", "Name failure types, build the hierarchy, export tables and figures."),
     ("llm", "failatlas.core.llm.cli", "Show each LLM role's resolved configuration and what the calls spent."),
+    ("label", "failatlas.taxonomy.label_cli", "Label insights: `taxonomy build` learns from them."),
 ]
 _LAZY = {name: (module, help_) for name, module, help_ in SUBCOMMANDS}
 # commands that never open the store: the root callback leaves the store's plumbing unimported for them
