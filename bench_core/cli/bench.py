@@ -183,20 +183,62 @@ def list_(
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")] = False,
 ) -> None:
-    """List stored runs (full run ids: `bench show RUN` takes them)."""
+    """List stored runs (full run ids: `bench show RUN` takes them) with their outcome and phase verdicts (MDIEC:
+    ✓ passed, ✗ failed, – not scored); on a narrow terminal, one table per task."""
     rows = list_runs(store(create=False), agent=agent, task_id=task)
     if as_json:
         console.print_json(json.dumps(rows, default=str))
         return
-    table = Table("run", "task", "agent", "model", "att.", "status", "fault", "s")
-    # ids are what a user copies into `bench show`: never cut; the task column gives way first
-    table.columns[0].no_wrap = True
-    table.columns[0].min_width = max([3] + [len(r["id"]) for r in rows])
-    for r in rows:
-        table.add_row(r["id"], escape(r["task_id"]), r["agent"], escape(r["model"] or "-"), str(r["attempt"]),
-                      r["status"], r["fault_injected"] or "", str(r["seconds"]))
-    console.print(table)
+    for table in runs_tables(rows, _run_marks(), console.width):
+        console.print(table)
     console.print(f"{len(rows)} run(s)")
+
+
+def _run_marks() -> dict[str, tuple[str, str]]:
+    """Per scored run: its outcome and its phase verdicts M D I E C as marks (✓ passed, ✗ failed, – not scored)."""
+    from failatlas.bench_core.scoring.metrics import PHASES, run_scores
+
+    marks = {}
+    for r in run_scores(store(create=False)).iter_rows(named=True):
+        verdicts = "".join("–" if r[p] is None else "✓" if r[p] else "✗" for p in PHASES)
+        marks[r["run_id"]] = (r["outcome"] or "-", verdicts)
+    return marks
+
+
+def runs_tables(rows: list[dict], marks: dict[str, tuple[str, str]], width: int) -> list[Table]:
+    """`bench list`'s table: one row per run with its outcome (its status where it is not scored) and phase
+    marks; nothing is ever cut. The model
+    column shows only where a run has one, the fault only where the agent's name does not say it. When that
+    table is wider than `width`, one table per task, titled with the task id, takes the task column's place."""
+    from failatlas.core.cli import compact_table, fits
+
+    with_model = any(r["model"] for r in rows)
+    with_fault = any(r["fault_injected"] and r["fault_injected"].replace("_", "-") not in r["agent"] for r in rows)
+
+    def table(group: list[dict], with_task: bool, title: str | None = None) -> Table:
+        headers = ["run", *(["task"] if with_task else []), "agent", *(["model"] if with_model else []), "att.",
+                   "outcome", "MDIEC", *(["fault"] if with_fault else []), "s"]
+        t = compact_table(*headers, title=title)
+        for r in group:
+            # a scored run's outcome; else its status (a completed run not yet scored says so)
+            default = "unscored" if r["status"] == "completed" else r["status"]
+            outcome, verdicts = marks.get(r["id"], (default, ""))
+            t.add_row(r["id"], *([escape(r["task_id"])] if with_task else []), escape(r["agent"]),
+                      *([escape(r["model"] or "-")] if with_model else []), str(r["attempt"]),
+                      escape(outcome), verdicts, *([r["fault_injected"] or ""] if with_fault else []),
+                      str(r["seconds"]))
+        for column in t.columns:  # names and outcomes wrap where they must, never end in "…"
+            column.overflow = "fold"
+        t.columns[0].no_wrap = True  # ids are what a user copies into `bench show`
+        return t
+
+    flat = table(rows, with_task=True)
+    if fits(flat, width):
+        return [flat]
+    by_task: dict[str, list[dict]] = {}
+    for r in rows:
+        by_task.setdefault(r["task_id"], []).append(r)
+    return [table(group, with_task=False, title=f"task {escape(task)}") for task, group in by_task.items()]
 
 
 @app.command()

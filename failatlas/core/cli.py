@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from failatlas.core.errors import StoreError
 from failatlas.core.store import Migration, Store, resolve_db_path
@@ -114,3 +115,23 @@ def live_progress(description: str, total: float | None) -> Iterator[LiveProgres
     with Progress(*_columns(), TextColumn("left"), TimeRemainingColumn(), console=err_console,
                   transient=False) as prog:
         yield LiveProgress(prog, prog.add_task(description, total=total))
+
+
+# -- tables at any terminal width (issue 34: names are never cut with "…") -----------------------------------------
+def fits(renderable: object, width: int | None = None) -> bool:
+    """Whether `renderable` (a rich Table) prints at its natural width, nothing wrapped or cut, on `width`
+    columns (default: the console's, which follows $COLUMNS)."""
+    from rich.measure import Measurement
+
+    width = width or console.width
+    unbounded = console.options.update_width(1 << 16)  # a measure is clamped to the width it is given
+    return Measurement.get(console, unbounded, renderable).maximum <= width
+
+
+def compact_table(*headers: str, title: str | None = None) -> Table:
+    """A table without vertical rules: one space between columns (not three characters), a rule under the
+    header, a title on the left above it."""
+    from rich import box
+
+    return Table(*headers, box=box.SIMPLE_HEAD, title=title, title_justify="left", padding=(0, 0),
+                 show_edge=False, title_style="bold")
