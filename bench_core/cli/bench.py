@@ -347,20 +347,56 @@ def report(
 
 def _report(by: str, k: int | None, out: Path | None, n_boot: int) -> None:
     from failatlas.bench_core.scoring.metrics import run_scores
-    from failatlas.bench_core.scoring.report import render_terminal, report_notes, report_table, write_report
+    from failatlas.bench_core.scoring.report import report_notes, report_table, write_report
 
     s = store(create=False)
     scores = run_scores(s)
     table = report_table(s, by=by, k=k, n_boot=n_boot, scores=scores)
     notes = report_notes(s, scores)
-    headers, rows = render_terminal(table, by)
-    t = Table(*headers)
-    for row in rows:
-        t.add_row(*[f"{v:.2f}" if isinstance(v, float) else escape(str(v)) for v in row])
-    console.print(t)
+    for t in report_tables(table, by):
+        console.print(t)
     for line in notes:
         style = "yellow" if line.startswith("warning:") else "default"
         console.print(f"[{style}]{escape(line)}[/]", highlight=False, soft_wrap=True)
     if out:
         for path in write_report(table, by, out, notes):
             console.print(f"wrote {path}")
+
+
+def report_tables(table, by: str) -> list[Table]:  # noqa: ANN001 - a polars frame from `report_table`
+    """`bench report` in the terminal: one table per family of scores (phases, conjunctive, pass@k), as in the
+    LaTeX export, so that each fits 80 columns with its 95% CIs: a cell is the mean over its interval (lo–hi),
+    `–` where no run was scored (E: with the runs left out for this environment)."""
+    from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES
+    from failatlas.bench_core.scoring.report import GROUPINGS
+    from failatlas.core.cli import compact_table
+    from failatlas.core.tables import fmt
+
+    keys = GROUPINGS[by]
+    keys = [k for k in keys if any(r[k] not in (None, "") for r in table.iter_rows(named=True))] or keys[:1]
+    families = [("phase scores, mean and 95% CI", PHASES), ("conjunctive scores, mean and 95% CI", tuple(CONJUNCTIVE))]
+    extra = tuple(c for c in table.columns if c.startswith("pass"))
+    if extra:
+        families.append(("pass@k and pass^k over attempts (M·C·D·I·E)", extra))
+    tables = []
+    for title, metrics in families:
+        t = compact_table(*keys, "runs", *metrics, title=title)
+        for column in t.columns:
+            column.overflow = "fold"
+        for column in t.columns[len(keys):]:
+            column.justify = "right"
+        for r in table.iter_rows(named=True):
+            runs = str(r["runs"]) if r.get("stored", r["runs"]) == r["runs"] else f"{r['runs']} of {r['stored']}"
+            cells = []
+            for m in metrics:
+                if m in extra:
+                    cells.append("–" if r[m] is None else fmt(r[m]))
+                elif not r[f"{m}_n"]:
+                    cells.append(f"–\n(left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
+                elif r[f"{m}_lo"] is None or r[f"{m}_hi"] is None:
+                    cells.append(fmt(r[m]))
+                else:
+                    cells.append(f"{fmt(r[m])}\n{fmt(r[m + '_lo'])}–{fmt(r[m + '_hi'])}")
+            t.add_row(*[escape(str(r[k])) if r[k] not in (None, "") else "–" for k in keys], runs, *cells)
+        tables.append(t)
+    return tables
