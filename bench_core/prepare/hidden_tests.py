@@ -1,17 +1,22 @@
 """A task author's check: run a task's hidden tests against a tree the author trusts (the reference, or the masked
 repository to see them fail), with the same judge that scores agents (`bench_core.hidden`).
 
-The tree runs in a `local` sandbox (a private copy on the host), one worker process per call of the tests'
-`agent` fixture; the tests themselves run in the judge process with the task's masked repository (its trusted
-helpers, such as data generation) on their path. Never point it at an agent's workspace: the local kind isolates
-nothing. Agents' work is judged by `scoring.offline_judges.judge_hidden_tests`, in the run's own sandbox kind
-(docs/sandbox.md).
+The tree runs in a private copy on the host (plain subprocesses behind the three calls of the Sandbox protocol the
+relay uses; `prepare` sits below `sandbox`), one worker process per call of the tests' `agent` fixture; the tests
+themselves run in the judge process with the task's masked repository (its trusted helpers, such as data
+generation) on their path. Never point it at an agent's workspace: it isolates nothing. Agents' work is judged by
+`scoring.offline_judges.judge_hidden_tests`, in the run's own sandbox kind (docs/sandbox.md).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -67,6 +72,52 @@ def _paths(task: TaskSpec) -> list[Path]:
     return paths
 
 
+@dataclass
+class _Result:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    killed_reason: str | None = None
+    truncated: bool = False
+
+
+class _TrustedCopy:
+    """The three calls of the Sandbox protocol the hidden-test relay uses, on a private copy of a tree the task
+    author trusts, as plain host subprocesses (no isolation: never for an agent's tree)."""
+
+    def __init__(self, tree: Path, dest: Path) -> None:
+        shutil.copytree(tree, dest, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+        self.workdir = str(dest)
+
+    def _path(self, path: str) -> Path:
+        return Path(self.workdir) / path
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        partial.write_bytes(data.encode() if isinstance(data, str) else data)
+        os.replace(partial, target)
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        with open(self._path(path), "rb") as handle:
+            return handle.read(max_bytes)
+
+    def exec(self, cmd: str, *, timeout: float, cwd: str | None = None, env: dict | None = None,
+             output_limit: int = 1 << 20) -> _Result:
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(["bash", "-c", cmd], cwd=cwd or self.workdir, env={**os.environ, **(env or {})},
+                                  capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return _Result(None, "", "", time.monotonic() - start, timed_out=True, killed_reason="timeout")
+        return _Result(proc.returncode, proc.stdout[-output_limit:].decode(errors="replace"),
+                       proc.stderr[-output_limit:].decode(errors="replace"), time.monotonic() - start,
+                       truncated=len(proc.stdout) > output_limit)
+
+
 def run_hidden_tests(task: TaskSpec, tree: Path, *, python: str = sys.executable,
                      timeout_s: float = 300.0) -> HiddenTestReport:
     """Run the hidden tests with the judge (`python` runs it) against a private copy of `tree`, the task's masked
@@ -76,16 +127,14 @@ def run_hidden_tests(task: TaskSpec, tree: Path, *, python: str = sys.executable
     `timeout_s` counts as an error; a hidden test file that cannot be collected raises JudgeError.
     """
     from failatlas.bench_core.hidden import run_judge
-    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     for entry in task.implementation.hidden_tests:
         task_path(task, entry, field="implementation.hidden_tests")
     paths = _paths(task)
     with tempfile.TemporaryDirectory(prefix="failatlas-hidden-") as tmp:
         pristine = Path(prepare_workspace(task, Path(tmp) / "masked").path)
-        spec = SandboxSpec(run_id=f"hidden-check-{task.id}", memory_mb=8192, pids_limit=4096)
-        with create_sandbox("local", spec, workspace=tree) as sandbox:
-            run = run_judge(paths, sandbox, pristine=pristine, timeout_s=timeout_s, python=python)
+        sandbox = _TrustedCopy(tree, Path(tmp) / "tree")
+        run = run_judge(paths, sandbox, pristine=pristine, timeout_s=timeout_s, python=python)
     lines = [f"PASSED {name}" for name in run.passed]
     lines += [f"FAILED {f['test']}: {f['exception']}" + (f" in {f['object']}" if f.get("object") else "")
               + (f": {f['message']}" if f.get("message") else "") for f in run.failures]
