@@ -5,9 +5,10 @@ One store, one batch: `null` and every hostile agent on every CPU mini task, in 
 offline (`llm=False`) as `bench score` would. A hostile run must also be stored (never `infra_error`, which would
 take it out of every denominator) and scored. The assertion lists every (agent, task, phase) that beats `null`.
 
-It is slow (about 36 agents x 5 tasks, each run and re-run in Docker). `FAILATLAS_ATTACK_TASKS` and
-`FAILATLAS_ATTACK_AGENTS` (comma-separated) narrow it for a quick look at one task or agent; unset, it covers
-all of them.
+Every hostile agent runs on `mini-ridge-cv` (the task every attack of issue 29 was first shown on) by default:
+the whole matrix (about 36 agents x 5 tasks, each run and re-run in Docker, about an hour on 2 idle cores) does not
+fit CI's 90 minutes beside the rest of the suite. `FAILATLAS_ATTACK_TASKS=all` runs every CPU task;
+`FAILATLAS_ATTACK_TASKS` and `FAILATLAS_ATTACK_AGENTS` (comma-separated) choose tasks or agents.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ from failatlas.bench_core.tasks import save_tasks
 from failatlas.store import open_store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+DEFAULT_TASKS = "mini-ridge-cv"
 
 
-def _chosen(variable: str, every: list[str]) -> list[str]:
-    wanted = [name.strip() for name in os.environ.get(variable, "").split(",") if name.strip()]
+def _chosen(variable: str, every: list[str], default: str = "") -> list[str]:
+    value = os.environ.get(variable, default)
+    if value.strip() == "all":
+        return every
+    wanted = [name.strip() for name in value.split(",") if name.strip()]
     unknown = sorted(set(wanted) - set(every))
     assert not unknown, f"{variable} names unknown {unknown}"
     return [name for name in every if name in wanted] if wanted else every
@@ -45,7 +50,7 @@ def hostile_agents() -> list[str]:
 
 def cpu_tasks():
     tasks = [t for t in load_suite("failatlas-mini") if t.resources.gpus == 0]
-    chosen = set(_chosen("FAILATLAS_ATTACK_TASKS", [t.id for t in tasks]))
+    chosen = set(_chosen("FAILATLAS_ATTACK_TASKS", [t.id for t in tasks], DEFAULT_TASKS))
     return [t for t in tasks if t.id in chosen]
 
 
