@@ -13,7 +13,8 @@ from pathlib import Path
 
 from failatlas.bench_core.prepare.stubs import StubError, StubTarget, function_bodies, target_bodies
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import FailAtlasError, InputError
+from failatlas.bench_core.tasks.paths import task_path
+from failatlas.core.errors import FailAtlasError
 
 MIN_SECRET_CHARS = 30
 
@@ -35,25 +36,6 @@ class Secret:
 
 def normalise(text: str) -> str:
     return " ".join(text.lower().split())
-
-
-def task_path(task: TaskSpec, path: str, *, field: str | None = None) -> Path:
-    """A path from the task spec: absolute as given, else relative to the task file's folder (or the cwd).
-
-    A task read from a file (`task.source` set) may only name paths inside that file's folder, links followed:
-    InputError naming `field` otherwise, so no task file hands a host file to a sandbox, an agent or a judge.
-    """
-    candidate = Path(path)
-    if not task.source:
-        return candidate
-    folder = Path(task.source).parent.resolve()
-    if not candidate.is_absolute():
-        candidate = folder / candidate
-    resolved = candidate.resolve()
-    if resolved != folder and not resolved.is_relative_to(folder):
-        raise InputError(f"task {task.id}: {path!r} leads outside the task folder {folder}", path=task.source,
-                         field=field)
-    return candidate
 
 
 class SecretSet:

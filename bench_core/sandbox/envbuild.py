@@ -370,10 +370,10 @@ def build_task_env(
     else its bundled folder), its spec (`resources.env_spec`, else found), the hosts `registries` allows here
     (this host's indexes, the task's and `allow_hosts`), the CA bundle (`ca_bundle`, else this host's; "none" for
     none) and this host's upstream proxy. Raises NotFoundError for an unknown task or a missing repository."""
-    from failatlas.bench_core.prepare.leaks import task_path
     from failatlas.bench_core.repos import repository_for
     from failatlas.bench_core.sandbox import policy
     from failatlas.bench_core.tasks.catalog import get_task
+    from failatlas.bench_core.tasks.paths import task_path
     from failatlas.core.errors import NotFoundError
 
     task = get_task(store, task_id)
