@@ -194,29 +194,8 @@ def show(
     s = store(create=False)
     tax = load_taxonomy(s, taxonomy_id)
     frame = prevalence(s, tax.id, by=by, unit=unit, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
-    table = Table(
-        *(["group"] if by else []),
-        "phase",
-        "category",
-        "failure type",
-        "count",
-        "total",
-        "share %",
-        "95% CI %",
-        title=f"taxonomy v{tax.version} ({tax.id}), unit: {unit}",
-    )
-    for r in frame.iter_rows(named=True):
-        table.add_row(
-            *([r["group"]] if by else []),
-            r["phase"],
-            r["category"] or "",
-            r["failure_type"],
-            str(r["count"]),
-            str(r["total"]),
-            f"{100 * r['share']:.1f}",
-            interval_text(r["ci_low"], r["ci_high"]),
-        )
-    console.print(table)
+    for table in prevalence_tables(frame, by, f"taxonomy v{tax.version} ({tax.id}), unit: {unit}", console.width):
+        console.print(table)
     if definitions:
         for t in tax.types:
             console.print(f"[bold]{t.id} {t.name}[/]: {t.definition}", highlight=False)
@@ -224,6 +203,41 @@ def show(
                 console.print(f"  e.g. {t.examples[0].insight_id}: {t.examples[0].text}", highlight=False)
     if quality:
         _print_quality(s, tax.id)
+
+
+def prevalence_tables(frame: object, by: str | None, title: str, width: int) -> list[Table]:
+    """`taxonomy show`'s tables; no name is ever cut (long names wrap at spaces). With --by: one row per failure
+    type and one column per group (share % over its 95% CI) where that fits `width`, else one table per group,
+    titled with the group's name."""
+    from failatlas.core.cli import compact_table, fit_columns, fits
+
+    rows = list(frame.iter_rows(named=True))  # type: ignore[attr-defined]
+
+    def long_table(group_rows: list[dict], group_title: str) -> Table:
+        table = compact_table("phase", "category", "failure type", "count/total", "share %", "95% CI %",
+                              title=group_title)
+        for r in group_rows:
+            table.add_row(r["phase"], r["category"] or "", r["failure_type"], f"{r['count']}/{r['total']}",
+                          f"{100 * r['share']:.1f}", interval_text(r["ci_low"], r["ci_high"]))
+        return fit_columns(table, width)
+
+    if not by:
+        return [long_table(rows, title)]
+    groups = list(dict.fromkeys(r["group"] for r in rows))
+    types = list(dict.fromkeys((r["phase"], r["category"] or "", r["failure_type"]) for r in rows))
+    cell = {(r["group"], r["phase"], r["category"] or "", r["failure_type"]): r for r in rows}
+    wide = compact_table("phase", "category", "failure type", *groups,
+                         title=f"{title}; per {by}: share % of its total, 95% CI below")
+    for key in types:
+        values = []
+        for g in groups:
+            r = cell.get((g, *key))
+            ci = "" if r is None else interval_text(r["ci_low"], r["ci_high"])
+            values.append("·" if r is None else f"{100 * r['share']:.1f} ({r['count']}/{r['total']})\n{ci}")
+        wide.add_row(*key, *values)
+    if fits(wide, width):
+        return [fit_columns(wide, width)]
+    return [long_table([r for r in rows if r["group"] == g], f"{title}; {by} {g}") for g in groups]
 
 
 def _print_quality(s: object, taxonomy_id: str) -> None:

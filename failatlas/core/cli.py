@@ -135,3 +135,32 @@ def compact_table(*headers: str, title: str | None = None) -> Table:
 
     return Table(*headers, box=box.SIMPLE_HEAD, title=title, title_justify="left", padding=(0, 0),
                  show_edge=False, title_style="bold")
+
+
+def fit_columns(table: Table, width: int | None = None) -> Table:
+    """Lay `table` out on `width` columns (default: the console's) deliberately: every column at least as wide as
+    its longest word (a name is never broken inside a word, never ends in "…"), the room left shared in
+    proportion to what each column's text needs beyond that; long texts wrap at spaces."""
+    from rich.text import Text
+
+    width = width or console.width
+
+    def lines(column: object) -> list[str]:
+        texts = [column.header, *column.cells]  # type: ignore[attr-defined]
+        return [line for cell in texts for line in (cell.plain if isinstance(cell, Text) else str(cell)).split("\n")]
+
+    gaps = max(len(table.columns) - 1, 0) * (1 + 2 * (table.padding[1] if table.padding else 0))
+    natural = [max([len(line) for line in lines(c)] or [1]) for c in table.columns]
+    least = [max([len(word) for line in lines(c) for word in line.split()] or [1]) for c in table.columns]
+    for column in table.columns:
+        column.overflow = "fold"
+    room = width - gaps - sum(least)
+    if sum(natural) + gaps <= width or room <= 0:
+        for column, n in zip(table.columns, least, strict=True):
+            column.min_width = n
+        return table
+    want = [n - m for n, m in zip(natural, least, strict=True)]
+    shares = [m + (room * w) // sum(want) for m, w in zip(least, want, strict=True)]
+    for column, w in zip(table.columns, shares, strict=True):
+        column.width = w
+    return table
