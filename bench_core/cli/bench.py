@@ -210,7 +210,7 @@ def runs_tables(rows: list[dict], marks: dict[str, tuple[str, str]], width: int)
     marks; nothing is ever cut. The model
     column shows only where a run has one, the fault only where the agent's name does not say it. When that
     table is wider than `width`, one table per task, titled with the task id, takes the task column's place."""
-    from failatlas.core.cli import compact_table, fits
+    from failatlas.core.cli import compact_table, fit_columns, fits
 
     with_model = any(r["model"] for r in rows)
     with_fault = any(r["fault_injected"] and r["fault_injected"].replace("_", "-") not in r["agent"] for r in rows)
@@ -227,18 +227,17 @@ def runs_tables(rows: list[dict], marks: dict[str, tuple[str, str]], width: int)
                       *([escape(r["model"] or "-")] if with_model else []), str(r["attempt"]),
                       escape(outcome), verdicts, *([r["fault_injected"] or ""] if with_fault else []),
                       str(r["seconds"]))
-        for column in t.columns:  # names and outcomes wrap where they must, never end in "…"
-            column.overflow = "fold"
-        t.columns[0].no_wrap = True  # ids are what a user copies into `bench show`
         return t
 
     flat = table(rows, with_task=True)
     if fits(flat, width):
-        return [flat]
+        return [fit_columns(flat, width)]
     by_task: dict[str, list[dict]] = {}
     for r in rows:
         by_task.setdefault(r["task_id"], []).append(r)
-    return [table(group, with_task=False, title=f"task {escape(task)}") for task, group in by_task.items()]
+    # ids (what a user copies into `bench show`) and names are never broken inside: see `fit_columns`
+    return [fit_columns(table(group, with_task=False, title=f"task {escape(task)}"), width)
+            for task, group in by_task.items()]
 
 
 @app.command()
@@ -363,13 +362,14 @@ def _report(by: str, k: int | None, out: Path | None, n_boot: int) -> None:
             console.print(f"wrote {path}")
 
 
-def report_tables(table, by: str) -> list[Table]:  # noqa: ANN001 - a polars frame from `report_table`
+def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # noqa: ANN001 - polars frame
     """`bench report` in the terminal: one table per family of scores (phases, conjunctive, pass@k), as in the
     LaTeX export, so that each fits 80 columns with its 95% CIs: a cell is the mean over its interval (lo–hi),
-    `–` where no run was scored (E: with the runs left out for this environment)."""
+    `–` where no run was scored (E: with the runs left out for this environment). Laid out by `fit_columns`:
+    a group's name is never broken inside a word."""
     from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES
     from failatlas.bench_core.scoring.report import GROUPINGS
-    from failatlas.core.cli import compact_table
+    from failatlas.core.cli import compact_table, fit_columns
     from failatlas.core.tables import fmt
 
     keys = GROUPINGS[by]
@@ -381,8 +381,6 @@ def report_tables(table, by: str) -> list[Table]:  # noqa: ANN001 - a polars fra
     tables = []
     for title, metrics in families:
         t = compact_table(*keys, "runs", *metrics, title=title)
-        for column in t.columns:
-            column.overflow = "fold"
         for column in t.columns[len(keys):]:
             column.justify = "right"
         for r in table.iter_rows(named=True):
@@ -392,11 +390,11 @@ def report_tables(table, by: str) -> list[Table]:  # noqa: ANN001 - a polars fra
                 if m in extra:
                     cells.append("–" if r[m] is None else fmt(r[m]))
                 elif not r[f"{m}_n"]:
-                    cells.append(f"–\n(left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
+                    cells.append(f"– (left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
                 elif r[f"{m}_lo"] is None or r[f"{m}_hi"] is None:
                     cells.append(fmt(r[m]))
                 else:
                     cells.append(f"{fmt(r[m])}\n{fmt(r[m + '_lo'])}–{fmt(r[m + '_hi'])}")
             t.add_row(*[escape(str(r[k])) if r[k] not in (None, "") else "–" for k in keys], runs, *cells)
-        tables.append(t)
+        tables.append(fit_columns(t, width))
     return tables

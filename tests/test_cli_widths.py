@@ -1,0 +1,154 @@
+"""The CLI's tables at 80 and 120 columns (issue 34): no name is cut ("…"), no line is wider than the terminal,
+the CIs are printed; `--db` is taken before and after every subcommand; a flag's help prints no type."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from rich.console import Console
+
+from failatlas.bench_core.agents import agent_names
+from failatlas.bench_core.cli.bench import report_tables, runs_tables
+from failatlas.bench_core.scoring.report import METRICS
+from failatlas.taxonomy.cli import prevalence_tables
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = [a for a in agent_names() if a not in ("command", "react")]  # the demo's agents, real names
+TASKS = sorted(yaml.safe_load(p.read_text())["id"] for p in (ROOT / "bench_core/suites/mini").glob("*/task.yaml"))
+
+
+def _render(tables: list, width: int) -> str:
+    console = Console(width=width, file=io.StringIO(), record=True, color_system=None, legacy_windows=False)
+    for table in tables:
+        console.print(table)
+    return console.export_text()
+
+
+def _assert_within(text: str, width: int) -> None:
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+
+
+def _run_rows() -> list[dict]:
+    rows = []
+    for t, task in enumerate(TASKS):
+        for a, agent in enumerate(AGENTS):
+            fault = agent.removeprefix("fault-").replace("-", "_") if agent.startswith("fault-") else None
+            rows.append({"id": f"run-{t:02d}{a:02d}{'0' * 12}", "task_id": task, "agent": agent, "model": "",
+                         "attempt": 1, "status": "completed", "fault_injected": fault, "seconds": 12.5})
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_bench_list_cuts_no_name_and_shows_outcome_and_phases(width):
+    rows = _run_rows()
+    rows[1]["status"] = "agent_error"
+    marks = {r["id"]: ("fabricated_result", "✗✓✗✗✓") for r in rows[2:]}
+    text = _render(runs_tables(rows, marks, width), width)
+    _assert_within(text, width)
+    lines = text.splitlines()
+    for r in rows:  # a run's id and agent on one line, whole: missing-component and missing-package differ
+        assert any(r["id"] in line and f" {r['agent']} " in line for line in lines), r
+    assert "outcome" in text and "MDIEC" in text and "fabricated_result" in text and "✗✓✗✗✓" in text
+    assert "unscored" in lines[[i for i, line in enumerate(lines) if rows[0]["id"] in line][0]]
+    assert "agent_error" in text
+    assert "fault " not in text  # the agents' names say their fault: no column repeats it
+    flat = "task mini-" not in text
+    assert flat == (width == 120), text  # at 80 columns one table per task, titled with its id
+    for task in TASKS:
+        assert (f" {task} " in text) if flat else (f"task {task}" in text)
+
+
+def _report_frame() -> pl.DataFrame:
+    rows = []
+    for i, agent in enumerate(AGENTS):
+        row = {"agent": agent, "model": "", "runs": 5, "stored": 5, "E_env_n": 1 if agent == "null" else 0}
+        for m in METRICS:
+            row |= {m: 0.2 * (i % 5), f"{m}_lo": 0.0, f"{m}_hi": 0.6, f"{m}_n": 0 if m == "E" and agent == "null"
+                    else 4}
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_bench_report_keeps_the_intervals(width):
+    text = _render(report_tables(_report_frame(), "agent"), width)
+    _assert_within(text, width)
+    assert "phase scores, mean and 95% CI" in text and "conjunctive scores, mean and 95% CI" in text
+    assert text.count("0.00–0.60") == len(AGENTS) * len(METRICS) - 1  # every cell but null's E
+    assert "(left" in text.split() and "1)" in text.split()  # null's E: the runs left out, wrapped at spaces
+    for agent in AGENTS:
+        assert text.count(f"{agent} ") == 2, agent  # whole, once per table
+    assert "model" not in text  # no agent has a model: the empty column is left out
+
+
+TYPES = [("implementation", "Hidden test failures", "ModuleNotFoundError: hidden test collection"),
+         ("execution", "Execution failures", "Execution failed with an uncaught IndexError"),
+         ("conclusion", "", "Research question is left unanswered by the conclusion")]
+
+
+def _prevalence(groups: list[str]) -> pl.DataFrame:
+    rows = [{"group": g, "phase": p, "category": c, "failure_type": t, "count": 2, "total": 9, "share": 2 / 9,
+             "ci_low": 0.0, "ci_high": 0.444} for g in groups for p, c, t in TYPES]
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("groups", [["gold", "null"], AGENTS])
+def test_taxonomy_show_by_agent_cuts_no_name(width, groups):
+    text = _render(prevalence_tables(_prevalence(groups), "agent", "taxonomy v1, unit: insights", width), width)
+    _assert_within(text, width)
+    words = text.split()
+    for _phase, category, name in TYPES:
+        for word in (*category.split(), *name.split()):
+            assert word in words, word  # wrapped at spaces only, never inside a word
+    assert "0.0–44.4" in text and "22.2" in text
+    wide = len(groups) == 2 and width == 120
+    assert ("share % of its total" in text) == wide
+    for g in groups:
+        assert (f" {g} " in text or text.count(f"agent {g}\n")) if not wide else g in words
+
+
+def test_taxonomy_show_without_groups_fits_80_columns():
+    text = _render(prevalence_tables(_prevalence(["-"]).drop("group"), None, "taxonomy v1", 80), 80)
+    _assert_within(text, 80)
+    assert "ModuleNotFoundError:" in text.split() and "95% CI %" in text
+
+
+def _cli(*args: str, width: int = 80, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": str(width), "FAILATLAS_NO_PROGRESS": "1"}
+    env.pop("FAILATLAS_DB", None)
+    return subprocess.run([sys.executable, "-m", "failatlas", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+def test_db_is_taken_before_and_after_every_subcommand(tmp_path):
+    assert _cli("db", "migrate", "--db", "x.duckdb", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "x.duckdb").is_file() and not (tmp_path / "failatlas.duckdb").exists()
+    for args in (["--db", "x.duckdb", "bench", "list"], ["bench", "list", "--db", "x.duckdb"],
+                 ["--db", "missing.duckdb", "bench", "list", "--db", "x.duckdb"]):  # after the command wins
+        result = _cli(*args, cwd=tmp_path)
+        assert result.returncode == 0 and "0 run(s)" in result.stdout, (args, result.stderr)
+    for args in (["taxonomy", "show", "--db", "missing.duckdb"], ["--db", "missing.duckdb", "taxonomy", "show"]):
+        result = _cli(*args, cwd=tmp_path)
+        assert result.returncode != 0 and "no store at missing.duckdb" in result.stderr, (args, result.stderr)
+        assert "No such option" not in result.stderr
+    assert not (tmp_path / "missing.duckdb").exists()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_help_prints_no_type_for_flags(width, tmp_path):
+    for args in (["--help"], ["taxonomy", "show", "--help"], ["bench", "list", "--help"]):
+        result = _cli(*args, width=width, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "<bool>" not in result.stdout and "--help" in result.stdout
+        assert max(len(line) for line in result.stdout.splitlines()) <= width
+    shown = _cli("taxonomy", "show", "--help", width=width, cwd=tmp_path).stdout
+    assert "--db" in shown and "also accepted before the command" in " ".join(shown.replace("│", " ").split())
