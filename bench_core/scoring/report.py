@@ -183,7 +183,3 @@ def to_paper_latex(table: pl.DataFrame, by: str) -> str:
         out.append(paper_table(spec, header, body, caption=caption, label=f"tab:failatlas-scores-{by}-{family}",
                                comment="FailAtlas `bench report`." if not out else ""))
     return "\n".join(out)
-
-
-def render_terminal(table: pl.DataFrame, by: str) -> tuple[list[str], list[list[object]]]:
-    return _rows(table, by, with_ci=False)
