@@ -146,9 +146,14 @@ class ReadableNames:
         def plain(names: list[str]) -> list[str]:  # an honest name is no phrase to name a category by
             return ["" if n.startswith(_HONEST) else n for n in names]
 
+        original = evidence
         evidence = replace(evidence, type_names=plain(evidence.type_names),
                            other_categories=[plain(o) for o in evidence.other_categories])
         lab = self.inner.label_category(evidence)
         if lab is None or unreadable_reason(lab.name) is not None or "readable common phrase" in lab.name.lower():
             return None
+        if lab.naming_method == "offline":  # its definition lists the member types: by their real names
+            from failatlas.taxonomy.labelling.offline import category_definition
+
+            lab = lab.model_copy(update={"definition": category_definition(original)})
         return lab

@@ -27,13 +27,13 @@ def _script(offline) -> list[ScriptedReply]:
         types = [t for t in offline.types if t.phase == phase]
         for k, t in enumerate(types, start=1):
             replies.append(ScriptedReply.json({
-                "name": f"Scripted {phase} type {k}",
+                "name": f"Scripted {phase} failure {k}",
                 "definition": f"The scripted definition of {phase} type {k}.",
                 "inclusion_criteria": ["Matches the scripted failure."],
                 "representative_example_ids": [t.examples[0].insight_id],
             }))
         if phase in GROUPED_PHASES:
-            replies.append(ScriptedReply.json({"name": f"Scripted {phase} category",
+            replies.append(ScriptedReply.json({"name": f"Scripted {phase} failures",
                                                "definition": "A scripted category of failures."}))
     return replies
 
@@ -49,7 +49,7 @@ def test_llm_labelling_is_logged_and_cached_in_the_store_so_a_rebuild_sends_noth
         sent = len(server.requests)
         assert sent == len(script) == 7  # 6 types and the one category (two of implementation's three types)
         assert all(t.naming_method == "llm" and t.name.startswith("Scripted") for t in first.types)
-        assert offline.categories == [] and [c.name for c in first.categories] == ["Scripted implementation category"]
+        assert offline.categories == [] and [c.name for c in first.categories] == ["Scripted implementation failures"]
         host = server.base_url.split("//", 1)[1].split("/", 1)[0]
         assert first.labelled_by == {"model": "scripted-fake", "endpoint": host}  # which model named the types
         assert offline.labelled_by == {}
