@@ -95,8 +95,11 @@ def test_floods_on_the_reply_handle_fail_their_calls_and_the_exchange_goes_on(tm
     assert run.passed == ["test_after_the_floods_the_channel_is_in_step"] and run.problems == []
     kinds = {f["test"]: (f["exception"], f["message"]) for f in run.failures}
     assert kinds["test_flood[invalid_utf8]"][0] == ("UnplainResult" if zygote else "MalformedReply")
-    assert kinds["test_flood[invalid_utf8_flood]"][0] == "ReplyTooLarge"
-    assert kinds["test_flood[past_the_cap]"][0] == "ReplyTooLarge"
+    # under the zygote the agent writes the reply file itself, not atomically: the relay may read it half written
+    # (not plain data) or whole (past the cap); either is the agent's failed call
+    flooded = {"ReplyTooLarge", "UnplainResult"} if zygote else {"ReplyTooLarge"}
+    assert kinds["test_flood[invalid_utf8_flood]"][0] in flooded
+    assert kinds["test_flood[past_the_cap]"][0] in flooded
     assert kinds["test_flood[many_values]"][0] == "UnplainResult"
     assert "values is more than" in kinds["test_flood[many_values]"][1]
     assert took < 120
