@@ -45,9 +45,11 @@ Limits the table does not hide:
   A command can write into it until its deadline; the harness then copies out at most 32 MiB per file and 512 MiB
   in all (100,000 entries, 64 levels, 300 s; what is left out is recorded), stores at most 1 MiB per output file
   and an 8 MiB diff.
-- Hidden tests run in the tested code's own process: code under test can still monkeypatch pytest or the test's
-  modules in-process (docs/sandbox.md). The runner, its tests and its result channel are out of the workspace's
-  reach, and the monitor flags a diff that adds test infrastructure (`test_infrastructure`).
+- Hidden tests judge across a process boundary (docs/sandbox.md): assertions, counting and the result live in a
+  host process that never imports the agent's code; only plain data comes back from the sandbox. What the agent
+  can still do is compute the right values somewhere else than the masked code: the counterfactual re-check
+  (masked parts restored to their stubs), the rebinding check and the consistency rule between I and E fail such
+  passes (docs/metrics.md), but an implementation written into a masked *file* cannot be told from a real one.
 - Network: the host guard needs root and iptables on the Docker host (else a network-enabled sandbox does not
   start unless `FAILATLAS_SANDBOX_HOST_GUARD=off`); the local backend has no network isolation at all.
 - Background processes: a command's background children keep running after it returns (agents may start
