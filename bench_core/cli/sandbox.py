@@ -21,8 +21,11 @@ def build_image(
     mirror: Annotated[str | None, typer.Option(
         help="Debian mirror (default: $FAILATLAS_DEBIAN_MIRROR or the one this host's apt uses).")] = None,
     suite: Annotated[str, typer.Option(help="Debian suite.")] = "bookworm",
+    rootfs: Annotated[bool, typer.Option("--rootfs", help="Also unpack the image's root filesystem into the bwrap "
+                                         "cache ($XDG_CACHE_HOME/failatlas/rootfs), from `docker export`.")] = False,
 ) -> None:
-    """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag."""
+    """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag. With --rootfs,
+    also unpack its root filesystem for bwrap sandboxes that name the image (kept when cached, unless --force)."""
     from failatlas.bench_core.sandbox.image import build_base_image
 
     status = err_console.status("building the sandbox image", spinner="dots") if progress_enabled() else None
@@ -37,6 +40,12 @@ def build_image(
         result = build_base_image(tag, force=force, mirror=mirror, suite=suite, progress=show)
     verb = "built" if result.built else "kept existing"
     console.print(f"{verb} {result.tag} {result.image_id[:19]} ({result.duration_s:.0f} s)")
+    if rootfs:
+        from failatlas.bench_core.sandbox.bwrap_rootfs import build_rootfs
+
+        path, unpacked = build_rootfs(result.tag, force=force)
+        console.print(f"{'unpacked' if unpacked else 'kept existing'} the root filesystem of {result.tag} for bwrap: "
+                      f"{path}", highlight=False)
 
 
 @app.command("build-env")

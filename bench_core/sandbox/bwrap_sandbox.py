@@ -6,7 +6,8 @@ What it enforces (docs/sandbox.md has the measured table):
   network namespace has only its own loopback, so under `none` nothing (not the host's 127.0.0.1, not its
   addresses) is reachable. Under `registries` the only way out is the host-side egress proxy's unix socket, relayed
   from 127.0.0.1:3128 inside (`bwrap_egress.py`); `full` is refused (SandboxError): use Docker for it;
-- files: the host's system folders (`bwrap_setup.SYSTEM_DIRS`: /usr, /etc, /opt, ...) read-only and nothing
+- files: the host's system folders (`bwrap_setup.SYSTEM_DIRS`: /usr, /etc, /opt, ...) read-only (or, when the spec
+  names an image, that image's cached root filesystem: `bwrap_rootfs.py`) and nothing
   else of the host (no /home, /root, /run, /var, /srv, /mnt, host /tmp): the working copy (`spec.workdir`) and
   the agent's home (/home/agent) are the only writable trees kept between commands; /tmp (`tmp_mb`) and
   /dev/shm (`shm_mb`) are tmpfs of the command; read-only inputs are bound read-only;
@@ -46,6 +47,7 @@ from pathlib import Path, PurePosixPath
 from failatlas.bench_core.sandbox import bwrap_setup as setup
 from failatlas.bench_core.sandbox import procs
 from failatlas.bench_core.sandbox.bwrap_egress import BwrapEgress
+from failatlas.bench_core.sandbox.bwrap_rootfs import build_rootfs, root_for
 from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError, SandboxPathError
 from failatlas.bench_core.sandbox.local import LOCAL_PREFIX, OWNER_FILE, LocalSandbox, cleanup_local_orphans, local_base
 from failatlas.bench_core.sandbox.model import (
@@ -86,6 +88,7 @@ class BwrapSandbox(LocalSandbox):
         self._gpus = setup.gpu_nodes(spec.gpu_ids)
         self._cpus = _pick_cpus(spec.cpus)
         self.egress: BwrapEgress | None = None
+        self._rootfs: str | None = None  # None: the host's system folders; else an image's root (bwrap_rootfs)
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> BwrapSandbox:
@@ -97,6 +100,7 @@ class BwrapSandbox(LocalSandbox):
         problem = setup.bwrap_problem(binary)
         if problem is not None:
             raise SandboxError(f"bwrap sandboxes cannot start: {problem}")
+        rootfs = root_for(spec)
         base = Path(local_base())
         uid = setup.host_uid()
         if uid is not None and not setup.is_world_traversable(base):
@@ -104,6 +108,7 @@ class BwrapSandbox(LocalSandbox):
                                hint="point $FAILATLAS_SANDBOX_TMP at a folder everyone may pass through")
         root = Path(tempfile.mkdtemp(prefix=LOCAL_PREFIX + "bwrap-", dir=base))
         box = cls(spec, root, binary=binary, uid=uid)
+        box._rootfs = rootfs
         try:
             pid = os.getpid()
             (root / OWNER_FILE).write_text(json.dumps(
@@ -196,7 +201,7 @@ class BwrapSandbox(LocalSandbox):
               info_fd: int) -> list[str]:
         spec = self.spec
         opts = [self._binary, "--info-fd", str(info_fd), *setup.namespace_options(),
-                *setup.root_options(os.environ.get(setup.ROOTFS_ENV)),
+                *setup.root_options(self._rootfs),
                 "--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys",
                 "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
                 "--size", str(spec.shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
@@ -466,8 +471,8 @@ def _kill(bwrap_pid: int, namespace: str | None) -> None:
 
 @SANDBOXES.register("bwrap")
 class BwrapKind(SandboxKind):
-    """bubblewrap namespaces on this host (no daemon, no image): the host's system folders read-only by default;
-    orphaned folders of dead runners are removed like the local kind's."""
+    """bubblewrap namespaces on this host (no daemon): the host's system folders read-only, or the cached root of the
+    image a spec names (`bwrap_rootfs`); orphaned folders of dead runners are removed like the local kind's."""
 
     name = "bwrap"
 
@@ -475,13 +480,16 @@ class BwrapKind(SandboxKind):
         return BwrapSandbox.start(spec, workspace=workspace)
 
     def prepare(self, image: str | None = None, *, say: Callable[[str], None] = lambda _text: None) -> None:
-        """Check that bwrap can make a sandbox here; SandboxError saying why not."""
+        """Check that bwrap can make a sandbox here (SandboxError saying why not); with `image`, unpack its root
+        filesystem into the cache from Docker unless cached ($FAILATLAS_BWRAP_ROOTFS wins)."""
         problem = setup.bwrap_problem()
         if problem is not None:
             raise SandboxError(f"bwrap sandboxes cannot start: {problem}")
         rootfs = os.environ.get(setup.ROOTFS_ENV)
-        say(f"bwrap sandboxes ({setup.bwrap_binary()}): root " + (f"{rootfs} (an image's root filesystem)" if rootfs
-            else "the host's system folders, read-only") + "; no image needed")
+        if not rootfs and image:
+            rootfs = str(build_rootfs(image)[0])
+        say(f"bwrap sandboxes ({setup.bwrap_binary()}): root " + (f"{rootfs} (an image's root filesystem), read-only"
+            if rootfs else "the host's system folders, read-only"))
 
     def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
         return cleanup_local_orphans(run_id=run_id, include_live=include_live)

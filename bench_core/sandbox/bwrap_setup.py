@@ -50,9 +50,10 @@ def namespace_options(hostname: str = "sandbox") -> list[str]:
 
 def root_options(rootfs: str | None = None) -> list[str]:
     """The sandbox's root: the host's system folders read-only (links such as /bin -> usr/bin kept as links), or
-    the folder `rootfs` (an image's root filesystem) read-only."""
+    the folder `rootfs` (an image's root filesystem) read-only, with a small tmpfs at /run of the command's own
+    (where the `registries` socket's folder is made: nothing can be made in the read-only root)."""
     if rootfs is not None:
-        return ["--ro-bind", rootfs, "/"]
+        return ["--ro-bind", rootfs, "/", "--size", str(64 * 1024), "--tmpfs", "/run"]
     opts: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE, SandboxSpec
+from failatlas.bench_core.sandbox.model import SandboxSpec
 from failatlas.bench_core.tasks.model import TaskSpec
 
 
@@ -26,10 +26,12 @@ def spec_for_task(
     if len(gpu_ids) != res.gpus:
         raise ValueError(f"task {task.id} needs {res.gpus} GPU(s) but {len(gpu_ids)} were leased")
     fields: dict[str, Any] = dict(
-        image=res.image or DEFAULT_IMAGE, cpus=res.cpus, memory_mb=int(res.memory_gb * 1024),
+        cpus=res.cpus, memory_mb=int(res.memory_gb * 1024),
         network=res.network, allow_hosts=list(res.allow_hosts) if res.network == "registries" else [],
         gpu_ids=list(gpu_ids), read_only_inputs=dict(read_only_inputs or {}),
         run_id=run_id, labels={"failatlas.task_id": task.id},
     )
+    if res.image:  # only an image the task names is set: bwrap runs on the host's root unless one is (bwrap_rootfs)
+        fields["image"] = res.image
     fields.update(overrides)
     return SandboxSpec(**fields)
