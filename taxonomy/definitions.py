@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from failatlas.taxonomy.model import FailureType
+from failatlas.taxonomy.model import CategoryEvidence, FailureType
 
 # (order, how many representatives, characters each): the candidates every fitted type gets
 CANDIDATES: tuple[tuple[str, int, int], ...] = tuple(
@@ -182,3 +182,8 @@ def fit_type_definitions(
         out.update({t.id: d for t, d in zip(mine, definitions, strict=True)})
         report[phase] = {"before": round(before, 4), "after": round(after, 4)}
     return [t.model_copy(update={"definition": out.get(t.id, t.definition)}) for t in types], report
+
+
+def category_definition(evidence: CategoryEvidence) -> str:
+    """An offline category's definition: its member types by name."""
+    return f"{len(evidence.type_names)} failure type(s): " + "; ".join(evidence.type_names) + "."

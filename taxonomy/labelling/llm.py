@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from failatlas.core.errors import ConfigError
 from failatlas.core.llm import StructuredLLM, StructuredResult, client_for_role, not_configured_reason
 from failatlas.core.store import Store
+from failatlas.taxonomy.definitions import category_definition
 from failatlas.taxonomy.labelling.base import register_labeller
-from failatlas.taxonomy.labelling.offline import OfflineLabeller, category_definition, examples_of
+from failatlas.taxonomy.labelling.offline import OfflineLabeller, examples_of
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
 
 

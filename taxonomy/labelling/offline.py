@@ -8,8 +8,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from failatlas.taxonomy.definitions import category_definition, with_examples
 from failatlas.taxonomy.definitions import shorten as shorten  # re-exported: callers name it here
-from failatlas.taxonomy.definitions import with_examples
 from failatlas.taxonomy.labelling.base import register_labeller
 from failatlas.taxonomy.labelling.phrases import (
     category_term,
@@ -191,5 +191,3 @@ def _stem(word: str) -> str:
 _FILLER = frozenset({"insight", "insights", "failures", "failure", "error", "errors"})
 
 
-def category_definition(evidence: CategoryEvidence) -> str:
-    return f"{len(evidence.type_names)} failure type(s): " + "; ".join(evidence.type_names) + "."

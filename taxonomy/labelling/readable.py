@@ -18,6 +18,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from failatlas.taxonomy.definitions import category_definition
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, TypeEvidence, TypeLabel
 
 # words a noun phrase cannot end on: it would continue ("... the instructions that say", "... the file to")
@@ -153,7 +154,5 @@ class ReadableNames:
         if lab is None or unreadable_reason(lab.name) is not None or "readable common phrase" in lab.name.lower():
             return None
         if lab.naming_method == "offline":  # its definition lists the member types: by their real names
-            from failatlas.taxonomy.labelling.offline import category_definition
-
             lab = lab.model_copy(update={"definition": category_definition(original)})
         return lab
