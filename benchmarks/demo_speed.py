@@ -1,0 +1,56 @@
+"""`failatlas demo` end to end, an older version beside this one, in one run: each in a fresh temporary folder with a
+fresh store, one after the other (two demos at once would share run ids and so container names), wall seconds and
+the ratio printed.
+
+The older version is any Python whose `failatlas` is that version, e.g. a commit installed editable into a venv that
+sees this machine's packages:
+
+    git worktree add /tmp/base 9d2b8df
+    python3 -m venv --system-site-packages /tmp/basevenv
+    /tmp/basevenv/bin/pip install -q wheel setuptools
+    /tmp/basevenv/bin/pip install -q --no-deps --no-build-isolation -e /tmp/base
+    python3 benchmarks/demo_speed.py --before /tmp/basevenv/bin/python
+
+Both demos use the same sandbox image and the same Docker engine; the image must exist (scripts/setup.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _demo(python: str, label: str, extra: list[str]) -> float:
+    with tempfile.TemporaryDirectory(prefix=f"demo-{label}-") as tmp:
+        version = subprocess.run([python, "-m", "failatlas", "version"], capture_output=True, text=True,
+                                 check=False).stdout.strip()
+        print(f"{label}: {version or python} in {tmp}", flush=True)
+        start = time.perf_counter()
+        proc = subprocess.run([python, "-m", "failatlas", "--db", str(Path(tmp) / "demo.duckdb"), "demo", *extra],
+                              cwd=tmp, capture_output=True, text=True, check=False,
+                              env={**os.environ, "COLUMNS": "120"})
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            sys.exit(f"{label}: failatlas demo exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        print(f"{label}: {seconds:.0f} s", flush=True)
+        return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="a Python whose failatlas is the older version")
+    parser.add_argument("--after", default=sys.executable, help="a Python whose failatlas is this version")
+    parser.add_argument("--demo-arg", action="append", default=[], help="passed to both demos (repeatable)")
+    args = parser.parse_args()
+    before = _demo(args.before, "before", args.demo_arg)
+    after = _demo(args.after, "after", args.demo_arg)
+    print(f"before {before:.0f} s, after {after:.0f} s: after / before = {after / before:.2f}")
+
+
+if __name__ == "__main__":
+    main()
