@@ -214,7 +214,7 @@ def test_read_only_inputs_are_bound_read_only(repo: Path, tmp_path: Path) -> Non
     assert res.stdout.startswith("1,2\n") and "exit=1" in res.stdout
 
 
-def test_network_policies_other_than_none_are_refused(repo: Path) -> None:
+def test_the_full_network_policy_is_refused(repo: Path) -> None:
     with pytest.raises(SandboxError, match="no network but none"):
         create_sandbox("bwrap", SandboxSpec(network="full"), workspace=repo)
 
