@@ -50,7 +50,8 @@ class _LazyGroup(TyperGroup):
         module, help_ = _LAZY[cmd_name]
         if self._listing:  # a stand-in that names the group and its help
             return TyperGroup(name=cmd_name, help=help_, short_help=help_)
-        command = typer.main.get_command(importlib.import_module(module).app)
+        # always a group: typer makes an app of one command (embed's `run`) that command itself
+        command = typer.main.get_group(importlib.import_module(module).app)
         command.name, command.help = cmd_name, command.help or help_
         return _adopt(command)
 
