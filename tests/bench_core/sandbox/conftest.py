@@ -35,3 +35,13 @@ def shared_box(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> 
                                                run_id="test-shared"), workspace=repo)
     yield box
     box.close()
+
+
+@pytest.fixture(scope="session")
+def bwrap_works() -> None:
+    """bwrap tests fail, never skip, where bubblewrap cannot run: scripts/setup.sh installs it."""
+    from failatlas.bench_core.sandbox.bwrap_setup import bwrap_problem
+
+    problem = bwrap_problem()
+    if problem is not None:
+        pytest.fail(f"bwrap sandboxes cannot run here ({problem}): run scripts/setup.sh")

@@ -13,10 +13,9 @@ import pytest
 
 from failatlas.bench_core.sandbox import SANDBOXES, CopyLimits, SandboxError, SandboxSpec, create_sandbox
 from failatlas.bench_core.sandbox.bwrap_select import resolve_sandbox_kind
-from failatlas.bench_core.sandbox.bwrap_setup import bwrap_problem
 from failatlas.core.errors import ConfigError
 
-pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason="needs bubblewrap (scripts/setup.sh)")
+pytestmark = pytest.mark.usefixtures("bwrap_works")
 
 
 @pytest.fixture

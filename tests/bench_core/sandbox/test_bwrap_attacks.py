@@ -13,7 +13,6 @@ import pytest
 from failatlas.bench_core.agents.base import Budget
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.runner import plan, run_batch
-from failatlas.bench_core.sandbox.bwrap_setup import bwrap_problem
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score
 from failatlas.bench_core.suites import load_suite
@@ -21,7 +20,7 @@ from failatlas.bench_core.tasks import save_tasks
 from failatlas.store import open_store
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(bwrap_problem() is not None, reason="needs bubblewrap (scripts/setup.sh)")]
+              pytest.mark.usefixtures("bwrap_works")]
 
 TASK = "mini-ridge-cv"
 AGENTS = ("hostile-read-ground-truth", "hostile-network", "hostile-fork-bomb", "hostile-memory", "hostile-fill-disk",

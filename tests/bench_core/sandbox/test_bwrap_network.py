@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from failatlas.bench_core.sandbox import SandboxError, SandboxSpec, create_sandbox, policy
-from failatlas.bench_core.sandbox.bwrap_setup import bwrap_problem
 from failatlas.bench_core.sandbox.egress_proxy import host_address, non_public
 from failatlas.bench_core.sandbox.envfail import egress_steps
 
-pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason="needs bubblewrap (scripts/setup.sh)")
+pytestmark = pytest.mark.usefixtures("bwrap_works")
 
 
 class HostService:

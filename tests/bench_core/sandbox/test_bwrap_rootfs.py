@@ -16,7 +16,7 @@ import pytest
 
 from failatlas.bench_core.sandbox import SandboxError, SandboxSpec, create_sandbox
 from failatlas.bench_core.sandbox.bwrap_rootfs import build_rootfs, rootfs_dir, safe_extract
-from failatlas.bench_core.sandbox.bwrap_setup import ROOTFS_ENV, bwrap_problem
+from failatlas.bench_core.sandbox.bwrap_setup import ROOTFS_ENV
 from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE
 from failatlas.bench_core.sandbox.protocol import sandbox_kind
 
@@ -27,7 +27,7 @@ def _docker_has(image: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode == 0
 
 
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason="needs bubblewrap (scripts/setup.sh)")
+needs_bwrap = pytest.mark.usefixtures("bwrap_works")
 
 
 @pytest.fixture(scope="module")
