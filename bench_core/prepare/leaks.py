@@ -7,6 +7,8 @@ file, hidden tests, masked files and the bodies of masked functions.
 
 from __future__ import annotations
 
+import hashlib
+import locale
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +50,16 @@ class SecretSet:
     def add(self, label: str, text: str | None, *, hard: bool = True) -> None:
         if not text:
             return
-        norm = normalise(text)
+        self.add_normalised(label, normalise(text), hard=hard)
+
+    def add_file(self, label: str, path: Path, *, hard: bool = True) -> None:
+        """The text of the file at `path` (read as `Path.read_text(errors="replace")` reads it), remembered by its
+        content: one task file (a benchmark's JSONL of every row, megabytes) is the spec of many tasks."""
+        data = path.read_bytes()
+        key = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.add_normalised(label, _NORMALISED.get(key, data, locale.getpreferredencoding(False)), hard=hard)
+
+    def add_normalised(self, label: str, norm: str, *, hard: bool = True) -> None:
         if len(norm) >= MIN_SECRET_CHARS:
             self.secrets.append(Secret(label, norm, hard))
         elif norm:
@@ -71,7 +82,7 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
     secrets = SecretSet()
     secrets.add("expected conclusion", task.expected_conclusion)
     if task.source and Path(task.source).is_file():
-        secrets.add(f"task spec {Path(task.source).name}", Path(task.source).read_text(errors="replace"))
+        secrets.add_file(f"task spec {Path(task.source).name}", Path(task.source))
     for hidden in task.implementation.hidden_tests:
         path = task_path(task, hidden, field="implementation.hidden_tests")
         if path.is_file():
@@ -128,8 +139,46 @@ def _overlay_secrets(secrets: SecretSet, reference: Path, overlay: Path) -> None
 
 def find_leaks(documents: Iterable[tuple[str, bytes]], secrets: list[Secret]) -> list[tuple[str, Secret]]:
     """(where, secret) for every secret found in the named documents."""
+    return find_normalised_leaks(((where, normalise(content.decode(errors="replace"))) for where, content in documents),
+                                 secrets)
+
+
+def find_normalised_leaks(documents: Iterable[tuple[str, str]], secrets: list[Secret]) -> list[tuple[str, Secret]]:
+    """`find_leaks` over documents already normalised (`normalise`, `normalised_object`)."""
     found = []
-    for where, content in documents:
-        text = normalise(content.decode(errors="replace"))
+    for where, text in documents:
         found.extend((where, secret) for secret in secrets if secret.text in text)
     return found
+
+
+MAX_NORMALISED_CHARS = 64_000_000
+
+
+class _Texts:
+    """Normalised texts by git object id or content digest, up to MAX_NORMALISED_CHARS in all (then forgotten
+    at once)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+        self.chars = 0
+
+    def get(self, key: str, content: bytes, encoding: str = "utf-8") -> str:
+        text = self.texts.get(key)
+        if text is None:
+            text = normalise(content.decode(encoding, errors="replace"))
+            if self.chars + len(text) > MAX_NORMALISED_CHARS:
+                self.texts.clear()
+                self.chars = 0
+            self.texts[key] = text
+            self.chars += len(text)
+        return text
+
+
+_NORMALISED = _Texts()
+
+
+def normalised_object(oid: str, content: bytes) -> str:
+    """`content` (the git object `oid`) decoded and normalised, remembered by id: the objects of one repository's
+    files recur in every task prepared from it, and normalising them was a third of a prepare's time. An object
+    id is the hash of its content, so a remembered text is always the content's."""
+    return _NORMALISED.get(oid, content)

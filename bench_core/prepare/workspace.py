@@ -5,15 +5,17 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tokenize
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from failatlas.bench_core.prepare.gitrepo import commit_count, git, init_single_commit, iter_objects
+from failatlas.bench_core.prepare.gitrepo import git, init_single_commit, iter_objects
 from failatlas.bench_core.prepare.leaks import (
     GroundTruthLeakError,
-    find_leaks,
+    find_normalised_leaks,
     function_targets,
+    normalised_object,
     task_path,
     task_secrets,
 )
@@ -304,8 +306,6 @@ def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: li
     """Raise GroundTruthLeakError if the prepared tree or its git objects hold ground truth. A material (the
     paper) is given on purpose: ground truth found in it is a warning."""
     problems = []
-    if commit_count(dest) != 1:
-        problems.append("the repository has more than one commit")
     if git(dest, "status", "--porcelain", "--ignored").strip():
         problems.append("files outside the single commit")
     for rel in task.masking.files:
@@ -319,12 +319,21 @@ def _assert_clean(task: TaskSpec, source: Path, dest: Path, masked_functions: li
     secrets = task_secrets(task, source)
     warnings.extend(f"too short to scan for leaks: {label}" for label in secrets.skipped)
     given = _blob_ids(dest, materials)
-    documents = ((given.get(oid, f"git {kind} {oid}"), content) for oid, kind, content in iter_objects(dest))
-    for where, secret in find_leaks(documents, secrets.secrets):
+    commits: list[str] = []  # every commit object, reachable or not: counted by the scan, not by another git process
+
+    def documents() -> Iterator[tuple[str, str]]:
+        for oid, kind, content in iter_objects(dest):
+            if kind == "commit":
+                commits.append(oid)
+            yield given.get(oid, f"git {kind} {oid}"), normalised_object(oid, content)
+
+    for where, secret in find_normalised_leaks(documents(), secrets.secrets):
         if secret.hard and where not in given.values():
             problems.append(f"{secret.label} found in {where}")
         else:
             warnings.append(f"possible leak: {secret.label} found in {where}")
+    if len(commits) != 1:
+        problems.insert(0, "the repository has more than one commit")
     if problems:
         raise GroundTruthLeakError(f"task {task.id}: the prepared workspace {dest} leaks ground truth: "
                                    + "; ".join(problems[:10]) + (" ..." if len(problems) > 10 else ""))
