@@ -69,8 +69,8 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
                           on_done=lambda _r: tick() if tick else None)
         done = ", ".join(f"{k} {v}" for k, v in sorted(report.by_status.items())) or "already stored"
         say(f"    {agent}: {done}")
-    step(4, "scoring: monitor, clean re-run by the validator, judges")
-    scored = scoring.run(store, scoring.ScoreParams(runs_dir=runs_dir, sandbox=sandbox))
+    step(4, f"scoring: monitor, clean re-run by the validator, judges ({workers} runs at a time)")
+    scored = scoring.run(store, scoring.ScoreParams(runs_dir=runs_dir, sandbox=sandbox, workers=workers))
     say(f"    {scored.scored} run(s) scored now")
     result.files += write_report(report_table(store, by="agent"), "agent", out_dir / "scores")
     step(5, "mining insights from the judges, validator and monitor (deterministic extractor)")

@@ -281,6 +281,8 @@ def score(
         "--judge", help="Judge name (repeatable): " + ", ".join(JUDGES.names()) + "; default: all.")] = None,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Ask the LLM endpoints again instead of replaying cached replies.")] = False,
+    workers: Annotated[int, typer.Option(
+        help="Runs judged at once (each in sandboxes of its own; this process alone writes the store).")] = 1,
 ) -> None:
     """Score runs: monitor, execution validator (clean re-run) and judges (offline, plus LLM when configured).
     A run with nothing to compare is `not_scored` (E "–"); one whose repository is unavailable, or whose task
@@ -288,7 +290,7 @@ def score(
     s = store()
     sandbox = resolve_sandbox_kind(sandbox, say=console.print) if sandbox else None
     params = ScoreParams(run_ids=run or None, rescore=rescore, sandbox=sandbox, image=image, repo=repo,
-                         runs_dir=runs_dir, samples=samples,
+                         runs_dir=runs_dir, samples=samples, workers=workers,
                          judges=judge or None)
     if no_cache:
         from failatlas.core.llm import NO_CACHE_ENV

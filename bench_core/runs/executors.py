@@ -10,17 +10,15 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import multiprocessing as mp
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Protocol
 
 from failatlas.bench_core.runs.execute import RunConfig, execute_run, infra_failure
 from failatlas.bench_core.runs.model import RunRecord, RunRequest
+from failatlas.bench_core.runs.threads import reap_after_exit
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, MissingDependencyError
 
@@ -105,7 +103,7 @@ class LocalExecutor:
                 process.kill()
                 ended = True
         if ended and self._sandbox is not None:
-            _reap_in_background(self._sandbox)
+            reap_after_exit(self._sandbox)
 
     def map_unordered(self, work: Work, config: RunConfig) -> Iterator[RunRecord]:
         if self._pool is None:
@@ -116,16 +114,6 @@ class LocalExecutor:
         futures = [self._pool.submit(_pool_run, request, task, config) for request, task in work]
         for future in cf.as_completed(futures):
             yield future.result()
-
-
-def _reap_in_background(sandbox: str) -> None:
-    """Remove the sandboxes of workers ended by Ctrl-C (their owner is gone) in a detached process, so the
-    command returns at once; the next run's own clean-up would find them otherwise."""
-    code = ("import contextlib\nfrom failatlas.bench_core.sandbox import sandbox_kind\n"
-            f"with contextlib.suppress(Exception):\n    sandbox_kind({sandbox!r}).clean_orphans()\n")
-    with contextlib.suppress(OSError):
-        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 class RayExecutor:

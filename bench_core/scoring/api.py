@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from failatlas.bench_core.runs.inputs import RepoUsed, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
+from failatlas.bench_core.runs.threads import in_threads
 from failatlas.bench_core.sandbox import sandbox_kind
 from failatlas.bench_core.scoring.counterfactual import Restored, restore, tree_digest
 from failatlas.bench_core.scoring.judges import (
@@ -71,6 +72,7 @@ class ScoreParams(BaseModel):
     llm: bool = True
     samples: int = 1
     lock_wait_s: float = 3600.0
+    workers: int = 1  # runs judged at once (threads: the sandboxes do the work); this process alone writes
 
 
 class ScoreResult(BaseModel):
@@ -252,14 +254,22 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
     return validation
 
 
+@dataclasses.dataclass
+class _Scored:
+    """One run's scoring, ready to be written (`write_scores`) in one transaction."""
+
+    findings: list[Finding]
+    validation: Validation | None
+    verdicts: list[Verdict]
+
+
 def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, params: ScoreParams,
-               judges: list[Judge], llm_monitor, repo: Path | None = None, memo: dict | None = None
-               ) -> tuple[Validation | None, dict[str, int]]:
+               judges: list[Judge], llm_monitor, repo: Path | None = None, memo: dict | None = None) -> _Scored:
     """Score one stored run: monitor (rules, plus the LLM check), the clean tree (the masked repository of `repo`,
     else the bundled one, with the agent's diff) for the validator's re-run and the judges that need a sandbox
     (each starts its own), each pass checked again on the counterfactual tree, then the other judges, the
-    validation settled by the execution judge; store it all in one transaction. Raises InfrastructureError when
-    the clean re-run cannot happen."""
+    validation settled by the execution judge. Reads the store, never writes it (the caller writes the result
+    in one transaction). Raises InfrastructureError when the clean re-run cannot happen."""
     outputs = json.loads(store.query("SELECT outputs FROM runs WHERE id = ?", [run_id])[0][0])
     findings, monitor_verdict = monitor_findings(store, run_id, task, llm_check=llm_monitor)
     verdicts: list[Verdict] = [monitor_verdict] if monitor_verdict is not None else []
@@ -307,8 +317,7 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
             shutil.rmtree(scratch, ignore_errors=True)
     inp = dataclasses.replace(inp, workspace=None, start_sandbox=None, pristine=None, counterfactual=None)
     verdicts += _judged([j for j in judges if not j.needs_sandbox], inp)
-    validation = settle(validation, verdicts)
-    return validation, write_scores(store, run_id, findings, validation, verdicts)
+    return _Scored(findings, settle(validation, verdicts), verdicts)
 
 
 def _counterfactual_findings(verdicts: list[Verdict]) -> list[Finding]:
@@ -434,7 +443,8 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
         tasks: dict[str, TaskSpec] = {}
         repos: dict[str, RepoUsed | None] = {}
         memo: dict = {}  # identical trees of one task are re-run and judged once per batch
-        for run_id, task_id in _pending(store, params):
+        work: list[tuple[str, TaskSpec, Path | None, str | None]] = []
+        for run_id, task_id in _pending(store, params):  # tasks and repositories resolved here, once per task
             try:
                 task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
                 if task_id not in repos:  # resolved once per task, and only where a clean tree is made
@@ -446,22 +456,30 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
             if needs_tree(task) and repo is None:
                 unavailable.append(f"{run_id}: {task_id}: {repository_unavailable(task)}")
                 continue
-            try:
-                kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
-                validation, rows = _score_one(store, run_id, task, scratch=scratch_for(store, runs_dir, run_id),
-                                              params=params.model_copy(update={"sandbox": kind}), judges=judges,
-                                              llm_monitor=llm_monitor, memo=memo,
-                                              repo=repo.path if repo else None)
-            except InfrastructureError as exc:
-                infra_errors.append(f"{run_id}: {exc.one_line()}")
+            kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
+            work.append((run_id, task, repo.path if repo else None, kind))
+
+        def judge(item: tuple[str, TaskSpec, Path | None, str | None]) -> _Scored:
+            run_id, task, repo_path, kind = item
+            return _score_one(store, run_id, task, scratch=scratch_for(store, runs_dir, run_id),
+                              params=params.model_copy(update={"sandbox": kind}), judges=judges,
+                              llm_monitor=llm_monitor, memo=memo, repo=repo_path)
+
+        kinds_used = sorted({k for *_, k in work if k})
+        for (run_id, task, _repo, _kind), done in in_threads(work, judge, params.workers, kinds_used):
+            if isinstance(done, InfrastructureError):
+                infra_errors.append(f"{run_id}: {done.one_line()}")
                 continue
-            except InputError as exc:  # the task cannot be prepared from this repository: the task's problem
-                unavailable.append(f"{run_id}: {task_id}: the task cannot be prepared: {exc.one_line()}")
+            if isinstance(done, InputError):  # the task cannot be prepared from this repository: the task's problem
+                unavailable.append(f"{run_id}: {task.id}: the task cannot be prepared: {done.one_line()}")
                 continue
-            except Exception as exc:  # noqa: BLE001 - one run's failure is its recorded outcome; the batch goes on
-                rows = write_scores(store, run_id, [], None, [_crash_verdict(task, exc)])
-                failed.append(f"{run_id}: {type(exc).__name__}: {str(exc)[:300]}")
+            if isinstance(done, BaseException):  # one run's failure is its recorded outcome; the batch goes on
+                rows = write_scores(store, run_id, [], None, [_crash_verdict(task, done)])
+                failed.append(f"{run_id}: {type(done).__name__}: {str(done)[:300]}")
                 validation = None
+            else:
+                validation = done.validation
+                rows = write_scores(store, run_id, done.findings, validation, done.verdicts)
             for table, n in rows.items():
                 record.count(table, n)
             scored.append(run_id)
@@ -469,6 +487,8 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
             outcomes[key] = outcomes.get(key, 0) + 1
             if on_done:
                 on_done(run_id)
+        order = {item[0]: i for i, item in enumerate(work)}
+        scored.sort(key=order.__getitem__)
         record.note(scored=len(scored), outcomes=outcomes, infra_errors=len(infra_errors),
                     unavailable=len(unavailable), failed=len(failed), judges=[j.name for j in judges],
                     repositories={t: r.model_dump(mode="json") for t, r in repos.items() if r is not None})

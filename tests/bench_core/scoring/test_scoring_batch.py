@@ -140,8 +140,9 @@ def _params(tmp_path: Path, **extra) -> scoring.ScoreParams:
     return scoring.ScoreParams(sandbox="local", runs_dir=tmp_path / "runs", llm=False, **fields)
 
 
+@pytest.mark.parametrize("workers", [1, 3])
 def test_an_exception_scoring_one_run_becomes_its_outcome_and_the_batch_goes_on(scored_store, tmp_path,
-                                                                                  monkeypatch):
+                                                                                  monkeypatch, workers):
     store = scored_store
     ids = {r[1]: r[0] for r in store.query("SELECT id, agent FROM runs")}
     real = api.monitor_findings
@@ -152,7 +153,7 @@ def test_an_exception_scoring_one_run_becomes_its_outcome_and_the_batch_goes_on(
         return real(s, run_id, task, llm_check=llm_check)
 
     monkeypatch.setattr(api, "monitor_findings", crash_on_gold)
-    result = scoring.run(store, _params(tmp_path))
+    result = scoring.run(store, _params(tmp_path, workers=workers))
     assert result.scored == 3 and not result.ok
     assert result.failed == [f"{ids['gold']}: RuntimeError: monitor bug"]
     [row] = store.query_dicts("SELECT judge, status, reason FROM judgements WHERE run_id = ?", [ids["gold"]])
@@ -163,6 +164,29 @@ def test_an_exception_scoring_one_run_becomes_its_outcome_and_the_batch_goes_on(
     monkeypatch.setattr(api, "monitor_findings", real)
     again = scoring.run(store, _params(tmp_path))  # a plain re-score retries the crashed run
     assert again.run_ids == [ids["gold"]] and again.ok
+
+
+def _verdicts(store) -> dict:
+    runs_ = {r["id"]: r["agent"] for r in store.query_dicts("SELECT id, agent FROM runs")}
+    out = {}
+    for row in store.query_dicts("SELECT run_id, outcome, exit_code, metrics FROM validations"):
+        out[(runs_[row["run_id"]], "validation")] = (row["outcome"], row["exit_code"], row["metrics"])
+    for row in store.query_dicts("SELECT run_id, judge, status, score FROM judgements"):
+        out[(runs_[row["run_id"]], row["judge"])] = (row["status"], row["score"])
+    return out
+
+
+def test_runs_judged_in_parallel_get_the_verdicts_one_at_a_time_gives(scored_store, tmp_path):
+    """`--workers`: threads judge, this process writes; the verdicts are those of a one-at-a-time batch."""
+    store = scored_store
+    one = scoring.run(store, _params(tmp_path, judges=None, workers=1))
+    alone = _verdicts(store)
+    three = scoring.run(store, _params(tmp_path, judges=None, workers=3, rescore=True))
+    assert one.ok and three.ok and one.outcomes == three.outcomes
+    assert three.run_ids == one.run_ids  # reported in the store's order, not the order they finished
+    assert _verdicts(store) == alone
+    assert {k[0] for k in alone} == {"gold", "null", "hostile-huge-numbers"} and len(alone) > 9
+    assert alone[("gold", "validation")][0] == "passed"
 
 
 def test_a_crashing_judge_is_judge_failed_and_the_other_judges_still_speak(scored_store, tmp_path):
