@@ -333,9 +333,10 @@ def _print_judge_counts(s, run_ids: list[str]) -> None:  # noqa: ANN001
 
 @app.command()
 def report(
-    by: Annotated[str, typer.Option(
+    by: Annotated[list[str] | None, typer.Option(
         help="Group by agent, task, benchmark, fault, paper, or setting (benchmark, task kind, setting and "
-        "number of masked functions n).")] = "agent",
+        "number of masked functions n). Repeat it (or separate by commas) for several breakdowns in one call: "
+        "with --out, each writes its own report_by_<grouping> files.")] = None,
     k: Annotated[int | None, typer.Option(help="Also compute pass@k and pass^k over attempts.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write Markdown, CSV and LaTeX tables to this folder.")] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals.")] = 1000,
@@ -343,25 +344,30 @@ def report(
     """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md. Below the
     table: per agent, the runs stored and how many each denominator holds, a warning for runs in no score, and
     the runs whose E is not scored because this environment cannot run their task."""
-    _report(by, k, out, n_boot)
+    groupings = list(dict.fromkeys(g.strip() for value in by or ["agent"] for g in value.split(",") if g.strip()))
+    _report(groupings or ["agent"], k, out, n_boot)
 
 
-def _report(by: str, k: int | None, out: Path | None, n_boot: int) -> None:
+def _report(groupings: list[str], k: int | None, out: Path | None, n_boot: int) -> None:
     from failatlas.bench_core.scoring.metrics import run_scores
     from failatlas.bench_core.scoring.report import report_notes, report_table, write_report
 
     s = store(create=False)
     scores = run_scores(s)
-    table = report_table(s, by=by, k=k, n_boot=n_boot, scores=scores)
+    tables = {by: report_table(s, by=by, k=k, n_boot=n_boot, scores=scores) for by in groupings}  # all checked first
     notes = report_notes(s, scores)
-    for t in report_tables(table, by):
-        console.print(t)
+    for by, table in tables.items():
+        if len(tables) > 1:
+            console.print(f"[bold]by {escape(by)}[/]", highlight=False)
+        for t in report_tables(table, by):
+            console.print(t)
     for line in notes:
         style = "yellow" if line.startswith("warning:") else "default"
         console.print(f"[{style}]{escape(line)}[/]", highlight=False, soft_wrap=True)
     if out:
-        for path in write_report(table, by, out, notes):
-            console.print(f"wrote {path}")
+        for by, table in tables.items():
+            for path in write_report(table, by, out, notes):
+                console.print(f"wrote {path}")
 
 
 def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # noqa: ANN001 - polars frame

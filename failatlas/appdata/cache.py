@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from failatlas.appdata import queries, queries_runs
+from failatlas.appdata import queries, queries_groups, queries_runs
 from failatlas.core.store import Store
 
 TTL = 600
@@ -32,10 +32,11 @@ def stamp(path: str) -> tuple[int, ...]:
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
 def _call(name: str, path: str, version: tuple[int, ...], args: tuple, kwargs: tuple) -> Any:
     del version  # part of the cache key only
-    function = getattr(queries, name, None) or getattr(queries_runs, name)
+    function = getattr(queries, name, None) or getattr(queries_groups, name, None) or getattr(queries_runs, name)
     return function(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **dict(kwargs))
 
 
 def q(path: str, name: str, *args: Any, **kwargs: Any) -> Any:
-    """`queries.<name>(Store(path), *args, **kwargs)` (or `queries_runs.<name>`), cached until the store changes."""
+    """`queries.<name>(Store(path), *args, **kwargs)` (or `queries_groups.<name>`, `queries_runs.<name>`), cached
+    until the store changes."""
     return _call(name, path, stamp(path), tuple(args), tuple(sorted(kwargs.items())))

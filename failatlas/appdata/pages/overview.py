@@ -7,9 +7,11 @@ import altair as alt
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, code, go, link, paginate, show_next_steps
+from failatlas.appdata.pages.common import Context, code, go, keep, link, md, paginate, param, show_next_steps
+from failatlas.appdata.queries_groups import GROUPINGS, LABELS
 
 SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E")
+GROUP_COLUMNS = ("agent", "model", "benchmark", "paper_id", "setting", "kind", "n_masked")
 
 
 def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
@@ -21,10 +23,15 @@ def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
             return "– n=0"
         return f"{row[metric]:.2f} [{row[f'{metric}_lo']:.2f}–{row[f'{metric}_hi']:.2f}] n={n}"
 
-    keys = [c for c in ("agent", "model", "benchmark") if c in summary.columns]
-    rows = [{**{k: r[k] for k in keys}, "runs": r["runs"], "tasks": r["tasks"],
+    keys = [c for c in summary.columns if c in GROUP_COLUMNS]
+    rows = [{**{LABELS.get(k, k): _key(r[k]) for k in keys}, "runs": r["runs"], "tasks": r["tasks"],
              **{m: cell(r, m) for m in SCORES if m in summary.columns}} for r in summary.iter_rows(named=True)]
     return pl.DataFrame(rows)
+
+
+def _key(value: object) -> str | None:
+    """A group's value as text ('–' where the runs have none), so one column never mixes types."""
+    return "–" if value is None or value == "" else str(value)
 
 
 def funnel_table(funnel: pl.DataFrame) -> pl.DataFrame:
@@ -56,6 +63,22 @@ def _imported(ctx: Context) -> None:
                 go(page, taxonomy=ctx.taxonomy_id, **params)
     else:
         show_next_steps(ctx, ("taxonomies",))
+
+
+def _grouping(ctx: Context) -> str:
+    """The score table's grouping: agent (with model) by default; paper, setting, task kind and n where the
+    store's scored runs have them (`?group=` in the URL keeps the choice)."""
+    options = ctx.q("grouping_options") or ["agent"]
+    wanted = param("group")
+    if wanted is not None and wanted not in options:
+        st.warning(f"Group by {code(wanted)} is not available in this store; grouping by agent. Choose from "
+                   f"{', '.join(options)}.")
+    by = st.selectbox("Group the scores by", options, key="overview_group",
+                      index=options.index(wanted) if wanted in options else 0,
+                      help="; ".join(f"{name}: {', '.join(LABELS.get(k, k) for k in GROUPINGS[name])}"
+                                     for name in options))
+    keep(group=None if by == "agent" else by)
+    return by
 
 
 def render(ctx: Context) -> None:
@@ -102,8 +125,10 @@ def render(ctx: Context) -> None:
     if not ctx.status.has("validations") and not show_next_steps(ctx, ("judgements",)):
         return
     st.subheader("Phase and conjunctive scores")
-    st.caption("Mean, 95% bootstrap interval over tasks, and the number of runs scored (docs/metrics.md).")
-    summary = ctx.q("score_summary", ("agent", "model"))
+    by = _grouping(ctx)
+    st.caption("Mean, 95% bootstrap interval over tasks, and the number of runs scored (docs/metrics.md); "
+               f"grouped by {md(by)} as `failatlas bench report --by` groups them.")
+    summary = ctx.q("score_groups", by)
     if summary.height:  # two tables, as in the paper export: every column readable without scrolling sideways
         cells = score_cells(summary)
         keys = [c for c in cells.columns if c not in SCORES]

@@ -1,0 +1,52 @@
+"""Read-only queries behind the explorer's breakdowns of the scores: by agent, model, benchmark, paper, setting,
+task kind and AutoExperiment's n (the number of masked functions), as `bench report --by` breaks them down.
+Scores come from `bench_core.scoring.metrics` (`run_scores`, `summarise`), so the numbers equal the report's."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from failatlas.core.store import Store
+
+# choice -> the score columns to group by: the dimension, then what keeps unlike runs apart (the benchmark a paper
+# or setting belongs to, the agent whose runs they are)
+GROUPINGS: dict[str, tuple[str, ...]] = {
+    "agent": ("agent", "model"),
+    "model": ("model", "agent"),
+    "benchmark": ("benchmark", "agent"),
+    "paper": ("benchmark", "paper_id", "agent"),
+    "setting": ("benchmark", "setting", "agent"),
+    "task kind": ("benchmark", "kind", "agent"),
+    "n": ("benchmark", "n_masked", "agent"),
+}
+# the column each choice is about: offered only where some scored run has a value for it
+DIMENSION_COLUMN = {"agent": "agent", "model": "model", "benchmark": "benchmark", "paper": "paper_id",
+                    "setting": "setting", "task kind": "kind", "n": "n_masked"}
+LABELS = {"paper_id": "paper", "kind": "task kind", "n_masked": "n"}
+
+
+def grouping_options(store: Store) -> list[str]:
+    """The groupings the store's scored runs tell apart: agent, model and benchmark always (where any run is
+    scored), paper, setting, task kind and n where some scored run has one."""
+    from failatlas.bench_core.scoring.metrics import run_scores
+
+    scores = run_scores(store)
+    if scores.height == 0:
+        return []
+    return [name for name, column in DIMENSION_COLUMN.items()
+            if name in ("agent", "model", "benchmark") or scores[column].drop_nulls().len() > 0]
+
+
+def score_groups(store: Store, by: str = "agent", n_boot: int = 1000) -> pl.DataFrame:
+    """Phase and conjunctive scores with bootstrap intervals per group of `by` (a key of `GROUPINGS`); the group
+    columns a store leaves empty everywhere (no model, one benchmark's runs without a setting) are dropped, except
+    the dimension itself. Empty when no run is scored. Raises ValueError for an unknown `by`."""
+    from failatlas.bench_core.scoring.metrics import run_scores, summarise
+
+    if by not in GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}: use one of {', '.join(GROUPINGS)}")
+    scores = run_scores(store)
+    if scores.height == 0:
+        return pl.DataFrame()
+    keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by] or scores[k].drop_nulls().len() > 0]
+    return summarise(scores, keys, n_boot=n_boot).sort(keys, nulls_last=True)

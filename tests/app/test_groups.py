@@ -1,0 +1,99 @@
+"""The explorer breaks the scores down as `bench report --by` does (issue 32, item 5): the Overview's score table
+groups by agent, model, benchmark, paper, setting, task kind or n (AutoExperiment's number of masked functions),
+with the same numbers as the report; `bench report` writes several breakdowns' files in one call. The store is
+real: tasks of two papers with one and two masked functions, run by gold in two settings and by null, scored."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from typer.testing import CliRunner
+
+from failatlas.appdata import queries_groups
+from failatlas.bench_core import runs, scoring
+from failatlas.bench_core.tasks.catalog import save_tasks
+from failatlas.cli import app
+from failatlas.store import open_store
+from tests.bench_core.tasks.test_selection import _task
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def groups_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("groups")
+    store = open_store(tmp / "groups.duckdb")
+    save_tasks(store, [_task(tmp, "p1", ["predict"]), _task(tmp, "p1", ["predict", "scale"]),
+                       _task(tmp, "p2", ["predict"])])
+    base = dict(benchmark="toy", sandbox="local", runs_dir=tmp / "runs")
+    for setting in ("partial_code", "partial_code+refsol"):
+        runs.run(store, runs.BenchParams(agent="gold", agent_params={"execute": False}, setting=setting, **base))
+    runs.run(store, runs.BenchParams(agent="null", setting="partial_code", **base))
+    scoring.run(store, scoring.ScoreParams(sandbox="local", runs_dir=tmp / "runs", llm=False))
+    return store.path
+
+
+def _render(db: Path, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
+    monkeypatch.setenv("FAILATLAS_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _scores(at: AppTest):
+    """The phase-score table (the first with an M column after the runs tables)."""
+    return next(d.value for d in at.dataframe if "M" in d.value.columns)
+
+
+def test_overview_groups_the_scores_by_paper_setting_kind_and_n(groups_db: Path, monkeypatch: pytest.MonkeyPatch):
+    at = _render(groups_db, monkeypatch)
+    choice = at.selectbox(key="overview_group")
+    assert choice.options == ["agent", "model", "benchmark", "paper", "setting", "task kind", "n"]
+    assert set(_scores(at)["agent"]) == {"gold", "null"}
+    at = choice.set_value("paper").run()
+    by_paper = _scores(at)
+    assert {(r["paper"], r["agent"]): r["runs"] for r in by_paper.to_dict("records")} == {
+        ("p1", "gold"): 4, ("p1", "null"): 2, ("p2", "gold"): 2, ("p2", "null"): 1}
+    assert at.query_params["group"] == "paper"  # the choice is in the URL, to share the view
+    at = _render(groups_db, monkeypatch, group="setting")
+    by_setting = {(r["setting"], r["agent"]): r["runs"] for r in _scores(at).to_dict("records")}
+    assert by_setting == {("partial_code", "gold"): 3, ("partial_code+refsol", "gold"): 3,
+                          ("partial_code", "null"): 3}
+    at = at.selectbox(key="overview_group").set_value("n").run()
+    by_n = _scores(at)
+    assert {(r["n"], r["agent"]): r["runs"] for r in by_n.to_dict("records")} == {
+        ("1", "gold"): 4, ("2", "gold"): 2, ("1", "null"): 2, ("2", "null"): 1}
+    null_n1 = by_n[(by_n["n"] == "1") & (by_n["agent"] == "null")].iloc[0]
+    assert null_n1["E"].startswith("0.00") and null_n1["E"].endswith("n=2")
+    at = at.selectbox(key="overview_group").set_value("task kind").run()
+    assert set(_scores(at)["task kind"]) == {"masked_functions"}
+
+
+def test_a_grouping_the_store_cannot_give_is_said(groups_db: Path, monkeypatch: pytest.MonkeyPatch):
+    at = _render(groups_db, monkeypatch, group="colour")
+    assert any("colour" in w.value and "not available" in w.value for w in at.warning)
+    assert "agent" in _scores(at).columns
+
+
+def test_the_app_numbers_equal_the_report_exports(groups_db: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["--db", str(groups_db), "bench", "report", "--by", "paper,setting", "--by",
+                                   "agent", "--n-boot", "50", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} == {f"report_by_{by}.{ext}" for by in ("paper", "setting", "agent")
+                                               for ext in ("md", "csv", "tex")}
+    exported = {(r["paper_id"], r["agent"]): r for r in csv.DictReader((out / "report_by_paper.csv").open())}
+    from failatlas.store import Store
+
+    shown = queries_groups.score_groups(Store(str(groups_db)), "paper", n_boot=50)
+    assert shown.height == len(exported) == 4
+    for r in shown.iter_rows(named=True):
+        row = exported[(r["paper_id"], r["agent"])]
+        assert int(row["runs"]) == r["runs"]
+        for metric in ("D", "I", "E", "M·C·D·I·E"):
+            assert (row[metric] in ("", "nan")) if r[metric] != r[metric] else float(row[metric]) == r[metric]
