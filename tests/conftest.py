@@ -71,7 +71,7 @@ def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFacto
     for agent in HARNESS_AGENTS:
         runs.run(store, runs.BenchParams(agent=agent, benchmark="failatlas-mini", runs_dir=root / "runs", workers=2,
                                          sandbox="docker", image=sandbox_image))
-    scoring.run(store, scoring.ScoreParams(runs_dir=root / "runs", sandbox="docker", image=sandbox_image))
+    scoring.run(store, scoring.ScoreParams(runs_dir=root / "runs", sandbox="docker", image=sandbox_image, workers=2))
     return store.path
 
 
