@@ -12,7 +12,7 @@ from typing import Protocol
 import polars as pl
 
 from failatlas.core.registry import Registry
-from failatlas.core.tables import counted, interval_text, latex_cell, paper_table  # one escaping, one interval rule
+from failatlas.core.tables import NAME_COLUMN, counted, interval_text, latex_cell, paper_table  # one of each
 
 # What a count of each unit counts, in the same words on the app's pages, in the CLI and in every export.
 UNIT_NOUNS = {"insights": "insight occurrences", "runs": "runs", "tasks": "tasks"}
@@ -125,7 +125,7 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
         indent = "0.5em" if alone else "1em"
         first = rf"\leftskip={indent}\relax {latex_cell(name)}"
         body.append(" & ".join([first, *numbers]) + r" \\")
-    spec = r"@{}>{\raggedright\arraybackslash}X" + "r" * (width - 1) + "@{}"
+    spec = "@{}" + NAME_COLUMN + "r" * (width - 1) + "@{}"
     return paper_table(spec, header, body, caption=latex_cell(caption), label=label, comment=comment or "",
                        column_gap="4pt")
 

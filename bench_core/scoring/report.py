@@ -2,7 +2,8 @@
 
 The LaTeX is for a paper: it compiles in a plain `article` with booktabs and tabularx, fits \\textwidth, and so
 splits the scores into one float per family (phase scores, conjunctive scores, pass@k when asked for), each cell
-a mean over its CI in a smaller font, CIs abbreviated (`[.20, .80]`)."""
+the mean over its 95% CI and its n in a smaller font. Every table of scores (terminal, Markdown, LaTeX) prints a CI
+as `interval_text` does, '0.20–0.80'."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import polars as pl
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
 from failatlas.core.errors import NotFoundError
 from failatlas.core.store import Store
-from failatlas.core.tables import fmt, latex_cell, paper_table, to_csv, to_markdown
+from failatlas.core.tables import NAME_COLUMN, fmt, interval_text, latex_cell, paper_table, to_csv, to_markdown
 
 GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"], "benchmark": ["benchmark", "agent"],
              "fault": ["fault_injected", "agent"], "paper": ["benchmark", "paper_id", "agent", "model"],
@@ -110,7 +111,7 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
             if r[f"{m}_n"] == 0:
                 row.append(f"– (left out {r['E_env_n']})" if env and with_n else "–")
             elif with_ci:
-                cell = f"{fmt(r[m])} [{fmt(r[m + '_lo'])}, {fmt(r[m + '_hi'])}]"
+                cell = f"{fmt(r[m])} [{_interval(r, m)}]"
                 row.append(f"{cell} (n={r[m + '_n']}{env})" if with_n else cell)
             else:
                 row.append(r[m])
@@ -134,21 +135,24 @@ def write_report(table: pl.DataFrame, by: str, out_dir: Path, notes: list[str] |
     return [md, csv, tex]
 
 
-def _abbrev(value: float) -> str:
-    """'0.20' -> '.20', as papers print bounded scores."""
-    text = fmt(value)
-    return text[1:] if text.startswith("0.") else text
+def _interval(r: dict, metric: str, dash: str = "–") -> str:
+    """A score's 95% CI as the terminal, Markdown and LaTeX tables print it: '0.20–0.80'."""
+    return interval_text(r[f"{metric}_lo"], r[f"{metric}_hi"], digits=2, scale=1.0, dash=dash)
+
+
+def _stacked(lines: list[str]) -> str:
+    """Lines right-aligned in one cell (a nested tabular: no extra package)."""
+    return r"\begin{tabular}[t]{@{}r@{}}" + r"\\[-1pt]".join(lines) + r"\end{tabular}"
 
 
 def _paper_cell(r: dict, metric: str) -> str:
-    if not r.get(f"{metric}_n"):
-        return "--"
-    mean = fmt(r[metric])
-    low, high = r[f"{metric}_lo"], r[f"{metric}_hi"]
-    if low is None or high is None or low != low or high != high:
-        return mean
-    ci = f"[{_abbrev(low)}, {_abbrev(high)}]"
-    return rf"\begin{{tabular}}[t]{{@{{}}r@{{}}}}{mean}\\[-1pt]{{\scriptsize {ci}}}\end{{tabular}}"
+    """Three lines: the mean, its 95% CI as every table prints one (`interval_text`: '0.20--0.80'), and n, the
+    runs the mean is over (those where the score is defined), so the denominator stands in the table. A cell
+    with no mean (n=0) or no CI leaves that line empty, so a row's CIs and n's stay on one line each."""
+    n = r.get(f"{metric}_n") or 0
+    ci = _interval(r, metric, dash="--") if n else "--"
+    return _stacked([fmt(r[metric]) if n else "--", "" if ci == "--" else r"{\scriptsize " + ci + "}",
+                     rf"{{\scriptsize $n$={n}}}"])
 
 
 _FAMILIES = {"phases": ("phase scores (M monitor, D design, I implementation, E execution, C conclusion)", PHASES),
@@ -156,18 +160,27 @@ _FAMILIES = {"phases": ("phase scores (M monitor, D design, I implementation, E 
                              tuple(CONJUNCTIVE))}
 
 
+def _latex_header(metric: str) -> str:
+    """A conjunctive score is headed by the phases it joins ('All✓' is 'D·I·C'): a check mark would need amssymb
+    and reads as a root sign in the PDF's text; pass@k and the phases by their own names."""
+    return latex_cell("·".join(CONJUNCTIVE[metric]) if metric in CONJUNCTIVE else metric)
+
+
 def to_paper_latex(table: pl.DataFrame, by: str) -> str:
-    """One table float per family of scores, each fitting \\textwidth: the group (wrapping), runs, then the
-    family's metrics as mean over its 95% CI; `--` where no run was scored."""
-    keys = GROUPINGS[by]
+    """One table float per family of scores, each fitting \\textwidth: the group (its keys that some row names:
+    no model part when no run has a model, and the caption says so), runs, then the family's metrics, each cell
+    the mean over its 95% CI and its n; `--` where no run was scored. The group never breaks inside a word."""
+    named = [k for k in GROUPINGS[by] if any(r[k] not in (None, "") for r in table.iter_rows(named=True))]
+    keys = named or GROUPINGS[by][:1]
+    left_out = [k for k in GROUPINGS[by] if k not in keys]
     families = dict(_FAMILIES)
     extra = tuple(c for c in table.columns if c.startswith("pass"))
     if extra:
         families["pass"] = ("pass@k and pass^k over attempts, on M·C·D·I·E", extra)
-    name = " / ".join(keys)
+    env_left = any(r.get("E_env_n") for r in table.iter_rows(named=True))
     out = []
     for family, (what, metrics) in families.items():
-        header = [latex_cell(name), "runs", *(latex_cell(m) for m in metrics)]
+        header = [latex_cell(" / ".join(keys)), "runs", *(_latex_header(m) for m in metrics)]
         body = []
         for r in table.iter_rows(named=True):
             group = " / ".join(str(r[k]) for k in keys if r[k] is not None and r[k] != "") or "--"
@@ -177,9 +190,17 @@ def to_paper_latex(table: pl.DataFrame, by: str) -> str:
             else:
                 cells += [_paper_cell(r, m) for m in metrics]
             body.append(" & ".join(cells) + r" \\[2pt]")
-        ci = "" if family == "pass" else " Mean over runs and 95\\% bootstrap CI (tasks resampled)."
-        caption = latex_cell(f"{what[0].upper()}{what[1:]} by {by}.") + ci + " Denominators are in the CSV."
-        spec = r"@{}>{\raggedright\arraybackslash}X" + "r" * (1 + len(metrics)) + "@{}"
+        caption = latex_cell(f"{what[0].upper()}{what[1:]} by {by}.")
+        if family != "pass":
+            caption += (r" Each cell: the mean over runs, its 95\% bootstrap CI (tasks resampled) and $n$, the runs"
+                        " the score is defined on (runs: every scored run of the group).")
+        if family == "phases" and env_left:
+            caption += " E's $n$ leaves out the runs whose task this environment cannot run (E\\_env\\_n in the CSV)."
+        if family == "conjunctive":
+            caption += " " + latex_cell("D·I·C and D·I·C·E are EXP-Bench's all-correct scores, without and with E.")
+        if left_out:
+            caption += " " + latex_cell(f"No run names a {' or '.join(left_out)}, so the column shows none.")
+        spec = "@{}" + NAME_COLUMN + "r" * (1 + len(metrics)) + "@{}"
         out.append(paper_table(spec, header, body, caption=caption, label=f"tab:failatlas-scores-{by}-{family}",
-                               comment="FailAtlas `bench report`." if not out else ""))
+                               comment="FailAtlas `bench report`." if not out else "", column_gap="4pt"))
     return "\n".join(out)

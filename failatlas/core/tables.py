@@ -81,6 +81,10 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence[object]], *, captio
 
 # -- paper tables (issue 20): floats that compile in a plain `article` and fit \textwidth ----------------------------
 PAPER_PACKAGES = ("booktabs", "tabularx")
+# The name column of a paper table: the width the other columns leave (tabularx X), ragged right, and never
+# hyphenated inside a word: a name breaks only at its own separators (space, '/', '_', '.', '-'), so what a reader
+# sees at a line's end is the name's own character. A break at a name's own '-' costs more than one at a space.
+NAME_COLUMN = r">{\raggedright\arraybackslash\hyphenpenalty=10000\exhyphenpenalty=1000\relax}X"
 # What pdflatex's default utf8 input and OT1 fonts typeset besides Latin-1; anything else (emoji, CJK, arrows) would
 # stop the paper's build with "Unicode character not set up for use with LaTeX".
 _TYPESET = set("–—‘’“”…") | {chr(c) for c in range(0x20, 0x7F)} | {chr(c) for c in range(0xC0, 0x100)}
