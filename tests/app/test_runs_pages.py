@@ -195,7 +195,7 @@ def test_the_run_list_filters_sorts_and_keeps_its_state_in_the_url(gold_db: Path
     assert at.query_params["E"] == "1" and len(at.dataframe[0].value) == 4
     links = at.dataframe[0].value
     assert set(links["diff"]) == {f"?page=diff&right={r}" for r in ("r1", "r2", "r3", "r4")}
-    assert set(links["task view"]) == {f"?page=task&task=t{k}" for k in range(1, 5)}
+    assert set(links["task"]) == {f"?page=task&task=t{k}" for k in range(1, 5)}  # shown as the id
     # the same URL opened afresh shows the same view
     at = render(gold_db, monkeypatch, page="runs", agent="react-agent", sort="C", order="asc", E="1")
     assert at.multiselect(key="runs_agent").value == ["react-agent"] and at.selectbox(key="runs_sort").value == "C"

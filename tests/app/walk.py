@@ -14,9 +14,9 @@ def entry_button(page, entry: str):  # noqa: ANN001, ANN201
     return page.get_by_role("button").filter(has_text=entry.capitalize()).first
 
 
-def _grid_row(page, grid, row: int = 0, tries: int = 3) -> None:  # noqa: ANN001
+def _grid_row(page, grid, row: int = 0, tries: int = 3, in_url: str = "insight=") -> None:  # noqa: ANN001
     """Click the selection box of a row of a Streamlit data grid (a canvas: no DOM row to click), until the
-    selection reaches the URL (`insight=`)."""
+    selection reaches the URL (`in_url`)."""
     import re
 
     for attempt in range(tries):
@@ -25,7 +25,7 @@ def _grid_row(page, grid, row: int = 0, tries: int = 3) -> None:  # noqa: ANN001
         header = row_height = 35  # Streamlit's grid: 35 px header and rows
         page.mouse.click(box["x"] + 14, box["y"] + header + row_height * row + row_height / 2)
         try:
-            page.wait_for_url(re.compile("insight="), timeout=30_000)
+            page.wait_for_url(re.compile(re.escape(in_url)), timeout=30_000)
             return
         except Exception:  # noqa: BLE001 - Playwright's TimeoutError; the last try re-raises
             if attempt == tries - 1:

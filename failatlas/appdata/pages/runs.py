@@ -42,24 +42,25 @@ def score_text(value: int | None) -> str:
 
 
 def runs_grid(rows: pl.DataFrame, key: str, *, show_task: bool = True) -> str | None:
-    """The runs as a table, one per row, with their scores ('–': not scored) and links to the run's task and its
-    diff against the reference run; returns the id of the run whose row was clicked (a click opens it)."""
+    """The runs as a table, one per row, with their scores ('–': not scored), their task linking to its view and
+    a link to their diff against the reference run; returns the id of the run whose row was clicked (a click opens
+    it)."""
     shown = rows.with_columns(
         *(pl.col(s).map_elements(score_text, return_dtype=pl.Utf8, skip_nulls=False) for s in SCORES),
         pl.col("monitor").fill_null("–"),
-        pl.col("task_id").map_elements(lambda t: href("task", task=t), return_dtype=pl.Utf8).alias("task view"),
+        pl.col("task_id").map_elements(lambda t: href("task", task=t), return_dtype=pl.Utf8).alias("task"),
         pl.col("run_id").map_elements(lambda r: href("diff", right=r), return_dtype=pl.Utf8).alias("diff"))
-    columns = ["agent", *(["task_id"] if show_task else []), *(["attempt"] if (shown["attempt"] > 1).any() else []),
-               "outcome", "monitor", *SCORES, "duration_s", "cost_usd", *(["task view"] if show_task else []), "diff"]
+    columns = ["agent", *(["task"] if show_task else []), *(["attempt"] if (shown["attempt"] > 1).any() else []),
+               "outcome", "monitor", *SCORES, "duration_s", "cost_usd", "diff"]
     event = st.dataframe(
         shown, hide_index=True, width="stretch", column_order=columns, on_select="rerun",
         selection_mode="single-row", key=key, column_config={
-            "task_id": "task", "outcome": "outcome",
-            **{s: st.column_config.TextColumn(s, width=90 if len(s) > 1 else 40) for s in SCORES},
+            # the task's id, linking to the task's view (the text shown is the id the URL ends with)
+            "task": st.column_config.LinkColumn("task", display_text=r"task=(.*)$"),
+            **{s: st.column_config.TextColumn(s, width=80 if len(s) > 1 else 40) for s in SCORES},
             "duration_s": st.column_config.NumberColumn("time (s)", format="%.1f", width=70),
             "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.4f", width=70),
-            "task view": st.column_config.LinkColumn("task view", display_text="task", width=70),
-            "diff": st.column_config.LinkColumn("vs gold", display_text="diff", width=60),
+            "diff": st.column_config.LinkColumn("vs gold", display_text="diff", width=55),
         })
     picked = event.selection.rows if event is not None else []
     return shown["run_id"][picked[0]] if picked else None
