@@ -188,7 +188,7 @@ class LabelModel:
             from sklearn.model_selection import KFold
 
             for train, test in KFold(min(self.folds, n), shuffle=True, random_state=self.random_state).split(y):
-                if len(set(y[train])) < 1:
+                if len(set(y[train])) < 2:  # a fold with one class trains no classifier
                     continue
                 clf = self._fit_one(vectors[train], [texts[i] for i in train], y[train])
                 cv[test] = self._logits(clf, vectors[test], [texts[i] for i in test], k)

@@ -1,9 +1,14 @@
-"""FailAtlas explorer (Streamlit): read-only over the DuckDB store named by $FAILATLAS_DB.
+"""FailAtlas explorer (Streamlit) over the DuckDB store named by $FAILATLAS_DB.
 
 Run with `failatlas --db PATH app`. Pages: Overview, Taxonomy, Drill-down, Map, Compare; the page and the
-drill-down's selection live in the URL (`?page=drill&failure_type=...&insight=...&run=...`). The app opens the
-store only through `Store.read()` (short-lived read-only connections) and caches every query until the file
-changes, so it keeps working while a benchmark run writes.
+drill-down's selection live in the URL (`?page=drill&failure_type=...&insight=...&run=...`). Pages read the
+store only through `Store.read()` (short-lived read-only connections) and cache every query until the file
+changes, so the app keeps working while a benchmark run writes.
+
+It writes two things, only when a person submits one of its forms, and only in `failatlas.appdata.actions`
+(one short transaction each, through the functions the CLI uses): labels on insights (`insight_labels`, as
+`failatlas label` writes them) and recorded taxonomy edits (rename, merge, split: `taxonomy_edits` and the edited
+snapshot's types, as `failatlas taxonomy rename/merge/split` write them). Nothing else.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def main() -> None:
         wanted = param("taxonomy")
         ctx.taxonomy_id = st.sidebar.selectbox("Taxonomy", ids, index=ids.index(wanted) if wanted in ids else 0,
                                                format_func=labels.get, key=f"taxonomy_{wanted}")
-    st.sidebar.caption(f"Store: {code(path)} (read-only)")
+    st.sidebar.caption(f"Store: {code(path)} (read; writes only your labels and taxonomy edits)")
     if st.sidebar.button("Reload data", key="reload"):
         st.cache_data.clear()
 

@@ -1,7 +1,8 @@
 """Drill-down: failure type -> its insights (click a row) -> one run (click its button; the run opens on its own
 view: judges, validator log, diff, steps, task, monitor) or, for imported data, the source record. Reachable by
 query parameters (`?page=drill&failure_type=...&insight=...&run=...`), with two ready-made entry points and a
-search over insights, by words or by meaning."""
+search over insights, by words or by meaning. An insight, a selection of a type's insights or the whole type can be
+labelled with a category (`pages/editing.py`, which writes through `failatlas.appdata.actions`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import polars as pl
 import streamlit as st
 
 from failatlas.appdata import queries
+from failatlas.appdata.label_queries import lq
+from failatlas.appdata.pages import editing
 from failatlas.appdata.pages.common import (
     Context,
     code,
@@ -161,17 +164,23 @@ def _type_and_insights(ctx: Context) -> None:
                "stated and open its run.")
     if page.height == 0:
         return
-    page = page.select("text", "n_occurrences", "phase", "similarity", "method", "insight_id")
+    labelled = lq(ctx.path, "insight_labels", tuple(page["text"].to_list()))
+    page = page.with_columns(pl.col("text").replace_strict({t: v["label"] for t, v in labelled.items()},
+                                                           default=None, return_dtype=pl.Utf8).alias("your_label"))
+    page = page.select("text", "your_label", "n_occurrences", "phase", "similarity", "method", "insight_id")
     event = st.dataframe(page, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key=f"drill_insights_{chosen}_{offset}_{within}",
                          column_config={"text": st.column_config.TextColumn("insight", width="large"),
-                                        "n_occurrences": "× (occurrences)", "insight_id": "id"})
+                                        "your_label": "your label", "n_occurrences": "× (occurrences)",
+                                        "insight_id": "id"})
     rows = event.selection.rows if event is not None else []
     if rows:
         picked = page["insight_id"][rows[0]]
         if picked != current:
             request_scroll("insight")
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen, insight=picked, entry=param("entry"))
+    if chosen != "unassigned":
+        editing.type_labels(ctx, chosen, page, total)
     if current and wanted is not None:
         _insight(ctx, current, chosen)
     elif not current:
@@ -232,6 +241,7 @@ def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
         if stored.height > MAX_RUN_BUTTONS:
             st.caption(f"The first {MAX_RUN_BUTTONS} of {stored.height} runs; every source is listed below.")
     _records(ctx, insight_id)
+    editing.insight_label(ctx, insight_id, info["text"])
     with st.expander(f"Where it was stated ({counted(sources.height, 'source row')})"):
         st.dataframe(sources, hide_index=True, width="stretch")
 

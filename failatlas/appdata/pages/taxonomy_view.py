@@ -1,6 +1,7 @@
 """Taxonomy: per phase, categories and failure types with prevalence bars, counts and intervals, as share of
 insights or share of runs, filtered by agent, model, benchmark or paper; exports and a link into the drill-down.
-Every number is a row of `taxonomy.prevalence`, the query every export reads."""
+Every number is a row of `taxonomy.prevalence`, the query every export reads. Types can be renamed, merged or split
+here (`pages/editing.py`: recorded edits, written through `failatlas.appdata.actions`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import polars as pl
 import streamlit as st
 
 from failatlas.appdata import queries
+from failatlas.appdata.pages import editing
 from failatlas.appdata.pages.common import (
     Context,
     code,
@@ -165,5 +167,6 @@ def render(ctx: Context) -> None:
                                    key="tx_drill_type")
         if cols[1].button("Open", key="tx_drill_open"):
             go("drill", taxonomy=ctx.taxonomy_id, failure_type=chosen)
+    editing.taxonomy_edits(ctx)
     view_name = f"{unit}" + (f", {dimension} {value}" if dimension else "")
     _exports(ctx, frame.drop("drill", "95% CI (%)"), view_name, unit)
