@@ -3,6 +3,7 @@
     python benchmarks/quality_trail.py [--data PATH] [--db PATH] [--model NAME] [--bertopic-runs 3] [--json OUT]
                                        [--half 0|1] [--empty-description skip|evidence]
     python benchmarks/quality_trail.py --transfer [--db DIR/x.duckdb] [--seeds 1] [--user-labels 30]
+    python benchmarks/quality_trail.py --tune [--tune-steps N]
 
 `--data` is a TRAIL split as the flattened JSONL (`trail_errors_gaia.jsonl`, or any split's, one row per error)
 or as TRAIL's per-trace annotation files (a folder such as `annotations_gaia/`, or one file), read with the
@@ -429,9 +430,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="transfer mode (benchmarks/trail_transfer.py): learn from one trace-disjoint half with"
                     " --examples, evaluate on the other, both directions; then 30 user labels (--user-labels)")
     ap.add_argument("--user-labels", type=int, default=30, help="transfer mode: statements a person labels")
+    ap.add_argument("--tune", action="store_true",
+                    help="tune mode (benchmarks/trail_tune.py): `embed tune` on one half's labels, the base and the"
+                    " tuned encoder compared on the other half, both directions")
+    ap.add_argument("--tune-steps", type=int, default=None, help="tune mode: optimiser steps (default: tune's)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("FAILATLAS_NO_PROGRESS", "1")
+    if args.tune:
+        import trail_tune
+
+        out = trail_tune.run_tune_benchmark(args, sys.modules[__name__])
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=2))
+        return out
     if args.transfer:
         import trail_transfer
 

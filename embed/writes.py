@@ -8,6 +8,7 @@ connection per chunk made DuckDB checkpoint, and rewrite the table's last row gr
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from failatlas.core.store import Store
+from failatlas.embed.models import model_provenance
 from failatlas.embed.sets import EmbeddingSet, find_set, set_id, vectors_table_name
 
 
@@ -39,6 +41,10 @@ def ensure_set(
         "INSERT INTO embedding_sets (id, model, revision, normalisation, dim, vectors_table) VALUES (?, ?, ?, ?, ?, ?)",
         [set_id(model, revision, normalisation), model, revision, normalisation, int(dim), table],
     )
+    provenance = model_provenance(model)
+    if provenance is not None:  # a model `failatlas embed tune` made: what it was tuned from, kept with its set
+        conn.execute("INSERT INTO embedding_set_provenance (set_id, provenance) VALUES (?, ?)",
+                     [set_id(model, revision, normalisation), json.dumps(provenance, sort_keys=True)])
     found = find_set(conn, model, revision, normalisation)
     assert found is not None
     return found

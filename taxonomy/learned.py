@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from failatlas.core.errors import InputError
 from failatlas.core.store import Store
 from failatlas.embed import EmbeddingSet, vectors_of_texts
-from failatlas.ingest.model import normalise_text, text_hash
+from failatlas.embed.tune import read_labelled_files
+from failatlas.ingest.model import text_hash
 from failatlas.taxonomy.drafts import Draft, draft_of
 from failatlas.taxonomy.inputs import ClusteringInput
 from failatlas.taxonomy.keywords import class_tfidf
@@ -80,20 +80,7 @@ class TrainingSet:
 def read_examples(paths: Sequence[str | Path]) -> list[tuple[str, str]]:
     """(text, label) of every labelled statement in the files or folders (any format `ingest file` reads).
     InputError naming file, line and field for a statement without a label, or a file with none."""
-    from failatlas.ingest.files import expand_paths
-    from failatlas.ingest.importers import INSIGHT_IMPORTERS
-
-    out: list[tuple[str, str]] = []
-    for file in expand_paths([Path(p) for p in paths]):
-        loaded = INSIGHT_IMPORTERS.load(file)
-        for raw in loaded.records:
-            if raw.label is None or not raw.label.strip():
-                raise InputError("an example needs a label", path=str(file), line=raw.source_line,
-                                 field=raw.source_field, hint="--examples takes labelled statements")
-            out.append((raw.text, normalise_text(raw.label)))
-        if not loaded.records:
-            raise InputError("no labelled statements in this file", path=str(file))
-    return out
+    return read_labelled_files(paths)
 
 
 def examples_digest(paths: Sequence[str | Path]) -> list[str]:
