@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from failatlas.store import open_store
+from failatlas.store import Store, open_store
 from tests.app.fixture import fill_app_store
 
 
@@ -27,3 +28,27 @@ def app_db(app_template: tuple[Path, str], tmp_path: Path) -> Path:
 @pytest.fixture
 def taxonomy_id(app_template: tuple[Path, str]) -> str:
     return app_template[1]
+
+
+@pytest.fixture(scope="session")
+def demo_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's store: every harness agent's real Docker runs of the mini-suite, scored, then mined by
+    `failatlas demo` (which does only what is missing: insights, embeddings, clustering, taxonomy, exports). Built
+    once per session; each test serves its own copy. $FAILATLAS_TEST_SCORED_STORE may name a store that
+    `scored_mini_store` built before (runs and scores only), to skip the Docker runs when re-running these tests."""
+    from failatlas.demo import run_demo
+
+    scored = os.environ.get("FAILATLAS_TEST_SCORED_STORE")
+    source = Path(scored) if scored else request.getfixturevalue("scored_mini_store")
+    folder = tmp_path_factory.mktemp("demo")
+    shutil.copy(source, folder / "demo.duckdb")
+    run_demo(Store(folder / "demo.duckdb"), out_dir=folder / "demo-out", sandbox="docker", say=lambda _line: None)
+    return folder / "demo.duckdb"
+
+
+@pytest.fixture
+def demo_server(demo_store: Path, tmp_path: Path) -> str:
+    from tests.app.test_e2e import _serve
+
+    shutil.copy(demo_store, tmp_path / "demo.duckdb")
+    yield from _serve(tmp_path / "demo.duckdb")

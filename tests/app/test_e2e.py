@@ -44,32 +44,6 @@ def server(app_db: Path) -> str:
     yield from _serve(app_db)
 
 
-@pytest.fixture(scope="session")
-def demo_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's store: every harness agent's real Docker runs of the mini-suite, scored, then mined by
-    `failatlas demo` (which does only what is missing: insights, embeddings, clustering, taxonomy, exports). Built
-    once per session; each test serves its own copy. $FAILATLAS_TEST_SCORED_STORE may name a store that
-    `scored_mini_store` built before (runs and scores only), to skip the Docker runs when re-running these tests."""
-    import shutil
-
-    from failatlas.demo import run_demo
-
-    scored = os.environ.get("FAILATLAS_TEST_SCORED_STORE")
-    source = Path(scored) if scored else request.getfixturevalue("scored_mini_store")
-    folder = tmp_path_factory.mktemp("demo")
-    shutil.copy(source, folder / "demo.duckdb")
-    run_demo(Store(folder / "demo.duckdb"), out_dir=folder / "demo-out", sandbox="docker", say=lambda _line: None)
-    return folder / "demo.duckdb"
-
-
-@pytest.fixture
-def demo_server(demo_store: Path, tmp_path: Path) -> str:
-    import shutil
-
-    shutil.copy(demo_store, tmp_path / "demo.duckdb")
-    yield from _serve(tmp_path / "demo.duckdb")
-
-
 @pytest.fixture
 def trail_server(shared_data: Path, tmp_path: Path) -> str:
     db = tmp_path / "trail.duckdb"

@@ -13,15 +13,7 @@ import pytest
 
 from failatlas.store import Store
 from tests.app import walk
-from tests.app.test_e2e import (  # noqa: F401 - demo_server and demo_store are fixtures
-    LAPTOP,
-    _grid_rows,
-    _not_cut,
-    _page,
-    _shots,
-    demo_server,
-    demo_store,
-)
+from tests.app.test_e2e import LAPTOP, _grid_rows, _not_cut, _page, _shots
 
 FAULT = "fault-wrong-constant"  # restores the reference with one constant changed: its diff differs from gold's
 
