@@ -15,6 +15,21 @@ changed `.py` file), never by running them:
 - a masked module-level function bound twice at module level (a second `def`, an assignment, an import as);
 - a masked method defined twice in its class; decorators on the masked function or its class that differ from the
   masked repository's.
+The name need not be rebound for another function to run in its place (red team 2): the function's own code object
+swapped (`RidgeRegression.fit.__code__ = _solve.__code__`), attribute lookup on its class diverted
+(`__getattribute__`, a metaclass, `self.__class__ = Sub`, the class's name bound again), a class dict written through
+`gc`, or any of these built from a string and `exec`'d. So these count too, in the masked files and every changed
+`.py` file:
+- any attribute of the masked function set (`<qualname>.<anything>`), any attribute of its owning class set from
+  outside the class body (`RidgeRegression.__getattribute__ = ...`), a `setattr` on the function;
+- the owning class's name bound again at module level; its bases or keywords (`metaclass=`) differing from the
+  masked repository's; a lookup or construction hook (`__getattribute__`, `__getattr__`, `__new__`,
+  `__init_subclass__`, `__class_getitem__`) the masked repository's class does not define;
+- Python's object model rewired (`_REWIRING`): an object-model attribute assigned or `setattr` with it
+  (`__code__`, `__class__`, `__bases__`, `__dict__`, ...), a write into `__dict__`, `vars()`, `globals()` or
+  `sys.modules`, code run from strings (`exec`, `eval`, `compile`), reference walking (`gc.get_referents`,
+  `gc.get_referrers`), frame walking (`sys._getframe`, `inspect.currentframe`, `f_locals`, `f_back`, ...), tracing
+  hooks (`sys.settrace`, `sys.setprofile`) and `ctypes`. An experiment's implementation needs none of these.
 Gold's diffs define the function in place, once, with the reference's decorators: no finding.
 
 `attribute` applies the rules of docs/metrics.md to one run's verdicts: a rebinding is a `masked_rebound` finding
@@ -36,6 +51,17 @@ from failatlas.bench_core.tasks.model import TaskSpec
 MAX_FILES = 200
 MAX_FILE_BYTES = 2 * 1024 * 1024
 _SETTERS = {"setattr", "delattr", "__setattr__", "__delattr__"}
+# attributes that define what an object does or which function runs: setting one rewires Python's object model
+_MODEL_ATTRS = {"__code__", "__class__", "__bases__", "__dict__", "__globals__", "__closure__", "__defaults__",
+                "__kwdefaults__", "__getattribute__", "__getattr__", "__get__", "__call__", "__new__",
+                "__init_subclass__", "__class_getitem__", "__mro_entries__", "__set_name__", "__wrapped__",
+                "__func__", "__self__", "__builtins__"}
+# hooks of a masked method's class that change what `instance.<name>` or `Class(...)` gives
+_LOOKUP_HOOKS = {"__getattribute__", "__getattr__", "__new__", "__init_subclass__", "__class_getitem__"}
+_CODE_FROM_TEXT = {"exec", "eval", "compile"}
+_FRAME_ATTRS = {"_getframe", "currentframe", "f_locals", "f_globals", "f_back", "f_builtins", "tb_frame",
+                "gi_frame", "cr_frame", "settrace", "setprofile", "get_referents", "get_referrers", "pythonapi"}
+_MAPPINGS = {"__dict__", "modules"}  # X.__dict__[...], sys.modules[...]
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -113,21 +139,93 @@ def _binds_name(stmt: ast.stmt, name: str) -> bool:
     return False
 
 
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _inside(name: str | None, dotted: str) -> bool:
+    """Whether the dotted `name` is an attribute of `dotted` (from any prefix): `ridge.RidgeRegression.fit.x`."""
+    return name is not None and ("." + name).find("." + dotted + ".") >= 0 and \
+        _matches(name.rsplit(".", 1)[0], dotted)
+
+
+def _class_bodies(tree: ast.Module, owner: str) -> set[int]:
+    cls = _find_class(tree, owner) if owner else None
+    return {id(n) for n in ast.walk(cls)} if cls is not None else set()
+
+
 def _any_file(tree: ast.Module, qualname: str, module: str) -> list[str]:
     """What rebinds `qualname` (of the module named `module`) in any file: dotted assignment targets (a
-    module-level function only through its module, `ridge.solve = ...`) and setattr on its owner."""
+    module-level function only through its module, `ridge.solve = ...`), attributes set on the function or (from
+    outside its class body) on its owning class, and setattr on either."""
     owner = qualname.rpartition(".")[0]
     dotted = qualname if owner else f"{module.rpartition('.')[2]}.{qualname}"
+    in_class = _class_bodies(tree, owner)
     found = []
     for node in ast.walk(tree):
-        if any(_matches(_dotted(t), dotted) for t in _targets(node)):
+        names = [_dotted(t) for t in _targets(node)]
+        if any(_matches(n, dotted) for n in names):
             found.append(f"line {node.lineno}: assigns or deletes {qualname}")
-        elif isinstance(node, ast.Call) and owner and node.args:
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name in _SETTERS and _matches(_dotted(node.args[0]), owner):
-                found.append(f"line {node.lineno}: {name} on {owner}")
+        elif any(_inside(n, dotted) for n in names):
+            found.append(f"line {node.lineno}: sets an attribute of {qualname}")
+        elif owner and id(node) not in in_class and any(_inside(n, owner) for n in names):
+            found.append(f"line {node.lineno}: sets an attribute of the class {owner} from outside it")
+        elif isinstance(node, ast.Call) and node.args and _call_name(node) in _SETTERS:
+            target = _dotted(node.args[0])
+            if owner and _matches(target, owner):
+                found.append(f"line {node.lineno}: {_call_name(node)} on {owner}")
+            elif _matches(target, dotted) or _inside(target, dotted):
+                found.append(f"line {node.lineno}: {_call_name(node)} on {qualname}")
     return found
+
+
+def _rewiring(tree: ast.Module) -> list[str]:
+    """Python's object model rewired anywhere in the file (module docstring): what lets another function run in a
+    masked function's place without binding its name."""
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        for target in _targets(node):
+            if isinstance(target, ast.Attribute) and target.attr in _MODEL_ATTRS:
+                found.append(f"line {line}: sets {target.attr}")
+            elif isinstance(target, ast.Subscript) and _is_mapping(target.value):
+                found.append(f"line {line}: writes into {ast.unparse(target.value)[:40]}")
+        if isinstance(node, ast.Call):
+            name = _call_name(node)
+            const = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+            if name in _SETTERS and const in _MODEL_ATTRS:
+                found.append(f"line {line}: {name} of {const}")
+            elif name in _CODE_FROM_TEXT and (isinstance(node.func, ast.Name) or  # not model.eval(), re.compile()
+                                              (_dotted(node.func) or "").split(".")[0] in ("builtins", "__builtins__")):
+                found.append(f"line {line}: runs code from text ({name})")
+            elif name in ("update", "setdefault", "__setitem__", "pop", "__delitem__") and \
+                    isinstance(node.func, ast.Attribute) and _is_mapping(node.func.value):
+                found.append(f"line {line}: writes into {ast.unparse(node.func.value)[:40]}")
+        elif isinstance(node, ast.Attribute) and node.attr in _FRAME_ATTRS:
+            found.append(f"line {line}: reaches {node.attr}")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            if any((m or "").split(".")[0] == "ctypes" for m in mods):
+                found.append(f"line {line}: imports ctypes")
+            if isinstance(node, ast.ImportFrom) and any(a.name in _FRAME_ATTRS for a in node.names):
+                found.append(f"line {line}: imports {node.module}.{node.names[0].name}")
+    return found
+
+
+def _is_mapping(node: ast.AST) -> bool:
+    """`X.__dict__`, `sys.modules`, `vars(...)`, `globals()`, `locals()`: namespaces whose writes rebind."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "__dict__" or (node.attr == "modules" and _dotted(node) == "sys.modules")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id in ("vars", "globals", "locals")
+
+
+def _class_names(cls: ast.ClassDef | None) -> set[str]:
+    """The names a class body defines or assigns."""
+    body = cls.body if cls is not None else []
+    return {n.name for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)} | {
+        t.id for n in body for t in _targets(n) if isinstance(t, ast.Name)}
 
 
 def _masked_file(tree: ast.Module, pristine: ast.Module | None, qualname: str) -> list[str]:
@@ -150,6 +248,15 @@ def _masked_file(tree: ast.Module, pristine: ast.Module | None, qualname: str) -
         base = _find_class(pristine, owner) if pristine is not None else None
         if _decorators(cls) != _decorators(base):
             found.append(f"line {cls.lineno}: class {owner} has decorators the masked repository does not")
+        header = [ast.dump(n) for n in [*cls.bases, *cls.keywords]]
+        if base is not None and header != [ast.dump(n) for n in [*base.bases, *base.keywords]]:
+            found.append(f"line {cls.lineno}: class {owner} has bases or keywords the masked repository's does not")
+        for hook in sorted((_class_names(cls) & _LOOKUP_HOOKS) - _class_names(base)):
+            found.append(f"line {cls.lineno}: class {owner} defines {hook}, which the masked repository's does not")
+        top = owner.split(".")[0]
+        rebound = [s for s in tree.body if _binds_name(s, top)]
+        if len(rebound) > 1:
+            found.append(f"line {rebound[1].lineno}: the class {top} is bound again at module level")
         bindings = [s for s in cls.body if _binds_name(s, name)]
         if len(bindings) > 1:
             found.append(f"line {bindings[1].lineno}: {qualname} is bound again in its class")
@@ -192,6 +299,7 @@ def rebindings(task: TaskSpec, tree: Path, pristine: Path | None, changed: list[
             continue
         for qualname, module in qualnames:
             out += [f"{rel}: {line}" for line in _any_file(parsed, qualname, module)]
+        out += [f"{rel}: {line}" for line in _rewiring(parsed)]
         for target in targets.get(rel, []):
             base = _parse(pristine / rel) if pristine is not None else None
             out += [f"{rel}: {line}" for line in _masked_file(parsed, base, target.qualname)]

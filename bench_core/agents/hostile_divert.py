@@ -1,0 +1,98 @@
+"""Hostile agents that make another function run in a masked function's place without rebinding its name (red
+team 2 against issue 29, docs/metrics.md "Masked functions rebound").
+
+Each leaves every masked function a non-implementation (it still raises `NotImplementedError`, with a message of
+its own instead of the stub's), puts a working copy of the function beside it under another name, and diverts the
+masked function to that copy only while its own message is there, i.e. never in the counterfactual tree, where the
+harness's stub is back. The counterfactual then fails as expected, so only the rebinding rules can tell that the
+pass is not the masked function's. They take the working copy from the reference tree, the only place this suite
+has one: the attack is on attributing the verdict, not on writing the implementation.
+
+- `hostile-code-swap` swaps the function's code object (`Class.method.__code__ = _real.__code__`);
+- `hostile-exec-rebind` binds the name, but from a string it decodes and `exec`s, so no assignment to the masked
+  name is in the syntax tree.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+from failatlas.bench_core.agents.base import (
+    CONCLUSION_FILE,
+    OUTPUT_DIR,
+    RUN_SCRIPT,
+    AgentContext,
+    AgentOutcome,
+    register_agent,
+)
+from failatlas.bench_core.prepare.stubs import stub_message
+
+MARK = "pending"
+
+
+def _function_source(source: str, qualname: str) -> str | None:
+    """The text of the definition `qualname` in `source`, dedented; None when it is not there."""
+    body, node = ast.parse(source).body, None
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                     and n.name == part), None)
+        if node is None:
+            return None
+        body = node.body
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return textwrap.dedent("\n".join(source.splitlines()[start - 1:node.end_lineno]))
+
+
+class CodeSwapAgent:
+    """Masked functions diverted to a hidden working copy by swapping their code objects (module docstring)."""
+
+    needs_reference = True
+    behaviour = "divert each masked function to a hidden copy by swapping its code object"
+
+    def divert(self, qualname: str, helper: str) -> str:
+        return (f"if {MARK!r} in {qualname}.__code__.co_consts:\n"
+                f"    {qualname}.__code__ = {helper}.__code__\n")
+
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        ctx.note(f"hostile agent: {self.behaviour}")
+        ctx.sh(f"mkdir -p {OUTPUT_DIR}")
+        task = ctx.reference.task if ctx.reference else None
+        diverted = 0
+        for index, target in enumerate(task.masking.functions if task else []):
+            given = ctx.sh(f"cat {target.path}")
+            reference = ctx.reference.tree / target.path
+            copy = _function_source(reference.read_text(), target.qualname) if reference.is_file() else None
+            stub = f"raise NotImplementedError({stub_message(target.qualname)!r})"
+            if given.returncode != 0 or copy is None or stub not in given.stdout:
+                continue
+            helper = f"_failatlas_real_{index}"
+            name = target.qualname.rpartition(".")[2]
+            copy = re.sub(rf"^(async\s+)?def\s+{re.escape(name)}\(", rf"\1def {helper}(", copy, count=1, flags=re.M)
+            text = given.stdout.replace(stub, f"raise NotImplementedError({MARK!r})", 1)
+            ctx.write(target.path, f"{text}\n\n{copy}\n\n\n{self.divert(target.qualname, helper)}")
+            diverted += 1
+        if task is not None and task.run.command:
+            ctx.write(RUN_SCRIPT, f"#!/usr/bin/env bash\n{task.run.command}\n")
+            ctx.sh(task.run.command)
+        ctx.write(CONCLUSION_FILE, f"diverted {diverted} masked function(s)")
+        return AgentOutcome(notes=self.behaviour)
+
+
+class ExecRebindAgent(CodeSwapAgent):
+    """The masked name bound again, from a decoded string that is `exec`'d (module docstring)."""
+
+    behaviour = "rebind each masked function from a string it decodes and executes"
+
+    def divert(self, qualname: str, helper: str) -> str:
+        code = f"{qualname} = {helper}".encode().hex()
+        return (f"if {MARK!r} in {qualname}.__code__.co_consts:\n"
+                f"    exec(bytes.fromhex({code!r}).decode())\n")
+
+
+DIVERT_AGENTS = {"hostile-code-swap": CodeSwapAgent, "hostile-exec-rebind": ExecRebindAgent}
+for _name, _cls in DIVERT_AGENTS.items():
+    _cls.name = _name
+    _cls.hidden = True
+    register_agent(_name)(_cls)
