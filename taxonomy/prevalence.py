@@ -34,7 +34,7 @@ from failatlas.taxonomy.inputs import query_frame
 from failatlas.taxonomy.model import PHASE_ORDER, UNASSIGNED
 
 Unit = Literal["insights", "runs", "tasks"]
-By = Literal["agent", "model", "benchmark"]
+By = Literal["agent", "model", "benchmark", "paper", "setting"]
 UNKNOWN_GROUP = "(unknown)"
 UNASSIGNED_NAME = "Unassigned"
 
@@ -61,11 +61,14 @@ SELECT ift.insight_id, ift.failure_type_id, i.phase,
        coalesce(s.agent, r.agent) AS agent,
        coalesce(s.model, r.model) AS model,
        coalesce(s.benchmark, r.benchmark) AS benchmark,
+       coalesce(s.paper_id, t.paper_id) AS paper,
+       r.setting,
        CASE WHEN s.insight_id IS NULL THEN i.n_occurrences ELSE 1 END AS weight
 FROM insight_failure_types ift
 JOIN insights i ON i.id = ift.insight_id
 LEFT JOIN insight_sources s ON s.insight_id = ift.insight_id
 LEFT JOIN runs r ON r.id = s.run_id
+LEFT JOIN tasks t ON t.id = coalesce(s.task_id, r.task_id)
 WHERE ift.taxonomy_id = ?
 """
 
@@ -138,8 +141,9 @@ def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | Non
     benchmarks = occ["benchmark"].drop_nulls().unique().to_list()
     runs = query_frame(
         store,
-        "SELECT id AS run_id, task_id, agent, model, benchmark FROM runs"
-        " WHERE benchmark IN (SELECT unnest(?::VARCHAR[])) AND status <> 'infra_error'",
+        "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.benchmark, t.paper_id AS paper, r.setting"
+        " FROM runs r LEFT JOIN tasks t ON t.id = r.task_id"
+        " WHERE r.benchmark IN (SELECT unnest(?::VARCHAR[])) AND r.status <> 'infra_error'",
         [benchmarks],
     )
     frames = [occ.select(column, _group_expr(by)), runs.select(column, _group_expr(by))]
@@ -160,16 +164,16 @@ def prevalence(
     `count`, `total`, `share`, `ci_low`, `ci_high` (95%: for `insights` a percentile bootstrap of `n_boot` draws,
     seeded, null for a phase's only row; for `runs`/`tasks` Wilson's score interval; see the module's notes).
 
-    `by` splits by agent, model or benchmark (missing values become '(unknown)'); the 'unassigned' bucket is a
-    row like any other. Rows are ordered by group, phase (paper order), category and then count. Raises
-    NotFoundError for an unknown taxonomy, ConfigError for a bad `by`/`unit`, and InputError for
+    `by` splits by agent, model, benchmark, paper or setting (the run's; missing values become '(unknown)'); the
+    'unassigned' bucket is a row like any other. Rows are ordered by group, phase (paper order), category and then
+    count. Raises NotFoundError for an unknown taxonomy, ConfigError for a bad `by`/`unit`, and InputError for
     `runs`/`tasks`
     when no insight names a run or task.
     """
     if unit not in ("insights", "runs", "tasks"):
         raise ConfigError(f"unknown unit '{unit}'", hint="use insights, runs or tasks")
-    if by not in (None, "agent", "model", "benchmark"):
-        raise ConfigError(f"unknown breakdown '{by}'", hint="use agent, model or benchmark")
+    if by not in (None, "agent", "model", "benchmark", "paper", "setting"):
+        raise ConfigError(f"unknown breakdown '{by}'", hint="use agent, model, benchmark, paper or setting")
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     occ = query_frame(store, _OCCURRENCES_SQL, [taxonomy_id])
     types = query_frame(store, _TYPES_SQL, [taxonomy_id])

@@ -50,3 +50,26 @@ def score_groups(store: Store, by: str = "agent", n_boot: int = 1000) -> pl.Data
         return pl.DataFrame()
     keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by] or scores[k].drop_nulls().len() > 0]
     return summarise(scores, keys, n_boot=n_boot).sort(keys, nulls_last=True)
+
+
+_COMPARE_VALUES = {
+    # the paper an insight's source names, else its run's task's; the setting its run was given
+    "paper": """SELECT coalesce(s.paper_id, t.paper_id) AS v FROM insight_sources s
+                LEFT JOIN runs r ON r.id = s.run_id LEFT JOIN tasks t ON t.id = coalesce(s.task_id, r.task_id)
+                UNION ALL SELECT t.paper_id FROM runs r JOIN tasks t ON t.id = r.task_id""",
+    "setting": "SELECT r.setting AS v FROM insight_sources s JOIN runs r ON r.id = s.run_id"
+               " UNION ALL SELECT setting FROM runs",
+}
+
+
+def compare_group_options(store: Store) -> dict[str, list[str]]:
+    """The papers and settings Compare can put side by side (as `taxonomy.prevalence(by=...)` groups them): those
+    the insights' sources or the runs name; a dimension the store names none of is left out."""
+    out: dict[str, list[str]] = {}
+    with store.read() as conn:
+        for dim, sql in _COMPARE_VALUES.items():
+            rows = conn.execute(f"SELECT DISTINCT v FROM ({sql}) WHERE v IS NOT NULL AND v <> '' ORDER BY 1"  # noqa: S608
+                                ).fetchall()
+            if rows:
+                out[dim] = [r[0] for r in rows]
+    return out

@@ -97,3 +97,27 @@ def test_the_app_numbers_equal_the_report_exports(groups_db: Path, tmp_path: Pat
         assert int(row["runs"]) == r["runs"]
         for metric in ("D", "I", "E", "M·C·D·I·E"):
             assert (row[metric] in ("", "nan")) if r[metric] != r[metric] else float(row[metric]) == r[metric]
+
+
+def test_compare_offers_papers_and_settings_once_the_store_names_them(app_db: Path, taxonomy_id: str,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    from failatlas.store import Store
+    from failatlas.taxonomy import prevalence
+
+    at = _render(app_db, monkeypatch, page="compare", by="paper", unit="insights")
+    assert at.selectbox(key="cmp_by").options == ["agent", "model", "benchmark", "paper"]  # no run has a setting
+    assert (at.selectbox(key="cmp_left_paper").value, at.selectbox(key="cmp_right_paper").value) in (
+        ("paper-A", "paper-B"), ("paper-B", "paper-A"))
+    left = at.selectbox(key="cmp_left_paper").value
+    by_paper = prevalence(Store(str(app_db)), taxonomy_id, by="paper")
+    expected = by_paper.filter(by_paper["group"] == left)
+    shown = [int(c.split()[-1].split("/")[0]) for d in at.dataframe for c in d.value["left"]]  # '50.0 [..] 2/4'
+    assert sorted(c for c in shown if c) == sorted(c for c in expected["count"].to_list() if c)
+    assert expected["count"].sum() > 0
+    with Store(str(app_db)).write() as conn:
+        conn.execute("UPDATE runs SET setting = CASE WHEN id IN ('r1', 'r2') THEN 'partial_code'"
+                     " ELSE 'full_code' END")
+    at = _render(app_db, monkeypatch, page="compare", by="setting", unit="runs")
+    assert at.selectbox(key="cmp_by").value == "setting"
+    assert set(at.selectbox(key="cmp_left_setting").options) == {"partial_code", "full_code"}
+    assert at.dataframe and not at.warning

@@ -1,7 +1,7 @@
-"""Compare: two agents (or models, benchmarks) side by side on the same taxonomy, from `taxonomy.prevalence`: per
-failure type each side's share with its interval, and the difference of the two shares with Newcombe's hybrid score
-interval. Every agent that ran is offered, the reference `gold` included; a value asked for in the URL that the
-store does not hold is said, never replaced silently."""
+"""Compare: two agents (or models, benchmarks, papers, settings) side by side on the same taxonomy, from
+`taxonomy.prevalence`: per failure type each side's share with its interval, and the difference of the two shares
+with Newcombe's hybrid score interval. Every agent that ran is offered, the reference `gold` included; a value
+asked for in the URL that the store does not hold is said, never replaced silently."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from failatlas.taxonomy.tables import COUNT_HEADERS, UNIT_NOUNS, unit_count
 
 UNITS = {"share of insights": "insights", "share of runs": "runs", "share of tasks": "tasks"}
 DIMENSIONS = ["agent", "model", "benchmark"]
+EXTRA_DIMENSIONS = ("paper", "setting")  # offered once the store names a paper (setting)
 REFERENCE = "gold"
 LABEL_WIDTH = 44  # characters per line of a failure type's name on the chart's axis
 
@@ -105,13 +106,15 @@ def render(ctx: Context) -> None:
     if not show_next_steps(ctx, ("taxonomies",)):
         return
     cols = st.columns([2, 3, 3, 3])
+    groups = ctx.q("compare_group_options")  # papers and settings, where the store names any
+    dimensions = DIMENSIONS + [d for d in EXTRA_DIMENSIONS if d in groups]
     wanted_by = param("by")
-    if wanted_by is not None and wanted_by not in DIMENSIONS:
+    if wanted_by is not None and wanted_by not in dimensions:
         st.warning(f"Compare by {code(wanted_by)} is not available; comparing agents. Choose from "
-                   f"{', '.join(DIMENSIONS)}.")
-    by = cols[0].selectbox("Compare", DIMENSIONS, key="cmp_by",
-                           index=DIMENSIONS.index(wanted_by) if wanted_by in DIMENSIONS else 0)
-    options = ctx.q("compare_options").get(by, [])
+                   f"{', '.join(dimensions)}.")
+    by = cols[0].selectbox("Compare", dimensions, key="cmp_by",
+                           index=dimensions.index(wanted_by) if wanted_by in dimensions else 0)
+    options = {**ctx.q("compare_options"), **groups}.get(by, [])
     if len(options) < 2:
         st.info(f"The store names fewer than two of {md(by)}; nothing to compare.")
         return
