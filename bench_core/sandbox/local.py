@@ -162,6 +162,9 @@ class LocalSandbox:
                               duration_s=time.monotonic() - started)
         except OSError as exc:
             raise SandboxError(f"cannot start a local command: {exc}") from exc
+        except BaseException:  # Ctrl-C while the command was being started: it may run already, unseen
+            procs.kill_tree(None, f"{MARKER_VAR}={marker}".encode())
+            raise
         out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
         reason = self._pump(proc, out, err, deadline=started + timeout, marker=marker)
         returncode = proc.wait()

@@ -70,8 +70,23 @@ def marked_processes(marker: bytes) -> list[int]:
     return found
 
 
-def kill_tree(sid: int, marker: bytes, rounds: int = 10) -> None:
-    """SIGKILL the session `sid` and every process carrying `marker`, until none is left (forks included)."""
+def kill_tree(sid: int | None, marker: bytes, rounds: int = 10) -> None:
+    """SIGKILL the session `sid` and every process carrying `marker`, until none is left (forks included).
+    `sid` None: the command's session is not known (Ctrl-C while it was being started); `marker` finds it."""
+    if sid is None or sid <= 1:  # never killpg(0) (our own group) nor a negative or init's group
+        for _ in range(rounds):
+            targets = marked_processes(marker)
+            if not targets:
+                return
+            for pid in targets:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        return
+    # The session first, before any scan of /proc: a scan reads every process's files, which on a busy machine
+    # takes longer than Ctrl-C's grace (the runner ends a worker 0.5 s after the signal, and its agent's commands
+    # outlived it); the scans then find what left the session (setsid) and what forked meanwhile.
+    with contextlib.suppress(OSError):
+        os.killpg(sid, signal.SIGKILL)
     for _ in range(rounds):
         targets = {p.pid for p in session_processes(sid)} | set(marked_processes(marker))
         if not targets:

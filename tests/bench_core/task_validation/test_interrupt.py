@@ -1,7 +1,7 @@
 """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) stops a long `bench run` with parallel
 workers without waiting for their runs, says how to resume, records the stage as interrupted, leaves no half run in
-the store, and the same command then does the work once. (How fast it stops is measured in
-benchmarks/cli_interrupt.py, never here.)"""
+the store, and the same command then does the work once; three times in a row, each within 2 s of the signal
+(issue 32, item 8; benchmarks/cli_interrupt.py measures the Docker sandbox too)."""
 
 from __future__ import annotations
 
@@ -43,35 +43,54 @@ def _tasks(tmp_path: Path, n: int) -> list[TaskSpec]:
     return out
 
 
-def test_ctrl_c_stops_parallel_runs_and_the_same_command_resumes(tmp_path: Path):
-    db = tmp_path / "s.duckdb"
+REPEATS = 3
+STOP_S = 2.0  # issue 32, item 8: Ctrl-C stops every long command within 2 s
+
+
+def _interrupted(root: Path) -> tuple[float, list[str], Path, dict[str, str]]:
+    """A `bench run` with two workers on four slow tasks, SIGINT to its process group once both agents run:
+    (seconds from the signal until the command exited, the command, the store, its environment)."""
+    db = root / "s.duckdb"
     store = open_store(db)
-    save_tasks(store, _tasks(tmp_path, 4))
+    save_tasks(store, _tasks(root, 4))
     del store
-    flag = tmp_path / "go"
+    flag = root / "go"
     cmd = [sys.executable, "-m", "failatlas", "--db", str(db), "bench", "run", "--agent", "command", "--param",
            f"command=test -e {flag} || sleep {SLEEP}", "--benchmark", "toy", "--workers", "2", "--sandbox", "local",
-           "--runs-dir", str(tmp_path / "runs")]
+           "--runs-dir", str(root / "runs")]
     env = {**os.environ, "FAILATLAS_NO_PROGRESS": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
     deadline = time.monotonic() + 120
     while len(_sleeping()) < 2 and time.monotonic() < deadline:  # both workers' agents under way
-        time.sleep(0.5)
+        time.sleep(0.2)
+    assert len(_sleeping()) >= 2, "the agents never started"
+    signalled = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=60)  # far less than the 117 s each run would take
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         raise AssertionError("Ctrl-C did not stop `bench run`") from None
+    seconds = time.monotonic() - signalled
     assert proc.returncode == 130 and "interrupted; re-run the same command to resume" in err.decode()
-    time.sleep(1)
-    assert _sleeping() == []  # no agent command outlives the interrupted runs
-    store = open_store(db)
-    assert store.query("SELECT stage, status FROM stage_runs WHERE stage = 'bench.run'") == [
-        ("bench.run", "interrupted")]
-    assert store.query("SELECT count(*) FROM runs") == [(0,)]  # no run finished: none is stored, none half
-    del store
     flag.touch()
+    return seconds, cmd, db, env
+
+
+def test_ctrl_c_stops_parallel_runs_within_2_s_and_the_same_command_resumes(tmp_path: Path):
+    stops = []
+    for n in range(REPEATS):
+        seconds, cmd, db, env = _interrupted(tmp_path / str(n))
+        stops.append(seconds)
+        time.sleep(1)
+        assert _sleeping() == []  # no agent command outlives the interrupted runs
+        store = open_store(db)
+        assert store.query("SELECT stage, status FROM stage_runs WHERE stage = 'bench.run'") == [
+            ("bench.run", "interrupted")]
+        assert store.query("SELECT count(*) FROM runs") == [(0,)]  # no run finished: none is stored, none half
+        del store
+    assert all(s <= STOP_S for s in stops), f"SIGINT to exit, s: {[round(s, 2) for s in stops]} (load " \
+        f"{os.getloadavg()[0]:.1f})"
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert again.returncode == 0, again.stderr
     store = open_store(db)
