@@ -12,7 +12,10 @@ has one: the attack is on attributing the verdict, not on writing the implementa
 - `hostile-exec-rebind` binds the name, but from a string it decodes and `exec`s, so no assignment to the masked
   name is in the syntax tree;
 - `hostile-shadow-package` leaves the masked module alone and puts a package of the same name beside it, which
-  `import` loads instead.
+  `import` loads instead;
+- `hostile-delegate` rebinds nothing: the masked module's code at import answers each hidden-test call (and the
+  re-run) from a private copy of the tree that holds the reference, which only the transplant tree
+  (`scoring/transplant.py`) tells apart.
 """
 
 from __future__ import annotations
@@ -134,8 +137,98 @@ class ShadowPackageAgent(CodeSwapAgent):
         return shadowed
 
 
+DELEGATE = r"""
+
+import inspect as _inspect
+import os as _os
+import shutil as _shutil
+import subprocess as _subprocess
+import sys as _sys
+import tempfile as _tempfile
+
+_REAL = {real!r}
+_FILE = {file!r}
+
+
+def _copy():
+    root = _os.path.dirname(_os.path.abspath(__file__))
+    for _ in range(_FILE.count("/")):
+        root = _os.path.dirname(root)
+    dest = _tempfile.mkdtemp()
+    _shutil.copytree(root, dest, dirs_exist_ok=True, ignore=_shutil.ignore_patterns(".git", ".failatlas*"))
+    with open(_os.path.join(dest, _FILE), "w") as handle:
+        handle.write(_REAL)
+    return root, dest
+
+
+def _delegate():
+    with open(__file__) as handle:
+        if _os.environ.get("FAILATLAS_RT_COPY") or ("NotImplementedError('pen" + "ding')") not in handle.read():
+            return
+    env = dict(_os.environ, FAILATLAS_RT_COPY="1")
+    found = {{}}
+    for info in _inspect.stack():
+        found.update(_inspect.getargvalues(info.frame).locals)
+    if "request" in found and "failatlas_wire" in _sys.modules:
+        root, dest = _copy()
+        with open(_os.path.join(dest, "request.json"), "wb") as handle:
+            handle.write(_sys.modules["failatlas_wire"].encode(found["request"]))
+        worker = _os.path.join(root, ".failatlas-hidden", "failatlas_worker.py")
+        out = _subprocess.run([_sys.executable, "-I", "-B", worker, "request.json"], cwd=dest, env=env,
+                              capture_output=True, text=True).stdout
+        line = [ln for ln in out.splitlines() if ln.startswith("FAILATLAS_REPLY ")][-1]
+        if "folder" in found and "number" in found:
+            with open(_os.path.join(found["folder"], "reply-%d.json" % found["number"]), "w") as handle:
+                handle.write(line[len("FAILATLAS_REPLY "):])
+        else:
+            found["reply"].write(line + "\n")
+            found["reply"].flush()
+        _os._exit(0)
+    if {command!r} and _os.path.basename(_sys.argv[0]) == {script!r}:
+        root, dest = _copy()
+        done = _subprocess.run({command!r}, shell=True, cwd=dest, env=env, capture_output=True, text=True)
+        for name in _os.listdir(dest):
+            if name.endswith(".json") and _os.path.isfile(_os.path.join(dest, name)):
+                _shutil.copy(_os.path.join(dest, name), root)
+        _sys.stdout.write(done.stdout)
+        _sys.stdout.flush()
+        _os._exit(done.returncode)
+
+
+_delegate()
+"""
+
+
+class DelegateAgent(CodeSwapAgent):
+    """Each masked file answers from a private copy (module docstring): at import in the hidden-test worker it finds
+    the request through `inspect.stack()`, runs the harness's worker on a copy of the tree holding the reference
+    file and hands back that reply as its own; under the run command it runs the copy's experiment and keeps its
+    results. The masked functions still raise, with the agent's message; where the stub is back it does nothing."""
+
+    behaviour = "answer the hidden tests and the re-run from a private copy that holds an implementation"
+
+    def plant(self, ctx: AgentContext) -> int:
+        task = ctx.reference.task
+        command = task.run.command or ""
+        script = command.split()[1] if command.startswith("python3 ") and len(command.split()) > 1 else ""
+        planted = 0
+        for path in dict.fromkeys(f.path for f in task.masking.functions):
+            given, reference = ctx.sh(f"cat {path}"), ctx.reference.tree / path
+            if given.returncode != 0 or not reference.is_file():
+                continue
+            text = given.stdout
+            for function in task.masking.functions:
+                if function.path == path:
+                    stub = f"raise NotImplementedError({stub_message(function.qualname)!r})"
+                    text = text.replace(stub, f"raise NotImplementedError({MARK!r})")
+            ctx.write(path, text + DELEGATE.format(real=reference.read_text(), file=path, command=command,
+                                                   script=script.rpartition("/")[2]))
+            planted += 1
+        return planted
+
+
 DIVERT_AGENTS = {"hostile-code-swap": CodeSwapAgent, "hostile-exec-rebind": ExecRebindAgent,
-                 "hostile-shadow-package": ShadowPackageAgent}
+                 "hostile-shadow-package": ShadowPackageAgent, "hostile-delegate": DelegateAgent}
 for _name, _cls in DIVERT_AGENTS.items():
     _cls.name = _name
     _cls.hidden = True

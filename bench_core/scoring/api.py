@@ -44,6 +44,7 @@ from failatlas.bench_core.scoring.literals import (
 )
 from failatlas.bench_core.scoring.monitor import Finding, monitor_findings
 from failatlas.bench_core.scoring.rebinding import attribute
+from failatlas.bench_core.scoring.transplant import transplant
 from failatlas.bench_core.scoring.validator import Validation, clean_trees, settle, validate
 from failatlas.bench_core.scoring.writes import write_scores
 from failatlas.bench_core.tasks.catalog import get_task
@@ -221,6 +222,15 @@ class _Trees:
         restored, tree = self.counterfactual_tree()
         return restored, (self.starter(tree) if tree is not None else None)
 
+    def transplant(self):
+        """What `JudgeInput.transplant` returns: the transplant tree's description and a sandbox starter (None:
+        not applicable or not buildable)."""
+        try:
+            restored = transplant(self.task, self.workspace, self.pristine, self.scratch / "transplant")
+        except InputError as exc:  # a masked path reached through the agent's link: nothing of the agent's is put in
+            restored = Restored(None, notes=[f"the transplant tree cannot be built: {exc.one_line()}"])
+        return restored, (self.starter(restored.path) if restored.path is not None else None)
+
 
 def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: ScoreParams, spec: dict,
                         literals: list[tuple[str, str, float]]) -> Validation:
@@ -303,7 +313,7 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
             inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine)
             if trees.patch_error is None:
                 inp = dataclasses.replace(inp, workspace=trees.workspace, start_sandbox=starter(trees.workspace),
-                                          counterfactual=trees.counterfactual)
+                                          counterfactual=trees.counterfactual, transplant=trees.transplant)
             verdicts += _judged([j for j in judges if j.needs_sandbox], inp)
             # a rebound masked function fails a hidden-test pass; a passing E beside failing hidden tests is not
             # trusted (rebinding.py, docs/metrics.md)
@@ -315,7 +325,8 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
             if lease is not None:
                 lease.release()
             shutil.rmtree(scratch, ignore_errors=True)
-    inp = dataclasses.replace(inp, workspace=None, start_sandbox=None, pristine=None, counterfactual=None)
+    inp = dataclasses.replace(inp, workspace=None, start_sandbox=None, pristine=None, counterfactual=None,
+                              transplant=None)
     verdicts += _judged([j for j in judges if not j.needs_sandbox], inp)
     return _Scored(findings, settle(validation, verdicts), verdicts)
 
@@ -329,6 +340,11 @@ def _counterfactual_findings(verdicts: list[Verdict]) -> list[Finding]:
             out.append(Finding("counterfactual", "warn", f"{v.judge}: the hidden tests also pass with the masked "
                                f"code restored to its stubs ({cf.get('passed')}/{cf.get('total')}), so the pass "
                                "did not come from the implementation"))
+        tp = (v.verdict or {}).get("transplant") or {}
+        if tp.get("status") == "failed_without_the_rest_of_the_diff":
+            out.append(Finding("counterfactual", "warn", f"{v.judge}: the hidden tests fail with only the agent's "
+                               f"masked functions on the masked repository ({tp.get('passed')}/{tp.get('total')}), "
+                               "so the pass came from code outside them"))
     return out
 
 

@@ -123,7 +123,8 @@ class JudgeInput:
     `execution-llm` judge reads when its outcome awaits a judge. `pristine`: the masked repository without the
     agent's diff (the hidden tests' trusted helpers). `counterfactual()`: the counterfactual tree (the masked parts
     restored to their stubs, `counterfactual.Restored`) and a sandbox starter for it (None: not applicable),
-    built on first use."""
+    built on first use; `transplant()` the same for the transplant tree (`transplant.py`: the pristine masked
+    repository with only the agent's masked functions put in)."""
 
     task: TaskSpec
     outputs: dict
@@ -134,6 +135,7 @@ class JudgeInput:
     validation: Validation | None = None
     pristine: Path | None = None
     counterfactual: Callable[[], tuple[Any, Callable[[dict[str, str]], Any] | None]] | None = None
+    transplant: Callable[[], tuple[Any, Callable[[dict[str, str]], Any] | None]] | None = None
 
 
 @dataclass

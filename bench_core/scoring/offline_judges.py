@@ -168,21 +168,24 @@ def _sandbox_run(paths: list[Path], start: StartSandbox, task: TaskSpec, pristin
     return run
 
 
-def _counterfactual(paths: list[Path], task: TaskSpec, pristine: Path | None,
-                    counterfactual: Counterfactual | None) -> dict:
-    """The hidden tests again with the masked parts restored to their stubs (counterfactual.py)."""
-    if counterfactual is None:
-        return {"status": "not_applicable", "note": "no counterfactual tree was given to this judge"}
-    restored, start = counterfactual()
+def _again(paths: list[Path], task: TaskSpec, pristine: Path | None, tree: Counterfactual | None, what: str,
+           passing: str, failing: str) -> dict:
+    """The hidden tests again on another tree of the run (`tree()`: its description and a sandbox starter): the
+    counterfactual (counterfactual.py, the masked parts restored to their stubs) or the transplant (transplant.py:
+    only the agent's masked functions, and what they name, on the pristine masked repository)."""
+    if tree is None:
+        return {"status": "not_applicable", "note": f"no {what} tree was given to this judge"}
+    restored, start = tree()
     if start is None:
         return {"status": "not_applicable", "note": "; ".join(restored.notes)}
     run = _sandbox_run(paths, start, task, pristine)
-    status = "passed_without_implementation" if run.ok else "failed_as_expected"
-    return {"status": status, "passed": len(run.passed), "total": run.total, "notes": restored.notes}
+    return {"status": passing if run.ok else failing, "passed": len(run.passed), "total": run.total,
+            "notes": restored.notes[:10]}
 
 
 def judge_hidden_tests(task: TaskSpec, start_sandbox: StartSandbox | None, *, pristine: Path | None = None,
-                       counterfactual: Counterfactual | None = None) -> Verdict:
+                       counterfactual: Counterfactual | None = None,
+                       transplant: Counterfactual | None = None) -> Verdict:
     """Run the hidden tests in a judge process on the host (`hidden.run_judge`) whose calls run the agent's code
     in a fresh sandbox from `start_sandbox(read_only_inputs)`, which holds the prepared repository with the
     agent's diff applied (None: the diff did not apply); `pristine` is the masked repository without the diff.
@@ -203,11 +206,19 @@ def judge_hidden_tests(task: TaskSpec, start_sandbox: StartSandbox | None, *, pr
         verdict["problems"] = run.problems
     score = len(run.passed) / total if total else 0.0
     if run.ok:
-        verdict["counterfactual"] = _counterfactual(paths, task, pristine, counterfactual)
+        verdict["counterfactual"] = _again(paths, task, pristine, counterfactual, "counterfactual",
+                                           "passed_without_implementation", "failed_as_expected")
         if verdict["counterfactual"]["status"] == "passed_without_implementation":
             sentences.append("The hidden tests also pass with the masked code restored to its stubs, so the pass "
                              "did not come from the implementation.")
             verdict["reported_score"], score = score, 0.0
+        else:
+            verdict["transplant"] = _again(paths, task, pristine, transplant, "transplant", "passed",
+                                           "failed_without_the_rest_of_the_diff")
+            if verdict["transplant"]["status"] == "failed_without_the_rest_of_the_diff":
+                sentences.append("The hidden tests fail with only the agent's masked functions (and what they name) "
+                                 "on the masked repository, so the pass came from code outside them.")
+                verdict["reported_score"], score = score, 0.0
     return Verdict("implementation", "hidden-tests", score=score, passed=run.ok and score > 0, verdict=verdict,
                    error_analysis=" ".join(sentences))
 
@@ -253,7 +264,7 @@ class HiddenTestsJudge(_OfflineJudge):
             return []
         try:
             return [judge_hidden_tests(inp.task, inp.start_sandbox, pristine=inp.pristine,
-                                       counterfactual=inp.counterfactual)]
+                                       counterfactual=inp.counterfactual, transplant=inp.transplant)]
         except (OSError, LookupError, InfrastructureError) as exc:
             return [Verdict("implementation", "hidden-tests", status="judge_failed",
                             reason=f"hidden tests could not run: {exc}")]

@@ -391,7 +391,8 @@ def attribute(task: TaskSpec, tree: Path | None, pristine: Path | None, changed:
         done = hidden.verdict.get("passed"), hidden.verdict.get("total")
         why = f"{CONSISTENCY}: the hidden tests of the masked code fail ({done[0]}/{done[1]} passed)"
         if hidden.verdict.get("rebound") or (hidden.verdict.get("counterfactual") or {}).get("status") == \
-                "passed_without_implementation":
+                "passed_without_implementation" or (hidden.verdict.get("transplant") or {}).get("status") == \
+                "failed_without_the_rest_of_the_diff":
             why = f"{CONSISTENCY}: the hidden tests' pass is not the masked code's"
         validation.outcome = "fabricated_result"
         validation.detail = f"{validation.detail}; not trusted: {why}".lstrip("; ")

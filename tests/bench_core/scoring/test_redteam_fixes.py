@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -358,3 +361,81 @@ def test_files_that_shadow_nothing_are_not_found(tmp_path, ridge):
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(text)
     assert rebindings(ridge, tree, masked, ["ridge.py", *files]) == []
+
+
+# ------------------------------------------------------- red team 2: the transplant tree (transplant.py)
+# /tmp/rt/hole3_delegate.sh: ridge.py, at import in the worker, found the request through inspect.stack() and
+# getargvalues (no rule names them), ran the harness's worker on a private copy whose fit was implemented, and wrote
+# that reply as its own; under run.py it ran the copy's run.py. I 7/7 (counterfactual failed as expected), E passed.
+
+def _transplanted(tmp_path, ridge, agent_text: str):
+    from failatlas.bench_core.prepare import prepare_workspace
+    from failatlas.bench_core.scoring.transplant import transplant
+
+    masked = Path(prepare_workspace(ridge, tmp_path / "masked").path)
+    tree = tmp_path / "agent"
+    shutil.copytree(masked, tree)
+    (tree / "ridge.py").write_text(agent_text)
+    return masked, tree, transplant(ridge, tree, masked, tmp_path / "transplant")
+
+
+def _hidden(ridge, tree: Path) -> tuple[int, int]:
+    from failatlas.bench_core.prepare.hidden_tests import run_hidden_tests
+
+    report = run_hidden_tests(ridge, tree)
+    return report.tests - report.failures - report.errors, report.tests
+
+
+def test_the_transplant_keeps_only_the_masked_functions_and_what_they_name(tmp_path, ridge):
+    """An honest implementation through a new helper function, a new method and a new constant passes there; code
+    at import that would do the work (the delegation's trigger) is left out, so a stub-like fit fails there."""
+    from failatlas.bench_core.prepare.leaks import task_path
+
+    reference = task_path(ridge, ridge.repository.local_path, field="repository.local_path")
+    text = (reference / "ridge.py").read_text()
+    body = text[text.index("        X = np.asarray(X, dtype=float)"):text.index("        return self\n") + 20]
+    honest = text.replace(body, "        return _solve(self, X, y)\n").replace(
+        "    def predict(", "    def _centre(self, X):\n        return X - X.mean(axis=0)\n\n    def predict(")
+    honest += ("\n\nEPS = 0.0\nUNUSED = print('never carried')\n\n\ndef _solve(model, X, y):\n"
+               "    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float) + EPS\n"
+               "    Xc = model._centre(X)\n"
+               "    gram = Xc.T @ Xc + model.alpha * np.eye(X.shape[1])\n"
+               "    model.coef_ = np.linalg.solve(gram, Xc.T @ (y - y.mean()))\n"
+               "    model.intercept_ = float(y.mean() - X.mean(axis=0) @ model.coef_)\n    return model\n")
+    masked, tree, restored = _transplanted(tmp_path, ridge, honest)
+    carried = (restored.path / "ridge.py").read_text()
+    assert "def _solve(" in carried and "def _centre(" in carried and "EPS = 0.0" in carried
+    assert "never carried" not in carried
+    assert _hidden(ridge, restored.path) == (7, 7)
+    # the delegation attack as `hostile-delegate` writes it: passes on its own tree, not on its transplant
+    from failatlas.bench_core.agents.hostile_divert import DELEGATE, MARK
+    from failatlas.bench_core.prepare.stubs import stub_message
+    from failatlas.bench_core.scoring.transplant import transplant
+
+    attack = tmp_path / "attack"
+    shutil.copytree(masked, attack)
+    stub = f"raise NotImplementedError({stub_message('RidgeRegression.fit')!r})"
+    (attack / "ridge.py").write_text((masked / "ridge.py").read_text().replace(
+        stub, f"raise NotImplementedError({MARK!r})") + DELEGATE.format(
+        real=text, file="ridge.py", command="python3 run.py", script="run.py"))
+    assert _hidden(ridge, attack) == (7, 7)
+    assert _hidden(ridge, transplant(ridge, attack, masked, tmp_path / "attack-t").path) == (2, 7)
+    ran = subprocess.run([sys.executable, "run.py"], cwd=attack, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and '"selected_alpha": 10.0' in (attack / "results.json").read_text()
+
+
+def test_a_definition_that_runs_agent_code_when_defined_is_not_carried(tmp_path, ridge):
+    from failatlas.bench_core.prepare import prepare_workspace
+
+    masked = Path(prepare_workspace(ridge, tmp_path / "m").path)
+    text = (masked / "ridge.py").read_text().replace(
+        "raise NotImplementedError('RidgeRegression.fit is masked: implement it')", "return _helper(self)")
+    assert "_helper(self)" in text
+    cases = {"decorator": "@_hook\ndef _helper(m):\n    return m\n",
+             "default": "def _helper(m, _=_hook()):\n    return m\n",
+             "class body": "class _helper:\n    X = _hook()\n",
+             "constant from agent code": "_helper = _hook()\n"}
+    for name, helper in cases.items():
+        _, _, restored = _transplanted(tmp_path / name.replace(" ", "_"), ridge,
+                                       text + "\n\ndef _hook(*a):\n    return print\n\n\n" + helper)
+        assert "_hook" not in (restored.path / "ridge.py").read_text(), name
