@@ -46,10 +46,20 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="a Python whose failatlas is the older version")
     parser.add_argument("--after", default=sys.executable, help="a Python whose failatlas is this version")
     parser.add_argument("--demo-arg", action="append", default=[], help="passed to both demos (repeatable)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="pairs of demos; the order alternates (before-after, after-before, ...) so that a "
+                        "machine's load drifting during the measurement weighs on both alike")
     args = parser.parse_args()
-    before = _demo(args.before, "before", args.demo_arg)
-    after = _demo(args.after, "after", args.demo_arg)
-    print(f"before {before:.0f} s, after {after:.0f} s: after / before = {after / before:.2f}")
+    totals = {"before": 0.0, "after": 0.0}
+    for n in range(args.rounds):
+        order = ("before", "after") if n % 2 == 0 else ("after", "before")
+        seconds = {label: _demo(getattr(args, label), label, args.demo_arg) for label in order}
+        for label in order:
+            totals[label] += seconds[label]
+        print(f"round {n + 1}: before {seconds['before']:.0f} s, after {seconds['after']:.0f} s: "
+              f"after / before = {seconds['after'] / seconds['before']:.2f}", flush=True)
+    print(f"before {totals['before']:.0f} s, after {totals['after']:.0f} s in {args.rounds} round(s): "
+          f"after / before = {totals['after'] / totals['before']:.2f}")
 
 
 if __name__ == "__main__":
