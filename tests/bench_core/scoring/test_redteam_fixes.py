@@ -439,3 +439,23 @@ def test_a_definition_that_runs_agent_code_when_defined_is_not_carried(tmp_path,
         _, _, restored = _transplanted(tmp_path / name.replace(" ", "_"), ridge,
                                        text + "\n\ndef _hook(*a):\n    return print\n\n\n" + helper)
         assert "_hook" not in (restored.path / "ridge.py").read_text(), name
+
+
+def test_an_agent_file_the_parser_chokes_on_leaves_the_stubs_and_raises_nothing(tmp_path, ridge):
+    from failatlas.bench_core.prepare import prepare_workspace
+
+    masked = Path(prepare_workspace(ridge, tmp_path / "m").path)
+    stub = (masked / "ridge.py").read_text()
+    deep = "(" * 5000 + "1" + ")" * 5000
+    cases = {"nested default": stub.replace("def fit(self, X, y):", f"def fit(self, X, y, z={deep}):"),
+             "not utf-8": b"\xff\xfe",
+             "huge": stub + "#" * (3 * 1024 * 1024)}
+    for name, text in cases.items():
+        _, _, restored = _transplanted(tmp_path / name.replace(" ", "_"), ridge, "")
+        agent = tmp_path / name.replace(" ", "_") / "agent" / "ridge.py"
+        agent.write_bytes(text if isinstance(text, bytes) else text.encode())
+        from failatlas.bench_core.scoring.transplant import transplant
+
+        again = transplant(ridge, agent.parent, masked, tmp_path / name.replace(" ", "_") / "t2")
+        assert (again.path / "ridge.py").read_text() == stub, name
+        assert any("stubs stay" in n for n in again.notes), (name, again.notes)
