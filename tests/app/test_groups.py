@@ -121,3 +121,21 @@ def test_compare_offers_papers_and_settings_once_the_store_names_them(app_db: Pa
     assert at.selectbox(key="cmp_by").value == "setting"
     assert set(at.selectbox(key="cmp_left_setting").options) == {"partial_code", "full_code"}
     assert at.dataframe and not at.warning
+
+
+def test_a_browser_shows_the_scores_grouped_by_paper(groups_db: Path):
+    """Real Chromium on the served app: the grouping from the URL is the one chosen and said above the table."""
+    from playwright.sync_api import expect
+
+    from tests.app.test_e2e import _page, _serve
+
+    served = _serve(groups_db)
+    url = next(served)
+    try:
+        with _page() as page:
+            page.goto(f"{url}/?group=paper", wait_until="networkidle")
+            expect(page.get_by_text("grouped by paper as failatlas bench report --by groups them")).to_be_visible(
+                timeout=60_000)
+            expect(page.get_by_text("Group the scores by")).to_be_visible()
+    finally:
+        served.close()
