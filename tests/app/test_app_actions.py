@@ -154,6 +154,10 @@ def test_the_drill_down_labels_an_insight_a_selection_and_a_type(app_db: Path, t
     at.button(key=f"unlabel_{torch}").click().run()
     assert TORCH[1] not in _labels(app_db) and "Removed 1 label." in _said(at)
 
+    at.button(key="drill_edit_implementation/T01").click().run()  # the type's edits: on the Taxonomy page
+    assert at.query_params["page"] == "taxonomy" and at.query_params["failure_type"] == "implementation/T01"
+    assert at.selectbox(key="tx_edit_rename_type").value == "implementation/T01"
+
 
 def test_the_taxonomy_page_renames_merges_and_splits(app_db: Path, taxonomy_id: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:

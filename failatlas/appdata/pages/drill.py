@@ -150,6 +150,8 @@ def _type_and_insights(ctx: Context) -> None:
                  .iter_rows(named=True), {})
         st.markdown(f"**{md(r['failure_type'])}** · {category} · {units(c)}")
         st.text(r["definition"])
+        if st.button("Rename, merge or split this type (Taxonomy page)", key=f"drill_edit_{chosen}"):
+            go("taxonomy", taxonomy=ctx.taxonomy_id, failure_type=chosen)
     current = param("insight")
     if current and wanted is None:
         # An insight opened from a link without its type (e.g. not in this taxonomy).

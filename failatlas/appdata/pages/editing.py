@@ -130,7 +130,7 @@ def taxonomy_edits(ctx: Context) -> None:
               for r in types.iter_rows(named=True)}
     ids = list(labels)
     current = ids.index(param("failure_type")) if param("failure_type") in ids else None  # the type in the URL
-    with st.expander("Edit the taxonomy: rename, merge or split types", expanded=pending(key)):
+    with st.expander("Edit the taxonomy: rename, merge or split types", expanded=pending(key) or current is not None):
         show_outcome(key)
         st.caption(f"Changes taxonomy {code(ctx.taxonomy_id)} and is saved as an edit: every later `taxonomy build` "
                    "applies it again to the types holding most of the same insights (as `failatlas taxonomy "
