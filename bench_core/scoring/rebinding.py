@@ -49,6 +49,7 @@ import ast
 import dataclasses
 import importlib.machinery
 import sys
+from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from failatlas.bench_core.hidden.relay import preload_modules
@@ -334,6 +335,20 @@ def shadows(task: TaskSpec, tree: Path, pristine: Path | None, changed: list[str
     return out
 
 
+def _new_in_diff(found: list[str], before: list[str]) -> list[str]:
+    """The findings ("line N: what") of the agent's file that its pristine version does not already hold as many
+    times: a repository's own `self.__dict__.update(...)` or `exec` is not the agent's doing."""
+    left = Counter(line.split(": ", 1)[-1] for line in before)
+    out = []
+    for line in found:
+        what = line.split(": ", 1)[-1]
+        if left[what] > 0:
+            left[what] -= 1
+        else:
+            out.append(line)
+    return out
+
+
 def rebindings(task: TaskSpec, tree: Path, pristine: Path | None, changed: list[str]) -> list[str]:
     """One line per rebinding of a masked function found in the agent's `tree` (module docstring): the masked
     files, compared with `pristine`, the changed `.py` files (at most MAX_FILES) and modules that shadow
@@ -355,9 +370,9 @@ def rebindings(task: TaskSpec, tree: Path, pristine: Path | None, changed: list[
             continue
         for qualname, module in qualnames:
             out += [f"{rel}: {line}" for line in _any_file(parsed, qualname, module)]
-        out += [f"{rel}: {line}" for line in _rewiring(parsed)]
+        base = _parse(pristine / rel) if pristine is not None and (pristine / rel).is_file() else None
+        out += [f"{rel}: {line}" for line in _new_in_diff(_rewiring(parsed), _rewiring(base) if base else [])]
         for target in targets.get(rel, []):
-            base = _parse(pristine / rel) if pristine is not None else None
             out += [f"{rel}: {line}" for line in _masked_file(parsed, base, target.qualname)]
     out += shadowing
     return list(dict.fromkeys(out))

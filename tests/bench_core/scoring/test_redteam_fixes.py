@@ -459,3 +459,22 @@ def test_an_agent_file_the_parser_chokes_on_leaves_the_stubs_and_raises_nothing(
         again = transplant(ridge, agent.parent, masked, tmp_path / name.replace(" ", "_") / "t2")
         assert (again.path / "ridge.py").read_text() == stub, name
         assert any("stubs stay" in n for n in again.notes), (name, again.notes)
+
+
+def test_rewiring_the_repository_already_holds_is_not_the_agents(tmp_path, ridge):
+    """A real repository's own `exec`, `globals().update(...)` or `import ctypes` in a file the agent edits is not
+    a diversion: only what the agent's version holds beyond its pristine version is."""
+    import shutil
+
+    from failatlas.bench_core.scoring.rebinding import rebindings
+
+    own = "\nimport ctypes\n_defaults = {'alpha': 1.0}\nglobals().update(_defaults)\nexec('_x = 1')\n"
+    tree, masked = _ridge_tree(tmp_path, ridge, own)  # gold's implementation, plus the repository's own lines
+    pristine = tmp_path / "pristine"
+    shutil.copytree(masked, pristine)
+    (pristine / "ridge.py").write_text((masked / "ridge.py").read_text() + own)
+    assert rebindings(ridge, tree, pristine, ["ridge.py"]) == []
+    assert rebindings(ridge, tree, masked, ["ridge.py"])  # the same lines, new in the agent's diff, are found
+    (tree / "ridge.py").write_text((tree / "ridge.py").read_text() + "globals().update({'fit': None})\n")
+    found = rebindings(ridge, tree, pristine, ["ridge.py"])
+    assert len(found) == 1 and "writes into globals()" in found[0], found
