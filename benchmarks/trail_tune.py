@@ -14,6 +14,7 @@ distinct statements, with the base vectors and with the tuned ones:
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -88,4 +89,5 @@ def run_tune_benchmark(args, qt) -> dict[str, Any]:  # noqa: ANN001
         print(f"| {r['direction']} | {r['encoder']} | {r['n_test']} | {r['accuracy_shipped']:.3f} |"
               f" {r['ari_shipped']:.3f} | {r['accuracy_lr_embedding']:.3f} | {r['ari_lr_embedding']:.3f} |"
               f" {r['ari_kmeans']:.3f} | {tuned_cell} |")
+    shutil.rmtree(work, ignore_errors=True)
     return {"tune": out}

@@ -33,6 +33,8 @@ STATEMENTS = {
                       "The run ended with a guess instead of finishing the steps",
                       "The agent abandoned the plan halfway and answered from memory"],
 }
+pytestmark = pytest.mark.slow
+
 FAST = ["--max-steps", "2", "--batch-size", "8", "--device", "cpu"]
 
 
