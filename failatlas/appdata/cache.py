@@ -10,11 +10,22 @@ from typing import Any
 
 import streamlit as st
 
-from failatlas.appdata import queries, queries_groups, queries_runs
+from failatlas.appdata import (
+    queries_groups,
+    queries_insights,
+    queries_map,
+    queries_run_view,
+    queries_runs,
+    queries_store,
+    queries_taxonomy,
+)
 from failatlas.core.store import Store
 
 TTL = 600
 LOCK_TIMEOUT = 60.0
+# Where `q(path, name)` looks a query up, in this order (`queries` re-exports the first five).
+MODULES = (queries_store, queries_taxonomy, queries_insights, queries_run_view, queries_map, queries_groups,
+           queries_runs)
 
 
 def stamp(path: str) -> tuple[int, ...]:
@@ -32,11 +43,13 @@ def stamp(path: str) -> tuple[int, ...]:
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
 def _call(name: str, path: str, version: tuple[int, ...], args: tuple, kwargs: tuple) -> Any:
     del version  # part of the cache key only
-    function = getattr(queries, name, None) or getattr(queries_groups, name, None) or getattr(queries_runs, name)
+    function = next((getattr(m, name) for m in MODULES if hasattr(m, name)), None)
+    if function is None:
+        raise AttributeError(f"no query {name!r} in {', '.join(m.__name__ for m in MODULES)}")
     return function(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **dict(kwargs))
 
 
 def q(path: str, name: str, *args: Any, **kwargs: Any) -> Any:
-    """`queries.<name>(Store(path), *args, **kwargs)` (or `queries_groups.<name>`, `queries_runs.<name>`), cached
-    until the store changes."""
+    """`<module>.<name>(Store(path), *args, **kwargs)` for the first of `MODULES` that has `name`, cached until the
+    store changes."""
     return _call(name, path, stamp(path), tuple(args), tuple(sorted(kwargs.items())))

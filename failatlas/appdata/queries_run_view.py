@@ -1,0 +1,61 @@
+"""Read-only queries behind one run's view of the Drill-down (`pages/run_view.py`): everything stored about the run.
+Conventions as in `queries_store`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from failatlas.appdata.queries_store import json_value
+from failatlas.core.store import Store
+
+
+def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
+    """Everything about one run: the run, its task (question, method, ground truth), the agent's steps and
+    sandbox commands, the judges' verdicts, the validator's result, the monitor's findings and the diff.
+    None when no such run is stored."""
+    with store.read() as conn:
+        cur = conn.execute("SELECT * FROM runs WHERE id = ?", [run_id])
+        found = cur.fetchall()
+        if not found:
+            return None
+        row = found[0]
+        run = dict(zip([d[0] for d in cur.description], row, strict=True))
+        spec_rows = conn.execute("SELECT spec FROM tasks WHERE id = ?", [run["task_id"]]).fetchall()
+
+        def frame(sql: str) -> pl.DataFrame:
+            return pl.from_arrow(conn.sql(sql, params=[run_id]).to_arrow_table())  # type: ignore[return-value]
+
+        steps = frame("SELECT seq, kind, role, tool, arguments, content, ts FROM run_steps WHERE run_id = ?"
+                      " ORDER BY seq")
+        commands = frame("SELECT purpose, seq, command, exit_code, duration_s, timed_out, killed_reason,"
+                         " output_truncated, stdout_tail, stderr_tail FROM sandbox_commands WHERE run_id = ?"
+                         " ORDER BY purpose, seq")
+        judgements = frame("SELECT phase, judge, status, score, passed, error_analysis, reason, verdict"
+                           " FROM judgements WHERE run_id = ? ORDER BY phase, judge")
+        findings = frame("SELECT seq, rule, severity, source, evidence FROM monitor_findings WHERE run_id = ?"
+                         " ORDER BY seq")
+        vcur = conn.execute("SELECT outcome, command, exit_code, duration_s, stdout_tail, stderr_tail, metrics,"
+                            " detail FROM validations WHERE run_id = ?", [run_id])
+        vnames = [d[0] for d in vcur.description]
+        vrows = vcur.fetchall()
+    validation = dict(zip(vnames, vrows[0], strict=True)) if vrows else None
+    if validation is not None:
+        validation["metrics"] = json_value(validation["metrics"])
+    outputs = json_value(run.pop("outputs")) or {}
+    run["agent_params"] = json_value(run.get("agent_params"))
+    spec = json_value(spec_rows[0][0]) if spec_rows else None
+    task = None
+    if isinstance(spec, dict):
+        task = {
+            "id": spec.get("id"), "benchmark": spec.get("benchmark"), "kind": spec.get("kind"),
+            "title": spec.get("title"), "paper": spec.get("paper"), "question": spec.get("question"),
+            "method": spec.get("method"), "instructions": spec.get("instructions"),
+            "ground_truth": {k: spec.get(k) for k in ("design", "expected_conclusion", "implementation",
+                                                       "expected_results", "success", "run")},
+        }
+    return {"run": run, "task": task, "outputs": outputs, "diff": outputs.get("diff") or "",
+            "steps": steps, "commands": commands, "judgements": judgements, "validation": validation,
+            "findings": findings}
+
