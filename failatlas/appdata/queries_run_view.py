@@ -1,5 +1,5 @@
-"""Read-only queries behind one run's view of the Drill-down (`pages/run_view.py`): everything stored about the run.
-Conventions as in `queries_store`."""
+"""Read-only queries behind one run's view of the Drill-down (`pages/run_view.py`): everything stored about the run, and
+another run of its task by agent (the gold run its diff is set against). Conventions as in `queries_store`."""
 
 from __future__ import annotations
 
@@ -59,3 +59,10 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
             "steps": steps, "commands": commands, "judgements": judgements, "validation": validation,
             "findings": findings}
 
+
+def agent_run_of_task(store: Store, task_id: str, agent: str, run_id: str) -> str | None:
+    """The newest run of `agent` on this task other than `run_id` (with the reference agent: the left side of the
+    run's diff against gold); None when there is none."""
+    rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = ? AND id <> ?"
+                       " ORDER BY finished_at DESC NULLS LAST, id LIMIT 1", [task_id, agent, run_id])
+    return rows[0][0] if rows else None

@@ -10,7 +10,8 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, code, md, scroll_if_requested
+from failatlas.appdata.pages.common import Context, code, link, md, scroll_if_requested
+from failatlas.appdata.queries_runs import REFERENCE
 from failatlas.core.tables import counted
 
 TEXT_CAP = 20_000  # characters of one step's content or one written file shown; the rest is cut and said so
@@ -30,6 +31,14 @@ def outcome_of(status: str | None, outcome: str | None) -> str:
 def run_label(agent: str | None, task_id: str | None, status: str | None, outcome: str | None) -> str:
     """How a run is named on a button: agent, task and outcome, never its hash."""
     return f"{agent or 'unknown agent'} · task {task_id or '?'} · {outcome_of(status, outcome)}"
+
+
+def run_links(run_id: str, task_id: str, gold_run: str | None) -> str:
+    """Markdown links from a run to its task's page and to its diff against the task's gold run (`gold_run`; without
+    one, the Run diff page puts another run of the task beside it). Values are URL-encoded by `link`."""
+    diff = "diff against gold" if gold_run else "diff against another run (no other gold run of this task)"
+    return (f"[task {code(task_id)}]({link('task', task=task_id)}) · "
+            f"[{diff}]({link('diff', left=gold_run, right=run_id)})")
 
 
 def _capped(text: str) -> tuple[str, bool]:
@@ -174,6 +183,7 @@ def render_run(ctx: Context, run_id: str) -> None:
                 f"{md(run['benchmark'])} · attempt {run['attempt']} · status **{md(run['status'])}** · "
                 f"{(run['duration_s'] or 0):.1f} s · \\${(run['cost_usd'] or 0):.4f} · {(run['tokens'] or 0):,} tokens"
                 + (f" · fault injected: {code(run['fault_injected'])}" if run.get("fault_injected") else ""))
+    st.markdown(run_links(run_id, run["task_id"], ctx.q("agent_run_of_task", run["task_id"], REFERENCE, run_id)))
     st.markdown("Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS))
     _verdicts(detail)
     _validator(detail)
