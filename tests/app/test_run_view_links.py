@@ -4,6 +4,7 @@ that task and those runs. Through Streamlit's AppTest on the fixture store (a re
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -84,3 +85,13 @@ def test_without_another_gold_run_the_diff_page_picks_the_left_side(app_db: Path
     add_gold(app_db)
     at = render(app_db, monkeypatch, page="drill", run="g1")  # the only gold run is never set against itself
     assert header_links(at)["diff"] == {"right": ["g1"]}
+
+
+def test_the_cache_finds_every_query_that_queries_exports() -> None:
+    """`ctx.q(name)` looks a query up in `cache.MODULES`: every module `queries` re-exports must be among them."""
+    from failatlas.appdata import cache, queries
+
+    lost = [name for name in queries.__all__ if not any(hasattr(m, name) for m in cache.MODULES)]
+    assert not lost, lost
+    homes = {value.__module__ for value in map(queries.__dict__.get, queries.__all__) if inspect.isfunction(value)}
+    assert homes <= {m.__name__ for m in cache.MODULES}, homes
