@@ -70,6 +70,7 @@ class TrainingSet:
     texts: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # 'examples' | 'seed' | 'user'
+    vectors: np.ndarray | None = None  # their embeddings, once computed
 
     def add(self, text: str, label: str, source: str) -> None:
         self.texts.append(text)
@@ -227,6 +228,7 @@ class Learner:
     def model_for(self, phase: str) -> tuple[LabelModel, dict[str, SeedCategory], TrainingSet]:
         data, categories = training_set(self.seed, self.examples, self.labels, phase)
         vectors = embed_texts(self.store, self.embedding_set, data.texts, self.encode)
+        data.vectors = vectors
         model = LabelModel().fit(vectors, data.texts, data.labels)
         ok = model.cv_predictions_ == model.cv_truth_
         user = np.asarray(data.sources) == "user"
@@ -261,6 +263,25 @@ def learning_key(store: Store, example_paths: Sequence[str], use_labels: bool) -
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()[:16]
 
 
+def near_enough(vectors: np.ndarray, data: TrainingSet, classes: Sequence[str], best: np.ndarray,
+                q: float) -> np.ndarray:
+    """Per insight: whether it is as near its predicted category's labelled statements (their unit mean) as a
+    match must be, by the rule a seed's prototypes follow (`calibrate_threshold`: closer than the `q` quantile of
+    the cosines to the categories that are not its nearest). With one category there is no mismatch to measure:
+    then closer than the `q` quantile of the corpus' own cosines to it. Labels that name a few categories would
+    otherwise take every statement (a classifier of k classes always picks one of them)."""
+    from failatlas.taxonomy.seeding import calibrate_threshold
+
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    train = data.vectors / np.maximum(np.linalg.norm(data.vectors, axis=1, keepdims=True), 1e-12)
+    labels = np.asarray(data.labels)
+    protos = np.stack([train[labels == c].mean(axis=0) for c in classes])
+    protos /= np.maximum(np.linalg.norm(protos, axis=1, keepdims=True), 1e-12)
+    sims = unit @ protos.T
+    gate = calibrate_threshold(sims, q) if len(classes) > 1 else float(np.quantile(sims[:, 0], q))
+    return sims[np.arange(len(unit)), best] >= gate
+
+
 def learned_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams, learner: Learner
                    ) -> tuple[list[Draft], ClusteringInput, np.ndarray, SeedReport]:
     """Drafts of the learned categories that take some of the clustering's insights (calibrated probability at
@@ -273,6 +294,8 @@ def learned_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams
     proba = model.predict_proba(vectors, texts)
     best, confidence = proba.argmax(axis=1), proba.max(axis=1)
     covered = confidence >= learner.threshold
+    if learner.seed is None:  # no scheme says the labels cover the domain: they name only what they name
+        covered &= near_enough(vectors, data, model.classes_, best, params.seed_null_quantile)
     given = {text_hash(t): lab for t, lab, src in zip(data.texts, data.labels, data.sources, strict=True)
              if src == "user"}
     column = {name: k for k, name in enumerate(model.classes_)}
@@ -301,4 +324,5 @@ def learned_criterion(params: BuildParams, report: SeedReport) -> str:
     scheme = f"the seed '{params.seed_taxonomy.name}' and " if params.seed_taxonomy else ""
     return (f"Assigned by a classifier learned from {report.n_training_rows} labelled statements ({scheme}the"
             f" examples and labels given), its calibrated probability for this category at least"
-            f" {report.threshold:.2f}; or labelled so by a person.")
+            f" {report.threshold:.2f}" + ("" if params.seed_taxonomy else ", and as near the category's labelled"
+            " statements as a seed's match must be") + "; or labelled so by a person.")
