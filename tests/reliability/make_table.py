@@ -23,7 +23,7 @@ DOC = ROOT / "docs" / "reliability.md"
 HEADER = """# Reliability and security
 
 The harness runs untrusted code written by agents, talks to flaky remote endpoints and reads files from other
-tools. The suite in `tests/reliability/` proves it holds: hostile agents (`bench_core/agents/hostile.py`,
+tools. The suite in `tests/reliability/` proves it holds: hostile agents (`bench_core/agents/hostile*.py`,
 registered as `hostile-*`) run in real Docker sandboxes on `mini-ridge-cv`, and those that attack the verdicts
 on every CPU task of the mini-suite (`test_attack_scores.py`: none may score above `null`); faults are injected into the
 runner, the LLM endpoint, the Docker daemon and the judges; importers and exporters are fuzzed with hypothesis.
