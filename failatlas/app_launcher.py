@@ -58,9 +58,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 def launch(*, port: int = 8501, headless: bool = True, db: str | os.PathLike[str] | None = None,
            address: str | None = DEFAULT_ADDRESS) -> int:
-    """Run the explorer in the foreground until interrupted; it opens the store read-only and listens on
-    `address` (this machine only by default: its pages show tasks' ground truth). A missing store is not an
-    error: the app says what to run to create one. Stopping the launcher (Ctrl-C, SIGTERM, SIGHUP, or killing
+    """Run the explorer in the foreground until interrupted; it reads the store in short read-only connections,
+    writes only what a person does in it (labels, taxonomy edits), and listens on `address` (this machine only
+    by default: its pages show tasks' ground truth). A missing store is not an error: the app says what to run
+    to create one. Stopping the launcher (Ctrl-C, SIGTERM, SIGHUP, or killing
     it on Linux) stops the Streamlit server too, so no server is left holding the port. Returns Streamlit's
     exit code."""
     if importlib.util.find_spec("streamlit") is None:

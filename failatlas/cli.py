@@ -181,7 +181,7 @@ def run_app(
              "network this machine is on (the app shows tasks' ground truth: put it behind a proxy with "
              "authentication).")] = "127.0.0.1",
 ) -> None:
-    """Open the Streamlit explorer over the store (read-only)."""
+    """Open the Streamlit explorer over the store; it writes only what you do in it (labels, taxonomy edits)."""
     from failatlas.app_launcher import launch
 
     launch(port=port, headless=headless, db=db, address=address)

@@ -91,9 +91,12 @@ def _fresh_dest(dest: Path, source: Path, force: bool, task: TaskSpec) -> Path:
         raise InputError(f"task {task.id}: the workspace must lie outside the reference tree {source}",
                          path=str(dest))
     if dest.exists():
-        if not force and (not dest.is_dir() or any(dest.iterdir())):
+        if not force and not dest.is_dir():
+            raise InputError(f"task {task.id}: the workspace path is a file, not a folder", path=str(dest),
+                             hint="name a folder, or replace the file with --force (force=True from Python)")
+        if not force and any(dest.iterdir()):
             raise InputError(f"task {task.id}: the workspace folder exists and is not empty",
-                             path=str(dest), hint="pass force=True to replace it")
+                             path=str(dest), hint="replace it with --force (force=True from Python)")
         if dest.is_dir():
             shutil.rmtree(dest)
         else:
