@@ -87,47 +87,109 @@ def _stacked(*lines: str) -> str:
     return r"\begin{tabular}[b]{@{}r@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
 
 
+# How much of a page one float of the table may fill, in lines of its \small type, and how many characters of a
+# name fill one line of the name column (an article's \textwidth less the number columns). Both err short: a float
+# taller than the page is a LaTeX warning and a table over the page number, a float a few lines short is not.
+FLOAT_LINES = 34
+NAME_LINE_CHARS = 36
+
+
+def _lines(name: str) -> int:
+    """The lines a name is estimated to take in the name column (it wraps at spaces)."""
+    lines, used = 1, 0
+    for word in name.split():
+        if used and used + 1 + len(word) > NAME_LINE_CHARS:
+            lines, used = lines + 1, 0
+        used += (1 if used else 0) + len(word)
+        while used > NAME_LINE_CHARS:  # a token longer than a line breaks inside (`BREAK_IF_NEEDED`)
+            lines, used = lines + 1, used - NAME_LINE_CHARS
+    return lines
+
+
 def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-prevalence",
              comment: str | None = None, unit: str = "insights") -> str:
-    """A `table` float ready to \\input into a plain `article` with booktabs and tabularx (named in its header
-    comment): caption, label, and a `tabularx` of \\textwidth whose first column wraps. Number headers stand on two
-    lines and the column gap is narrowed, so the failure type column gets the width the numbers do not need. Phases
-    (a row across the table, with the phase's total and its unit) and categories are heading rows, so the category
-    is printed once, above its types; a category holding one type of the same name shows that name once. Numbers
-    as in the Markdown and CSV (`display_rows`). `caption` is plain text (escaped here)."""
+    """`table` floats ready to \\input into a plain `article` with booktabs and tabularx (named in the header
+    comment): each a `tabularx` of \\textwidth whose first column wraps. Number headers stand on two lines and the
+    column gap is narrowed, so the failure type column gets the width the numbers do not need. Phases (a row across
+    the table, with the phase's total and its unit) and categories are heading rows, so the category is printed
+    once, above its types; a category holding one type of the same name shows that name once. Numbers as in the
+    Markdown and CSV (`display_rows`). `caption` is plain text (escaped here).
+
+    A table too tall for one page is split deliberately, never left to overflow it: phases go into one float while
+    they fit (`FLOAT_LINES`, estimated), the next phase starts a new float rather than straddle two, and a phase too
+    long for a float of its own continues in the next, under its heading marked '(continued)'. The first float
+    carries `caption` and `label`; each later one says which table it continues, with label `label-2`, `label-3`."""
     _, rows = display_rows(frame)
     runs = has_runs(frame)
     header = ["Failure type", "$n$", _stacked("Share", r"(\%)"), _stacked(r"95\% CI", r"(\%)")]
     header += [_stacked("Runs", "affected")] if runs else []
     width = len(header)
     blank = " &" * (width - 1)
-    body: list[str] = []
-    previous_phase = previous_category = None
     categories = frame.group_by("phase", "category", maintain_order=True).agg(pl.len().alias("k"))
     sizes = {(r["phase"], r["category"]): r["k"] for r in categories.iter_rows(named=True)}
     noun = UNIT_NOUNS.get(unit, unit)
+
+    def phase_heading(r: dict, phase: str, more: str = "") -> str:
+        runs_total = f", {r['runs_total']} runs" if runs and r.get("runs_total") is not None else ""
+        return (rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textbf{{{latex_cell(phase.capitalize())}}}{more} "
+                rf"($N={r['total']}$ {noun}{runs_total})}} \\")
+
+    def category_heading(category: str, more: str = "") -> str:
+        return rf"\hspace*{{0.5em}}\emph{{{latex_cell(category)}}}{more}" + blank + r" \\"
+
+    # one entry per failure type: (phase, category heading or None, its row, estimated lines), category heading
+    # kept with the type under it so that no float ends on a heading
+    items: list[tuple[str, str | None, str, int]] = []
+    previous_phase = previous_category = None
     for r, cells in zip(frame.iter_rows(named=True), rows, strict=True):
         phase, category, name = cells[0], cells[1], cells[2]
         if phase != previous_phase:
-            if previous_phase is not None:
-                body.append(r"\midrule")
-            runs_total = f", {r['runs_total']} runs" if runs and r.get("runs_total") is not None else ""
-            body.append(rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textbf{{{latex_cell(phase.capitalize())}}} "
-                        rf"($N={r['total']}$ {noun}{runs_total})}} \\")
             previous_category = None
         alone = sizes.get((r["phase"], r["category"]), 0) == 1 and _same_name(category, name)
-        if category != previous_category and category and not alone:
-            body.append(rf"\hspace*{{0.5em}}\emph{{{latex_cell(category)}}}" + blank + r" \\")
+        heading = category if category != previous_category and category and not alone else None
         previous_phase, previous_category = phase, category
         numbers = [cells[3], cells[4], cells[5].replace("–", "--")]
         if runs:
             numbers.append(cells[6] or "--")  # k/n says the share exactly; the name keeps the width
         indent = "0.5em" if alone else "1em"
-        first = rf"\leftskip={indent}\relax {latex_cell(name)}"
-        body.append(" & ".join([first, *numbers]) + r" \\")
+        row = " & ".join([rf"\leftskip={indent}\relax {latex_cell(name)}", *numbers]) + r" \\"
+        items.append((phase, heading, row, _lines(name) + (heading is not None)))
+    firsts = {r["phase"]: r for r in frame.iter_rows(named=True)}
+    phase_lines: dict[str, int] = {}
+    for phase, _, _, n in items:
+        phase_lines[phase] = phase_lines.get(phase, 0) + n + 2  # + heading and rule
+    floats: list[list[str]] = [[]]
+    used = 0
+    category_now: str | None = None
+    for k, (phase, heading, row, n) in enumerate(items):
+        starts = k == 0 or items[k - 1][0] != phase
+        category_now = heading if heading is not None else (None if starts else category_now)
+        full = used + (phase_lines[phase] if starts else n) > FLOAT_LINES
+        if floats[-1] and (full if starts else used + n > FLOAT_LINES):
+            floats.append([])
+            used = 0
+            if not starts:  # a phase continued from the previous float
+                floats[-1].append(phase_heading(firsts[phase], phase, " (continued)"))
+                used += 2
+                if heading is None and category_now is not None:
+                    floats[-1].append(category_heading(category_now, " (continued)"))
+                    used += 1
+        if starts:
+            if floats[-1]:
+                floats[-1].append(r"\midrule")
+            floats[-1].append(phase_heading(firsts[phase], phase))
+            used += 2
+        if heading is not None:
+            floats[-1].append(category_heading(heading))
+        floats[-1].append(row)
+        used += n
     spec = "@{}" + NAME_COLUMN + "r" * (width - 1) + "@{}"
-    return paper_table(spec, header, body, caption=latex_cell(caption), label=label, comment=comment or "",
-                       column_gap="4pt")
+    parts = [paper_table(spec, header, floats[0], caption=latex_cell(caption), label=label, comment=comment or "",
+                         column_gap="4pt")]
+    for k, body in enumerate(floats[1:], start=2):
+        parts.append(paper_table(spec, header, body, caption=rf"Table~\ref{{{label}}}, continued.",
+                                 label=f"{label}-{k}", column_gap="4pt", needs=False))
+    return "\n".join(parts)
 
 
 CSV_COLUMNS = [

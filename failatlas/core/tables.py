@@ -82,9 +82,15 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence[object]], *, captio
 # -- paper tables (issue 20): floats that compile in a plain `article` and fit \textwidth ----------------------------
 PAPER_PACKAGES = ("booktabs", "tabularx")
 # The name column of a paper table: the width the other columns leave (tabularx X), ragged right, and never
-# hyphenated inside a word: a name breaks only at its own separators (space, '/', '_', '.', '-'), so what a reader
-# sees at a line's end is the name's own character. A break at a name's own '-' costs more than one at a space.
+# hyphenated inside a word: a name wraps at its spaces; a break at a name's own '-' costs more than one at a space,
+# and one inside a token at '/', '_' or '.' (`BREAK_IF_NEEDED`) is taken only where the token alone is wider than
+# the column, so 'experiment.py' and 'accuracy_reweighted' stay whole.
 NAME_COLUMN = r">{\raggedright\arraybackslash\hyphenpenalty=10000\exhyphenpenalty=1000\relax}X"
+# A line break TeX may take inside a token, after '/', '_' or '.', only when nothing else fits: with a ragged right
+# margin every line is equally good, so a break costing a penalty just under "never" (10000) loses to any set of
+# breaks at spaces and wins only over an overfull line.
+BREAK_IF_NEEDED = r"\penalty9999{}"
+_INSIDE_TOKEN = re.compile(r"(/|\\_|\.)(?=\S)")
 # What pdflatex's default utf8 input and OT1 fonts typeset besides Latin-1; anything else (emoji, CJK, arrows) would
 # stop the paper's build with "Unicode character not set up for use with LaTeX".
 _TYPESET = set("–—‘’“”…") | {chr(c) for c in range(0x20, 0x7F)} | {chr(c) for c in range(0xC0, 0x100)}
@@ -92,8 +98,8 @@ _TYPESET = set("–—‘’“”…") | {chr(c) for c in range(0x20, 0x7F)} | 
 
 def latex_cell(text: object) -> str:
     """`text` as a cell pdflatex typesets with no extra package: specials escaped, other characters pdflatex cannot
-    set replaced by their ASCII decomposition (or '?'), and line breaks allowed after '/', '_' and '.' so long
-    identifiers wrap inside a tabularx X column instead of overflowing it."""
+    set replaced by their ASCII decomposition (or '?'), and a line break allowed after a '/', '_' or '.' inside a
+    token only where the token would otherwise overflow its column (`BREAK_IF_NEEDED`): text wraps at its spaces."""
     import unicodedata
 
     out = []
@@ -104,19 +110,18 @@ def latex_cell(text: object) -> str:
             ascii_ = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
             out.append(ascii_ or "?")
     escaped = latex_escape("".join(out)).replace(r"\checkmark{}", r"$\surd$")
-    for sep in ("/", r"\_", "."):
-        escaped = escaped.replace(sep, sep + r"\allowbreak{}")
-    return escaped
+    return _INSIDE_TOKEN.sub(lambda m: m.group(1) + BREAK_IF_NEEDED, escaped)
 
 
 def paper_table(spec: str, header: Sequence[str], body: Sequence[str], *, caption: str, label: str,
-                comment: str = "", column_gap: str | None = None) -> str:
+                comment: str = "", column_gap: str | None = None, needs: bool = True) -> str:
     """One `table` float holding a `tabularx` of \\textwidth (`spec` names its columns; one X column takes the room
     left and wraps), with caption and label, in \\small. `header` cells and `body` lines are LaTeX already. The
     comment (provenance) goes in % lines above, followed by the packages the table needs. `column_gap` (e.g. '4pt')
-    sets \\tabcolsep inside the float only, leaving more of the width to the X column."""
+    sets \\tabcolsep inside the float only, leaving more of the width to the X column. `needs=False` leaves out
+    the packages line, for a float that follows another in the same file."""
     lines = [f"% {line}" for line in comment.splitlines()]
-    lines.append("% Needs " + " ".join(rf"\usepackage{{{p}}}" for p in PAPER_PACKAGES) + ".")
+    lines += [] if not needs else ["% Needs " + " ".join(rf"\usepackage{{{p}}}" for p in PAPER_PACKAGES) + "."]
     gap = [rf"\setlength{{\tabcolsep}}{{{column_gap}}}"] if column_gap else []
     lines += [r"\begin{table}[tbp]", r"\centering", r"\small", *gap, rf"\caption{{{caption}}}", rf"\label{{{label}}}",
               rf"\begin{{tabularx}}{{\textwidth}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",

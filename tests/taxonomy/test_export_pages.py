@@ -1,0 +1,88 @@
+"""The exported prevalence table on a page (pdflatex, then pdftotext): a table too long for one page is split into
+floats that each fit it, and names wrap at their spaces, never inside a file name or an identifier that fits.
+
+`data/demo_prevalence.csv` is `failatlas demo`'s `taxonomy/prevalence.csv` as a new user got it (25 types in five
+phases; its table was one float 86.7pt taller than the page)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from failatlas.taxonomy.tables import to_latex
+from tests.paper_latex import compile_latex, header_packages, pdf_text
+
+DEMO = Path(__file__).parent / "data" / "demo_prevalence.csv"
+PHASES = ["design", "implementation", "execution", "conclusion", "monitor"]
+_NUMBERS = re.compile(r"(\s+(\d[\d./–-]*|–|--|\?\?))+\s*$")
+
+
+def _demo() -> pl.DataFrame:
+    return pl.read_csv(DEMO)
+
+
+def _larger(frame: pl.DataFrame, times: int) -> pl.DataFrame:
+    """`times` as many types in every phase, each copy's names marked apart."""
+    if times == 1:
+        return frame
+    copies = [frame.with_columns((pl.col("failure_type") + f" (variant {k})").alias("failure_type"),
+                                 (pl.col("failure_type_id") + f"-{k}").alias("failure_type_id"))
+              for k in range(times)]
+    return pl.concat(copies).with_row_index("_k").sort(
+        pl.col("phase").replace_strict(PHASES, list(range(len(PHASES)))), "category", "_k").drop("_k")
+
+
+def _compiled(frame: pl.DataFrame, tmp_path: Path) -> tuple[str, str, str]:
+    """The .tex, pdflatex's log, and the PDF's text (a plain article, only the packages the file names)."""
+    tex = tmp_path / "prevalence.tex"
+    tex.write_text(to_latex(frame, caption="Failure types per phase (FailAtlas taxonomy v2).", comment="test"))
+    pdf = compile_latex(tex, tmp_path, header_packages(tex))
+    return tex.read_text(), pdf.with_suffix(".log").read_text(errors="replace"), pdf_text(pdf)
+
+
+def _read(name: str) -> str:
+    """A name as pdftotext reads it: pdflatex's default font draws '_' as a rule, which reads as a space."""
+    return " ".join(name.replace("_", " ").split())
+
+
+def _name_text(text: str) -> str:
+    """The PDF's text with the number columns dropped and the lines joined: a wrapped name reads whole."""
+    return " ".join(" ".join(_NUMBERS.sub("", line) for line in text.splitlines()).split())
+
+
+@pytest.mark.parametrize("times", [1, 3])
+def test_a_table_too_long_for_a_page_is_split_into_floats_that_fit(tmp_path, times):
+    frame = _larger(_demo(), times)
+    tex, log, text = _compiled(frame, tmp_path)
+    assert "Float too large" not in log and "Overfull" not in log
+    floats = tex.count(r"\begin{table}")
+    assert floats >= 2 * times - (times == 1)  # the demo's 25 types need two floats, three times as many six
+    assert tex.count(r"\label{tab:failatlas-prevalence}") == 1 and tex.count(r"\usepackage") == 2
+    names = _name_text(text)
+    for name in frame["failure_type"].to_list():
+        assert _read(name) in names, name
+    headings = re.findall(r"\b(Design|Implementation|Execution|Conclusion|Monitor)( \(continued\))? \(N =", text)
+    assert [h for h, more in headings if not more] == [p.capitalize() for p in PHASES]  # each phase once ...
+    if times == 1:
+        assert not [h for h, more in headings if more]  # ... whole where it fits a float
+
+
+def test_names_wrap_at_spaces_and_tokens_break_only_when_wider_than_the_column(tmp_path):
+    """'experiment.py' and 'accuracy_reweighted' at every position on a line stay whole in the PDF; a path longer
+    than the column breaks at its own separators rather than overflow."""
+    demo = _demo().filter(pl.col("phase") == "execution").head(1)
+    names = [f"Crash in {'the ' * k}script: build_model in experiment.py, accuracy_reweighted missing"
+             for k in range(14)]
+    long_token = "src/failatlas_experiments/reweighting/balanced_scores_per_class_evaluation.py"
+    frame = pl.concat([demo.with_columns(pl.lit(n).alias("failure_type"), pl.lit(f"t{k}").alias("failure_type_id"))
+                       for k, n in enumerate([*names, f"Missing file {long_token}"])])
+    _, log, text = _compiled(frame, tmp_path)
+    assert "Overfull" not in log
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    assert sum(" experiment.py," in f" {line}" for line in lines) == len(names), text
+    assert sum("accuracy reweighted" in line for line in lines) == len(names), text
+    token = _read(long_token)
+    assert not any(token in line for line in lines) and token.replace(" ", "") in _name_text(text).replace(" ", "")
