@@ -199,7 +199,7 @@ def test_label_file_and_hostile_labels(store, tmp_path):
             {"text": "The agent printed the answer as prose", "label": "Formatting Errors"},
             {"text": "The agent quoted a <script>alert(1)</script> tag", "label": "[red]Markup[/]"}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert label_file(store, path) == 2  # the same text twice: one label, the last
+    assert label_file(store, path, unmatched="keep").n_labelled == 2  # the same text twice: one label, the last
     labels = {r.text: r.label for r in list_labels(store)}
     assert labels["The agent printed the answer as prose"] == "Formatting Errors"
     assert labels["The agent quoted a <script>alert(1)</script> tag"] == "[red]Markup[/]"  # stored as written
