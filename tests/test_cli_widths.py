@@ -16,7 +16,7 @@ from rich.console import Console
 
 from failatlas.bench_core.agents import agent_names
 from failatlas.bench_core.cli.bench import report_tables, runs_tables
-from failatlas.bench_core.scoring.report import METRICS
+from failatlas.bench_core.scoring.report import GROUPINGS, METRICS
 from failatlas.taxonomy.cli import prevalence_tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +87,65 @@ def test_bench_report_keeps_the_intervals(width):
     for agent in AGENTS:
         assert text.count(f"{agent} ") == 2, agent  # whole, once per table
     assert "model" not in text  # no agent has a model: the empty column is left out
+
+
+def _grouped_frame(by: str, k: int | None = None, paper: bool = True) -> pl.DataFrame:
+    """`report_table`'s frame for `by` with long, real-looking names (several benchmarks, papers, settings) and a
+    value of its own in every cell: mean (row * 10 + metric) / 100 over its CI from the mean to 1.00; pass@k
+    0.80 + row / 100, pass^k 0.90 + row / 100."""
+    rows = []
+    for i in range(6):
+        row = {"task_id": f"exp_bench_{'neurips' if i % 2 else 'iclr'}24_task_{i:03d}",
+               "agent": ["openhands_codeact_agent_with_a_long_name", "fault-fabricated-results"][i % 2],
+               "model": "gpt-4o-mini-2024-07-18", "benchmark": ["exp-bench", "autoexperiment"][i % 2],
+               "fault_injected": "fabricated_results" if i % 2 else None,
+               "paper_id": f"2303.{11932 + i}" if paper else None, "kind": ["T1", "masked_functions"][i % 2],
+               "setting": "partial_code+refsol" if i % 2 else None, "n_masked": i % 3,
+               "runs": 12, "stored": 15, "E_env_n": 0}
+        for m, metric in enumerate(METRICS):
+            mean = (i * 10 + m) / 100
+            row |= {metric: mean, f"{metric}_lo": mean, f"{metric}_hi": 1.0, f"{metric}_n": 12}
+        if k:
+            row |= {f"pass@{k}": 0.8 + i / 100, f"pass^{k}": 0.9 + i / 100}
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("by", list(GROUPINGS))
+@pytest.mark.parametrize("k", [None, 2])
+def test_bench_report_drops_no_score_column_for_any_grouping(by, width, k):
+    """Issue 34 (12): every score column and every number of every group shows at 80 and 120 columns, for every
+    --by; a family too wide is split or its group columns joined, never cut."""
+    frame = _grouped_frame(by, k)
+    text = _render(report_tables(frame, by, width), width)
+    _assert_within(text, width)
+    words = text.split()
+    headers = [*METRICS, *([f"pass@{k}", f"pass^{k}"] if k else [])]
+    for header in headers:
+        assert header in words, (header, text)
+    for i in range(frame.height):
+        for m in range(len(METRICS)):
+            mean = f"{(i * 10 + m) / 100:.2f}"
+            assert words.count(mean) == 1 and words.count(f"{mean}–1.00") == 1, (by, i, METRICS[m], text)
+        if k:
+            assert words.count(f"{0.8 + i / 100:.2f}") == 1 and words.count(f"{0.9 + i / 100:.2f}") == 1
+    assert words.count("of") >= frame.height * 2  # "12 of 15" runs, in every part of every family
+    for name in ("openhands_codeact_agent_with_a_long_name", "fault-fabricated-results"):
+        assert name in words, name  # never broken inside
+    if by == "task":
+        for task in frame["task_id"]:
+            assert task in words, task
+    assert "no run's task names a paper" not in text
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_bench_report_by_paper_says_when_no_task_names_a_paper(width):
+    text = _render(report_tables(_grouped_frame("paper", paper=False), "paper", width), width)
+    _assert_within(text, width)
+    assert text.count("(no run's task names a paper)") == 1
+    named = _render(report_tables(_grouped_frame("paper"), "paper", width), width)
+    assert "2303.11932" in named.split() and "no run's task names" not in named
 
 
 TYPES = [("implementation", "Hidden test failures", "ModuleNotFoundError: hidden test collection"),

@@ -18,6 +18,7 @@ from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.sandbox import SANDBOXES, resolve_sandbox_kind
 from failatlas.bench_core.scoring import JUDGES, ScoreParams
 from failatlas.bench_core.scoring import run as score_run
+from failatlas.bench_core.scoring.metrics import PHASES
 from failatlas.core.cli import console, live_progress, progress_bar, store
 from failatlas.core.errors import ConfigError
 
@@ -181,28 +182,37 @@ def _print_run_result(result: BenchResult) -> None:
 def list_(
     agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table: each run "
+                                          "with its outcome and phases (passed, failed or null).")] = False,
 ) -> None:
-    """List stored runs (full run ids: `bench show RUN` takes them) with their outcome and phase verdicts (MDIEC:
-    ✓ passed, ✗ failed, – not scored); on a narrow terminal, one table per task."""
-    rows = list_runs(store(create=False), agent=agent, task_id=task)
+    """List stored runs (full run ids: `bench show RUN` takes them, or a unique prefix) with their outcome and
+    phase verdicts (MDIEC: ✓ passed, ✗ failed, – not scored); on a narrow terminal, one table per task."""
+    s = store(create=False)
+    rows = list_runs(s, agent=agent, task_id=task)
+    verdicts = _run_verdicts(s)
     if as_json:
+        for r in rows:
+            outcome, phases = verdicts.get(r["id"], (None, None))
+            r["scored"], r["outcome"] = phases is not None, outcome
+            r["phases"] = phases or dict.fromkeys(PHASES)
         console.print_json(json.dumps(rows, default=str))
         return
-    for table in runs_tables(rows, _run_marks(), console.width):
+    marks = {run_id: (outcome or "-", "".join(_MARK[v] for v in phases.values()))
+             for run_id, (outcome, phases) in verdicts.items()}
+    for table in runs_tables(rows, marks, console.width):
         console.print(table)
     console.print(f"{len(rows)} run(s)")
 
 
-def _run_marks() -> dict[str, tuple[str, str]]:
-    """Per scored run: its outcome and its phase verdicts M D I E C as marks (✓ passed, ✗ failed, – not scored)."""
-    from failatlas.bench_core.scoring.metrics import PHASES, run_scores
+_MARK = {"passed": "✓", "failed": "✗", None: "–"}
 
-    marks = {}
-    for r in run_scores(store(create=False)).iter_rows(named=True):
-        verdicts = "".join("–" if r[p] is None else "✓" if r[p] else "✗" for p in PHASES)
-        marks[r["run_id"]] = (r["outcome"] or "-", verdicts)
-    return marks
+
+def _run_verdicts(s) -> dict[str, tuple[str | None, dict[str, str | None]]]:  # noqa: ANN001
+    """Per scored run: its outcome and its phase verdicts M D I E C (`passed`, `failed`, None: not scored)."""
+    from failatlas.bench_core.scoring.metrics import run_scores
+    from failatlas.bench_core.scoring.report import phase_verdicts
+
+    return {r["run_id"]: (r["outcome"], phase_verdicts(r)) for r in run_scores(s).iter_rows(named=True)}
 
 
 def runs_tables(rows: list[dict], marks: dict[str, tuple[str, str]], width: int) -> list[Table]:
@@ -242,26 +252,85 @@ def runs_tables(rows: list[dict], marks: dict[str, tuple[str, str]], width: int)
 
 @app.command()
 def show(
-    run_id: str,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a prefix of one run's id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Show one run: outputs, agent steps and sandbox commands."""
-    run = get_run(store(create=False), run_id)
+    """Show one run: its verdicts (outcome, each phase's verdict with its judges and scores), outputs and
+    sandbox commands."""
+    from failatlas.bench_core.scoring.report import run_verdicts
+
+    s = store(create=False)
+    run = get_run(s, _resolve_run_id(s, run_id))
+    verdicts = run_verdicts(s, run["id"])
     if as_json:
-        console.print_json(json.dumps(run, default=str))
+        console.print_json(json.dumps({**run, "verdicts": verdicts}, default=str))
         return
     outputs = json.loads(run["outputs"]) if isinstance(run["outputs"], str) else run["outputs"]
-    console.print(f"[bold]{run['id']}[/] task={run['task_id']} agent={run['agent']} status={run['status']}"
-                  f" fault={run['fault_injected'] or '-'}")
+    console.print(f"[bold]{run['id']}[/] task={escape(run['task_id'])} agent={escape(run['agent'])} "
+                  f"status={run['status']} fault={run['fault_injected'] or '-'}", highlight=False)
     if run["infra_error"]:
-        console.print(f"infra error: {run['infra_error']}")
-    console.print(f"changed files: {', '.join(outputs.get('changed_files') or []) or '-'}")
-    console.print(f"conclusion: {(outputs.get('conclusion') or '-')[:500]}")
+        console.print(f"infra error: {escape(run['infra_error'])}", highlight=False)
+    _print_verdicts(run, verdicts)
+    console.print(f"changed files: {escape(', '.join(outputs.get('changed_files') or []) or '-')}", highlight=False)
+    console.print(f"conclusion: {escape((outputs.get('conclusion') or '-')[:500])}", highlight=False)
     table = Table("seq", "purpose", "command", "exit", "s", "killed")
     for c in run["commands"]:
-        table.add_row(str(c["seq"]), c["purpose"], c["command"][:80], str(c["exit_code"]),
+        table.add_row(str(c["seq"]), c["purpose"], escape(c["command"][:80]), str(c["exit_code"]),
                       f"{c['duration_s']:.2f}", c["killed_reason"] or "")
     console.print(table)
+
+
+def _resolve_run_id(s, text: str) -> str:  # noqa: ANN001
+    """A run's whole id from its id or a prefix that only it starts with. Raises NotFoundError for none, and
+    ConfigError listing the candidates for several."""
+    from failatlas.core.errors import NotFoundError
+
+    exact = s.query_dicts("SELECT id FROM runs WHERE id = ?", [text])
+    if exact:
+        return text
+    ids = [r["id"] for r in s.query_dicts(
+        "SELECT id FROM runs WHERE starts_with(id, ?) ORDER BY id LIMIT 11", [text])]
+    if not ids:
+        raise NotFoundError(f"no run '{text}', nor any whose id starts with it",
+                            hint="list runs with `failatlas bench list`")
+    if len(ids) > 1:
+        listed = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
+        raise ConfigError(f"run id prefix '{text}' is ambiguous: {listed}", hint="give more of the id")
+    return ids[0]
+
+
+def _print_verdicts(run: dict, verdicts: dict) -> None:
+    """`bench show`'s verdicts: the outcome, then per phase its verdict (as `bench list` marks it), the judges
+    (the one that counts first) with their scores, the monitor's findings, why E is not scored."""
+    if not verdicts["scored"]:
+        hint = (f"`failatlas bench score --run {run['id']}`" if run["status"] == "completed"
+                else f"status {run['status']}")
+        console.print(f"verdicts: not scored ({hint})", highlight=False)
+        return
+    console.print(f"verdicts: outcome {escape(verdicts['outcome'] or '-')}", highlight=False)
+    for phase, entry in verdicts["phases"].items():
+        evidence = []
+        if phase == "M":
+            found = {level: [f["rule"] for f in entry["findings"] if (f["severity"] == "fail") == (level == "fail")]
+                     for level in ("fail", "warn")}
+            said = {level: ", ".join(f"{rule}" + (f" x{rules.count(rule)}" if rules.count(rule) > 1 else "")
+                                     for rule in dict.fromkeys(rules)) for level, rules in found.items()}
+            evidence.append("monitor: " + ("; ".join(f"{level} {text}" for level, text in said.items() if text)
+                                           or "no finding"))
+        if phase == "E":
+            evidence.append(f"validator: {verdicts['outcome'] or 'no re-run'}")
+            if entry["not_scored_because"]:
+                evidence.append(f"not scored: {entry['not_scored_because']}")
+        for j in entry["judges"]:
+            if j["status"] == "ok":
+                score = "" if j["score"] is None else f" {j['score']:.2f}"
+                evidence.append(f"{j['judge']}{score} {'passed' if j['passed'] else 'failed'}")
+            else:
+                why = f": {' '.join((j['reason'] or '').split())[:120]}" if j["status"] == "judge_failed" else ""
+                evidence.append(f"{j['judge']} {j['status']}{why}")
+        verdict = entry["verdict"] or "not scored"
+        console.print(f"  {phase} {_MARK[entry['verdict']]} {verdict:<10} {escape('; '.join(evidence))}",
+                      highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -334,24 +403,38 @@ def _print_judge_counts(s, run_ids: list[str]) -> None:  # noqa: ANN001
 @app.command()
 def report(
     by: Annotated[list[str] | None, typer.Option(
-        help="Group by agent, task, benchmark, fault, paper, or setting (benchmark, task kind, setting and "
-        "number of masked functions n). Repeat it (or separate by commas) for several breakdowns in one call: "
-        "with --out, each writes its own report_by_<grouping> files.")] = None,
-    k: Annotated[int | None, typer.Option(help="Also compute pass@k and pass^k over attempts.")] = None,
+        help="Group by agent, task, benchmark, fault, paper, setting (benchmark, task kind, setting and "
+        "number of masked functions n), kind (task kind) or n. Repeat it (or separate by commas) for several "
+        "breakdowns in one call: with --out, each writes its own report_by_<grouping> files.")] = None,
+    k: Annotated[int | None, typer.Option(
+        help="Also compute pass@k and pass^k over attempts (k >= 1; a task counts once it has k scored attempts).")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write Markdown, CSV and LaTeX tables to this folder.")] = None,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals.")] = 1000,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals (at least 1).")] = 1000,
 ) -> None:
     """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md. Below the
     table: per agent, the runs stored and how many each denominator holds, a warning for runs in no score, and
     the runs whose E is not scored because this environment cannot run their task."""
     groupings = list(dict.fromkeys(g.strip() for value in by or ["agent"] for g in value.split(",") if g.strip()))
+    if k is not None and k < 1:
+        raise ConfigError(f"--k {k}: pass@k needs k >= 1 (k attempts per task)")
+    if n_boot < 1:
+        raise ConfigError(f"--n-boot {n_boot}: the confidence intervals need at least 1 bootstrap draw")
     _report(groupings or ["agent"], k, out, n_boot)
 
 
 def _report(groupings: list[str], k: int | None, out: Path | None, n_boot: int) -> None:
     from failatlas.bench_core.scoring.metrics import run_scores
-    from failatlas.bench_core.scoring.report import report_notes, report_table, write_report
+    from failatlas.bench_core.scoring.report import (
+        attempts_note,
+        check_report_folder,
+        report_notes,
+        report_table,
+        write_report,
+    )
 
+    if out:
+        check_report_folder(out)  # before the scores are computed, not after
     s = store(create=False)
     scores = run_scores(s)
     tables = {by: report_table(s, by=by, k=k, n_boot=n_boot, scores=scores) for by in groupings}  # all checked first
@@ -361,48 +444,63 @@ def _report(groupings: list[str], k: int | None, out: Path | None, n_boot: int) 
             console.print(f"[bold]by {escape(by)}[/]", highlight=False)
         for t in report_tables(table, by):
             console.print(t)
+        if k and (line := attempts_note(table, scores, by, k)):
+            console.print(escape(line), highlight=False, soft_wrap=True)
     for line in notes:
         style = "yellow" if line.startswith("warning:") else "default"
         console.print(f"[{style}]{escape(line)}[/]", highlight=False, soft_wrap=True)
     if out:
         for by, table in tables.items():
-            for path in write_report(table, by, out, notes):
+            line = attempts_note(table, scores, by, k) if k else None
+            for path in write_report(table, by, out, [*notes, *([line] if line else [])]):
                 console.print(f"wrote {path}")
 
 
 def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # noqa: ANN001 - polars frame
     """`bench report` in the terminal: one table per family of scores (phases, conjunctive, pass@k), as in the
-    LaTeX export, so that each fits 80 columns with its 95% CIs: a cell is the mean over its interval (lo–hi),
-    `–` where no run was scored (E: with the runs left out for this environment). Laid out by `fit_columns`:
-    a group's name is never broken inside a word."""
+    LaTeX export, each with its 95% CIs: a cell is the mean over its interval (lo–hi), `–` where no run was
+    scored (E: with the runs left out for this environment). Laid out by `split_columns` on `width` columns: no
+    score column is ever dropped (a family too wide is split into parts, or its group's columns joined into
+    one), and a group's name is never broken inside a word. A group column no run has a value for is left out
+    (the grouping's own: a note under the first table says so); one with the same value in every row is said
+    once, in the titles."""
     from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES
-    from failatlas.bench_core.scoring.report import GROUPINGS
-    from failatlas.core.cli import compact_table, fit_columns
+    from failatlas.bench_core.scoring.report import DIMENSION, GROUPINGS, NO_DIMENSION
+    from failatlas.core.cli import split_columns
     from failatlas.core.tables import fmt
 
-    keys = GROUPINGS[by]
-    keys = [k for k in keys if any(r[k] not in (None, "") for r in table.iter_rows(named=True))] or keys[:1]
+    rows = list(table.iter_rows(named=True))
+
+    def name(r: dict, key: str) -> str:
+        return escape(str(r[key])) if r[key] not in (None, "") else "–"
+
+    keys = [k for k in GROUPINGS[by] if any(r[k] not in (None, "") for r in rows)] or GROUPINGS[by][:1]
+    note = None if DIMENSION[by] in keys else NO_DIMENSION[DIMENSION[by]]
+    # a group column with one value in every row (one benchmark's runs) is said once, in the titles
+    same = [k for k in keys if len(rows) > 1 and len({name(r, k) for r in rows}) == 1][:len(keys) - 1]
+    keys = [k for k in keys if k not in same]
+    said = "; ".join(f"{k} {name(rows[0], k)}" for k in same)
     families = [("phase scores, mean and 95% CI", PHASES), ("conjunctive scores, mean and 95% CI", tuple(CONJUNCTIVE))]
     extra = tuple(c for c in table.columns if c.startswith("pass"))
     if extra:
         families.append(("pass@k and pass^k over attempts (M·C·D·I·E)", extra))
     tables = []
     for title, metrics in families:
-        t = compact_table(*keys, "runs", *metrics, title=title)
-        for column in t.columns[len(keys):]:
-            column.justify = "right"
-        for r in table.iter_rows(named=True):
+        cells = []
+        for r in rows:
             runs = str(r["runs"]) if r.get("stored", r["runs"]) == r["runs"] else f"{r['runs']} of {r['stored']}"
-            cells = []
+            line = [name(r, k) for k in keys] + [runs]
             for m in metrics:
                 if m in extra:
-                    cells.append("–" if r[m] is None else fmt(r[m]))
+                    line.append("–" if r[m] is None else fmt(r[m]))
                 elif not r[f"{m}_n"]:
-                    cells.append(f"– (left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
+                    line.append(f"– (left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
                 elif r[f"{m}_lo"] is None or r[f"{m}_hi"] is None:
-                    cells.append(fmt(r[m]))
+                    line.append(fmt(r[m]))
                 else:
-                    cells.append(f"{fmt(r[m])}\n{fmt(r[m + '_lo'])}–{fmt(r[m + '_hi'])}")
-            t.add_row(*[escape(str(r[k])) if r[k] not in (None, "") else "–" for k in keys], runs, *cells)
-        tables.append(fit_columns(t, width))
+                    line.append(f"{fmt(r[m])}\n{fmt(r[m + '_lo'])}–{fmt(r[m + '_hi'])}")
+            cells.append(line)
+        tables += split_columns([*keys, "runs", *metrics], cells, names=len(keys), keep=1,
+                                title=f"{title}; {said}" if said else title, width=width,
+                                note=note if not tables else None)
     return tables

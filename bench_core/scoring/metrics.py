@@ -134,7 +134,12 @@ def _bootstrap(task_values: list[np.ndarray], n_boot: int, seed: int) -> tuple[f
 
 def summarise(scores: pl.DataFrame, by: list[str], *, n_boot: int = 1000, seed: int = 0,
               k: int | None = None) -> pl.DataFrame:
-    """Mean, CI, scored and unscored counts of every phase and conjunctive score per group."""
+    """Mean, CI, scored and unscored counts of every phase and conjunctive score per group. Raises ValueError
+    when `n_boot` or `k` is below 1."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1 bootstrap draw, got {n_boot}")
+    if k is not None and k < 1:
+        raise ValueError(f"k must be at least 1 attempt for pass@k, got {k}")
     out = []
     groups = scores.group_by(by, maintain_order=True) if by else [((), scores)]
     for key, group in groups:

@@ -12,14 +12,22 @@ from pathlib import Path
 import polars as pl
 
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
-from failatlas.core.errors import NotFoundError
+from failatlas.core.errors import InputError, NotFoundError
 from failatlas.core.store import Store
 from failatlas.core.tables import NAME_COLUMN, fmt, interval_text, latex_cell, paper_table, to_csv, to_markdown
 
 GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"], "benchmark": ["benchmark", "agent"],
              "fault": ["fault_injected", "agent"], "paper": ["benchmark", "paper_id", "agent", "model"],
              # what the agent was given: EXP-Bench's task kind (T1, T2, T3), AutoExperiment's setting and n
-             "setting": ["benchmark", "kind", "setting", "n_masked", "agent", "model"]}
+             "setting": ["benchmark", "kind", "setting", "n_masked", "agent", "model"],
+             "kind": ["benchmark", "kind", "agent", "model"], "n": ["benchmark", "n_masked", "agent", "model"]}
+# the column each grouping is about (shown even when no run has a value for it), and what its emptiness means
+DIMENSION = {"agent": "agent", "task": "task_id", "benchmark": "benchmark", "fault": "fault_injected",
+             "paper": "paper_id", "setting": "setting", "kind": "kind", "n": "n_masked"}
+NO_DIMENSION = {"agent": "(no run names an agent)", "task_id": "(no run names a task)",
+                "benchmark": "(no run names a benchmark)", "fault_injected": "(no run injects a fault)",
+                "paper_id": "(no run's task names a paper)", "setting": "(no run was given a setting)",
+                "kind": "(no run's task names a kind)", "n_masked": "(no run's task masks functions)"}
 METRICS = (*PHASES, *CONJUNCTIVE)
 _STORED = """
     SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.benchmark, r.fault_injected, r.setting, t.paper_id,
@@ -44,6 +52,35 @@ def report_table(store: Store, *, by: str = "agent", k: int | None = None, n_boo
     extra = {name: [coverage.get(tuple(r[key] for key in GROUPINGS[by]), {}).get(name, 0)
                     for r in table.iter_rows(named=True)] for name in ("stored", "unscored", "infra_error")}
     return table.with_columns(*(pl.Series(name, values, dtype=pl.Int64) for name, values in extra.items()))
+
+
+PHASE_NAMES = {"M": "monitor", "D": "design", "I": "implementation", "E": "execution", "C": "conclusion"}
+
+
+def phase_verdicts(row: dict | None) -> dict[str, str | None]:
+    """A `run_scores` row's phases as words: `passed`, `failed`, or None where the phase is not scored."""
+    return {p: None if row is None or row[p] is None else "passed" if row[p] else "failed" for p in PHASES}
+
+
+def run_verdicts(store: Store, run_id: str, scores: pl.DataFrame | None = None) -> dict:
+    """How one run was judged, as `bench show` prints it: whether it is scored, its validator outcome, and per
+    phase the verdict every score counts (`phase_verdicts` of its `run_scores` row) with the evidence: the phase's
+    judges (the one that counts first: verdicts before failures, then by `judge_precedence`), for M the monitor's
+    findings, for E why it is not scored where the environment cannot run the task."""
+    from failatlas.bench_core.scoring.judges import judge_precedence
+
+    scores = run_scores(store) if scores is None else scores
+    row = next(scores.filter(pl.col("run_id") == run_id).iter_rows(named=True), None)
+    judgements = store.query_dicts(
+        "SELECT phase, judge, kind, status, score, passed, reason FROM judgements WHERE run_id = ?", [run_id])
+    judgements.sort(key=lambda j: (j["status"] != "ok", -judge_precedence(j["kind"], j["judge"]), j["judge"]))
+    verdicts = phase_verdicts(row)
+    phases = {p: {"verdict": verdicts[p], "judges": [j for j in judgements if j["phase"] == name]}
+              for p, name in PHASE_NAMES.items()}
+    phases["M"]["findings"] = store.query_dicts(
+        "SELECT rule, severity, evidence FROM monitor_findings WHERE run_id = ? ORDER BY seq", [run_id])
+    phases["E"]["not_scored_because"] = row["E_unscored"] if row else None
+    return {"scored": row is not None, "outcome": row["outcome"] if row else None, "phases": phases}
 
 
 def _coverage(store: Store, scores: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[str, int]]:
@@ -120,19 +157,62 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
     return headers, rows
 
 
+def attempts_note(table: pl.DataFrame, scores: pl.DataFrame, by: str, k: int) -> str | None:
+    """Why pass@k is `–` in some group of `table` (`report_table(..., k=k)`), one line: it needs k attempts of a
+    task scored on M·C·D·I·E, and how many the tasks here have at most. None when every group has such a task."""
+    empty = table.filter(pl.col(f"pass@{k}").is_null()).height
+    if not empty:
+        return None
+    scored = scores.filter(pl.col("M·C·D·I·E").is_not_null())
+    most = scored.group_by([*GROUPINGS[by], "task_id"]).len()["len"].max() if scored.height else 0
+    have = (f"at most {most} per task here" if most else "no run here is scored on all five phases: see the "
+            "denominators")
+    return (f"pass@{k} and pass^{k} need {k} attempts of a task scored on M·C·D·I·E; {empty} of {table.height} "
+            f"group(s) have no such task ({have}): `failatlas bench run --attempts {k}`, then "
+            "`failatlas bench score`")
+
+
+def check_report_folder(out_dir: Path) -> None:
+    """Raise InputError naming the path when the report cannot be written to `out_dir`: it, or the nearest of
+    its parents that exists, is not a folder."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                inside = "" if path == out_dir else f", so the report folder {out_dir} cannot be made in it"
+                raise InputError(f"is a file, not a folder{inside}", path=str(path),
+                                 hint="pass --out a folder, or a new folder's name")
+            return
+
+
 def write_report(table: pl.DataFrame, by: str, out_dir: Path, notes: list[str] | None = None) -> list[Path]:
     """Write report.md (with `notes`, `report_notes`, below the table), report.csv (numbers, CIs, denominators,
-    stored, unscored and infra_error runs, E left out for the environment as columns) and report.tex."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    stored, unscored and infra_error runs, E left out for the environment as columns) and report.tex, all or
+    none (each written beside its name, then renamed). Raises InputError naming the path when the folder cannot
+    be made or written."""
     headers, rows = _rows(table, by, with_ci=True)
-    md = out_dir / f"report_by_{by}.md"
     listed = [f"{'  ' if line.startswith(' ') else ''}- {line.strip()}" for line in notes or []]
-    md.write_text(to_markdown(headers, rows) + ("\n" + "\n".join(listed) + "\n" if listed else ""))
-    tex = out_dir / f"report_by_{by}.tex"
-    tex.write_text(to_paper_latex(table, by))
-    csv = out_dir / f"report_by_{by}.csv"
-    csv.write_text(to_csv(table.columns, table.rows()))
-    return [md, csv, tex]
+    texts = {f"report_by_{by}.md": to_markdown(headers, rows) + ("\n" + "\n".join(listed) + "\n" if listed else ""),
+             f"report_by_{by}.csv": to_csv(table.columns, table.rows()),
+             f"report_by_{by}.tex": to_paper_latex(table, by)}
+    check_report_folder(out_dir)
+    written: list[Path] = []
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name in texts:  # a rename onto a folder would fail after the others were done
+            if (out_dir / name).is_dir():
+                raise IsADirectoryError(21, "a folder has the report file's name", str(out_dir / name))
+        for name, text in texts.items():
+            part = out_dir / f".{name}.part"
+            written.append(part)
+            part.write_text(text)
+        for name in texts:
+            (out_dir / f".{name}.part").replace(out_dir / name)
+    except OSError as exc:
+        for part in written:
+            part.unlink(missing_ok=True)
+        raise InputError(f"cannot write the report: {exc.strerror or exc}", path=str(exc.filename or out_dir),
+                         hint="pass --out a folder you can write to") from exc
+    return [out_dir / name for name in texts]
 
 
 def _interval(r: dict, metric: str, dash: str = "–") -> str:

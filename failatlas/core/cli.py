@@ -137,30 +137,111 @@ def compact_table(*headers: str, title: str | None = None) -> Table:
                  show_edge=False, title_style="bold")
 
 
+def _column_lines(column: object) -> list[str]:
+    """The lines of a column's header and cells, as printed."""
+    from rich.text import Text
+
+    texts = [column.header, *column.cells]  # type: ignore[attr-defined]
+    return [line for cell in texts for line in (cell.plain if isinstance(cell, Text) else str(cell)).split("\n")]
+
+
+def _least(column: object) -> int:
+    """A column's narrowest width that breaks no word: its longest word."""
+    return max([len(word) for line in _column_lines(column) for word in line.split()] or [1])
+
+
+def _gaps(table: Table, columns: int | None = None) -> int:
+    n = len(table.columns) if columns is None else columns
+    return max(n - 1, 0) * (1 + 2 * (table.padding[1] if table.padding else 0))
+
+
 def fit_columns(table: Table, width: int | None = None) -> Table:
     """Lay `table` out on `width` columns (default: the console's) deliberately: every column at least as wide as
     its longest word (a name is never broken inside a word, never ends in "…"), the room left shared in
     proportion to what each column's text needs beyond that; long texts wrap at spaces."""
-    from rich.text import Text
-
     width = width or console.width
-
-    def lines(column: object) -> list[str]:
-        texts = [column.header, *column.cells]  # type: ignore[attr-defined]
-        return [line for cell in texts for line in (cell.plain if isinstance(cell, Text) else str(cell)).split("\n")]
-
-    gaps = max(len(table.columns) - 1, 0) * (1 + 2 * (table.padding[1] if table.padding else 0))
-    natural = [max([len(line) for line in lines(c)] or [1]) for c in table.columns]
-    least = [max([len(word) for line in lines(c) for word in line.split()] or [1]) for c in table.columns]
+    gaps = _gaps(table)
+    natural = [max([len(line) for line in _column_lines(c)] or [1]) for c in table.columns]
+    least = [_least(c) for c in table.columns]
     for column in table.columns:
         column.overflow = "fold"
     room = width - gaps - sum(least)
-    if sum(natural) + gaps <= width or room <= 0:
+    if sum(natural) + gaps <= width or room < 0:
         for column, n in zip(table.columns, least, strict=True):
             column.min_width = n
         return table
     want = [n - m for n, m in zip(natural, least, strict=True)]
-    shares = [m + (room * w) // sum(want) for m, w in zip(least, want, strict=True)]
+    # exact widths, even with no room left: rich's own shrinking of a table at the limit cuts its last column
+    shares = [m + (room * w) // max(sum(want), 1) for m, w in zip(least, want, strict=True)]
     for column, w in zip(table.columns, shares, strict=True):
         column.width = w
     return table
+
+
+def split_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, names: int, keep: int = 0,
+                  title: str, width: int | None = None, note: str | None = None) -> list[Table]:
+    """One table of `rows` (cells under `headers`) laid out on `width` columns (default: the console's) without
+    ever dropping a column, where a rich table too wide for the terminal would drop its last ones. The first
+    `names` columns name a row and the `keep` after them (e.g. its run count) are repeated in every part; the
+    value columns after them are split, in order, into as few parts as fit (titled "TITLE (1 of 2)", ...). When
+    the name columns leave no room, they are joined into one ("benchmark / agent"), which wraps at its spaces;
+    only when even that leaves no room for one value column is the joined name broken inside a word (folded,
+    never cut). Each part is laid out by `fit_columns`; `note` is the first part's caption. Value columns are
+    right-aligned."""
+    width = width or console.width
+    joined_header = " / ".join(headers[:names])
+    layouts = [(list(headers[:names]), [list(r[:names]) for r in rows])]
+    if names > 1:
+        layouts.append(([joined_header], [[" / ".join(c for c in r[:names])] for r in rows]))
+    lead = names + keep
+    values = list(range(lead, len(headers)))
+
+    def table(name_headers: list[str], name_cells: list[list[str]], part: list[int], label: str) -> Table:
+        t = compact_table(*name_headers, *headers[names:lead], *(headers[i] for i in part), title=label)
+        for column in t.columns[len(name_headers):]:
+            column.justify = "right"
+        for cells, row in zip(name_cells, rows, strict=True):
+            t.add_row(*cells, *row[names:lead], *(row[i] for i in part))
+        return t
+
+    def parts(name_headers: list[str], name_cells: list[list[str]]) -> list[list[int]] | None:
+        probe = table(name_headers, name_cells, values, title)
+        least = [_least(c) for c in probe.columns]
+        n_lead = len(name_headers) + keep
+        gap = _gaps(probe, 2)
+        room = width - sum(least[:n_lead]) - _gaps(probe, n_lead)
+        out: list[list[int]] = [[]]
+        used = 0
+        for i, w in zip(values, least[n_lead:], strict=True):
+            if w + gap > room:
+                return None
+            if out[-1] and used + w + gap > room:
+                out.append([])
+                used = 0
+            out[-1].append(i)
+            used += w + gap
+        return out
+
+    candidates = [(p, layout) for layout in layouts if (p := parts(*layout)) is not None]
+    if candidates:
+        split, (name_headers, name_cells) = min(candidates, key=lambda c: len(c[0]))  # the first of equals
+        folded = None
+    else:  # the joined name alone is wider than the terminal: one value column per part, the name folded
+        name_headers, name_cells = layouts[-1]
+        split = [[i] for i in values] or [[]]
+        folded = 1
+    tables = []
+    for n, part in enumerate(split, 1):
+        label = title if len(split) == 1 else f"{title} ({n} of {len(split)})"
+        t = table(name_headers, name_cells, part, label)
+        if n == 1 and note:
+            t.caption, t.caption_justify, t.caption_style = note, "left", "default"
+        if folded:
+            rest = sum(_least(c) for c in t.columns[1:]) + _gaps(t)
+            t.columns[0].overflow, t.columns[0].width = "fold", max(width - rest, 1)
+            for column in t.columns[1:]:
+                column.min_width = _least(column)
+            tables.append(t)
+        else:
+            tables.append(fit_columns(t, width))
+    return tables
