@@ -66,6 +66,25 @@ def test_bench_list_cuts_no_name_and_shows_outcome_and_phases(width):
         assert (f" {task} " in text) if flat else (f"task {task}" in text)
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_bench_list_with_long_model_names_drops_no_column(width):
+    """A model column made the per-task table wider than 80 columns: its outcome, MDIEC and s were cut."""
+    rows = _run_rows()
+    for r in rows:
+        r["model"] = "gpt-4o-mini-2024-07-18"
+    marks = {r["id"]: ("fabricated_result", "✗✓✗✗✓") for r in rows[1:]}
+    text = _render(runs_tables(rows, marks, width), width)
+    _assert_within(text, width)
+    words = text.split()
+    for header in ("run", "agent", "model", "att.", "outcome", "MDIEC", "s"):
+        assert header in words, header
+    assert words.count("gpt-4o-mini-2024-07-18") == len(rows)
+    assert words.count("✗✓✗✗✓") == words.count("fabricated_result") == len(rows) - 1
+    assert words.count("unscored") == 1 and words.count("12.5") == len(rows)
+    for r in rows:
+        assert words.count(r["id"]) >= 1 and r["agent"] in words, r
+
+
 def _report_frame() -> pl.DataFrame:
     rows = []
     for i, agent in enumerate(AGENTS):

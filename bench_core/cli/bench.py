@@ -217,37 +217,42 @@ def _run_verdicts(s) -> dict[str, tuple[str | None, dict[str, str | None]]]:  # 
 
 def runs_tables(rows: list[dict], marks: dict[str, tuple[str, str]], width: int) -> list[Table]:
     """`bench list`'s table: one row per run with its outcome (its status where it is not scored) and phase
-    marks; nothing is ever cut. The model
-    column shows only where a run has one, the fault only where the agent's name does not say it. When that
-    table is wider than `width`, one table per task, titled with the task id, takes the task column's place."""
-    from failatlas.core.cli import compact_table, fit_columns, fits
+    marks; nothing is ever cut. The model column shows only where a run has one, the fault only where the agent's
+    name does not say it. When that table is wider than `width`, one table per task, titled with the task id,
+    takes the task column's place; where even that is too wide (long model names), `split_columns` splits it
+    into parts that each repeat the run id, so no column is lost."""
+    from failatlas.core.cli import compact_table, fit_columns, fits, split_columns
 
     with_model = any(r["model"] for r in rows)
     with_fault = any(r["fault_injected"] and r["fault_injected"].replace("_", "-") not in r["agent"] for r in rows)
 
-    def table(group: list[dict], with_task: bool, title: str | None = None) -> Table:
+    def cells(group: list[dict], with_task: bool) -> tuple[list[str], list[list[str]]]:
         headers = ["run", *(["task"] if with_task else []), "agent", *(["model"] if with_model else []), "att.",
                    "outcome", "MDIEC", *(["fault"] if with_fault else []), "s"]
-        t = compact_table(*headers, title=title)
+        lines = []
         for r in group:
             # a scored run's outcome; else its status (a completed run not yet scored says so)
             default = "unscored" if r["status"] == "completed" else r["status"]
             outcome, verdicts = marks.get(r["id"], (default, ""))
-            t.add_row(r["id"], *([escape(r["task_id"])] if with_task else []), escape(r["agent"]),
-                      *([escape(r["model"] or "-")] if with_model else []), str(r["attempt"]),
-                      escape(outcome), verdicts, *([r["fault_injected"] or ""] if with_fault else []),
-                      str(r["seconds"]))
-        return t
+            lines.append([r["id"], *([escape(r["task_id"])] if with_task else []), escape(r["agent"]),
+                          *([escape(r["model"] or "-")] if with_model else []), str(r["attempt"]),
+                          escape(outcome), verdicts, *([r["fault_injected"] or ""] if with_fault else []),
+                          str(r["seconds"])])
+        return headers, lines
 
-    flat = table(rows, with_task=True)
+    headers, lines = cells(rows, with_task=True)
+    flat = compact_table(*headers)
+    for line in lines:
+        flat.add_row(*line)
     if fits(flat, width):
         return [fit_columns(flat, width)]
     by_task: dict[str, list[dict]] = {}
     for r in rows:
         by_task.setdefault(r["task_id"], []).append(r)
     # ids (what a user copies into `bench show`) and names are never broken inside: see `fit_columns`
-    return [fit_columns(table(group, with_task=False, title=f"task {escape(task)}"), width)
-            for task, group in by_task.items()]
+    return [t for task, group in by_task.items()
+            for t in split_columns(*cells(group, with_task=False), names=1, title=f"task {escape(task)}",
+                                   width=width, justify="left")]
 
 
 @app.command()

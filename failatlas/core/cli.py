@@ -179,15 +179,16 @@ def fit_columns(table: Table, width: int | None = None) -> Table:
 
 
 def split_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, names: int, keep: int = 0,
-                  title: str, width: int | None = None, note: str | None = None) -> list[Table]:
+                  title: str, width: int | None = None, note: str | None = None,
+                  justify: str = "right") -> list[Table]:
     """One table of `rows` (cells under `headers`) laid out on `width` columns (default: the console's) without
     ever dropping a column, where a rich table too wide for the terminal would drop its last ones. The first
     `names` columns name a row and the `keep` after them (e.g. its run count) are repeated in every part; the
     value columns after them are split, in order, into as few parts as fit (titled "TITLE (1 of 2)", ...). When
     the name columns leave no room, they are joined into one ("benchmark / agent"), which wraps at its spaces;
     only when even that leaves no room for one value column is the joined name broken inside a word (folded,
-    never cut). Each part is laid out by `fit_columns`; `note` is the first part's caption. Value columns are
-    right-aligned."""
+    never cut). Each part is laid out by `fit_columns`; `note` is the first part's caption. The columns after
+    the names are aligned by `justify`."""
     width = width or console.width
     joined_header = " / ".join(headers[:names])
     layouts = [(list(headers[:names]), [list(r[:names]) for r in rows])]
@@ -199,7 +200,7 @@ def split_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, name
     def table(name_headers: list[str], name_cells: list[list[str]], part: list[int], label: str) -> Table:
         t = compact_table(*name_headers, *headers[names:lead], *(headers[i] for i in part), title=label)
         for column in t.columns[len(name_headers):]:
-            column.justify = "right"
+            column.justify = justify
         for cells, row in zip(name_cells, rows, strict=True):
             t.add_row(*cells, *row[names:lead], *(row[i] for i in part))
         return t
