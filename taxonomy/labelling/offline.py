@@ -20,6 +20,7 @@ from failatlas.taxonomy.labelling.phrases import (
     shared_word,
     states_failure,
 )
+from failatlas.taxonomy.labelling.readable import honest_name, withheld_note
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
 
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z_][a-zA-Z0-9_\-]+\b")
@@ -107,11 +108,16 @@ class OfflineLabeller:
 
     def label(self, evidence: TypeEvidence) -> TypeLabel:
         contrast = [t for other in evidence.neighbours for t in other.texts]
-        name = failure_name(evidence.texts, contrast, evidence.keywords)
-        neighbours = [failure_name(o.texts, evidence.texts, o.keywords) for o in evidence.neighbours]
+        named = failure_name(evidence.texts, contrast, evidence.keywords)
+        name = named or honest_name(evidence)
+        neighbours = [n for n in (failure_name(o.texts, evidence.texts, o.keywords) for o in evidence.neighbours) if n]
         head = f"{name} ({evidence.size} {evidence.phase} insight{'s' if evidence.size != 1 else ''})"
         definition = with_examples(head, evidence.texts)
-        criteria = [f"Inside: the insight reports {name[0].lower() + name[1:] if name[:1].isupper() else name}."]
+        if not named:  # the statements share no phrase: say so, and let the examples speak
+            head = withheld_note("", "empty") + head
+            definition = withheld_note("", "empty") + definition
+        criteria = [f"Inside: the insight reports {name[0].lower() + name[1:] if name[:1].isupper() else name}."
+                    ] if named else []
         if evidence.keywords:
             criteria.append(f"Terms typical of it: {_join_terms(evidence.keywords[:5])}.")
         if neighbours:

@@ -395,6 +395,24 @@ def sentence_case(phrase: str) -> str:
     return phrase[0].upper() + phrase[1:]
 
 
+def said_by(phrase: str, texts: Sequence[str]) -> int:
+    """How many of `texts` hold `phrase` as a contiguous run of words (any case, any spacing between them)."""
+    words = phrase.split()
+    if not words:
+        return 0
+    pattern = re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, words)) + r"(?!\w)", re.IGNORECASE)
+    return sum(bool(pattern.search(t)) for t in texts)
+
+
+def keyword_phrase(texts: Sequence[str], keywords: Sequence[str]) -> str | None:
+    """The top keyword of two or more words that the insights themselves say, word for word (two of them, or the
+    only one), or None. A single keyword is a topic ('information'), and two keywords glued with 'and' ("abuse and
+    abuse available", "information and access file") are a phrase no annotator wrote."""
+    need = min(2, len(texts))
+    return next((k for k in keywords if len(k.split()) > 1 and k.lower() not in BARE_TOKENS
+                 and said_by(k, texts) >= need), None)
+
+
 def failure_name(texts: Sequence[str], contrast: Sequence[str] = (), keywords: Sequence[str] = ()) -> str:
     """A short phrase that states the failure: the dominant error signature, if any, joined to the best
     contrastive phrase of the insights ("ModuleNotFoundError: no module named bio"); falls back to the top
@@ -404,8 +422,9 @@ def failure_name(texts: Sequence[str], contrast: Sequence[str] = (), keywords: S
     if phrase is None:
         if sig:
             return f"{sig} raised"
-        words = [k for k in keywords if k.lower() not in BARE_TOKENS][:2]
-        phrase = " and ".join(words) if words else "unclassified failures"
+        phrase = keyword_phrase(texts, keywords)
+        if phrase is None:
+            return ""  # no phrase to name it by: the readable-names check gives it its honest name
     if sig and sig.lower() not in phrase.lower():
         return f"{sig}: {phrase}"
     return sentence_case(phrase)

@@ -66,11 +66,45 @@ def _codeish(token: str) -> str | None:
     return None
 
 
+# What the note on a withheld name says of it, per reason `unreadable_reason` gives: the sentence reads
+# "... (the name proposed for them, '<name>', <clause>) ...".
+REASON_CLAUSES = {
+    "empty": "is empty",
+    "exception message": "is an exception message",
+    "code token": "is a code token",
+    "file name": "is a file name",
+    "quoted message": "is a quoted message",
+    "ends mid-clause": "ends mid-clause",
+    "repeats a word": "joins a word to itself with 'and'",
+    "says nothing specific": "says nothing specific",
+    "topic, not a failure": "names a topic, not a failure",
+}
+# words two sides of an 'and' may both hold without the name repeating itself
+_JOINERS = frozenset(str.split("a an the of in on to for and or with by at"))
+
+
+def _repeats_a_word(words: list[str]) -> bool:
+    """'Abuse and abuse available': the two sides of an 'and' share a word, so the name is two keywords glued
+    together, not a phrase anyone wrote."""
+    lowered = [w.lower() for w in words]
+    return any(w == "and" and (set(lowered[:k]) & set(lowered[k + 1:])) - _JOINERS for k, w in enumerate(lowered))
+
+
+def withheld_note(name: str, reason: str) -> str:
+    """The sentence a type's definition opens with when its proposed `name` was withheld for `reason`."""
+    if reason == "empty" or not name.strip():
+        return ("No readable name was found for these statements (they share no phrase to name them by); "
+                "read the examples. ")
+    return (f"No readable name was found for these statements (the name proposed for them, '{name}', "
+            f"{REASON_CLAUSES[reason]}); read the examples. ")
+
+
 def unreadable_reason(name: str) -> str | None:
-    """Why `name` is not a readable failure-type name, or None when it is readable. One of: 'empty', 'exception
-    message', 'code token' / 'file name' / 'quoted message' (the name is one, or what is left without it states no
-    failure: "Missing the end_plan tag" is readable, "Async def" is not), 'ends mid-clause', 'says nothing
-    specific', 'topic, not a failure' (three words or fewer, none stating a failure)."""
+    """Why `name` is not a readable failure-type name, or None when it is readable. One of `REASON_CLAUSES`:
+    'empty', 'exception message', 'code token' / 'file name' / 'quoted message' (the name is one, or what is left
+    without it states no failure: "Missing the end_plan tag" is readable, "Async def" is not), 'ends mid-clause',
+    'repeats a word' (one word on both sides of an 'and': "Abuse and abuse available"), 'says nothing specific',
+    'topic, not a failure' (three words or fewer, none stating a failure)."""
     text = " ".join(name.split())
     if not text:
         return "empty"
@@ -96,6 +130,8 @@ def unreadable_reason(name: str) -> str | None:
     tail = re.findall(r"[A-Za-z][A-Za-z'\-]*", last)
     if tail and tail[-1].lower() in _DANGLING or text.endswith(":"):
         return "ends mid-clause"
+    if _repeats_a_word(words):
+        return "repeats a word"
     lowered = [w.lower() for w in words]
     if all(w in _EMPTY for w in lowered) and not stated:
         return "says nothing specific"
@@ -134,13 +170,13 @@ class ReadableNames:
         reason = unreadable_reason(lab.name)
         if reason is None:
             return lab
-        note = f"No readable name was found for these statements (the phrase they share, '{lab.name}', is a" \
-               f" {reason}); read the examples. "
+        note = withheld_note(lab.name, reason)
         return lab.model_copy(update={
             "name": honest_name(evidence),
             "definition": note + lab.definition,
             "definition_head": None if lab.definition_head is None else note + lab.definition_head,
-            "inclusion_criteria": [f"Unreadable name withheld ({reason}): {lab.name!r}.", *lab.inclusion_criteria],
+            "inclusion_criteria": ([f"Unreadable name withheld ({reason}): {lab.name!r}."] if lab.name.strip() else [])
+            + lab.inclusion_criteria,
         })
 
     def label_category(self, evidence: CategoryEvidence) -> CategoryLabel | None:

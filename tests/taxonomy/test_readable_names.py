@@ -5,6 +5,7 @@ cannot be named readably says so (labelling/readable.py)."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from failatlas.taxonomy import BuildParams, make_labeller
 from failatlas.taxonomy import run as build
 from failatlas.taxonomy.labelling import LLMLabeller
-from failatlas.taxonomy.labelling.readable import unreadable_reason
+from failatlas.taxonomy.labelling.readable import REASON_CLAUSES, unreadable_reason, withheld_note
 from failatlas.taxonomy.model import TypeEvidence
 from tests.taxonomy.test_llm_labeller import FakeResult, FakeStructuredLLM
 
@@ -36,8 +37,22 @@ FRAGMENTS = {
     "Traceback (most recent call last)": "exception message",
     "'Connection aborted.'": "quoted message",
     "": "empty",
+    # two keywords glued with 'and' (TRAIL GAIA, --seed trail): a word on both sides is no phrase anyone wrote
+    "Abuse and abuse available": "repeats a word",
+    "Timeout and timeout retries": "repeats a word",
 }
-READABLE = ["Output not in the required format", "Instructions not followed", "Formatting Errors", "Timeout",
+# TRAIL GAIA's two keyword-pair names, as (keywords, member statements that share no phrase): the offline generator
+# must not glue the keywords ("Information and access file" repeats no word, but no member says it)
+KEYWORD_PAIRS = {
+    ("abuse", "abuse available"): [
+        "Resource abuse detected by the provider, rate limit hit", "The tool reported abuse; no results available",
+        "Abuse filter blocked the search request", "Search quota abuse made the API unavailable"],
+    ("information", "access file"): [
+        "Could not access the file the task named", "The information in the PDF was never read",
+        "File access failed so the numbers were guessed", "Wrong information extracted from the spreadsheet"],
+}
+READABLE = ["Search and replace failed", "Formatting and output errors",
+            "Output not in the required format", "Instructions not followed", "Formatting Errors", "Timeout",
             "Missing the end_plan tag required by the prompt", "Hallucinated tool output", "Goal deviation",
             "Search failures (search)", "Rate limiting", "Final answer failures", "Agent looped on the same search"]
 
@@ -52,13 +67,38 @@ def test_failure_noun_phrases_pass(name):
     assert unreadable_reason(name) is None
 
 
-def _evidence(texts: list[str], key: str = "execution/T01") -> TypeEvidence:
+def test_every_reason_has_a_clause_and_the_withheld_note_reads_as_a_sentence():
+    """The note a withheld name's definition opens with, for every reason `unreadable_reason` gives (the note once
+    read "the phrase they share, 'File path', is a says nothing specific")."""
+    assert set(FRAGMENTS.values()) == set(REASON_CLAUSES)
+    expected = {
+        "File path": "(the name proposed for them, 'File path', says nothing specific)",
+        "Async def": "(the name proposed for them, 'Async def', is a code token)",
+        "config.yaml": "(the name proposed for them, 'config.yaml', is a file name)",
+        "KeyError: 'choices'": "(the name proposed for them, 'KeyError: 'choices'', is an exception message)",
+        "'Connection aborted.'": "(the name proposed for them, ''Connection aborted.'', is a quoted message)",
+        "The agent wrote the plan to": "(the name proposed for them, 'The agent wrote the plan to', ends mid-clause)",
+        "Triple quotes": "(the name proposed for them, 'Triple quotes', names a topic, not a failure)",
+        "Abuse and abuse available":
+            "(the name proposed for them, 'Abuse and abuse available', joins a word to itself with 'and')",
+        "": "(they share no phrase to name them by)",
+    }
+    for name, clause in expected.items():
+        note = withheld_note(name, unreadable_reason(name))
+        assert note == f"No readable name was found for these statements {clause}; read the examples. ", note
+    for name, reason in FRAGMENTS.items():
+        note = withheld_note(name, reason)
+        assert not re.search(r"\b(is a (says|ends|empty|exception|names|joins)|is an? is)\b", note), note
+
+
+def _evidence(texts: list[str], key: str = "execution/T01", keywords: tuple[str, ...] = ("async", "def")
+              ) -> TypeEvidence:
     return TypeEvidence(key=key, phase="execution", insight_ids=[f"i{k}" for k in range(len(texts))], texts=texts,
-                        similarities=np.linspace(0.9, 0.5, len(texts)), keywords=["async", "def"])
+                        similarities=np.linspace(0.9, 0.5, len(texts)), keywords=list(keywords))
 
 
 @pytest.mark.parametrize("shape", ["Async def", "Did not follow the instructions that say", "config.yaml",
-                                   "KeyError: 'choices'", "Triple quotes"])
+                                   "KeyError: 'choices'", "Triple quotes", "Abuse and abuse available"])
 def test_the_llm_labeller_cannot_print_a_fragment(mini_store, shape):
     def reply(messages, schema):  # noqa: ANN001, ANN202
         body = json.loads(messages[1]["content"])
@@ -90,6 +130,11 @@ def test_the_offline_labeller_never_names_a_type_by_a_fragment():
     for texts in cases:
         lab = labeller.label(_evidence(texts))
         assert unreadable_reason(lab.name) is None, (texts, lab.name)
+    for keywords, texts in KEYWORD_PAIRS.items():  # no phrase shared: an honest name, never the keywords glued
+        lab = labeller.label(_evidence(texts, keywords=keywords))
+        assert lab.name == "Unnamed type execution/T01 (no readable common phrase)", (keywords, lab.name)
+        assert lab.definition.startswith("No readable name was found for these statements (they share no phrase")
+        assert not any(" and " in c and "Inside" in c for c in lab.inclusion_criteria), lab.inclusion_criteria
 
 
 def test_every_name_of_a_real_taxonomy_is_readable_or_says_it_is_not(trail_store):
