@@ -260,8 +260,12 @@ def _print_quality(s: object, taxonomy_id: str) -> None:
                         f"share of all {acc['n_labelled']} labelled distinct statements")
     cv = m.get("label_cv")
     if cv:
+        from failatlas.taxonomy.labels import count_unmatched
+
+        away = count_unmatched(s)  # type: ignore[arg-type]
         summary.add_row("your labels, cross-validated accuracy", f"{cv['accuracy']:.3f}",
-                        f"{cv['folds']}-fold over {cv['n_labels']} labelled distinct statements")
+                        f"{cv['folds']}-fold over {cv['n_labels']} labelled distinct statements"
+                        + (f", {away} of them not in this store (`failatlas label list`)" if away else ""))
     labels = m.get("labels")
     if labels:
         for key in ("n_items", "n_labels", "n_clusters", "ari", "nmi", "homogeneity", "completeness", "purity",

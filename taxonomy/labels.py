@@ -193,6 +193,13 @@ def count_labels(store: Store) -> int:
     return store.query("SELECT count(*) FROM insight_labels")[0][0]
 
 
+def count_unmatched(store: Store) -> int:
+    """How many stored labels follow a text no insight of the store has (kept with `--unmatched keep`, or left by
+    a statement gone from the store): they train and are cross-validated like the others, so reports say so."""
+    return store.query("SELECT count(*) FROM insight_labels l WHERE NOT EXISTS"
+                       " (SELECT 1 FROM insights i WHERE i.text = l.text)")[0][0]
+
+
 def remove_labels(store: Store, *, insight_ids: Sequence[str] = (), label: str | None = None) -> int:
     """Remove the labels of these insights' texts (ids or unique id prefixes), and/or every label with this name.
     Returns how many went. NotFoundError, and nothing removed, for an unknown insight or a label name no stored

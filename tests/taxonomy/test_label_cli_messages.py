@@ -164,3 +164,36 @@ def test_an_id_prefix_naming_several_insights_is_refused_and_names_them(db: Path
     assert cli(db, "label", "remove", "abcdef00000000").returncode == 2
     assert cli(db, "label", "remove", "abcdef0000000002").returncode == 0
     assert list_labels(Store(db)) == []
+
+
+def test_quality_says_how_many_cross_validated_labels_are_not_in_the_store(shared_data: Path, tmp_path: Path):
+    """A kept label on a statement no insight has is cross-validated like the others, and `taxonomy show
+    --quality` says how many of them there are (a store embedded by real MiniLM, clustered by k-means)."""
+    from sklearn.cluster import KMeans
+
+    from failatlas.embed import DEFAULT_MODEL, EmbedParams, find_embedding_set, load_insight_vectors
+    from failatlas.embed import run as embed
+    from failatlas.ingest import FileIngestParams, run_file
+    from tests.taxonomy.fill import add_clustering
+
+    source = tmp_path / "trail_first80.jsonl"
+    source.write_text("".join((shared_data / "trail" / "trail_errors_gaia.jsonl").read_text().splitlines(True)[:80]))
+    db = tmp_path / "quality.duckdb"
+    store = open_store(db)
+    run_file(store, FileIngestParams(paths=[source]))
+    embed(store, EmbedParams(model=DEFAULT_MODEL, normalise="none", device="cpu"))
+    data = load_insight_vectors(store, find_embedding_set(store, model=DEFAULT_MODEL, normalise="none"))
+    add_clustering(store, "cl-first80", "other", data.ids, KMeans(4, n_init=3, random_state=0).fit_predict(
+        data.vectors), model=DEFAULT_MODEL, embedding_set_id=data.embedding_set.id)
+    rows = store.query("SELECT i.text, min(s.label) FROM insights i JOIN insight_sources s ON s.insight_id = i.id"
+                       " GROUP BY i.text ORDER BY i.text LIMIT 10")
+    orphan = ("The agent answered in French although the task asked for English.", rows[0][1])
+    path = write_labels(tmp_path / "labels.jsonl", [*rows, orphan])
+    kept = cli(db, "label", "add", "--labels", str(path), "--unmatched", "keep")
+    assert kept.returncode == 0 and "kept 1 row(s)" in kept.stdout, kept.stdout + kept.stderr
+    built = cli(db, "taxonomy", "build", "-c", "cl-first80", "--seed", "trail")
+    assert built.returncode == 0, built.stdout + built.stderr[-3000:]
+    shown = cli(db, "taxonomy", "show", "--quality", "--n-boot", "10", columns=300)
+    assert shown.returncode == 0, shown.stderr
+    out = " ".join(shown.stdout.split())
+    assert "5-fold over 11 labelled distinct statements, 1 of them not in this store (`failatlas label list`)" in out
