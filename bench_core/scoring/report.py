@@ -21,7 +21,7 @@ GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"],
              # what the agent was given: EXP-Bench's task kind (T1, T2, T3), AutoExperiment's setting and n
              "setting": ["benchmark", "kind", "setting", "n_masked", "agent", "model"],
              "kind": ["benchmark", "kind", "agent", "model"], "n": ["benchmark", "n_masked", "agent", "model"]}
-# the column each grouping is about (shown even when no run has a value for it), and what its emptiness means
+# the column each grouping is about, and the note the terminal prints where no run has a value for it
 DIMENSION = {"agent": "agent", "task": "task_id", "benchmark": "benchmark", "fault": "fault_injected",
              "paper": "paper_id", "setting": "setting", "kind": "kind", "n": "n_masked"}
 NO_DIMENSION = {"agent": "(no run names an agent)", "task_id": "(no run names a task)",
