@@ -65,21 +65,37 @@ def _form(page, submit: str):  # noqa: ANN001, ANN202
     return page.get_by_test_id("stForm").filter(has=page.get_by_role("button", name=submit, exact=True))
 
 
+def _option(page, field, text: str) -> None:  # noqa: ANN001
+    """Type `text` into a select box's filter (`field`: its input, as an element handle found before the list
+    opened: while it is open, role and label lookups of the form see nothing else) and click the first option that
+    shows it. A click or keystrokes that land while Streamlit re-runs the page can be lost (the list never opens):
+    then the box is opened and the filter typed again, at most three times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):
+        field.click()  # the box's centre may be a chosen item's tag
+        field.fill("")
+        page.keyboard.type(text[:40])
+        try:
+            page.get_by_role("option").filter(has_text=text[:40]).first.click(timeout=20_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+
+
 def _choose(page, box, text: str) -> None:  # noqa: ANN001
     """Open a select box (or multiselect), filter its options by `text` and click the first that shows it."""
-    box.locator("input").click()  # the box's centre may be a chosen item's tag
-    page.keyboard.type(text[:40])
-    page.get_by_role("option").filter(has_text=text[:40]).first.click()
+    _option(page, box.locator("input").element_handle(), text)
 
 
 def _pick(page, box, texts: list[str], then) -> None:  # noqa: ANN001
     """Choose these options of a multiselect, then close its list by clicking `then` (a text box of the form): an
     open list hides the rest of the page from the accessibility tree, and Escape would clear the choice."""
-    after = then.element_handle()  # found now: while the list is open, role and label lookups see nothing else
-    box.locator("input").click()
+    after = then.element_handle()  # found now, as the box's input
+    field = box.locator("input").element_handle()
     for text in texts:
-        page.keyboard.type(text[:40])
-        page.get_by_role("option").filter(has_text=text[:40]).first.click()
+        _option(page, field, text)
     after.click()
 
 

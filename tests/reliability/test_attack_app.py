@@ -395,10 +395,14 @@ def test_texts_reach_streamlit_as_escaped_markdown(app_db, monkeypatch):
         markdown, text = _markdown_sources(at)
         sources += markdown
         unparsed += text
-    from failatlas.appdata.pages.run_view import SECTIONS
+    from failatlas.appdata.pages.run_view import SECTIONS, run_links
 
-    ours = "Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS)  # our own links, no text
-    bad = {s: _markup_in(s) for s in sources if s != ours and _markup_in(s)}
+    # our own links, no text: the run view's sections, and its links to its task and its diff against gold
+    ours = {"Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS)}
+    runs = Store(app_db).query("SELECT id, task_id, agent FROM runs")
+    ours |= {run_links(run, task, gold) for run, task, _ in runs
+             for gold in [None, *(g for g, t, a in runs if a == "gold" and t == task and g != run)]}
+    bad = {s: _markup_in(s) for s in sources if s not in ours and _markup_in(s)}
     assert not bad, bad
     shown = "\n".join([_plain(s) for s in sources] + unparsed)
     for key in ("question", "method", "insight", "analysis", "definition", "type", "category", "detail", "reason",
