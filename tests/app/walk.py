@@ -111,6 +111,28 @@ def walk_to_run(page, url: str, shots: Path | None = None) -> str:  # noqa: ANN0
     return first_type
 
 
+_SECTION_TEXT_TOPS = """([text, start, end]) => {
+    const top = id => { const e = document.getElementById(id); return e && e.getBoundingClientRect().top; };
+    const a = top(start), b = top(end);
+    return [...document.querySelectorAll('p')].filter(e => e.textContent.trim() === text)
+        .map(e => e.getBoundingClientRect().top).filter(y => a !== null && y > a && (b === null || y < b));
+}"""
+
+
+def _link_shows(page, section: str, text: str, until: str, tries: int = 3) -> None:  # noqa: ANN001
+    """Click the run view's section link `section`, then see `text` in that section (between its anchor and
+    `until`'s; other sections hold the same words, e.g. every step's "stdout (tail)") inside the viewport. A click
+    that lands while Streamlit re-runs the page is lost, so it is repeated, each try waiting up to 20 s."""
+    for attempt in range(tries):
+        page.get_by_role("link", name=section, exact=True).click()
+        for _ in range(40):
+            tops = page.evaluate(_SECTION_TEXT_TOPS, [text, section, until])
+            if tops and 0 <= tops[0] < page.viewport_size["height"]:
+                return
+            page.wait_for_timeout(500)
+        assert attempt < tries - 1, f"{text!r} of the {section} section is not in view ({tops or 'not there'})"
+
+
 def entry_to_run(page, url: str, entry: str, shots: Path | None = None) -> str:  # noqa: ANN001
     """The two clicks of issue 34: the entry point on the Taxonomy page (1), then the first run listed under its
     first type (2); the run opens in view. Then its section links bring the validator's log and the diff into view.
@@ -127,8 +149,7 @@ def entry_to_run(page, url: str, entry: str, shots: Path | None = None) -> str: 
     label = run_button.inner_text()
     _click_until(page, run_button, "run=")  # click 2
     expect(page.get_by_role("heading", name=label)).to_be_in_viewport(timeout=60_000)
-    page.get_by_role("link", name="validator", exact=True).click()
-    expect(page.get_by_text("stdout (tail)").first).to_be_in_viewport(timeout=30_000)
+    _link_shows(page, "validator", "stdout (tail)", until="diff")
     page.get_by_role("link", name="diff", exact=True).click()
     expect(page.locator("#diff")).to_be_in_viewport(timeout=30_000)
     return label
