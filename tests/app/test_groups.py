@@ -17,9 +17,8 @@ from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.tasks.catalog import save_tasks
 from failatlas.cli import app
 from failatlas.store import open_store
+from tests.app.test_pages import render as _render
 from tests.bench_core.tasks.test_selection import _task
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +33,6 @@ def groups_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     runs.run(store, runs.BenchParams(agent="null", setting="partial_code", **base))
     scoring.run(store, scoring.ScoreParams(sandbox="local", runs_dir=tmp / "runs", llm=False))
     return store.path
-
-
-def _render(db: Path, monkeypatch: pytest.MonkeyPatch, **params: str) -> AppTest:
-    monkeypatch.setenv("FAILATLAS_DB", str(db))
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update(params)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _scores(at: AppTest):

@@ -12,16 +12,13 @@ from pathlib import Path
 import pytest
 
 from failatlas.store import open_store
-from tests.taxonomy.test_user_labels_gaia import cli
+from tests.taxonomy.test_user_labels_gaia import cli, gaia_store
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_few_labels_without_a_seed_leave_the_rest_to_clustering(shared_data: Path, tmp_path: Path):
-    db = tmp_path / "gaia.duckdb"
-    cli(db, "ingest", "file", str(shared_data / "trail" / "trail_errors_gaia.jsonl"))
-    cli(db, "embed", "run", "--device", "cpu")
-    cli(db, "cluster", "run", "--all-phases", "--seed", "0", "--reassign-outliers", "--stability-runs", "0")
+    db = gaia_store(tmp_path / "gaia.duckdb", shared_data)
     store = open_store(db)
     by_label: dict[str, list[str]] = {}
     for iid, label in store.query("SELECT DISTINCT insight_id, label FROM insight_sources ORDER BY insight_id"):

@@ -48,6 +48,14 @@ def cli(db: Path, *args: str) -> str:
     return result.stdout
 
 
+def gaia_store(db: Path, shared_data: Path) -> Path:
+    """TRAIL GAIA ingested, embedded and clustered (all phases, seed 0) by the real CLI into `db`."""
+    cli(db, "ingest", "file", str(shared_data / "trail" / "trail_errors_gaia.jsonl"))
+    cli(db, "embed", "run", "--device", "cpu")
+    cli(db, "cluster", "run", "--all-phases", "--seed", "0", "--reassign-outliers", "--stability-runs", "0")
+    return db
+
+
 def spread_over_categories(statements: dict[str, str], n: int) -> list[tuple[str, str]]:
     """`n` (text, label) pairs, one label after the other (most frequent first) until `n` are taken: what a person
     labelling a few statements of each category they see would give. Deterministic: texts in hash order."""
@@ -64,10 +72,7 @@ def spread_over_categories(statements: dict[str, str], n: int) -> list[tuple[str
 
 
 def test_thirty_user_labels_raise_the_rebuilds_ari_on_the_held_back_half(shared_data: Path, tmp_path: Path):
-    db = tmp_path / "gaia.duckdb"
-    cli(db, "ingest", "file", str(shared_data / "trail" / "trail_errors_gaia.jsonl"))
-    cli(db, "embed", "run", "--device", "cpu")
-    cli(db, "cluster", "run", "--all-phases", "--seed", "0", "--reassign-outliers", "--stability-runs", "0")
+    db = gaia_store(tmp_path / "gaia.duckdb", shared_data)
     store = open_store(db)
     rows = store.query("SELECT i.id, i.text, s.label, s.task_id FROM insights i JOIN insight_sources s"
                        " ON s.insight_id = i.id ORDER BY s.source_key")
