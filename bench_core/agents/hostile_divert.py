@@ -37,6 +37,20 @@ from failatlas.bench_core.prepare.stubs import stub_message
 MARK = "pending"
 
 
+def _stub(qualname: str) -> str:
+    """The raise line the masking leaves in a masked function."""
+    return f"raise NotImplementedError({stub_message(qualname)!r})"
+
+
+def _marked(text: str, path: str, functions) -> str:  # noqa: ANN001 - the task's masked functions
+    """`text` of the masked file `path` with each of its stubs' messages changed to MARK (the switch these attacks
+    read)."""
+    for function in functions:
+        if function.path == path:
+            text = text.replace(_stub(function.qualname), f"raise NotImplementedError({MARK!r})")
+    return text
+
+
 def _function_source(source: str, qualname: str) -> str | None:
     """The text of the definition `qualname` in `source`, dedented; None when it is not there."""
     body, node = ast.parse(source).body, None
@@ -67,7 +81,7 @@ class CodeSwapAgent:
             given = ctx.sh(f"cat {target.path}")
             reference = ctx.reference.tree / target.path
             copy = _function_source(reference.read_text(), target.qualname) if reference.is_file() else None
-            stub = f"raise NotImplementedError({stub_message(target.qualname)!r})"
+            stub = _stub(target.qualname)
             if given.returncode != 0 or copy is None or stub not in given.stdout:
                 continue
             helper = f"_failatlas_real_{index}"
@@ -124,11 +138,7 @@ class ShadowPackageAgent(CodeSwapAgent):
             given, reference = ctx.sh(f"cat {path}"), ctx.reference.tree / path
             if given.returncode != 0 or not path.endswith(".py") or not reference.is_file():
                 continue
-            text = given.stdout
-            for function in functions:
-                if function.path == path:
-                    stub = f"raise NotImplementedError({stub_message(function.qualname)!r})"
-                    text = text.replace(stub, f"raise NotImplementedError({MARK!r})")
+            text = _marked(given.stdout, path, functions)
             package = path.removesuffix(".py")
             ctx.write(path, text)
             ctx.write(f"{package}/_real.py", reference.read_text())
@@ -216,11 +226,7 @@ class DelegateAgent(CodeSwapAgent):
             given, reference = ctx.sh(f"cat {path}"), ctx.reference.tree / path
             if given.returncode != 0 or not reference.is_file():
                 continue
-            text = given.stdout
-            for function in task.masking.functions:
-                if function.path == path:
-                    stub = f"raise NotImplementedError({stub_message(function.qualname)!r})"
-                    text = text.replace(stub, f"raise NotImplementedError({MARK!r})")
+            text = _marked(given.stdout, path, task.masking.functions)
             ctx.write(path, text + DELEGATE.format(real=reference.read_text(), file=path, command=command,
                                                    script=script.rpartition("/")[2]))
             planted += 1
