@@ -310,7 +310,8 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                 validation = _checked_validation(task, outputs, trees, params, spec, literals)
                 if scan_notes:
                     validation.detail = "; ".join([validation.detail or "", *scan_notes]).lstrip("; ")
-            inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine)
+            inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine,
+                                      repository=repo)
             if trees.patch_error is None:
                 inp = dataclasses.replace(inp, workspace=trees.workspace, start_sandbox=starter(trees.workspace),
                                           counterfactual=trees.counterfactual, transplant=trees.transplant)
@@ -326,7 +327,7 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                 lease.release()
             shutil.rmtree(scratch, ignore_errors=True)
     inp = dataclasses.replace(inp, workspace=None, start_sandbox=None, pristine=None, counterfactual=None,
-                              transplant=None)
+                              transplant=None, repository=None)
     verdicts += _judged([j for j in judges if not j.needs_sandbox], inp)
     return _Scored(findings, settle(validation, verdicts), verdicts)
 

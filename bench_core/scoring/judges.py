@@ -124,7 +124,8 @@ class JudgeInput:
     agent's diff (the hidden tests' trusted helpers). `counterfactual()`: the counterfactual tree (the masked parts
     restored to their stubs, `counterfactual.Restored`) and a sandbox starter for it (None: not applicable),
     built on first use; `transplant()` the same for the transplant tree (`transplant.py`: the pristine masked
-    repository with only the agent's masked functions put in)."""
+    repository with only the agent's masked functions put in). `repository`: the task's repository as scoring resolved
+    it (the reference, unmasked; None when the task needs no tree): what the reference's own runs start from."""
 
     task: TaskSpec
     outputs: dict
@@ -136,6 +137,7 @@ class JudgeInput:
     pristine: Path | None = None
     counterfactual: Callable[[], tuple[Any, Callable[[dict[str, str]], Any] | None]] | None = None
     transplant: Callable[[], tuple[Any, Callable[[dict[str, str]], Any] | None]] | None = None
+    repository: Path | None = None
 
 
 @dataclass
