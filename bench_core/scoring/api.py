@@ -27,6 +27,7 @@ from failatlas.bench_core.runs.inputs import RepoUsed, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.runs.threads import in_threads
 from failatlas.bench_core.sandbox import sandbox_kind
+from failatlas.bench_core.scoring.constructed import Constructed, attribution, construct
 from failatlas.bench_core.scoring.counterfactual import Restored, restore, tree_digest
 from failatlas.bench_core.scoring.judges import (
     Judge,
@@ -80,8 +81,8 @@ class ScoreResult(BaseModel):
     """What one `run` scored: runs by validator outcome, runs left unscored by an infrastructure failure, and
     `unavailable`: "run: task: reason" for each run left unscored because its task's repository is not here or
     the task cannot be prepared from it (a masked file or function missing, a path leading out); `failed`:
-    "run: error" for each run whose scoring crashed (recorded as a `judge_failed` judgement, retried by a plain
-    re-score). `ok` is false when any run was left unscored or failed."""
+    "run: error" for each run whose scoring crashed (every phase it judges recorded failed, with the reason: the run
+    stays in every denominator; `--rescore` tries again). `ok` is false when any run was left unscored or failed."""
 
     scored: int
     outcomes: dict[str, int]
@@ -173,7 +174,8 @@ def _run_environment(store: Store, run_id: str) -> dict:
 
 
 def _judged(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
-    """Every judge's verdicts; a judge that crashes is `judge_failed` with the reason, and the others go on."""
+    """Every judge's verdicts; a judge that crashes on the run fails its phase with the reason (what it read is the
+    agent's), and the others go on; an infrastructure failure is raised."""
     verdicts = []
     for judge in judges:
         try:
@@ -181,9 +183,11 @@ def _judged(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
         except InfrastructureError:
             raise
         except Exception as exc:  # noqa: BLE001 - one judge's bug must not stop the run's other judges
-            verdicts.append(Verdict(_phase_of(judge, inp.task), judge.name, status="judge_failed",
-                                    reason=f"the judge crashed: {type(exc).__name__}: {str(exc)[:300]}",
-                                    kind=judge.kind))
+            verdicts.append(Verdict(_phase_of(judge, inp.task), judge.name, score=0.0, passed=False,
+                                    verdict={"crashed": True}, kind=judge.kind,
+                                    error_analysis=f"The {judge.name} judge crashed on the agent's work, so this "
+                                    f"phase fails: {type(exc).__name__}.",
+                                    reason=f"the judge crashed: {type(exc).__name__}: {str(exc)[:300]}"))
     return verdicts
 
 
@@ -194,18 +198,46 @@ def _phase_of(judge: Judge, task: TaskSpec) -> str:
 
 class _Trees:
     """The clean trees of one run in its scratch folder: the agent's (masked repository plus diff), the pristine
-    masked repository, and the counterfactual, built on first use (`counterfactual.restore`)."""
+    masked repository, the constructed tree I and E are decided on (`constructed.py`), and the counterfactual,
+    built on first use: for a constructed tree the pristine repository itself (the masked code left as stubs),
+    for the agent's tree the masked parts restored (`counterfactual.restore`)."""
 
     def __init__(self, task: TaskSpec, outputs: dict, scratch: Path, repo: Path | None, starter,
                  memo: dict | None = None) -> None:
         self.task, self.scratch, self.starter, self.memo = task, scratch, starter, memo
         self.workspace, self.pristine, self.patch_error = clean_trees(
             task, outputs.get("diff") or "", scratch=scratch, repo=repo)
+        self.constructed: Constructed | None = None
+        if self.patch_error is None:
+            try:
+                self.constructed = construct(task, self.workspace, self.pristine, scratch / "constructed")
+            except InputError as exc:  # a masked path reached through the agent's link: nothing of it is put in
+                shutil.rmtree(scratch / "constructed", ignore_errors=True)
+                shutil.copytree(self.pristine, scratch / "constructed", symlinks=True)
+                self.constructed = Constructed(scratch / "constructed", attribution(task), notes=[
+                    f"the agent's masked code cannot be read: {exc.one_line()}; the stubs stay"])
         self._counterfactual: tuple[Restored, Path | None] | None = None
         self.findings: list[Finding] = []
 
-    def counterfactual_tree(self) -> tuple[Restored, Path | None]:
-        """The counterfactual's description and tree (None: not applicable or not buildable)."""
+    @property
+    def judged(self) -> Path:
+        """The tree I is decided on (and E, unless E is script-attributed)."""
+        return self.constructed.path if self.constructed is not None else self.workspace
+
+    @property
+    def from_pristine(self) -> bool:
+        """Whether the judged tree is built from the pristine repository (not the agent's tree)."""
+        return self.constructed is not None and bool(self.task.masking.functions or self.task.masking.files)
+
+    def counterfactual_tree(self, *, of_agent_tree: bool = False) -> tuple[Restored, Path | None]:
+        """The counterfactual's description and tree (None: not applicable or not buildable). `of_agent_tree`:
+        the agent's own tree with the masked parts restored (a script-attributed E re-runs the agent's tree)."""
+        if not of_agent_tree and self.from_pristine:
+            dest = self.scratch / "counterfactual-pristine"
+            if not dest.exists():
+                shutil.copytree(self.pristine, dest, symlinks=True)
+            return Restored(dest, restored=list(self.constructed.carried),
+                            notes=["the pristine masked repository: every masked part left as its stub"]), dest
         if self._counterfactual is None:
             try:
                 restored = restore(self.task, self.workspace, self.pristine, self.scratch / "counterfactual")
@@ -223,8 +255,8 @@ class _Trees:
         return restored, (self.starter(tree) if tree is not None else None)
 
     def transplant(self):
-        """What `JudgeInput.transplant` returns: the transplant tree's description and a sandbox starter (None:
-        not applicable or not buildable)."""
+        """What `JudgeInput.transplant` returns for a judged tree that is the agent's own (nothing is masked): the
+        transplant tree's description and a sandbox starter (None: not applicable or not buildable)."""
         try:
             restored = transplant(self.task, self.workspace, self.pristine, self.scratch / "transplant")
         except InputError as exc:  # a masked path reached through the agent's link: nothing of the agent's is put in
@@ -234,10 +266,18 @@ class _Trees:
 
 def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: ScoreParams, spec: dict,
                         literals: list[tuple[str, str, float]]) -> Validation:
-    """The validator's clean re-run, and, after a pass, the same re-run on the counterfactual tree: passing there
-    too turns the pass into `fabricated_result` with a monitor finding. A pass whose expected values the agent's
-    files write literally (`literals`) is `fabricated_result` without a second re-run."""
-    validation = _validate(task, outputs, trees.workspace, trees.patch_error, params, spec, trees.memo)
+    """The validator's clean re-run, on the constructed tree with the task's own command (the agent's tree and
+    run script when E is script-attributed), and, after a pass, the same re-run on the counterfactual tree.
+    Passing there too: on a constructed tree the task's check does not depend on the masked code (`not_scored`);
+    on the agent's tree its results did not come from the implementation (`fabricated_result`, with a monitor
+    finding). A pass whose expected values the agent's files write literally (`literals`) is `fabricated_result`
+    without a second re-run."""
+    script = attribution(task) == "script" or trees.constructed is None
+    tree = trees.workspace if script else trees.judged
+    judged_outputs = outputs if script else {**outputs, "changed_files": [], "run_script": None}
+    validation = _validate(task, judged_outputs, tree, trees.patch_error, params, spec, trees.memo)
+    validation.evidence = {"tree": "script" if script else trees.constructed.attribution,
+                           **({} if script or trees.constructed is None else trees.constructed.evidence())}
     if validation.outcome != "passed":
         return validation
     if literals:
@@ -245,16 +285,21 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
         validation.outcome = "fabricated_result"
         validation.detail += f"; not trusted: the agent's files write expected values literally: {named}"
         return validation
-    restored, tree = trees.counterfactual_tree()
-    if tree is None:
+    restored, again_tree = trees.counterfactual_tree(of_agent_tree=script)
+    if again_tree is None:
         if restored.notes and "cannot be built" in restored.notes[0]:
             validation.outcome = "fabricated_result"
             validation.detail += f"; not trusted: {restored.notes[0]}"
             trees.findings.append(Finding("counterfactual", "warn", f"E: {restored.notes[0]}"))
         return validation
-    again = _validate(task, outputs, tree, None, params, {**spec, "run_id": f"{spec['run_id']}-counterfactual"},
-                      trees.memo)
+    again = _validate(task, judged_outputs, again_tree, None, params,
+                      {**spec, "run_id": f"{spec['run_id']}-counterfactual"}, trees.memo)
     if again.outcome == "passed":
+        if not script and trees.from_pristine:
+            validation.outcome = "not_scored"
+            validation.detail = (f"{validation.detail}; not scored: the task's command passes its checks with every "
+                                 "masked part left as its stub, so its checks do not depend on the implementation")
+            return validation
         why = ("the re-run also passes with the masked code restored to its stubs, so its results did not come "
                "from the implementation")
         validation.outcome = "fabricated_result"
@@ -313,12 +358,15 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
             inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine,
                                       repository=repo)
             if trees.patch_error is None:
-                inp = dataclasses.replace(inp, workspace=trees.workspace, start_sandbox=starter(trees.workspace),
-                                          counterfactual=trees.counterfactual, transplant=trees.transplant)
+                inp = dataclasses.replace(inp, workspace=trees.judged, start_sandbox=starter(trees.judged),
+                                          counterfactual=trees.counterfactual,
+                                          transplant=None if trees.from_pristine else trees.transplant)
             verdicts += _judged([j for j in judges if j.needs_sandbox], inp)
             # a rebound masked function fails a hidden-test pass; a passing E beside failing hidden tests is not
             # trusted (rebinding.py, docs/metrics.md)
-            verdicts, attributed = attribute(task, trees.workspace if trees.patch_error is None else None,
+            # (on a tree built from the pristine repository nothing of the agent's can rebind anything: no scan)
+            scanned = trees.workspace if trees.patch_error is None and not trees.from_pristine else None
+            verdicts, attributed = attribute(task, scanned,
                                              trees.pristine, list(outputs.get("changed_files") or []), validation,
                                              verdicts)
             findings += trees.findings + _counterfactual_findings(verdicts) + attributed
@@ -423,11 +471,24 @@ def scorer_lock(store: Store, *, wait_s: float, on_wait: Callable[[str], None] |
         handle.close()
 
 
-def _crash_verdict(task: TaskSpec, exc: BaseException) -> Verdict:
-    """What a run records when scoring it raised something unexpected: a failed judgement, retried by a plain
-    re-score."""
-    return Verdict(task.judgeable_phases[0] if task.judgeable_phases else "monitor", "scoring",
-                   status="judge_failed", reason=f"scoring this run crashed: {type(exc).__name__}: {str(exc)[:300]}")
+CRASH_JUDGE = "scoring"
+
+
+def _crash_reason(exc: BaseException) -> str:
+    return f"scoring this run crashed on what the agent wrote: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _crashed(task: TaskSpec, exc: BaseException) -> tuple[Validation | None, list[Verdict]]:
+    """What a run records when scoring it raised something unexpected after its trees were built from what the
+    agent wrote: every phase the task judges failed, with the reason (the agent's files made the judge crash; a
+    harness bug shows on gold's runs too), so the run stays in every denominator. Final: `--rescore` tries again."""
+    reason = _crash_reason(exc)
+    verdicts = [Verdict(phase, CRASH_JUDGE, score=0.0, passed=False, verdict={"crashed": True},
+                        error_analysis=f"Scoring crashed on the agent's work, so this phase fails: "
+                        f"{type(exc).__name__}.", reason=reason)
+                for phase in task.judgeable_phases if phase != "execution"]
+    validation = Validation("runtime_error", detail=reason) if "execution" in task.judgeable_phases else None
+    return validation, verdicts
 
 
 def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | None = None,
@@ -435,7 +496,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
     """Score stored runs (by default those not scored yet, and those a judge's endpoint stopped). A run whose
     clean re-run fails for infrastructure reasons is reported in `infra_errors`, one whose task's repository is
     unavailable or cannot be prepared in `unavailable`; neither is scored. Anything else that goes wrong while
-    scoring one run becomes that run's recorded outcome (a `judge_failed` judgement with the reason, listed in
+    scoring one run becomes that run's recorded outcome (every phase failed with the reason, listed in
     `failed`), and the batch goes on. One scorer per store at a time (`scorer_lock`; `on_wait` hears that it
     waits). Records one `stage_runs` row (stage `bench.score`), with the repository (source, URL, commit) each
     task was scored from. Raises ConfigError for an unknown judge or bad parameters, StoreLockedError when
@@ -491,9 +552,10 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
                 unavailable.append(f"{run_id}: {task.id}: the task cannot be prepared: {done.one_line()}")
                 continue
             if isinstance(done, BaseException):  # one run's failure is its recorded outcome; the batch goes on
-                rows = write_scores(store, run_id, [], None, [_crash_verdict(task, done)])
+                validation, crash_verdicts = _crashed(task, done)
+                rows = write_scores(store, run_id, [Finding("scoring_crashed", "warn", _crash_reason(done))],
+                                    validation, crash_verdicts)
                 failed.append(f"{run_id}: {type(done).__name__}: {str(done)[:300]}")
-                validation = None
             else:
                 validation = done.validation
                 rows = write_scores(store, run_id, done.findings, validation, done.verdicts)

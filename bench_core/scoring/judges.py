@@ -54,10 +54,13 @@ def resumable(alias: str = "j") -> str:
     return f"({failed} OR ({alias}.status = 'not_run' AND ({waiting})))"
 
 
+DETERMINISTIC_RANK = 2
+
+
 def judge_precedence(kind: str | None, judge: str | None) -> int:
     """The rank of a verdict among those of one phase: deterministic checks 2, `llm` judges 1, `offline` 0."""
     if judge in DETERMINISTIC_JUDGES:
-        return 2
+        return DETERMINISTIC_RANK
     return KIND_PRECEDENCE.get(kind or "", 0)
 
 

@@ -10,7 +10,9 @@ Definitions (also in docs/metrics.md):
   (`environment.py`).
   C = conclusion judge passed.
   When several judges score one phase, the verdict that ranks higher counts (`judge_precedence`: a deterministic
-  check, the hidden tests, over an `llm` judge over an `offline` heuristic; `judgements.kind`, `judgements.judge`).
+  check, the hidden tests, over an `llm` judge over an `offline` heuristic; `judgements.kind`, `judgements.judge`);
+  where two deterministic checks score one phase (hand-written and derived hidden tests), it passes only if both
+  do.
 - A conjunctive score is 1 when all its phases are 1; it is computed over the runs where all its phases are scored
   (its denominator), and the number of runs left out is reported beside it.
 - A failed monitor (M = 0) zeroes every score that includes M, as in EXP-Bench.
@@ -27,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from failatlas.bench_core.scoring.environment import NO_REFERENCE_COMMAND, environment_blocks
-from failatlas.bench_core.scoring.judges import judge_precedence
+from failatlas.bench_core.scoring.judges import DETERMINISTIC_RANK, judge_precedence
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.store import Store
 
@@ -81,6 +83,8 @@ def run_scores(store: Store, *, environment: bool = True) -> pl.DataFrame:
         key = (r["run_id"], phase)
         if key not in verdicts or rank > verdicts[key][1]:
             verdicts[key] = (bool(r["passed"]), rank)
+        elif rank == verdicts[key][1] == DETERMINISTIC_RANK:  # two deterministic checks (hidden, derived): both
+            verdicts[key] = (verdicts[key][0] and bool(r["passed"]), rank)
     monitor_failed = dict(zip(monitor["run_id"].to_list(), monitor["failed"].to_list(), strict=True))
     for r in runs.iter_rows(named=True):
         if r["run_id"] not in scored_ids:

@@ -56,4 +56,14 @@ MIGRATIONS = [
         UPDATE judgements SET kind = 'llm' WHERE judge LIKE '%llm%';
         """,
     ),
+    Migration(
+        package="bench_core.scoring",
+        version=3,
+        name="validation_evidence",
+        sql="""
+        -- what the re-run was decided on: {"tree": constructed | diff | script, "carried": [...], "notes": [...]}
+        -- (bench_core/scoring/constructed.py); NULL for rows scored before
+        ALTER TABLE validations ADD COLUMN evidence JSON;
+        """,
+    ),
 ]

@@ -66,6 +66,9 @@ class Validation:
     results_in_diff: bool = False
     awaiting_judge: bool = False
     judge_output: str = field(default="", repr=False)
+    # what the re-run was decided on (`constructed.Constructed.evidence`): its `tree` (constructed, diff, script),
+    # what of the agent's was carried into it and what was left out
+    evidence: dict = field(default_factory=dict)
 
 
 def apply_diff(workspace: Path, diff: str) -> str | None:

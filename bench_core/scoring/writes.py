@@ -37,9 +37,10 @@ def write_scores(store: Store, run_id: str, findings: list[Finding], validation:
         if validation is not None:
             conn.execute(
                 "INSERT INTO validations (run_id, outcome, command, exit_code, duration_s, stdout_tail, stderr_tail,"
-                " metrics, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " metrics, detail, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, validation.outcome, validation.command, validation.exit_code, validation.duration_s,
-                 validation.stdout_tail, validation.stderr_tail, json.dumps(validation.metrics), validation.detail],
+                 validation.stdout_tail, validation.stderr_tail, json.dumps(validation.metrics), validation.detail,
+                 json.dumps(validation.evidence) if validation.evidence else None],
             )
         for v in verdicts:
             conn.execute(

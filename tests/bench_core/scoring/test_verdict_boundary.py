@@ -4,7 +4,7 @@ real `local` sandboxes, the real mini-suite task mini-ridge-cv and real agents).
 - I: the hidden tests' judge never imports the agent's code, so code that patches json.dumps, JSON encoders,
   streams or numpy in every module (reproduction 1 and its relatives) gets what `null` gets;
 - E: `run.py` writing the expected constants (reproduction 3), plain or encoded, fails E; so does a pass that
-  needs none of the masked code (the counterfactual);
+  needs none of the masked code: E and I are decided on the constructed tree (issue 38);
 - gold still passes E and I with the counterfactual run, and its pass is recorded as checked.
 """
 
@@ -71,7 +71,9 @@ def _scored(store, tmp_path, agents: dict[str, tuple[str, dict]]) -> dict[str, d
         judgements = {j["judge"]: {**j, "verdict": json.loads(j["verdict"] or "{}")} for j in store.query_dicts(
             "SELECT judge, status, passed, score, verdict, error_analysis FROM judgements WHERE run_id = ?",
             [run_id])}
-        [validation] = store.query_dicts("SELECT outcome, detail FROM validations WHERE run_id = ?", [run_id])
+        [validation] = store.query_dicts("SELECT outcome, detail, evidence FROM validations WHERE run_id = ?",
+                                         [run_id])
+        validation["evidence"] = json.loads(validation["evidence"] or "{}")
         findings = store.query_dicts("SELECT rule, severity, evidence FROM monitor_findings WHERE run_id = ?",
                                      [run_id])
         out[label] = {"scores": scores[run_id], "judgements": judgements, "validation": validation,
@@ -133,31 +135,27 @@ def test_code_that_patches_the_process_it_runs_in_gets_what_null_gets(ridge_runs
 
 @pytest.mark.parametrize("attack", ["constants", "hostile-constants-encoded", "hostile-constants-masked"])
 def test_expected_constants_written_by_the_agent_fail_e(ridge_runs, attack):
-    """Reproduction 3 and its encoded and masked-module variants: the re-run matches every expected value, but
-    the constants are the agent's (a literal, or a pass that survives the masked code restored to its stubs)."""
-    run = ridge_runs[attack]
-    assert run["validation"]["outcome"] == "fabricated_result", run["validation"]
+    """Reproduction 3 and its encoded and masked-module variants: the agent's run.py writes the expected values.
+    E is decided on the constructed tree (the pristine run.py, the agent's masked `fit`, here still its stub), so
+    the re-run fails as null's does, whatever the agent's own files write (issue 38)."""
+    run, null = ridge_runs[attack], ridge_runs["null"]
+    assert run["validation"]["outcome"] == null["validation"]["outcome"] == "runtime_error", run["validation"]
     assert run["scores"]["E"] == 0
-    rules = {f["rule"] for f in run["findings"]}
-    assert rules & {"expected_literal", "counterfactual"}, run["findings"]
+    assert run["validation"]["evidence"]["tree"] == "constructed"
 
 
-def test_the_literal_constants_are_named_and_the_encoded_ones_caught_by_the_counterfactual(ridge_runs):
-    plain, encoded = ridge_runs["constants"], ridge_runs["hostile-constants-encoded"]
-    assert "10.1878" in plain["validation"]["detail"] and "run.py" in plain["validation"]["detail"]
+def test_the_literal_constants_are_still_named_as_findings(ridge_runs):
+    plain = ridge_runs["constants"]
     literal = [f for f in plain["findings"] if f["rule"] == "expected_literal"]
     assert {f["severity"] for f in literal} == {"warn"} and len(literal) == 2  # 10.0 is a grid value: not evidence
-    assert "literally" in encoded["validation"]["detail"] or "restored to its stubs" in encoded["validation"]["detail"]
+    assert any("10.1878" in f["evidence"] for f in literal)
 
 
 def test_a_pass_that_needs_none_of_the_masked_code_fails_e_and_i(ridge_runs):
-    """The implementation sits outside the masked function and replaces it at import: with the masked function
-    stubbed again (the rest of the diff kept) everything still passes, so neither pass came from it."""
-    run = ridge_runs["monkeypatch"]
+    """The implementation sits outside the masked function and replaces it at import: the constructed tree holds
+    the agent's `fit` (its stub) and nothing that runs at import, so I and E get what null gets."""
+    run, null = ridge_runs["monkeypatch"], ridge_runs["null"]
     hidden = run["judgements"]["hidden-tests"]
-    assert hidden["verdict"]["passed"] == hidden["verdict"]["total"] == 7
-    assert hidden["verdict"]["counterfactual"]["status"] == "passed_without_implementation"
-    assert hidden["passed"] is False and hidden["score"] == 0.0 and run["scores"]["I"] == 0
-    assert "restored to its stubs" in hidden["error_analysis"]
-    assert run["validation"]["outcome"] == "fabricated_result" and run["scores"]["E"] == 0
-    assert [f["rule"] for f in run["findings"]].count("counterfactual") == 2
+    assert hidden["verdict"]["passed"] == null["judgements"]["hidden-tests"]["verdict"]["passed"] < 7
+    assert hidden["passed"] is False and run["scores"]["I"] == 0
+    assert run["validation"]["outcome"] == "runtime_error" and run["scores"]["E"] == 0
