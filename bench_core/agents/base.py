@@ -151,6 +151,11 @@ def task_prompt(view: AgentView, workdir: str = "/workspace") -> str:
                      "workspace.")
     if view.needs_implementation:
         parts.append("- Implement what is missing so that the experiment runs; edit the repository in place.")
+    if view.masked_definitions:
+        parts.append("- Your work is judged on the original repository with only your bodies of the masked functions "
+                     "put in, and what they use from their own file: functions, classes, imports and constant "
+                     "values defined at its top level (nothing else of yours runs when it is imported); changes "
+                     "to other files or other functions are not part of it.")
     if view.run_command:
         parts.append(f"- The experiment is run from the repository root with: `{view.run_command}`"
                      + (f"; it writes `{view.results_file}`." if view.results_file else "."))

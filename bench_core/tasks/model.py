@@ -311,6 +311,8 @@ class AgentView(_Model):
     materials: list[str] = Field(default_factory=list, description="files given with the task (paper.txt)")
     setting: str | None = None
     rerun_script: bool = Field(default=False, description="the agent's run script is re-run and its output checked")
+    masked_definitions: bool = Field(default=False, description="the task masks functions: only their bodies (and "
+                                     "what they use of their own file) are judged")
 
 
 class TaskSpec(_Model):
@@ -408,6 +410,7 @@ class TaskSpec(_Model):
             materials=sorted(self.materials),
             setting=chosen.name if self.settings else None,
             rerun_script=self.run.agent_script,
+            masked_definitions=bool(self.masking.functions),
         )
 
 
