@@ -34,7 +34,7 @@ JudgeKind = Literal["offline", "llm"]
 # when several judges score one phase of a run, the verdict of the higher kind counts (ties: the first stored)
 KIND_PRECEDENCE: dict[str, int] = {"offline": 0, "llm": 1}
 # deterministic checks: their verdict outranks any LLM opinion on the same phase (an LLM never overrides them)
-DETERMINISTIC_JUDGES = frozenset({"hidden-tests"})
+DETERMINISTIC_JUDGES = frozenset({"hidden-tests", "derived-tests"})
 INFRA_FAILURE_PREFIX = "endpoint failed (infrastructure):"
 # the judgements a plain re-score (no --rescore) scores again: every failed judgement, whatever failed
 RESUMABLE = "status = 'judge_failed'"

@@ -1,0 +1,199 @@
+"""Hidden tests derived from the reference: record the masked functions' calls while the task's own reference
+command runs (`record_calls`), keep only the calls the reference itself reproduces across the boundary
+(`self_check`), and write them as a hidden-test file (`write_replay_test`) that `run_judge` runs like any other.
+
+Recording runs trusted code only: a sandbox started from the task's reference tree, never an agent's. The recorder
+(`recorder.py`, installed as `sitecustomize.py` on PYTHONPATH) writes plain data (`wire`) only; nothing is pickled.
+A `Recording` is wire data too, so it can be stored beside the task and read back without running anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import tempfile
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from failatlas.bench_core.hidden import wire
+from failatlas.bench_core.hidden.relay import HERE, run_judge
+from failatlas.core.errors import FailAtlasError, InfrastructureError
+
+# bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
+RECORDER_VERSION = 1
+RECORD_DIR = ".failatlas-record"
+CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on one recording: calls recorded per function, bytes per call and in all, how many recorded calls of
+    a function get perturbed copies and how many each, and the seconds per function those extra calls may take."""
+
+    max_calls: int = 8
+    max_call_bytes: int = 1 << 20
+    max_total_bytes: int = 12 << 20
+    perturb_calls: int = 2
+    perturbations: int = 2
+    extra_budget_s: float = 30.0
+    seed: int = 0
+
+
+@dataclass
+class Recording:
+    """The replayable calls of one reference run (`cases`, plain data) and what became of the others."""
+
+    targets: list[dict]
+    cases: list[dict] = field(default_factory=list)
+    calls_seen: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> calls (unencodable, too_large, ...)
+    unreproducible: int = 0  # recorded, but the reference in a fresh process did not give the same result
+    exit_code: int | None = None
+    notes: list[str] = field(default_factory=list)
+    version: int = RECORDER_VERSION
+
+    @property
+    def perturbed(self) -> int:
+        return sum(1 for c in self.cases if c["perturbed"])
+
+    @property
+    def unencodable(self) -> int:
+        return self.skipped.get("unencodable", 0) + self.skipped.get("too_large", 0)
+
+    def to_bytes(self) -> bytes:
+        return wire.encode(asdict(self))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Recording:
+        """Raises WireError or ValueError when `data` is not a recording of this version."""
+        value = wire.decode(data)
+        if not isinstance(value, dict) or value.get("version") != RECORDER_VERSION:
+            raise ValueError("not a recording of this recorder version")
+        return cls(**{k: value[k] for k in cls.__dataclass_fields__ if k in value})
+
+
+def _spec(workdir: str, targets: list[dict], limits: Limits) -> dict:
+    return {"root": workdir, "out": f"{workdir}/{RECORD_DIR}/calls.jsonl", "targets": targets,
+            **asdict(limits)}
+
+
+def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float,
+                 limits: Limits = Limits()) -> Recording:
+    """Run `command` in `sandbox` (started from the reference tree; trusted code only) with the recorder
+    installed for `targets` (dicts of `path`, `qualname`), and read back what it recorded. Raises
+    InfrastructureError (SandboxError) when the sandbox fails."""
+    workdir = getattr(sandbox, "workdir", None) or "/workspace"
+    spec = _spec(workdir, targets, limits)
+    sandbox.write_file(f"{RECORD_DIR}/sitecustomize.py", (HERE / "recorder.py").read_bytes())
+    sandbox.write_file(f"{RECORD_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
+    sandbox.write_file(f"{RECORD_DIR}/spec.json", json.dumps(spec).encode())
+    env = {"PYTHONPATH": f"{workdir}/{RECORD_DIR}", "FAILATLAS_RECORD_SPEC": f"{workdir}/{RECORD_DIR}/spec.json",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    result = sandbox.exec(command, timeout=timeout_s, cwd=workdir, env=env)
+    recording = Recording(targets=targets, exit_code=result.returncode)
+    if result.timed_out or result.killed_reason:
+        recording.notes.append(f"the reference command was stopped ({result.killed_reason or 'timeout'}); the "
+                               "calls it made before are kept")
+    elif result.returncode != 0:
+        tail = [ln for ln in (result.stderr or "").splitlines() if ln.strip()][-1:]
+        recording.notes.append(f"the reference command exited with {result.returncode}"
+                               + (f": {tail[0][:200]}" if tail else ""))
+    try:
+        data = sandbox.read_file(spec["out"], max_bytes=limits.max_total_bytes + (512 << 10))
+    except InfrastructureError:
+        raise
+    except (FailAtlasError, OSError, ValueError) as exc:  # no file: nothing was recorded
+        recording.notes.append(f"no call was recorded ({type(exc).__name__})")
+        return recording
+    _read_lines(recording, data, limits)
+    return recording
+
+
+def _read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
+    """Fill `recording` from the recorder's JSON lines, within `limits` (several processes may have written)."""
+    per_target: dict[tuple[int, bool], int] = {}
+    names = [t["qualname"] for t in recording.targets]
+    for raw in data.splitlines():
+        try:
+            line = wire.decode(raw)
+        except wire.WireError:
+            recording.skipped["unreadable"] = recording.skipped.get("unreadable", 0) + 1
+            continue
+        if not isinstance(line, dict):
+            continue
+        if "seen" in line and isinstance(line["seen"], dict):
+            recording.calls_seen += sum(v for v in line["seen"].values() if isinstance(v, int))
+            continue
+        if "skip" in line:
+            reason = str(line["skip"])[:40]
+            recording.skipped[reason] = recording.skipped.get(reason, 0) + 1
+            target = line.get("t")
+            if line.get("why"):
+                name = names[target] if isinstance(target, int) and 0 <= target < len(names) else "?"
+                note = f"{name}: {reason}: {str(line['why'])[:200]}"
+                if len(recording.notes) < 20 and note not in recording.notes:
+                    recording.notes.append(note)
+            continue
+        if not all(k in line for k in CASE_FIELDS) or line["t"] not in range(len(names)):
+            recording.skipped["unreadable"] = recording.skipped.get("unreadable", 0) + 1
+            continue
+        key = (line["t"], bool(line["perturbed"]))
+        cap = limits.max_calls if not key[1] else limits.perturb_calls * limits.perturbations
+        if per_target.get(key, 0) >= cap:
+            continue
+        per_target[key] = number = per_target.get(key, 0) + 1
+        kind = "perturbed" if key[1] else "recorded"
+        unique = names.count(line["qualname"]) > 1
+        label = f"{line['t']}.{line['qualname']}" if unique else str(line["qualname"])
+        case = {k: line[k] for k in CASE_FIELDS}
+        case.update(after=line.get("after") if line["kind"] == "method" else None, number=number,
+                    id=_ID_UNSAFE.sub("_", f"{label}-{kind}-{number}"))
+        recording.cases.append(case)
+
+
+def replay_source(cases: list[dict]) -> str:
+    """The text of a hidden-test file that replays `cases` (`replay.py` with the cases in its first line)."""
+    data = base64.b64encode(zlib.compress(wire.encode(cases), 6)).decode("ascii")
+    return f'CASES_DATA = "{data}"\n' + (HERE / "replay.py").read_text()
+
+
+def write_replay_test(cases: list[dict], folder: Path, name: str = "test_derived.py") -> Path:
+    """Write the hidden-test file replaying `cases` into `folder`; its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(replay_source(cases))
+    return path
+
+
+def test_id(name: str) -> str | None:
+    """The case id of a judge's test name `test_derived[<id>]`."""
+    return name[len("test_derived["):-1] if name.startswith("test_derived[") and name.endswith("]") else None
+
+
+def replay(cases: list[dict], sandbox, *, timeout_s: float, pristine: Path | None = None):
+    """Run the derived tests of `cases` against `sandbox` (`run_judge`): the JudgeRun."""
+    with tempfile.TemporaryDirectory(prefix="failatlas-derived-") as tmp:
+        path = write_replay_test(cases, Path(tmp))
+        return run_judge([path], sandbox, pristine=pristine, timeout_s=timeout_s)
+
+
+def self_check(recording: Recording, sandbox, *, timeout_s: float) -> Recording:
+    """Keep only the cases the reference (in `sandbox`, started from the reference tree) passes when replayed
+    exactly as an agent's code will be: a fresh process per call, the instance rebuilt from its `__dict__`. What a
+    function does with state the replay cannot carry (globals set by the run, a random stream) drops out here."""
+    if not recording.cases:
+        return recording
+    run = replay(recording.cases, sandbox, timeout_s=timeout_s)
+    passed = {test_id(name) for name in run.passed}
+    kept = [c for c in recording.cases if c["id"] in passed]
+    recording.unreproducible += len(recording.cases) - len(kept)
+    if run.problems:
+        recording.notes.extend(p[:200] for p in run.problems[:3])
+    failed = [f for f in run.failures if test_id(f["test"]) is not None][:3]
+    recording.notes.extend(f"not reproduced by the reference: {test_id(f['test'])}: {f['message'][:160]}"
+                           for f in failed)
+    recording.cases = kept
+    return recording

@@ -1,0 +1,346 @@
+"""The call recorder (copied beside the reference's run as `sitecustomize.py`, with `failatlas_wire.py`): while the
+task's own reference command runs, it wraps each masked function once its module is imported (or, for the script
+run as `__main__`, once that script first calls one of its functions) and writes what the function was called with
+and what it did, as plain data (`failatlas_wire`), one JSON line per call, to the file the spec names.
+
+Trusted code only: it runs in a sandbox holding the task's reference tree, never an agent's. It imports the standard
+library and `failatlas_wire` (numpy only when a call is encoded), and never lets its own trouble reach the
+reference: whatever goes wrong in recording is a `skip` line, and the reference's call runs exactly once.
+
+Per function, call number n is recorded when n <= 3 or n is a power of two (spread over the run), up to
+`max_calls`. A call whose inputs or results are not plain data, or too large, is a `skip` line with the reason.
+For the first `perturb_calls` recorded calls of a function, the function is called again (recording off) on two
+fresh copies of the recorded inputs (a method on an instance made by `Cls.__new__` with the recorded `__dict__`):
+when both give exactly the recorded result, it is deterministic in its inputs, and `perturbations` perturbed
+copies (float arrays scaled and jittered by a seeded generator, everything else unchanged) are called and
+recorded with `perturbed: true`, within a time budget per function.
+"""
+
+import contextlib
+import functools
+import json
+import os
+import sys
+import threading
+import time
+
+
+def _start():
+    spec_path = os.environ.get("FAILATLAS_RECORD_SPEC")
+    if not spec_path:
+        return
+    with open(spec_path) as handle:
+        spec = json.load(handle)
+    _Recorder(spec).install()
+
+
+class _Recorder:
+    def __init__(self, spec):
+        import failatlas_wire
+
+        self.wire = failatlas_wire
+        self.root = os.path.realpath(spec["root"])
+        self.out = spec["out"]
+        self.max_calls = int(spec.get("max_calls", 8))
+        self.max_call_bytes = int(spec.get("max_call_bytes", 1 << 20))
+        self.max_total_bytes = int(spec.get("max_total_bytes", 12 << 20))
+        self.perturb_calls = int(spec.get("perturb_calls", 2))
+        self.perturbations = int(spec.get("perturbations", 2))
+        self.extra_budget_s = float(spec.get("extra_budget_s", 30.0))
+        self.seed = int(spec.get("seed", 0))
+        self.targets = {}  # realpath of the file -> [(index, qualname)]
+        for index, target in enumerate(spec["targets"]):
+            path = os.path.realpath(os.path.join(self.root, target["path"]))
+            self.targets.setdefault(path, []).append((index, target["qualname"]))
+        self.seen, self.recorded, self.perturbed_from, self.spent = {}, {}, {}, {}
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.done_main = False
+        self.full = False
+
+    # ---------------------------------------------------------------------------------------------- installing
+    def install(self):
+        sys.meta_path.insert(0, _Finder(self))
+        main = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+        if main in self.targets:
+            self.main_file = main
+            sys.setprofile(self._profile)
+        import atexit
+
+        atexit.register(self._summary)
+
+    def _profile(self, frame, event, arg):
+        if event != "call" or self.done_main:
+            return
+        code = frame.f_code
+        if code.co_name == "<module>" or os.path.realpath(code.co_filename) != self.main_file:
+            return
+        self.done_main = True
+        sys.setprofile(None)
+        rel = os.path.relpath(self.main_file, self.root)
+        root, name = os.path.split(rel)
+        self.patch_namespace(frame.f_globals, os.path.splitext(name)[0], root, self.targets[self.main_file])
+
+    def patch_module(self, module, origin):
+        """Wrap the targets of the module just executed from `origin`."""
+        name = module.__name__
+        base = os.path.dirname(origin)
+        if os.path.basename(origin) == "__init__.py":
+            base = os.path.dirname(base)
+        for _ in range(name.count(".")):
+            base = os.path.dirname(base)
+        root = os.path.relpath(base, self.root)
+        if root.startswith(".."):
+            return
+        self.patch_namespace(vars(module), name, "" if root == "." else root, self.targets[origin])
+
+    def patch_namespace(self, namespace, module, root, targets):
+        for index, qualname in targets:
+            try:
+                self._patch_one(namespace, module, root, index, qualname)
+            except Exception as exc:  # noqa: BLE001 - an unpatchable target is a note, never the reference's failure
+                self._line({"t": index, "skip": "unpatchable", "why": f"{type(exc).__name__}: {exc}"[:300]})
+
+    def _patch_one(self, namespace, module, root, index, qualname):
+        parts = qualname.split(".")
+        if "<locals>" in parts:
+            self._line({"t": index, "skip": "unpatchable", "why": "a function defined inside another function"})
+            return
+        if len(parts) == 1:
+            func = namespace.get(parts[0])
+            if not callable(func):
+                raise LookupError(f"{qualname} is not a function of {module}")
+            namespace[parts[0]] = self._wrap(func, index, module, root, qualname, "function")
+            return
+        owner = namespace[parts[0]]
+        for part in parts[1:-1]:
+            owner = getattr(owner, part)
+        raw = owner.__dict__[parts[-1]]
+        if isinstance(raw, staticmethod):
+            wrapped = staticmethod(self._wrap(raw.__func__, index, module, root, qualname, "function"))
+        elif isinstance(raw, classmethod | property) or not callable(raw):
+            self._line({"t": index, "skip": "unpatchable", "why": f"a {type(raw).__name__} is not replayed"})
+            return
+        else:
+            wrapped = self._wrap(raw, index, module, root, qualname, "method")
+        setattr(owner, parts[-1], wrapped)
+
+    # ----------------------------------------------------------------------------------------------- recording
+    def _wrap(self, func, index, module, root, qualname, kind):
+        recorder = self
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if recorder.full or getattr(recorder.local, "busy", False):
+                return func(*args, **kwargs)
+            with recorder.lock:
+                n = recorder.seen[index] = recorder.seen.get(index, 0) + 1
+                wanted = recorder.recorded.get(index, 0) < recorder.max_calls and (n <= 3 or n & (n - 1) == 0)
+            if not wanted:
+                return func(*args, **kwargs)
+            case = recorder._inputs(index, module, root, qualname, kind, args, kwargs)
+            start = time.monotonic()
+            value = func(*args, **kwargs)
+            if case is not None:
+                recorder._finish(case, func, args, value, time.monotonic() - start)
+            return value
+
+        return wrapper
+
+    def _inputs(self, index, module, root, qualname, kind, args, kwargs):
+        """The call's inputs as plain data (copied now: the call may change them), or None (a skip line)."""
+        try:
+            if kind == "method":
+                if not args or not hasattr(args[0], "__dict__"):
+                    self._line({"t": index, "skip": "unencodable", "why": "an instance without __dict__"})
+                    return None
+                state, args = self.wire.to_plain(dict(vars(args[0]))), args[1:]
+            else:
+                state = None
+            case = {"t": index, "module": module, "root": root, "qualname": qualname, "kind": kind,
+                    "args": self.wire.to_plain(list(args)), "kwargs": self.wire.to_plain(dict(kwargs)),
+                    "state": state}
+            return case
+        except Exception as exc:  # noqa: BLE001 - WireError, RecursionError, a __dict__ that misbehaves
+            self._line({"t": index, "skip": "unencodable", "why": f"inputs: {type(exc).__name__}: {exc}"[:300]})
+            return None
+
+    def _outputs(self, case, args, value):
+        instance = args[0] if case["kind"] == "method" else None
+        is_self = instance is not None and value is instance
+        out = {"self": is_self, "ret": None if is_self else self.wire.to_plain(value)}
+        if instance is not None:
+            out["after"] = self.wire.to_plain(dict(vars(instance)))
+        return out
+
+    def _finish(self, case, func, args, value, duration):
+        index = case["t"]
+        try:
+            case.update(self._outputs(case, args, value), duration=duration, perturbed=False)
+            text = json.dumps(case, separators=(",", ":"))
+        except Exception as exc:  # noqa: BLE001 - a result that is not plain data
+            self._line({"t": index, "skip": "unencodable", "why": f"result: {type(exc).__name__}: {exc}"[:300]})
+            return
+        if len(text) > self.max_call_bytes:
+            self._line({"t": index, "skip": "too_large", "why": f"{len(text)} bytes"})
+            return
+        if not self._write(text):
+            return
+        with self.lock:
+            self.recorded[index] = self.recorded.get(index, 0) + 1
+            extra = self.perturbed_from.get(index, 0) < self.perturb_calls
+            if extra:
+                self.perturbed_from[index] = self.perturbed_from.get(index, 0) + 1
+        if extra:
+            self.local.busy = True
+            try:
+                self._perturb_case(case, func, text)
+            except Exception as exc:  # noqa: BLE001 - recording trouble never reaches the reference
+                self._line({"t": index, "skip": "perturbation", "why": f"{type(exc).__name__}: {exc}"[:300]})
+            finally:
+                self.local.busy = False
+
+    def _call(self, case, func, inputs):
+        """Call `func` on fresh copies of `inputs` (args, kwargs, state) the way the replay does; its outputs."""
+        args, kwargs, state = (self.wire.decode(json.dumps(inputs[k])) for k in ("args", "kwargs", "state"))
+        if case["kind"] == "method":
+            owner = self._owner(func, case)
+            instance = owner.__new__(owner)
+            vars(instance).update(state)
+            args = [instance, *args]
+        value = func(*args, **kwargs)
+        return self._outputs(case, args, value)
+
+    def _owner(self, func, case):
+        module = sys.modules.get(func.__module__)
+        owner = module
+        for part in case["qualname"].split(".")[:-1]:
+            owner = getattr(owner, part)
+        return owner
+
+    def _budget_left(self, index, cost):
+        return self.spent.get(index, 0.0) + cost <= self.extra_budget_s
+
+    def _perturb_case(self, case, func, text):
+        index = case["t"]
+        recorded = {"self": case["self"], "ret": case["ret"], "after": case.get("after")}
+        inputs = {k: case[k] for k in ("args", "kwargs", "state")}
+        want = json.dumps(recorded, separators=(",", ":"))
+        cost = max(case["duration"], 0.001)
+        if not self._budget_left(index, cost * (2 + self.perturbations)):
+            return
+        start = time.monotonic()
+        try:
+            same = all(json.dumps(self._ret_after(self._call(case, func, inputs)), separators=(",", ":")) == want
+                       for _ in range(2))
+        finally:
+            self.spent[index] = self.spent.get(index, 0.0) + time.monotonic() - start
+        if not same:
+            self._line({"t": index, "skip": "nondeterministic", "why": "two calls on copies of the recorded "
+                        "inputs did not both give the recorded result"})
+            return
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, index, self.perturbed_from.get(index, 0)])
+        for _ in range(self.perturbations):
+            decoded = {k: self.wire.decode(json.dumps(v)) for k, v in inputs.items()}
+            changed = {k: self.wire.to_plain(_perturbed(v, rng, np)) for k, v in decoded.items()}
+            if json.dumps(changed) == json.dumps(inputs):
+                self._line({"t": index, "skip": "unperturbable", "why": "no float array among the inputs"})
+                return
+            start = time.monotonic()
+            try:
+                out = self._call(case, func, changed)
+            except Exception as exc:  # noqa: BLE001 - the reference refuses this input: no case
+                self._line({"t": index, "skip": "perturbed_raised", "why": f"{type(exc).__name__}"})
+                continue
+            finally:
+                self.spent[index] = self.spent.get(index, 0.0) + time.monotonic() - start
+            line = {**case, **changed, **out, "perturbed": True, "duration": time.monotonic() - start}
+            text = json.dumps(line, separators=(",", ":"))
+            if len(text) > self.max_call_bytes or not self._write(text):
+                return
+
+    @staticmethod
+    def _ret_after(out):
+        return {"self": out["self"], "ret": out["ret"], "after": out.get("after")}
+
+    # ------------------------------------------------------------------------------------------------- output
+    def _write(self, text, note=False):
+        """Append one line; a case past `max_total_bytes` is not written and ends recording (notes have 256 KiB
+        more, so the skips and the summary still fit)."""
+        data = (text + "\n").encode("utf-8")
+        limit = self.max_total_bytes + (256 << 10 if note else 0)
+        with self.lock:
+            fd = os.open(self.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                if os.fstat(fd).st_size + len(data) > limit:
+                    self.full = self.full or not note
+                    return False
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        return True
+
+    def _line(self, record):
+        with contextlib.suppress(Exception):  # a note that cannot be written is dropped
+            self._write(json.dumps(record, separators=(",", ":")), note=True)
+
+    def _summary(self):
+        self._line({"seen": {str(k): v for k, v in self.seen.items()}, "pid": os.getpid()})
+
+
+def _perturbed(value, rng, np):
+    """`value` with every float array scaled by U(0.7, 1.3) and jittered by 10% of its spread."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
+        finite = value[np.isfinite(value)]
+        spread = float(finite.std()) if finite.size else 0.0
+        noise = rng.normal(size=value.shape) * 0.1 * (spread if spread > 0 else 1.0)
+        return (value * rng.uniform(0.7, 1.3) + noise).astype(value.dtype)
+    if isinstance(value, list):
+        return [_perturbed(v, rng, np) for v in value]
+    if isinstance(value, dict):
+        return {k: _perturbed(v, rng, np) for k, v in value.items()}
+    return value
+
+
+class _Loader:
+    """The module's own loader, with the targets wrapped once the module has run."""
+
+    def __init__(self, loader, recorder, origin):
+        self._loader, self._recorder, self._origin = loader, recorder, origin
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._recorder.patch_module(module, self._origin)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _Finder:
+    def __init__(self, recorder):
+        self.recorder = recorder
+
+    def find_spec(self, name, path=None, target=None):
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        origin = os.path.realpath(spec.origin) if spec.origin and spec.has_location else None
+        if origin in self.recorder.targets and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Loader(spec.loader, self.recorder, origin)
+        return spec
+
+
+try:
+    _start()
+except Exception as _exc:  # noqa: BLE001 - the reference runs unrecorded rather than not at all
+    sys.stderr.write(f"failatlas recorder: not recording: {type(_exc).__name__}: {_exc}\n")

@@ -1,0 +1,163 @@
+"""Derived tests (the body of a generated hidden-test file): each recorded call of a masked function of the
+reference is made again on the agent's definition, through the `agent` fixture (a fresh worker process per call in
+the run's sandbox), and compared here, in the judge process, with what the reference returned.
+
+`record.replay_source` writes this file's text after one line `CASES_DATA = "<base64 of zlib of wire data>"`. A
+function's case: its module (imported with `root`, relative to the working copy, first on sys.path), the
+arguments, and for a method the instance's recorded `__dict__`: the instance is made with `Cls.__new__(Cls)` and
+that `__dict__`, the method is called, and the return value (or that it returned the instance itself) and the
+attributes the reference set are compared: numbers within RTOL/ATOL, integers, booleans and strings exactly.
+Imports only the standard library, numpy, pytest and the judge's own modules.
+"""
+
+import base64
+import math
+import zlib
+
+import failatlas_wire as wire
+import numpy as np
+import pytest
+
+RTOL, ATOL = 1e-6, 1e-8
+
+
+def _cases(data: str | None) -> list[dict]:
+    return wire.decode(zlib.decompress(base64.b64decode(data))) if data else []
+
+
+CASES = _cases(globals().get("CASES_DATA"))  # the generated file's first line
+
+SNIPPET = """
+import importlib, os, sys
+if root:
+    sys.path.insert(0, os.path.join(os.getcwd(), root))
+owner, target = None, importlib.import_module(module)
+for part in qualname.split("."):
+    owner, target = target, getattr(target, part)
+if kind == "method":
+    instance = owner.__new__(owner)
+    instance.__dict__.update(state)
+    value = target(instance, *args, **kwargs)
+    now = instance.__dict__
+    result = {"self": value is instance, "ret": None if value is instance else value,
+              "after": {k: now[k] for k in keys if k in now}}
+else:
+    result = {"self": False, "ret": target(*args, **kwargs), "after": None}
+"""
+
+
+def _show(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array{list(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, int | float | np.ndarray) and not isinstance(value, bool) and (
+        not isinstance(value, np.ndarray) or value.dtype.kind in "iuf")
+
+
+def _as_array(value):
+    try:
+        out = np.asarray(value)
+    except (ValueError, TypeError):
+        return None
+    return out if out.dtype.kind in "iufb" else None
+
+
+def first_difference(expected, got, where: str) -> str | None:
+    """Where `got` first differs from `expected` (the reference's), in words; None when it matches."""
+    if isinstance(expected, np.ndarray) or (isinstance(got, np.ndarray) and isinstance(expected, list)):
+        want, have = _as_array(expected), _as_array(got)
+        if want is None or have is None:
+            return f"{where}: expected {_show(expected)}, got {_show(got)}"
+        if want.shape != have.shape:
+            return f"{where}: expected shape {list(want.shape)}, got {list(have.shape)}"
+        exact = "b" in (want.dtype.kind, have.dtype.kind) or (want.dtype.kind in "iu" and have.dtype.kind in "iu")
+        if exact:
+            bad = np.argwhere(want != have)
+        else:
+            close = np.isclose(have.astype(float), want.astype(float), rtol=RTOL, atol=ATOL, equal_nan=True)
+            bad = np.argwhere(~close)
+        if len(bad):
+            at = tuple(int(i) for i in bad[0])
+            return (f"{where}{list(at) if at else ''}: expected {want[at].item()!r}, got {have[at].item()!r} "
+                    f"({len(bad)} of {want.size} values differ)")
+        return None
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        same = type(got) is type(expected) and got == expected
+        return None if same else f"{where}: expected {_show(expected)}, got {_show(got)}"
+    if isinstance(expected, int):
+        ok = _numeric(got) and not isinstance(got, np.ndarray) and got == expected
+        return None if ok else f"{where}: expected {expected!r}, got {_show(got)}"
+    if isinstance(expected, float):
+        if not _numeric(got) or isinstance(got, np.ndarray):
+            return f"{where}: expected {expected!r}, got {_show(got)}"
+        if math.isnan(expected) and math.isnan(got):
+            return None
+        ok = math.isclose(got, expected, rel_tol=RTOL, abs_tol=ATOL)
+        return None if ok else f"{where}: expected {expected!r}, got {got!r}"
+    if isinstance(expected, list):
+        if not isinstance(got, list):
+            return f"{where}: expected a list of {len(expected)}, got {_show(got)}"
+        if len(got) != len(expected):
+            return f"{where}: expected {len(expected)} items, got {len(got)}"
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            found = first_difference(e, g, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return f"{where}: expected a dict, got {_show(got)}"
+        for key in expected:
+            if key not in got:
+                return f"{where}.{key}: missing"
+            found = first_difference(expected[key], got[key], f"{where}.{key}")
+            if found:
+                return found
+        extra = sorted(set(got) - set(expected))
+        return f"{where}: unexpected keys {extra[:5]}" if extra else None
+    return f"{where}: the reference's value {_show(expected)} cannot be compared"
+
+
+def check(case: dict, got) -> str | None:
+    """The first difference between the agent's reply to `case` and the reference's, or None."""
+    if not isinstance(got, dict):
+        return f"the reply {_show(got)} is not the replay's"
+    if case["self"] and got.get("self") is not True:
+        return "the return value: expected the instance itself"
+    if not case["self"]:
+        if got.get("self") is True:
+            return "the return value: expected a value, got the instance itself"
+        found = first_difference(case["ret"], got.get("ret"), "the return value")
+        if found:
+            return found
+    if case["kind"] != "method":
+        return None
+    after, have = case.get("after") or {}, got.get("after")
+    if not isinstance(have, dict):
+        return "the instance's attributes did not come back"
+    for key in after:
+        if key not in have:
+            return f"attribute {key}: not set"
+        found = first_difference(after[key], have[key], f"attribute {key}")
+        if found:
+            return found
+    return None
+
+
+def _label(case: dict) -> str:
+    kind = "perturbed" if case["perturbed"] else "recorded"
+    return f"{case['qualname']} ({kind} call {case['number']})"
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[c["id"] for c in CASES])
+def test_derived(agent, index):
+    case = CASES[index]
+    got = agent.run(SNIPPET, module=case["module"], root=case["root"], qualname=case["qualname"],
+                    kind=case["kind"], args=case["args"], kwargs=case["kwargs"], state=case.get("state") or {},
+                    keys=sorted(case.get("after") or {}))
+    found = check(case, got)
+    assert found is None, f"{_label(case)}: {found}"

@@ -1,0 +1,341 @@
+"""The `derived-tests` judge: hidden tests derived from the reference, for every task with masked functions whose
+reference command runs, hand-written hidden tests or not (AutoExperiment, EXP-Bench, RExBench have none).
+
+Two steps. Record (trusted, `hidden.record`): the task's reference command runs on a copy of the task's
+repository, unmasked (`JudgeInput.repository`), in a sandbox of the run's kind and limits, with the recorder
+installed; the calls the reference itself reproduces in a fresh process are kept. Replay: those calls become a
+hidden-test file that `hidden.run_judge` runs exactly as the hand-written ones run, on the tree `start_sandbox`
+starts: the judge process on the host never imports the agent's code, each call runs in a fresh worker in the
+run's sandbox, only plain data comes back, and the comparison happens on the host.
+
+Recordings are stored as content-addressed files, `<store folder>/derived-tests/<key>.wire`, written atomically
+(a temporary file, then `os.replace`), keyed by `recording_key`: the reference tree's content, the command, the
+masked functions, the limits and RECORDER_VERSION. A file rather than a table because scoring threads only read
+the store (docs/ARCHITECTURE.md, "Concurrency") yet a missing recording is made on first need inside them: a file
+needs no write connection, two threads that make the same recording write the same bytes, and a recording is up
+to megabytes of array data. Within this process one lock per key makes a recording once. `tasks validate` makes
+them ahead (`ensure_recordings`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from failatlas.bench_core.hidden import JudgeRun
+from failatlas.bench_core.hidden.record import (
+    RECORDER_VERSION,
+    Limits,
+    Recording,
+    record_calls,
+    replay,
+    self_check,
+    test_id,
+)
+from failatlas.bench_core.hidden.wire import WireError
+from failatlas.bench_core.prepare import reference_workspace
+from failatlas.bench_core.prepare.stubs import StubError, StubTarget, locate, parse_python
+from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
+from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.errors import InfrastructureError
+
+NAME = "derived-tests"
+CACHE_FOLDER = "derived-tests"
+LIMITS = Limits()
+FULL_HASH_BYTES = 16 << 20  # larger files are keyed by their size, first and last MiB
+_SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints"})
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+_MEMORY: dict[str, bytes] = {}  # recordings of a process without a store folder
+
+StartTree = Callable[[Path], Any]
+
+
+def targets_of(task: TaskSpec, reference: Path) -> tuple[list[dict], list[str]]:
+    """The masked functions as recorder targets (`path`, real `qualname`: definitions given by their lines are
+    located in the reference), and a note for each that cannot be located."""
+    targets: list[dict] = []
+    notes: list[str] = []
+    for ref in task.masking.functions:
+        if ref.line_start is None:
+            item = {"path": ref.path, "qualname": ref.qualname}
+            if item not in targets:
+                targets.append(item)
+            continue
+        try:
+            source = (reference / ref.path).read_text(errors="replace")
+            found, _note = locate(parse_python(source, ref.path), StubTarget(ref.qualname, ref.line_start,
+                                                                           ref.line_end), ref.path)
+        except (OSError, StubError, SyntaxError, ValueError, RecursionError) as exc:
+            notes.append(f"{ref.path}::{ref.qualname}: not located ({str(exc)[:120]})")
+            continue
+        for qualname, _node in found:
+            item = {"path": ref.path, "qualname": qualname}
+            if item not in targets:
+                targets.append(item)
+    return targets, notes
+
+
+def _file_digest(path: Path) -> bytes:
+    size = path.stat().st_size
+    content = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as handle:
+        if size <= FULL_HASH_BYTES:
+            content.update(handle.read())
+        else:  # a data file of gigabytes is keyed by its size, head and tail, not read whole at every scoring
+            content.update(handle.read(1 << 20))
+            handle.seek(size - (1 << 20))
+            content.update(handle.read(1 << 20))
+    return content.digest()
+
+
+def tree_digest(tree: Path) -> str:
+    """A content hash of the reference tree (paths, bytes, link targets; caches and `.git` left out). Unlike
+    `counterfactual.tree_digest` it has no size cap: a recording's key must exist for every reference."""
+    digest = hashlib.sha256()
+    paths = sorted(p for p in tree.rglob("*") if not _SKIP_DIRS.intersection(p.relative_to(tree).parts)
+                   and not p.name.endswith((".pyc", ".pyo")))
+    for path in paths:
+        rel = str(path.relative_to(tree)).encode("utf-8", "surrogateescape")
+        if path.is_symlink():
+            digest.update(b"L\0" + rel + b"\0" + os.readlink(path).encode("utf-8", "surrogateescape") + b"\0")
+        elif path.is_file():
+            digest.update(b"F\0" + rel + b"\0" + _file_digest(path))
+    return digest.hexdigest()
+
+
+def recording_key(task: TaskSpec, reference: Path, targets: list[dict], limits: Limits = LIMITS) -> str:
+    """The content address of a recording: reference tree, command, targets, limits, recorder version."""
+    meta = json.dumps({"version": RECORDER_VERSION, "command": task.run.command, "targets": targets,
+                       "limits": limits.__dict__, "tree": tree_digest(reference)}, sort_keys=True)
+    return hashlib.sha256(meta.encode()).hexdigest()
+
+
+def cache_folder(store) -> Path | None:
+    """Where recordings of this store live (None: the store has no folder; recordings stay in this process)."""
+    path = getattr(store, "path", None)
+    return Path(path).resolve().parent / CACHE_FOLDER if path is not None else None
+
+
+def load_recording(folder: Path | None, key: str) -> Recording | None:
+    """The stored recording `key`, None when there is none (or it is unreadable, or of another version)."""
+    data = _MEMORY.get(key)
+    if data is None and folder is not None:
+        with contextlib.suppress(OSError):
+            data = (folder / f"{key}.wire").read_bytes()
+    if data is None:
+        return None
+    try:
+        return Recording.from_bytes(data)
+    except (WireError, ValueError, TypeError):
+        return None
+
+
+def save_recording(folder: Path | None, key: str, recording: Recording) -> None:
+    """Store `recording` under `key`, atomically (a reader sees the whole file or none)."""
+    data = recording.to_bytes()
+    if folder is None:
+        _MEMORY[key] = data
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, folder / f"{key}.wire")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _lock(key: str) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
+
+
+def make_recording(task: TaskSpec, reference: Path, targets: list[dict], start: StartTree,
+                   limits: Limits = LIMITS) -> Recording:
+    """Record the reference's calls in a fresh sandbox (`start(tree)`) holding a copy of `reference`, and keep
+    those it reproduces. Raises InfrastructureError when the sandbox or the judge fails."""
+    with tempfile.TemporaryDirectory(prefix="failatlas-record-") as tmp:
+        tree = reference_workspace(task, Path(tmp) / "reference", repo=reference)
+        timeout = float(task.run.timeout_s)
+        with start(tree) as sandbox:
+            recording = record_calls(sandbox, command=task.run.command or "", targets=targets, timeout_s=timeout,
+                                     limits=limits)
+            return self_check(recording, sandbox, timeout_s=max(60.0, timeout))
+
+
+def ensure_recording(task: TaskSpec, reference: Path, start: StartTree, *, folder: Path | None,
+                     limits: Limits = LIMITS) -> tuple[str, Recording, bool]:
+    """The task's recording (key, recording, whether it was made now): read from `folder`, else made with
+    `start` and stored there. Raises InfrastructureError when it cannot be made."""
+    targets, notes = targets_of(task, reference)
+    key = recording_key(task, reference, targets, limits)
+    found = load_recording(folder, key)
+    if found is not None:
+        return key, found, False
+    with _lock(key):
+        found = load_recording(folder, key)
+        if found is not None:
+            return key, found, False
+        recording = make_recording(task, reference, targets, start, limits) if targets else Recording(targets=[])
+        recording.notes[:0] = notes
+        save_recording(folder, key, recording)
+        return key, recording, True
+
+
+def recordable(task: TaskSpec) -> str | None:
+    """Why the task gets no derived tests (None: it can): no masked function, no reference command."""
+    if "implementation" not in task.judgeable_phases:
+        return "the task has no implementation phase"
+    if not task.masking.functions:
+        return "the task masks no functions, so there is nothing to record"
+    if not task.run.command:
+        return "the task has no reference command to record the masked functions' calls from"
+    return None
+
+
+def _not_run(reason: str, **verdict) -> Verdict:
+    return Verdict("implementation", NAME, status="not_run", reason=reason, verdict=verdict)
+
+
+def _counts(recording: Recording) -> dict:
+    return {"recorded": len(recording.cases) - recording.perturbed, "perturbed": recording.perturbed,
+            "skipped_unencodable": recording.unencodable, "skipped": dict(recording.skipped),
+            "unreproducible": recording.unreproducible, "calls_seen": recording.calls_seen}
+
+
+def verdict_of(recording: Recording, key: str, run: JudgeRun) -> Verdict:
+    """The verdict of one replay: passed only when every case matched; the score is the share matched."""
+    cases = {c["id"]: c for c in recording.cases}
+    passed = {test_id(n) for n in run.passed} & set(cases)
+    functions: dict[str, dict] = {}
+    for case in recording.cases:
+        row = functions.setdefault(case["qualname"], {"cases": 0, "matched": 0, "first_failure": None})
+        row["cases"] += 1
+        row["matched"] += case["id"] in passed
+    for failure in run.failures:
+        case = cases.get(test_id(failure["test"]) or "")
+        row = functions.get(case["qualname"]) if case else None
+        if row is not None and row["first_failure"] is None:
+            where = f" in {failure['object']}" if failure.get("object") else ""
+            text = failure.get("message") or ""
+            row["first_failure"] = (text if failure["exception"] == "AssertionError"
+                                    else f"{failure['exception']}{where}: {text}".rstrip(": "))[:300]
+    total = len(recording.cases)
+    score = len(passed) / total if total else 0.0
+    ok = run.ok and len(passed) == total
+    sentences = []
+    for name, row in functions.items():
+        if row["matched"] < row["cases"]:
+            first = f"; first difference: {row['first_failure']}" if row["first_failure"] else ""
+            sentences.append(f"Derived tests of {name}: {row['matched']} of {row['cases']} calls recorded from the "
+                             f"reference give the reference's result{first}.")
+    sentences += [p[0].upper() + p[1:] + "." for p in run.problems]
+    verdict = {"recording": key, "cases": total, "matched": len(passed), **_counts(recording),
+               "functions": functions, "failures": run.failures[:50], "calls": run.calls}
+    if run.problems:
+        verdict["problems"] = run.problems
+    return Verdict("implementation", NAME, score=score, passed=ok, verdict=verdict, error_analysis=" ".join(sentences))
+
+
+def _reference_starter(sandbox) -> StartTree:
+    """A starter of sandboxes like `sandbox` (its kind and limits), each from the tree given."""
+    from failatlas.bench_core.sandbox import create_sandbox
+
+    spec = sandbox.spec.model_copy(update={
+        "run_id": f"{sandbox.spec.run_id or 'derived'}-record", "read_only_inputs": {},
+        "labels": {**sandbox.spec.labels, "failatlas.purpose": "record"}})
+    return lambda tree: create_sandbox(sandbox.backend, spec, workspace=tree)
+
+
+def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, folder: Path | None) -> Verdict:
+    """Replay the reference's recorded calls on the tree `start_sandbox` starts (None: the agent's changes did not
+    apply); the recording is read from `folder`, or made from `reference` on first need. Raises
+    InfrastructureError (SandboxError, JudgeError) when a sandbox or the judge fails before the agent's code ran."""
+    why = recordable(task)
+    if why:
+        return _not_run(why)
+    if reference is None:
+        return _not_run("no reference tree to record the masked functions' calls from")
+    if start_sandbox is None:
+        return Verdict("implementation", NAME, score=0.0, passed=False,
+                       error_analysis="The agent's changes could not be applied, so no derived test could run.")
+    memo, tree = getattr(start_sandbox, "memo", None), getattr(start_sandbox, "tree", None)
+    targets, _notes = targets_of(task, reference)
+    key = recording_key(task, reference, targets)
+    recording = load_recording(folder, key)
+    memo_key = None
+    if memo is not None and tree is not None and recording is not None:
+        from failatlas.bench_core.scoring.counterfactual import tree_digest as judged_digest
+
+        digest = judged_digest(Path(tree))
+        memo_key = (NAME, task.id, key, digest) if digest else None
+        if memo_key in memo:
+            return copy.deepcopy(memo[memo_key])
+    with start_sandbox({}) as sandbox:
+        if recording is None:
+            key, recording, _made = ensure_recording(task, reference, _reference_starter(sandbox), folder=folder)
+        if not recording.cases:
+            reason = "no call of a masked function could be recorded and reproduced from the reference"
+            detail = "; ".join(recording.notes[:3])
+            return _not_run(f"{reason}: {detail}" if detail else reason, recording=key, **_counts(recording))
+        run = replay(recording.cases, sandbox, timeout_s=max(60.0, float(task.run.timeout_s)))
+    verdict = verdict_of(recording, key, run)
+    if memo_key is not None and not run.problems:
+        memo[memo_key] = copy.deepcopy(verdict)
+    return verdict
+
+
+@JUDGES.register(NAME)
+class DerivedTestsJudge:
+    """Hidden tests derived from the reference's recorded calls (module docstring); runs where scoring prepared
+    the clean tree, in a fresh sandbox of its own."""
+
+    name = NAME
+    kind = "offline"
+    needs_sandbox = True
+
+    def __init__(self, options: JudgeOptions | None = None) -> None:
+        self.options = options
+
+    def __call__(self, inp: JudgeInput) -> list[Verdict]:
+        if not inp.validated or "implementation" not in inp.task.judgeable_phases:
+            return []
+        folder = cache_folder(self.options.store if self.options else None)
+        try:
+            return [judge_derived(inp.task, inp.start_sandbox, inp.repository, folder=folder)]
+        except (OSError, LookupError, InfrastructureError) as exc:
+            return [Verdict("implementation", NAME, status="judge_failed",
+                            reason=f"derived tests could not run: {exc}")]
+
+
+def ensure_recordings(tasks: list[TaskSpec], references: dict[str, Path], start: Callable[[TaskSpec], StartTree],
+                      *, folder: Path | None) -> dict[str, str]:
+    """Make (or find) the recording of each task that can have one; task id -> a one-line status. A task whose
+    recording cannot be made (the sandbox fails) is reported, and scoring tries again on first need."""
+    out: dict[str, str] = {}
+    for task in tasks:
+        reference = references.get(task.id)
+        if recordable(task) or reference is None:
+            continue
+        try:
+            _key, recording, made = ensure_recording(task, reference, start(task), folder=folder)
+        except (OSError, LookupError, InfrastructureError) as exc:
+            out[task.id] = f"not recorded: {str(exc)[:200]}"
+            continue
+        out[task.id] = (f"{'recorded' if made else 'stored'}: {len(recording.cases)} case(s), "
+                        f"{recording.perturbed} perturbed, {recording.unencodable} call(s) not plain data")
+    return out
