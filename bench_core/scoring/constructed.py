@@ -253,6 +253,26 @@ def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
     return names, attrs
 
 
+def _definition_names(stmt: ast.stmt) -> set[str]:
+    """The names a statement reads while it is defined (not when it is called): values, bases, decorators,
+    defaults, and those of the methods of a class."""
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return set()
+    if isinstance(stmt, ast.Assign):
+        return _names([stmt.value])[0]
+    parts: list[ast.AST] = list(getattr(stmt, "decorator_list", []))
+    if isinstance(stmt, _DEFS):
+        parts += [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]
+    if isinstance(stmt, ast.ClassDef):
+        parts += stmt.bases
+        names = _names(parts)[0]
+        for sub in stmt.body:
+            names |= _definition_names(sub)
+        own = {n for sub in stmt.body for n in _bound(sub)}  # `x.setter` reads the class's own `x`
+        return names - own
+    return _names(parts)[0]
+
+
 class _Scope:
     """The agent's new top-level statements of one file and how each may be carried."""
 
@@ -314,8 +334,24 @@ class _Scope:
                 more, more_attrs = _names([method])
                 todo += sorted(more - done_names)
                 attrs |= more_attrs
+        self._prune(carried, notes)
         order = {id(s): i for i, s in enumerate(self.mine.body)}
         return methods, [carried[k] for k in sorted(carried, key=order.__getitem__)]
+
+    def _prune(self, carried: dict[int, ast.stmt], notes: list[str]) -> None:
+        """Leave out each carried statement that reads, while it is defined, a name the constructed module will
+        not have (one left out): it would fail the whole module's import instead of only what needs it."""
+        import builtins
+
+        while True:
+            bound = self.pristine_top | {n for stmt in carried.values() for n in _bound(stmt)} | set(dir(builtins))
+            missing = {k: sorted(_definition_names(stmt) - bound) for k, stmt in carried.items()}
+            missing = {k: names for k, names in missing.items() if names}
+            if not missing:
+                return
+            for k, names in missing.items():
+                notes.append(f"{', '.join(_bound(carried[k]))} is not carried: it needs {names[0]}, which is not")
+                del carried[k]
 
     def _carry(self, stmt: ast.stmt) -> ast.stmt:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
