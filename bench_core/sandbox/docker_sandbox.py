@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.sandbox import docker_files, tarballs
+from failatlas.bench_core.sandbox import docker_files, docker_stream, tarballs
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.errors import (
     SandboxError,
@@ -315,7 +315,8 @@ class DockerSandbox:
         try:
             exec_id = self._api.exec_create(self.container.id, argv, user=user, environment=dict(env or {}),
                                             workdir=cwd)["Id"]
-            return exec_id, self._api.exec_start(exec_id, stream=True, demux=True)
+            # not `exec_start(stream=True)`: it loses output that arrived with the reply's headers (docker_stream)
+            return exec_id, docker_stream.exec_output(self._api, exec_id)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
 
