@@ -41,11 +41,11 @@ from failatlas.bench_core.hidden.record import (
     test_id,
 )
 from failatlas.bench_core.hidden.wire import WireError
-from failatlas.bench_core.prepare import reference_workspace
+from failatlas.bench_core.prepare import reference_workspace, source_tree
 from failatlas.bench_core.prepare.stubs import StubError, StubTarget, locate, parse_python
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import InfrastructureError
+from failatlas.core.errors import InfrastructureError, InputError
 
 NAME = "derived-tests"
 CACHE_FOLDER = "derived-tests"
@@ -196,6 +196,15 @@ def ensure_recording(task: TaskSpec, reference: Path, start: StartTree, *, folde
         return key, recording, True
 
 
+def reference_tree(task: TaskSpec, repository: Path | None) -> Path | None:
+    """The reference tree to record from: the repository scoring resolved, else the task's bundled folder (which
+    scoring leaves as None); None when neither is there."""
+    try:
+        return source_tree(task, repository)
+    except InputError:
+        return None
+
+
 def recordable(task: TaskSpec) -> str | None:
     """Why the task gets no derived tests (None: it can): no masked function, no reference command."""
     if "implementation" not in task.judgeable_phases:
@@ -316,7 +325,8 @@ class DerivedTestsJudge:
             return []
         folder = cache_folder(self.options.store if self.options else None)
         try:
-            return [judge_derived(inp.task, inp.start_sandbox, inp.repository, folder=folder)]
+            return [judge_derived(inp.task, inp.start_sandbox, reference_tree(inp.task, inp.repository),
+                                  folder=folder)]
         except (OSError, LookupError, InfrastructureError) as exc:
             return [Verdict("implementation", NAME, status="judge_failed",
                             reason=f"derived tests could not run: {exc}")]

@@ -32,6 +32,7 @@ from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, null_status
 from failatlas.bench_core.task_validation.model import TaskVerdict, ValidateParams, ValidateResult
+from failatlas.bench_core.task_validation.recordings import record_derived_tests
 from failatlas.bench_core.task_validation.writes import write_verdicts
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import FailAtlasError, InputError
@@ -148,6 +149,7 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
                 runnable.append(task)
             if on_step:
                 on_step(f"checked {task.id}")
+        record.note(derived_tests=record_derived_tests(store, runnable, params))  # before scoring reads them
         gold_ids = _agent_runs(store, "gold", runnable, params, on_step)
         gold = _facts(store, list(gold_ids.values()))
         passing: list[TaskSpec] = []

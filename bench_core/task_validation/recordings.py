@@ -1,0 +1,54 @@
+"""`tasks validate` records each task's derived tests ahead of scoring (`scoring/derived.py`): the reference
+command runs once per task and reference tree, in a sandbox of the validation's kind and image, and the recording
+is stored under the store's folder, so that scoring (gold's and null's runs just after, every later run) reads it
+instead of running the reference again."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from failatlas.bench_core.runs.inputs import repository_of
+from failatlas.bench_core.scoring.derived import cache_folder, ensure_recordings, recordable, reference_tree
+from failatlas.bench_core.task_validation.model import ValidateParams
+from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.store import Store
+
+
+def _starter(task: TaskSpec, params: ValidateParams):
+    from failatlas.bench_core.sandbox import GpuAllocator, create_sandbox, spec_for_task
+
+    @contextlib.contextmanager
+    def start(tree: Path):
+        lease = GpuAllocator().lease(task.resources.gpus, owner=f"record-{task.id}", wait_s=3600) \
+            if task.resources.gpus > 0 else None
+        try:
+            image = params.image or task.resources.image
+            spec = spec_for_task(task, run_id=f"record-{task.id}", gpu_ids=list(lease.ids) if lease else [],
+                                 memory_mb=max(2048, int(task.resources.memory_gb * 1024)),
+                                 labels={"failatlas.task_id": task.id, "failatlas.purpose": "record"},
+                                 **({"image": image} if image else {}))
+            with create_sandbox(params.sandbox, spec, workspace=tree) as sandbox:
+                yield sandbox
+        finally:
+            if lease is not None:
+                lease.release()
+
+    return start
+
+
+def record_derived_tests(store: Store, tasks: list[TaskSpec], params: ValidateParams) -> dict[str, str]:
+    """Make (or find) the derived-test recording of every task that can have one; task id -> a one-line status
+    (kept in the stage run's summary). A task whose recording cannot be made is reported there, and scoring tries
+    again on first need."""
+    from failatlas.bench_core.repos import repository_for
+
+    references: dict[str, Path] = {}
+    for task in tasks:
+        if recordable(task) is None:
+            cached = None if params.repo is not None else repository_for(store, task)
+            used = repository_of(task, repo=params.repo, cached=cached)
+            tree = reference_tree(task, used.path) if used is not None else None
+            if tree is not None:
+                references[task.id] = tree
+    return ensure_recordings(tasks, references, lambda task: _starter(task, params), folder=cache_folder(store))

@@ -1,0 +1,208 @@
+"""The `derived-tests` judge (issue 38, "Hidden tests derived from the reference"): the masked functions' calls
+recorded while the reference command runs, replayed on the judged tree through the hidden-test boundary.
+
+The agents' verdicts come from the whole pipeline (runs and scoring in Docker, the recording made on first need);
+the logic (zeros, answers hard-coded for the recorded inputs, reuse, nothing encodable) is checked by calling the
+judge on trees built here, in local sandboxes (real subprocesses)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from failatlas.bench_core import runs, scoring
+from failatlas.bench_core.prepare import prepare_workspace
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.scoring.derived import (
+    cache_folder,
+    ensure_recording,
+    judge_derived,
+    load_recording,
+    recording_key,
+    targets_of,
+)
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.task_validation.model import ValidateParams
+from failatlas.bench_core.task_validation.recordings import record_derived_tests
+from failatlas.bench_core.tasks import save_tasks
+from failatlas.store import open_store
+
+RIDGE, KMEANS = "mini-ridge-cv", "mini-kmeans-init"
+FAILING = ("null", "fault-missing-component", "fault-wrong-constant", "fault-crash")
+SUITE = Path(__file__).resolve().parents[3] / "bench_core" / "suites" / "mini"
+
+
+def _task(task_id: str):
+    return next(t for t in load_suite("failatlas-mini") if t.id == task_id)
+
+
+def _reference(task_id: str) -> Path:
+    return SUITE / task_id.removeprefix("mini-") / "repo"
+
+
+def _local(tree: Path):
+    def start(_read_only: dict[str, str]):
+        return create_sandbox("local", SandboxSpec(run_id="derived-test"), workspace=tree)
+
+    return start
+
+
+def _judge(task, tree: Path, folder: Path, reference: Path | None = None):
+    return judge_derived(task, _local(tree), reference or _reference(task.id), folder=folder)
+
+
+def _with_fit(tmp_path: Path, body: str, extra: str = "") -> Path:
+    """The masked ridge-cv repository with `fit` given `body` (and module-level `extra` code above the class)."""
+    tree = Path(prepare_workspace(_task(RIDGE), tmp_path / "tree", repo=_reference(RIDGE)).path)
+    source = (tree / "ridge.py").read_text()
+    start = source.index("    def fit(self, X, y):")
+    end = source.index("    def predict(self, X):")
+    source = source[:start] + "    def fit(self, X, y):\n" + body + "\n" + source[end:]
+    source = source.replace("\n\nclass RidgeRegression", "\n\n" + extra + "\n\nclass RidgeRegression", 1)
+    (tree / "ridge.py").write_text(source)
+    return tree
+
+
+# ----------------------------------------------------------------------------------- the pipeline, in Docker
+
+
+@pytest.fixture(scope="module")
+def scored(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
+    """gold, null and three fault agents on mini-ridge-cv, gold and null on mini-kmeans-init, run and scored in
+    Docker with the two implementation checks; no recording existed before scoring."""
+    root = tmp_path_factory.mktemp("derived")
+    store = open_store(root / "store.duckdb")
+    save_tasks(store, [_task(RIDGE), _task(KMEANS)], source="failatlas-mini")
+    common = {"sandbox": "docker", "image": sandbox_image, "runs_dir": root / "runs", "workers": 2}
+    for agent in ("gold", *FAILING):
+        runs.run(store, runs.BenchParams(agent=agent, task_ids=[RIDGE], **common))
+    for agent in ("gold", "null"):
+        runs.run(store, runs.BenchParams(agent=agent, task_ids=[KMEANS], **common))
+    assert not (cache_folder(store) or Path("/nonexistent")).exists()
+    result = scoring.run(store, scoring.ScoreParams(judges=["derived-tests", "hidden-tests"], **common))
+    assert result.ok, result
+    rows = store.query_dicts(
+        "SELECT r.task_id, r.agent, j.status, j.passed, j.score, j.verdict, j.error_analysis, j.reason"
+        " FROM judgements j JOIN runs r ON r.id = j.run_id WHERE j.judge = 'derived-tests'")
+    return store, {(r["task_id"], r["agent"]): {**r, "verdict": json.loads(r["verdict"])} for r in rows}
+
+
+def test_gold_passes_and_every_failing_agent_fails(scored):
+    _store, verdicts = scored
+    gold = verdicts[(RIDGE, "gold")]
+    assert gold["status"] == "ok" and gold["passed"] is True and gold["score"] == 1.0
+    assert gold["verdict"]["cases"] == gold["verdict"]["matched"] >= 8
+    assert gold["verdict"]["perturbed"] >= 2 and gold["verdict"]["skipped_unencodable"] == 0
+    for agent in FAILING:
+        row = verdicts[(RIDGE, agent)]
+        assert row["status"] == "ok" and row["passed"] is False, (agent, row)
+        assert row["score"] < 1.0 and "RidgeRegression.fit" in row["error_analysis"], (agent, row)
+        assert row["verdict"]["functions"]["RidgeRegression.fit"]["first_failure"], agent
+
+
+def test_a_second_task_with_an_unencodable_function_records_the_rest(scored):
+    _store, verdicts = scored
+    gold, null = verdicts[(KMEANS, "gold")], verdicts[(KMEANS, "null")]
+    assert gold["passed"] is True and null["passed"] is False and null["score"] == 0.0
+    # kmeanspp_init takes a RandomState: its calls are skipped and counted, KMeans.fit's are replayed
+    assert gold["verdict"]["skipped_unencodable"] > 0
+    assert set(gold["verdict"]["functions"]) == {"KMeans.fit"}
+
+
+def test_scoring_stored_one_recording_per_task_and_reused_it(scored):
+    store, verdicts = scored
+    files = sorted((cache_folder(store)).glob("*.wire"))
+    assert len(files) == 2
+    keys = {verdicts[(RIDGE, a)]["verdict"]["recording"] for a in ("gold", *FAILING)}
+    assert len(keys) == 1 and f"{keys.pop()}.wire" in {f.name for f in files}
+
+
+# ---------------------------------------------------------------------------------- the logic, local sandboxes
+
+
+def test_a_fit_that_returns_zeros_fails(tmp_path):
+    tree = _with_fit(tmp_path, "        self.coef_ = np.zeros(np.shape(X)[1])\n        self.intercept_ = 0.0\n"
+                     "        return self\n")
+    verdict = _judge(_task(RIDGE), tree, tmp_path / "cache")
+    assert verdict.status == "ok" and verdict.passed is False and verdict.score == 0.0
+    assert "attribute coef_" in verdict.verdict["functions"]["RidgeRegression.fit"]["first_failure"]
+
+
+def test_a_fit_right_only_on_the_recorded_inputs_fails_on_the_perturbed_ones(tmp_path):
+    task, folder = _task(RIDGE), tmp_path / "cache"
+    assert _judge(task, _reference_copy(tmp_path), folder).passed is True
+    targets, _ = targets_of(task, _reference(RIDGE))
+    recording = load_recording(folder, recording_key(task, _reference(RIDGE), targets))
+    answers = {}
+    for case in recording.cases:
+        if not case["perturbed"]:
+            X, y = (case["args"][0], case["args"][1])
+            key = hashlib.sha256(X.tobytes() + y.tobytes() + repr(float(case["state"]["alpha"])).encode())
+            answers[key.hexdigest()] = ([float(v) for v in case["after"]["coef_"]], case["after"]["intercept_"])
+    body = ("        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)\n"
+            "        key = hashlib.sha256(X.tobytes() + y.tobytes() + repr(float(self.alpha)).encode()).hexdigest()\n"
+            "        coef, self.intercept_ = _ANSWERS.get(key, ([0.0] * X.shape[1], 0.0))\n"
+            "        self.coef_ = np.array(coef)\n        return self\n")
+    tree = _with_fit(tmp_path, body, f"import hashlib\n\n_ANSWERS = {answers!r}\n")
+    verdict = _judge(task, tree, folder)
+    perturbed = [c["id"] for c in recording.cases if c["perturbed"]]
+    failed = {f["test"] for f in verdict.verdict["failures"]}
+    assert verdict.passed is False and len(perturbed) >= 2
+    assert failed == {f"test_derived[{i}]" for i in perturbed}
+    assert verdict.verdict["matched"] == len(recording.cases) - len(perturbed)
+
+
+def _reference_copy(tmp_path: Path) -> Path:
+    tree = tmp_path / "gold"
+    shutil.copytree(_reference(RIDGE), tree)
+    return tree
+
+
+def test_the_recording_is_made_once_and_read_back_after(tmp_path):
+    counter = tmp_path / "reference-runs"
+    task = _task(RIDGE)
+    task = task.model_copy(update={"run": task.run.model_copy(
+        update={"command": f"python3 run.py && echo ran >> {counter}"})})
+    folder = tmp_path / "cache"
+    first = _judge(task, _reference_copy(tmp_path), folder)
+    null = _judge(task, Path(prepare_workspace(task, tmp_path / "masked", repo=_reference(RIDGE)).path), folder)
+    assert first.passed is True and null.passed is False
+    assert counter.read_text().splitlines() == ["ran"]  # the reference ran once, for the first judgement
+    key, recording, made = ensure_recording(task, _reference(RIDGE), lambda _tree: pytest.fail("recorded again"),
+                                            folder=folder)
+    assert made is False and key == first.verdict["recording"] and len(recording.cases) == first.verdict["cases"]
+    assert counter.read_text().splitlines() == ["ran"]
+
+
+def test_a_recording_with_nothing_encodable_is_not_scored(tmp_path):
+    task = _task(KMEANS)
+    only_seeding = [f for f in task.masking.functions if f.qualname == "kmeanspp_init"]
+    task = task.model_copy(update={"masking": task.masking.model_copy(update={"functions": only_seeding})})
+    tree = tmp_path / "gold"
+    shutil.copytree(_reference(KMEANS), tree)
+    verdict = _judge(task, tree, tmp_path / "cache")
+    assert verdict.status == "not_run" and verdict.passed is None and verdict.score is None
+    assert "no call of a masked function" in verdict.reason and "RandomState" in verdict.reason
+    assert verdict.verdict["skipped_unencodable"] > 0 and verdict.verdict["recorded"] == 0
+
+
+def test_a_task_without_masked_functions_is_not_scored(tmp_path):
+    task = next(t for t in load_suite("failatlas-mini") if t.id == "mini-logreg-scaling")
+    verdict = judge_derived(task, _local(tmp_path), tmp_path, folder=tmp_path / "cache")
+    assert verdict.status == "not_run" and "masks no functions" in verdict.reason
+
+
+def test_tasks_validate_records_ahead_and_finds_it_stored_after(tmp_path):
+    store = open_store(tmp_path / "store.duckdb")
+    tasks = [_task(RIDGE)]
+    save_tasks(store, tasks, source="failatlas-mini")
+    params = ValidateParams(sandbox="local")
+    first = record_derived_tests(store, tasks, params)
+    again = record_derived_tests(store, tasks, params)
+    assert first[RIDGE].startswith("recorded: 12 case(s), 4 perturbed"), first
+    assert again[RIDGE].startswith("stored: 12 case(s)"), again
+    assert len(list(cache_folder(store).glob("*.wire"))) == 1
