@@ -14,6 +14,7 @@ hands them a `Reference` (the unmasked tree and the task's ground truth, on the 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,10 +92,13 @@ class AgentContext:
         return result
 
     def write(self, relpath: str, text: str) -> None:
+        """Write `text` to `relpath` in the sandbox. Its trace step records the size and SHA-256 of the bytes
+        written, which collection checks what it reads back against (`runs.readback`); `bytes` counts characters."""
+        data = text.encode()
         self.record(StepEvent(kind="tool_call", tool="write_file", arguments={
-            "path": relpath, "bytes": len(text), "content": text[:WRITTEN_CONTENT_CAP],
-            "content_truncated": len(text) > WRITTEN_CONTENT_CAP}))
-        self.sandbox.write_file(f"{self.workdir}/{relpath}", text.encode())
+            "path": relpath, "bytes": len(text), "size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "content": text[:WRITTEN_CONTENT_CAP], "content_truncated": len(text) > WRITTEN_CONTENT_CAP}))
+        self.sandbox.write_file(f"{self.workdir}/{relpath}", data)
 
 
 class AgentOutcome(BaseModel):

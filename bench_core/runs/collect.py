@@ -24,12 +24,15 @@ from pathlib import Path
 from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, RUN_SCRIPT
 from failatlas.bench_core.runs.diff import tree_diff
 from failatlas.bench_core.runs.model import RunOutputs
+from failatlas.bench_core.runs.readback import Seen, Written, copied_seen, read_seen, settle
 from failatlas.bench_core.sandbox.model import CopyLimits, CopyReport
+from failatlas.bench_core.sandbox.tarballs import DAMAGED
 from failatlas.core.errors import InputError
 from failatlas.core.importers import load_untrusted_json
 
 MAX_DIFF_BYTES = 8 * 1024 * 1024
 MAX_OUTPUT_FILE = 1024 * 1024
+OUTPUT_FILES = (DESIGN_FILE, CONCLUSION_FILE, RUN_SCRIPT)
 
 
 def fit_diff(diff: str, limit: int) -> tuple[str, list[tuple[str, int]]]:
@@ -53,20 +56,31 @@ def fit_diff(diff: str, limit: int) -> tuple[str, list[tuple[str, int]]]:
     return kept, [(sections[i].split("\n", 1)[0][len("diff --git "):], sizes[i]) for i in sorted(dropped)]
 
 
-def _read(sandbox, workdir: str, relpath: str, limit: int, outputs: RunOutputs) -> str | None:
-    """The output file `relpath` as text, at most `limit` bytes of it; None when it is missing or unusable (then
-    recorded in `outputs.errors`)."""
-    try:
-        data = sandbox.read_file(f"{workdir}/{relpath}", max_bytes=limit + 1)
-    except PermissionError as exc:  # SandboxPathError: a folder, FIFO or link where the file belongs
-        outputs.errors.append(str(exc))
+def _text(rel: str, seen: Seen, limit: int, outputs: RunOutputs) -> str | None:
+    """The output file `rel` as the sandbox holds it, as text of at most `limit` bytes; None when it is missing or
+    unusable (then recorded in `outputs.errors`)."""
+    if seen.state == "unusable":
+        outputs.errors.append(seen.reason)
         return None
-    except (FileNotFoundError, LookupError):
+    if seen.state != "file":
         return None
+    data = seen.data
     if len(data) > limit:
-        outputs.cut.append(f"{relpath}: larger than its {limit}-byte cap; the first {limit} bytes kept")
+        outputs.cut.append(f"{rel}: larger than its {limit}-byte cap; the first {limit} bytes kept")
         data = data[:limit]
     return data.decode("utf-8", errors="replace")
+
+
+def _copy_out(sandbox, workdir: str, final: Path, limits: CopyLimits) -> CopyReport:
+    """The working copy into `final`, copied again once when its archive came out damaged (a stream that broke;
+    a second damaged copy stays the agent's, as before: its files or processes may be the cause)."""
+    for attempt in range(2):
+        if final.exists():
+            shutil.rmtree(final)
+        report = sandbox.copy_out(workdir, final, limits=limits) or CopyReport()
+        if not (report.stopped or "").startswith(DAMAGED) or attempt:
+            return report
+    return report
 
 
 def _masked_instead(masked: Path, final: Path, report: CopyReport) -> list[str]:
@@ -105,27 +119,34 @@ def _real_folder_below(root: Path, rel: Path) -> bool:
 
 
 def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path, *, file_limit: int = MAX_OUTPUT_FILE,
-                    copy_limits: CopyLimits | None = None) -> RunOutputs:
-    """Read the agent's output files (each up to `file_limit` bytes) and diff its final tree, copied within
-    `copy_limits`, against `masked`. Raises only for the harness's own failures (SandboxError and the like)."""
+                    copy_limits: CopyLimits | None = None, written: dict[str, Written] | None = None) -> RunOutputs:
+    """Read the agent's output files (each up to `file_limit` bytes; checked as `readback` says, against
+    `written`, the agent's recorded writes) and diff its final tree, copied within `copy_limits`, against `masked`.
+    Raises only for the harness's own failures (SandboxError, OutputsUnreadable and the like)."""
     outputs = RunOutputs()
-    raw_design = _read(sandbox, workdir, DESIGN_FILE, file_limit, outputs)
-    if raw_design is not None:
-        outputs.design_raw = raw_design
-        try:
-            outputs.design = load_untrusted_json(raw_design, DESIGN_FILE)
-        except InputError as exc:
-            outputs.design_error = f"unreadable: {exc}"
-    outputs.conclusion = _read(sandbox, workdir, CONCLUSION_FILE, file_limit, outputs)
-    outputs.run_script = _read(sandbox, workdir, RUN_SCRIPT, file_limit, outputs)
+    limits = copy_limits or CopyLimits()
+    first = {rel: read_seen(sandbox, workdir, rel, file_limit) for rel in OUTPUT_FILES}
     final = scratch / "final"
-    if final.exists():
-        shutil.rmtree(final)
-    report = sandbox.copy_out(workdir, final, limits=copy_limits or CopyLimits()) or CopyReport()
+    report = _copy_out(sandbox, workdir, final, limits)
     if not final.is_dir():  # the working copy itself was left out (unreadable, say)
         final.mkdir(parents=True)
         report.add_cut("", "the working copy itself was not copied")
         outputs.errors.append("the working copy could not be copied out")
+    texts = {}
+    for rel in OUTPUT_FILES:
+        seen, note = settle(sandbox, workdir, rel, first=first[rel], copied=copied_seen(final, rel, report, file_limit),
+                            written=(written or {}).get(rel), scratch=scratch, cap=file_limit, limits=limits)
+        texts[rel] = _text(rel, seen, file_limit, outputs)
+        if note:
+            outputs.readback.append(note)
+    if texts[DESIGN_FILE] is not None:
+        outputs.design_raw = texts[DESIGN_FILE]
+        try:
+            outputs.design = load_untrusted_json(texts[DESIGN_FILE], DESIGN_FILE)
+        except InputError as exc:
+            outputs.design_error = f"unreadable: {exc}"
+    outputs.conclusion = texts[CONCLUSION_FILE]
+    outputs.run_script = texts[RUN_SCRIPT]
     outputs.cut += [f"working copy: {line}" for line in report.lines()]
     restored = _masked_instead(masked, final, report)
     if restored:

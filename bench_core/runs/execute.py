@@ -16,6 +16,7 @@ from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, St
 from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs, repository_of, unavailable
 from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
+from failatlas.bench_core.runs.readback import recorded_writes
 from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE, CopyLimits
 from failatlas.bench_core.sandbox.policy import CaBundle
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -282,7 +283,10 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
             record(StepEvent(kind="note", content="agent raised:\n" + traceback.format_exc()[-TAIL:]))
         _trace_environment(inner, commands, masked, record)
         outputs = collect_outputs(inner, workdir, masked, scratch, file_limit=config.output_file_bytes,
-                                  copy_limits=config.copy_limits)
+                                  copy_limits=config.copy_limits, written=recorded_writes(steps))
+        if outputs.readback:
+            record(StepEvent(kind="note", content="harness read back the agent's outputs otherwise than it wrote "
+                             "them:\n" + "\n".join(outputs.readback)[-TAIL:]))
         if outputs.cut:
             record(StepEvent(kind="note", content="harness cut from the agent's outputs:\n"
                              + "\n".join(outputs.cut)[-TAIL:]))

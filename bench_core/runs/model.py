@@ -48,6 +48,9 @@ class RunOutputs(BaseModel):
     errors: list[str] = Field(default_factory=list, description=(
         "what the agent's files made unusable (an output file that is a folder, FIFO or link, a working copy past "
         "the copy-out limits): each makes the run the agent's failure"))
+    readback: list[str] = Field(default_factory=list, description=(
+        "output files the sandbox held otherwise than the agent's last write through `AgentContext.write` left "
+        "them (its own commands changed them afterwards; what the sandbox held is used), each said"))
     cut: list[str] = Field(default_factory=list, description=(
         "what the harness left out of the agent's outputs, and why: output files past their cap, files and links "
         "left out of the copied working copy"))

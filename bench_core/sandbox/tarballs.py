@@ -17,6 +17,7 @@ from failatlas.bench_core.sandbox.output import CappedBuffer
 from failatlas.bench_core.sandbox.treecopy import CopyStopped, TreeWriter
 
 _SPOOL = 64 * 1024 * 1024
+DAMAGED = "the archive ended early or is damaged"  # the start of `CopyReport.stopped` for a broken stream
 
 
 def spooled() -> tempfile.SpooledTemporaryFile:
@@ -184,7 +185,7 @@ def extract_stream(stream: IO[bytes], top: str, writer: TreeWriter) -> None:
     except CopyStopped:
         pass
     except (tarfile.TarError, EOFError) as exc:
-        writer.report.stopped = writer.report.stopped or f"the archive ended early or is damaged: {exc}"
+        writer.report.stopped = writer.report.stopped or f"{DAMAGED}: {exc}"
 
 
 _MODES = {tarfile.FIFOTYPE: stat.S_IFIFO, tarfile.CHRTYPE: stat.S_IFCHR, tarfile.BLKTYPE: stat.S_IFBLK}
