@@ -17,12 +17,16 @@ What it enforces (docs/sandbox.md has the measured table):
   hidden; `CUDA_VISIBLE_DEVICES` names the leased GPUs by UUID. No GPU leased: no NVIDIA node at all;
 - limits, with rlimits and a watchdog (no cgroups: they are not delegated on the hosts this was built for):
   the deadline (SIGKILL to bwrap; the PID namespace dies with its init); process count (RLIMIT_NPROC for a
-  sandbox's own uid, and the watchdog, which counts the processes of the sandbox's PID namespace); memory
+  sandbox's own uid, and the watchdog, which counts the processes of the sandbox's PID namespace). The harness's
+  own commands in the sandbox (writing a file in) run with HARNESS_PIDS_RESERVE more: RLIMIT_NPROC counts every
+  process of the uid, so processes the agent's code parks in a long command (the hidden tests' zygote) cannot
+  stop the harness from writing the next call's request; memory
   (RLIMIT_AS without GPUs, and the watchdog on the namespace's total RSS); CPUs (affinity to ceil(cpus) cores);
   file size (RLIMIT_FSIZE with `disk_mb`). The watchdog samples every 0.2 s: a fast allocation can overshoot
   before it is stopped;
 - the process tree: bwrap runs with --die-with-parent and a PID namespace, so nothing a command starts outlives
-  it (background processes end with their command) or the harness.
+  it (background processes end with their command) or the harness; `close` also kills whatever still runs as the
+  sandbox's own uid (a command of another thread still running).
 Files come out by the harness walking the working copy without following links (as `local` does, `treecopy`);
 files go in through a command inside the sandbox, so a link the agent planted cannot redirect a write.
 """
@@ -30,6 +34,7 @@ files go in through a command inside the sandbox, so a link the agent planted ca
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -66,6 +71,9 @@ _OOM_MESSAGES = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out
 _FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork: Resource temporarily unavailable"
                           r"|Cannot fork|can't fork")
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
+# processes the harness's own commands may start beyond the agent's limit (a file written in needs bwrap, its init,
+# sh, cp and mv)
+HARNESS_PIDS_RESERVE = 16
 _next_cpu = [0]
 
 
@@ -229,10 +237,11 @@ class BwrapSandbox(LocalSandbox):
         env.update(extra or {})
         return env
 
-    def _limits(self) -> None:
+    def _limits(self, reserve: int = 0) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self._uid is not None:  # counted per uid, this sandbox's own: its namespace's processes and bwrap itself
-            resource.setrlimit(resource.RLIMIT_NPROC, (self.spec.pids_limit + 1, self.spec.pids_limit + 1))
+            nproc = self.spec.pids_limit + 1 + reserve
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         if not self.spec.gpu_ids:
             cap = self.spec.memory_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -262,8 +271,10 @@ class BwrapSandbox(LocalSandbox):
         argv, binds = command_argv(cmd, self.spec.shell), []
         if self.egress is not None:  # registries: the forwarder to the host's proxy first, in this command's netns
             argv, binds = self.egress.wrap(argv), self.egress.binds()
-        return self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
-                         binds=binds)
+        result = self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
+                           binds=binds, harness=False)
+        self.commands_started += 1
+        return result
 
     def egress_log(self) -> list[dict]:
         """The egress proxy's allow/deny decisions so far (`registries` only; [] otherwise)."""
@@ -271,7 +282,9 @@ class BwrapSandbox(LocalSandbox):
 
     def _run(self, argv: list[str], text: str, *, timeout: float, cwd: str | None = None,
              env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
-             binds: Sequence[tuple[str, str]] = ()) -> ExecResult:
+             binds: Sequence[tuple[str, str]] = (), harness: bool = True) -> ExecResult:
+        """One bwrap; `harness`: a command of the harness's own, with HARNESS_PIDS_RESERVE more processes allowed
+        to the uid than the agent's commands get. SandboxError when bwrap cannot start the command."""
         where = os.path.normpath(os.path.join(self.workdir, cwd)) if cwd else self.workdir
         started = time.monotonic()
         info_r, info_w = os.pipe()
@@ -279,7 +292,8 @@ class BwrapSandbox(LocalSandbox):
             proc = subprocess.Popen(
                 self._argv(argv, where, self._env(env), binds, info_fd=info_w), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, pass_fds=(info_w,),
-                preexec_fn=self._limits, **self._popen_user())  # noqa: PLW1509
+                preexec_fn=functools.partial(self._limits, HARNESS_PIDS_RESERVE if harness else 0),  # noqa: PLW1509
+                **self._popen_user())
         except OSError as exc:
             os.close(info_r)
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
@@ -289,6 +303,7 @@ class BwrapSandbox(LocalSandbox):
         with os.fdopen(info_r, "rb", buffering=0) as info_pipe:
             reason = self._pump(proc, out, err, deadline=started + timeout, info=(info_pipe, info))
         returncode = proc.wait()
+        _await_namespace_end(info.text())
         if returncode < 0:
             returncode = 128 - returncode
         stderr = err.text()
@@ -400,6 +415,8 @@ class BwrapSandbox(LocalSandbox):
         if self._closed:
             return
         self._closed = True
+        if self._uid is not None:
+            _kill_uid(self._uid)
         if self.egress is not None:
             self.egress.close()
         _remove_tree(self.root)
@@ -457,6 +474,41 @@ def _namespace_members(namespace: str) -> list[tuple[int, int]]:
             continue
         found.append((int(name), 0 if fields[0] == "Z" else int(fields[21]) * page))  # zombies hold a slot too
     return found
+
+
+def _await_namespace_end(info: str, wait_s: float = 5.0) -> None:
+    """Return once the command's PID namespace is gone: its init (bwrap's child, which dies with bwrap) is dead or
+    a zombie, which the kernel lets it become only after every other process of the namespace has died. So what a
+    command left running (background, setsid'ed, daemonised) is gone when `exec` returns, not moments later."""
+    try:
+        child = int(json.loads(info)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return
+    until = time.monotonic() + wait_s  # bounded: the pid may meanwhile be another process's (never killed here)
+    while procs.start_time(child) is not None and time.monotonic() < until:
+        time.sleep(0.005)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process whose real uid is `uid` (a sandbox's own, used by nothing else), until none is left."""
+    for _ in range(10):
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/status", "rb") as f:
+                    line = next((ln for ln in f if ln.startswith(b"Uid:")), b"")
+            except OSError:
+                continue
+            if line.split()[1:2] == [str(uid).encode()]:
+                found.append(int(name))
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        time.sleep(0.05)
 
 
 def _kill(bwrap_pid: int, namespace: str | None) -> None:

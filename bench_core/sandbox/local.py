@@ -2,6 +2,7 @@
 
 This is containment, not isolation. Enforced:
 - the deadline: the command's whole session and every process that inherited its marker are killed;
+- the process tree: the same happens when the command ends, so nothing it started outlives it;
 - the output cap;
 - memory: RLIMIT_AS per process when no GPU is given (CUDA reserves huge address space, so not with GPUs),
   and a sampler that kills the session when its total RSS passes `memory_mb`;
@@ -75,6 +76,7 @@ class LocalSandbox:
         self._workdir = root / spec.workdir.lstrip("/")
         self.workdir = str(self._workdir)
         self._closed = False
+        self.commands_started = 0  # commands of `exec` that started: from the first, the agent's code may run
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> LocalSandbox:
@@ -165,9 +167,12 @@ class LocalSandbox:
         except BaseException:  # Ctrl-C while the command was being started: it may run already, unseen
             procs.kill_tree(None, f"{MARKER_VAR}={marker}".encode())
             raise
+        self.commands_started += 1
         out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
         reason = self._pump(proc, out, err, deadline=started + timeout, marker=marker)
         returncode = proc.wait()
+        # what the command left running (background, daemonised, setsid'ed children) ends with it
+        procs.kill_tree(proc.pid, f"{MARKER_VAR}={marker}".encode())
         if returncode < 0:
             returncode = 128 - returncode
         duration = time.monotonic() - started

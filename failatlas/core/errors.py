@@ -77,3 +77,10 @@ class InfrastructureError(FailAtlasError, RuntimeError):
     """Something outside the agent failed (image, Docker daemon, LLM endpoint): retryable, never the agent's fault."""
 
     exit_code = 6
+
+
+class AgentFaultError(FailAtlasError, RuntimeError):
+    """A sandbox or judge failed after the agent's code had started in it (a refused or starved exec, a process
+    limit, a dead worker, a deadline): what that code can cause, so the agent's failure, never infrastructure."""
+
+    exit_code = 1
