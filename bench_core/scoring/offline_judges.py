@@ -2,8 +2,10 @@
 
 - `design-match`: the agent's design variables against the ground truth by normalised name and role.
 - `conclusion-reference`: strict reference match (every number of the expected conclusion present, and most of its
-  content words). Semantic judging of free text is the LLM judge's job; this one exists so harness-validation
-  agents and offline runs get a verdict, and it says so in its error analysis.
+  content words), then evidence: every number it states about a result agrees with the clean re-run's value (the
+  expected value where there was no re-run; `conclusion_numbers.py`), and no claim contradicts the reference's
+  (a Yes/No answer, a negated finding, a reversed comparison; `claims.py`). Semantic judging of free text is the LLM
+  judge's job; this one exists so harness-validation agents and offline runs get a verdict.
 - `hidden-tests`: the task's hidden tests of the masked code: assertions, counting and result in a judge process
   on the host that never imports the agent's code; the agent's code runs in a fresh sandbox holding only the
   prepared repository with the agent's diff applied, one worker process per call, plain data back (`hidden/`).
@@ -18,14 +20,19 @@ import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from failatlas.bench_core.hidden import JudgeRun, run_judge
 from failatlas.bench_core.prepare.hidden_tests import hidden_test_paths
+from failatlas.bench_core.scoring.claims import contradiction_sentence, contradictions
+from failatlas.bench_core.scoring.conclusion_numbers import NUMBER, check_numbers, number_sentence
 from failatlas.bench_core.scoring.counterfactual import tree_digest
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
 from failatlas.core.errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from failatlas.bench_core.scoring.validator import Validation
 
 DESIGN_PASS = 0.8
 # at least this share of the design's variables must be true ones (docs/metrics.md, "Precision")
@@ -36,8 +43,8 @@ CONCLUSION_PASS = 0.6
 NUMBER_FACTOR, NUMBER_SLACK = 2, 8
 WORD_FACTOR, WORD_SLACK = 3, 30
 MAX_CONCLUSION_CHARS = 200_000
+MAX_NUMBER_ROWS = 50
 ROLES = ("constant", "independent", "dependent")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z][a-z0-9]{2,}")
 _STOP = frozenset(("the", "and", "for", "with", "that", "this", "than", "are", "was", "were", "has", "have", "from",
                    "into", "not", "but", "its", "can", "all", "any", "per"))
@@ -94,10 +101,13 @@ def judge_design(task: TaskSpec, design: object) -> Verdict:
 
 
 def _numbers(text: str) -> list[float]:
-    return [float(x) for x in _NUMBER.findall(text)]
+    return [float(x) for x in NUMBER.findall(text)]
 
 
-def judge_conclusion(task: TaskSpec, conclusion: str | None) -> Verdict:
+def judge_conclusion(task: TaskSpec, conclusion: str | None, validation: Validation | None = None) -> Verdict:
+    """The conclusion against the reference (numbers and content words, within the precision limits) and against
+    the evidence: the numbers it states about results (the clean re-run's `validation`, else the expected values)
+    and the claims of the reference it contradicts; either kind of failure fails C with score 0."""
     if not task.expected_conclusion:
         return Verdict("conclusion", "conclusion-reference", status="not_run",
                        reason="the task has no ground-truth conclusion")
@@ -133,10 +143,20 @@ def judge_conclusion(task: TaskSpec, conclusion: str | None) -> Verdict:
     if too_many_words:
         problems.append(f"the conclusion uses {len(got_words)} different content words where the reference uses "
                         f"{len(want_words)} (at most {word_limit} accepted), so it commits to no finding")
-    return Verdict("conclusion", "conclusion-reference", score=score, passed=passed,
-                   verdict={"missing_numbers": missing_numbers, "word_recall": recall,
-                            "numbers_stated": stated_numbers, "number_limit": number_limit,
-                            "words_stated": len(got_words), "word_limit": word_limit},
+    text = conclusion[:MAX_CONCLUSION_CHARS]
+    evidence, numbers = check_numbers(text, task, validation)
+    wrong = [row for row in numbers if not row["ok"]]
+    against = contradictions(expected, task.question, text)
+    problems += [number_sentence(evidence, row) for row in wrong[:10]]
+    problems += [contradiction_sentence(row) for row in against[:10]]
+    verdict = {"missing_numbers": missing_numbers, "word_recall": recall, "numbers_stated": stated_numbers,
+               "number_limit": number_limit, "words_stated": len(got_words), "word_limit": word_limit,
+               "evidence": evidence if numbers else "none: no number about a result",
+               "numbers": (wrong + [row for row in numbers if row["ok"]])[:MAX_NUMBER_ROWS],
+               "numbers_checked": len(numbers), "numbers_disagreeing": len(wrong), "contradictions": against}
+    if wrong or against:
+        verdict["reference_score"], score, passed = score, 0.0, False
+    return Verdict("conclusion", "conclusion-reference", score=score, passed=passed, verdict=verdict,
                    error_analysis="; ".join(problems))
 
 
@@ -249,7 +269,7 @@ class ConclusionReferenceJudge(_OfflineJudge):
     def __call__(self, inp: JudgeInput) -> list[Verdict]:
         if "conclusion" not in inp.task.judgeable_phases:
             return []
-        return [judge_conclusion(inp.task, inp.outputs.get("conclusion"))]
+        return [judge_conclusion(inp.task, inp.outputs.get("conclusion"), inp.validation)]
 
 
 @JUDGES.register("hidden-tests")

@@ -1,0 +1,207 @@
+"""The numbers a conclusion states about its results, checked against evidence: the clean re-run's observed values,
+or, where there is none, the task's expected values (docs/metrics.md, "C from evidence").
+
+Which metric a stated number is about (its *anchor*: an expected metric, the success criterion's metric, or an
+EXP-Bench expected number of the outcome):
+
+- **by value**: every number the conclusion states (the tokens the reference rule reads, `NUMBER`; `70%` also as
+  0.7) that agrees with an anchor's expected value is a claim about that anchor: the conclusion states that result;
+- **by name**, for the other numbers written as a measurement (a decimal point or a percent sign, or an integer
+  right after `=` or `:`; not a bound such as `more than 30`, not part of a name such as `L2` or `ResNet-50`): the
+  anchors whose name words (`balanced_accuracy_unweighted`: balanced, accuracy, unweighted) the number's clause
+  (between `,` `;` `:` parentheses and sentence ends; where it names none, between the same less `,`) holds: at
+  least half of them, the most of any anchor, then the fewest left out.
+
+A number agrees with a value `v` when `|x - v| <= atol + rtol·|v| + rounding`: the anchor's tolerance, plus the
+rounding the number's own precision states (half a unit of its last digit: `about 3.70` -> 0.005, `alpha = 10` ->
+0.5), the rounding capped at 5 % of `v`, so that `about 1` says nothing about a value of 0.58. A claim passes when
+it agrees with the evidence of one of its anchors: the re-run's observed value where the re-run ran to its end (exit
+0) and produced values, else the expected value; a claim about a metric that such a re-run did not produce fails.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from failatlas.bench_core.scoring.answers import as_number
+from failatlas.bench_core.scoring.outcome_numbers import EXPECTED_RTOL, expected_numbers
+from failatlas.bench_core.tasks.model import TaskSpec
+
+if TYPE_CHECKING:
+    from failatlas.bench_core.scoring.validator import Validation
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+PROSE_ROUNDING_CAP = 0.05
+MAX_ROWS = 50
+RERUN, EXPECTED = "the clean re-run", "the expected values"
+_PERCENT = re.compile(r"\s?%")
+_BOUND = re.compile(r"(?:\b(?:less|fewer|more|greater|lower|higher|smaller|larger)\s+than|\bbelow|\babove|\bunder|"
+                    r"\bover|\bexceed\w*|\bat\s+(?:least|most)|\bup\s+to|\bwithin|[<>≤≥]=?)\s*(?:an?\s+)?"
+                    r"(?:approximately|about|around|roughly|nearly)?\s*~?\s*$", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[,;:()\[\]\n]|[.!?](?=\s|$)")
+_PART_END = re.compile(r"[;:()\[\]\n]|[.!?](?=\s|$)")
+_WORD = re.compile(r"[a-z]+")
+_NAME_STOP = frozenset(("the", "of", "and", "on", "in", "at", "to", "for", "with", "by", "a", "an"))
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What a stated number can be about: `low`..`high` expected (equal for a value), its tolerance, and what the
+    re-run observed (None: nothing, or no re-run)."""
+
+    name: str
+    low: float
+    high: float
+    rtol: float
+    atol: float
+    percent: bool = False
+    observed: float | None = None
+
+
+@dataclass(frozen=True)
+class Stated:
+    """One number of the conclusion: its value, whether a percent sign follows, half a unit of its last digit."""
+
+    text: str
+    value: float
+    percent: bool
+    half_unit: float
+    start: int
+    end: int
+
+
+def _half_unit(token: str) -> float:
+    return 0.5 * 10.0 ** -(len(token.split(".", 1)[1]) if "." in token else 0)
+
+
+def stated_numbers(text: str) -> list[Stated]:
+    """Every number token of `text` (the reference rule's `NUMBER`), finite ones only."""
+    out = []
+    for m in NUMBER.finditer(text):
+        value = float(m.group())
+        if math.isfinite(value):
+            percent = bool(_PERCENT.match(text, m.end()))
+            out.append(Stated(m.group(), value, percent, _half_unit(m.group()), m.start(), m.end()))
+    return out
+
+
+def _anchor_names(task: TaskSpec) -> list[tuple[str, float, float, float, float]]:
+    rows = [(m.name, m.value, m.value, m.rtol, m.atol) for m in task.expected_results]
+    crit = task.success
+    if crit is not None:
+        value = as_number(crit.value)
+        if crit.kind == "oracle_band":
+            rows.append((crit.metric, min(crit.oracle_values), max(crit.oracle_values), 0.0, crit.band))
+        elif value is not None:
+            rows.append((crit.metric, value, value, crit.rtol if crit.kind == "tolerance" else 0.0,
+                         crit.atol if crit.kind == "tolerance" else 0.0))
+    return rows
+
+
+def anchors(task: TaskSpec, validation: Validation | None) -> tuple[str, list[Anchor]]:
+    """The task's anchors, each with the re-run's observed value, and the evidence they are checked against:
+    `RERUN` when the re-run exited 0 and observed at least one of them, else `EXPECTED`."""
+    found: list[Anchor] = [Anchor(*row) for row in _anchor_names(task)]
+    if not found and task.run.agent_script and task.expected_conclusion and not task.checks:
+        seen: set[str] = set()
+        for number in expected_numbers(task.expected_conclusion):  # the names `match_numbers` stores them under
+            name, n = number.text, 2
+            while name in seen:
+                name, n = f"{number.text} #{n}", n + 1
+            seen.add(name)
+            found.append(Anchor(name, number.low, number.high, EXPECTED_RTOL, number.atol, number.percent))
+    metrics = validation.metrics if validation is not None else {}
+    observed = [Anchor(a.name, a.low, a.high, a.rtol, a.atol, a.percent,
+                       as_number((metrics.get(a.name) or {}).get("observed"))) for a in found]
+    ran = validation is not None and validation.exit_code == 0 and any(a.observed is not None for a in observed)
+    return (RERUN, observed) if ran else (EXPECTED, found)
+
+
+def _tolerance(anchor: Anchor, stated: Stated, value: float, scale: float) -> float:
+    rounding = min(stated.half_unit * scale, PROSE_ROUNDING_CAP * abs(value))
+    return anchor.atol + anchor.rtol * abs(value) + rounding
+
+
+def agrees(stated: Stated, anchor: Anchor, low: float, high: float) -> bool:
+    """Whether `stated` agrees with `low`..`high` of `anchor` (module docstring); a percent on either side also
+    compares as its fraction."""
+    scales = [1.0] + ([0.01] if stated.percent else []) + ([100.0] if anchor.percent else [])
+    for scale in scales:
+        x = stated.value * scale
+        if low - _tolerance(anchor, stated, low, scale) <= x <= high + _tolerance(anchor, stated, high, scale):
+            return True
+    return False
+
+
+def _name_words(name: str) -> set[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", name).lower()
+    return {w for w in _WORD.findall(spaced) if len(w) > 1 and w not in _NAME_STOP}
+
+
+def _clause_words(text: str, stated: Stated, ends: list[int]) -> set[str]:
+    """The words between the boundaries `ends` around `stated`."""
+    i = bisect.bisect_right(ends, stated.start)
+    start = ends[i - 1] if i else 0
+    stop = ends[i] if i < len(ends) else len(text)
+    return set(_WORD.findall(text[start:stop].lower()))
+
+
+def _measurement(text: str, stated: Stated) -> bool:
+    """A number written as a result: not part of a name, not a bound, a decimal or percent or `= N`."""
+    before, after = text[max(0, stated.start - 40):stated.start], text[stated.end:stated.end + 1]
+    if (before[-1:].isalpha() or before[-1:] in "-_" and before[-2:-1].isalpha() or after.isalpha()
+            or after in "-_" and text[stated.end + 1:stated.end + 2].isalpha()):
+        return False
+    if _BOUND.search(before):
+        return False
+    return "." in stated.text or stated.percent or bool(re.search(r"[=:]\s*$", before))
+
+
+def _by_name(words: set[str], found: list[Anchor]) -> list[Anchor]:
+    """The anchors with at least half their name words in `words`: most such words first, then fewest missing."""
+    scored = []
+    for anchor in found:
+        names = _name_words(anchor.name)
+        hits = len(names & words)
+        if names and hits and hits * 2 >= len(names):
+            scored.append(((hits, hits - len(names)), anchor))
+    best = max((h for h, _ in scored), default=None)
+    return [a for h, a in scored if h == best]
+
+
+def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> tuple[str, list[dict]]:
+    """Each number of `text` that is about an anchor, checked against the evidence (module docstring): the
+    evidence used and one row per such number (`stated`, `metrics`, `by`, `compared_with`, `ok`)."""
+    evidence, found = anchors(task, validation)
+    if not found:
+        return evidence, []
+    rows: list[dict] = []
+    ends = [m.start() for m in _CLAUSE_END.finditer(text)]
+    part_ends = [m.start() for m in _PART_END.finditer(text)]
+    for stated in stated_numbers(text):
+        by, about = "value", [a for a in found if agrees(stated, a, a.low, a.high)]
+        if not about and _measurement(text, stated):
+            by, about = "name", (_by_name(_clause_words(text, stated, ends), found)
+                                 or _by_name(_clause_words(text, stated, part_ends), found))
+        if not about:
+            continue
+        if evidence == RERUN:
+            ok = any(a.observed is not None and agrees(stated, a, a.observed, a.observed) for a in about)
+            compared = {a.name: a.observed for a in about}
+        else:
+            ok = by == "value" or any(agrees(stated, a, a.low, a.high) for a in about)
+            compared = {a.name: a.low if a.low == a.high else [a.low, a.high] for a in about}
+        rows.append({"stated": stated.text + ("%" if stated.percent else ""), "metrics": [a.name for a in about],
+                     "by": by, "compared_with": compared, "ok": ok})
+    return evidence, rows
+
+
+def number_sentence(evidence: str, row: dict) -> str:
+    """One sentence for a stated number that disagrees with its evidence."""
+    values = " or ".join(f"{'no value' if v is None else v} for {name}" for name, v in row["compared_with"].items())
+    source = "the clean re-run gave" if evidence == RERUN else "the task expects"
+    return f"the conclusion states {row['stated']} (matched by {row['by']}), but {source} {values}"

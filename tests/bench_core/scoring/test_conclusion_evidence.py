@@ -1,0 +1,262 @@
+"""Issue 38, "C from evidence": a conclusion's numbers must agree with the clean re-run (the expected values where
+there is none), and a claim that contradicts the reference's fails C (reproduction 5). Real mini-suite tasks, real
+validator comparisons (`compare_metrics`) for the re-run's rows."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from failatlas.bench_core.scoring import JUDGES, JudgeInput, JudgeOptions
+from failatlas.bench_core.scoring.claims import contradictions
+from failatlas.bench_core.scoring.offline_judges import judge_conclusion
+from failatlas.bench_core.scoring.validator import Validation, compare_metrics
+from failatlas.bench_core.suites import load_suite
+from failatlas.bench_core.tasks.model import RunSpec, TaskKind, TaskSpec
+
+TASKS = {t.id: t for t in load_suite("failatlas-mini")}
+WITH_CONCLUSION = [t for t in TASKS.values() if t.expected_conclusion]
+REPRODUCTION_5 = (
+    "No. Cross-validation selects alpha = 10, and the ridge model's test MSE (about 3.70) is not less than half that "
+    "of ordinary least squares (about 10.19, against a noise floor of 1.0): with nearly as many features as samples "
+    "least squares has very high variance, and a penalty chosen on held-out folds removes none of it.")
+
+
+def _expected_values(task: TaskSpec) -> dict:
+    values = {m.name: m.value for m in task.expected_results}
+    if task.success is not None:
+        values[task.success.metric] = task.success.oracle_values[0] if task.success.oracle_values \
+            else task.success.value
+    return values
+
+
+def _rerun(task: TaskSpec, exit_code: int = 0, **observed: float | None) -> Validation:
+    """What the validator stores for a re-run that wrote these results (the task's values, some replaced)."""
+    results = {k: v for k, v in {**_expected_values(task), **observed}.items() if v is not None}
+    ok, rows = compare_metrics(task, results if exit_code == 0 else {})
+    return Validation("passed" if ok else ("wrong_value" if exit_code == 0 else "runtime_error"),
+                      command="python3 run.py", exit_code=exit_code, metrics=rows)
+
+
+# ----------------------------------------------------------------------------------------- reproduction 5
+
+def test_reproduction_5_the_opposite_conclusion_fails():
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, REPRODUCTION_5)
+    assert verdict.passed is False and verdict.score == 0.0
+    assert verdict.verdict["reference_score"] > 0.9  # what the overlap rule alone gave it
+    kinds = {row["kind"] for row in verdict.verdict["contradictions"]}
+    assert kinds == {"answer", "reversed", "negated"}
+    assert "answers No where the reference answers Yes" in verdict.error_analysis
+    assert "'not less' where the reference says 'less'" in verdict.error_analysis
+
+
+@pytest.mark.parametrize("old,new,kind", [
+    ("Yes.", "No.", "answer"),
+    ("is less than half", "is not less than half", "reversed"),
+    ("is less than half", "is more than half", "reversed"),
+    ("very high variance", "very low variance", "reversed"),
+    ("removes much of it", "removes none of it", "negated"),
+    ("removes much of it", "does not remove much of it", "negated"),
+])
+def test_each_flip_of_reproduction_5_fails_alone(old, new, kind):
+    task = TASKS["mini-ridge-cv"]
+    flipped = task.expected_conclusion.replace(old, new)
+    assert flipped != task.expected_conclusion
+    verdict = judge_conclusion(task, flipped)
+    assert verdict.passed is False
+    assert [row["kind"] for row in verdict.verdict["contradictions"]] == [kind]
+
+
+# -------------------------------------------------------------------------------------- numbers vs evidence
+
+def test_about_0_58_fails_where_the_rerun_gave_0_50():
+    task = TASKS["mini-imbalance-reweight"]
+    verdict = judge_conclusion(task, task.expected_conclusion, _rerun(task, balanced_accuracy_unweighted=0.50))
+    assert verdict.passed is False and verdict.score == 0.0
+    assert verdict.verdict["evidence"] == "the clean re-run"
+    wrong = [row for row in verdict.verdict["numbers"] if not row["ok"]]
+    assert [(row["stated"], row["metrics"], row["by"]) for row in wrong] == [
+        ("0.58", ["balanced_accuracy_unweighted"], "value")]
+    assert "states 0.58" in verdict.error_analysis and "0.5 for balanced_accuracy_unweighted" in verdict.error_analysis
+
+
+def test_the_stated_precision_decides_what_agrees():
+    """'about 3.70' admits the re-run's drift within the metric's tolerance, not 3.75; 'about 1.0' is no claim of
+    0.92 either (prose rounding is capped at 5 % of the value)."""
+    task = TASKS["mini-ridge-cv"]
+    assert judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ridge_cv=3.6985)).passed
+    drifted = judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ridge_cv=3.75))
+    assert drifted.passed is False and "3.75" in drifted.error_analysis
+    bf16 = TASKS["mini-mlp-bf16"]
+    vague = bf16.expected_conclusion.replace("(both about 0.92)", "(test accuracy fp32 about 1.0, bf16 about 0.92)")
+    verdict = judge_conclusion(bf16, vague, _rerun(bf16))
+    assert verdict.passed is False
+    assert any(row["stated"] == "1.0" and row["by"] == "name" and not row["ok"] for row in verdict.verdict["numbers"])
+
+
+def test_a_number_named_by_its_clause_is_checked_against_that_metric():
+    task = TASKS["mini-imbalance-reweight"]
+    extra = task.expected_conclusion + " Without weighting, plain accuracy unweighted is 0.99."
+    verdict = judge_conclusion(task, extra, _rerun(task))
+    row = next(r for r in verdict.verdict["numbers"] if r["stated"] == "0.99")
+    assert row["by"] == "name" and row["metrics"] == ["accuracy_unweighted"] and not row["ok"]
+    assert verdict.passed is False
+    bound = task.expected_conclusion + " Plain accuracy unweighted stays above 0.9."
+    assert judge_conclusion(task, bound, _rerun(task)).passed  # a bound is no stated value
+
+
+def test_a_claim_about_a_metric_the_rerun_did_not_produce_fails():
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ols=None))
+    assert verdict.passed is False and "no value for test_mse_ols" in verdict.error_analysis
+
+
+def test_without_a_rerun_the_numbers_meet_the_expected_values():
+    task = TASKS["mini-imbalance-reweight"]
+    failed = _rerun(task, exit_code=1)
+    for validation in (None, failed):
+        verdict = judge_conclusion(task, task.expected_conclusion, validation)
+        assert verdict.passed and verdict.verdict["evidence"] == "the expected values"
+    off = task.expected_conclusion + " The unweighted balanced accuracy, 0.66, is the model's weak point."
+    verdict = judge_conclusion(task, off, failed)
+    assert verdict.passed is False and "the task expects 0.5805 for balanced_accuracy_unweighted" in \
+        verdict.error_analysis
+
+
+def test_numbers_and_direction_that_agree_pass():
+    task = TASKS["mini-ridge-cv"]
+    text = ("Yes: ridge wins. The penalty picked by cross-validation is alpha = 10. Ordinary least squares has a "
+            "much higher test MSE (about 10.19) than the ridge model (about 3.70), more than twice as large, with a "
+            "noise floor of 1.0. With nearly as many features as samples, least squares has very high variance; the "
+            "penalty chosen on held-out folds removes much of it.")
+    verdict = judge_conclusion(task, text, _rerun(task, test_mse_ridge_cv=3.6961, test_mse_ols=10.1905))
+    assert verdict.passed, verdict.error_analysis
+    assert verdict.verdict["evidence"] == "the clean re-run" and verdict.verdict["numbers_disagreeing"] == 0
+    assert verdict.verdict["numbers_checked"] >= 3 and verdict.verdict["contradictions"] == []
+
+
+def test_no_number_and_no_contradiction_keeps_the_overlap_rule():
+    task = TaskSpec(id="t-prose", benchmark="failatlas-mini", kind=TaskKind.MASKED_FUNCTIONS,
+                    question="Does standardising the features help L2-regularised logistic regression?",
+                    run=RunSpec(command="python3 run.py", results_file="results.json"),
+                    expected_conclusion="Yes. Standardising helps, because the L2 penalty is not invariant to "
+                                        "feature scale.")
+    same = judge_conclusion(task, "Yes: standardising helps, because the L2 penalty is not invariant to feature "
+                                  "scale.")
+    assert same.passed and same.verdict["evidence"].startswith("none") and "reference_score" not in same.verdict
+    off_topic = judge_conclusion(task, "Yes. The learning rate schedule mattered most for convergence speed.")
+    assert off_topic.passed is False and off_topic.verdict["contradictions"] == []
+    assert "content overlap" in off_topic.error_analysis
+
+
+# ---------------------------------------------------------------------------------- gold, paraphrases, flips
+
+@pytest.mark.parametrize("task", WITH_CONCLUSION, ids=lambda t: t.id)
+def test_gold_conclusion_of_every_mini_task_passes(task):
+    for validation in (None, _rerun(task) if (task.expected_results or task.success) else None):
+        verdict = judge_conclusion(task, task.expected_conclusion, validation)
+        assert verdict.passed, verdict.error_analysis
+        assert verdict.verdict["contradictions"] == [] and verdict.verdict["numbers_disagreeing"] == 0
+    if task.expected_results:
+        assert verdict.verdict["evidence"] == "the clean re-run" and verdict.verdict["numbers_checked"] > 0
+
+
+PARAPHRASES = {
+    "mini-ridge-cv": "Ridge regression with its penalty chosen by cross-validation (alpha = 10) predicts held-out "
+                     "data better than ordinary least squares: test MSE about 3.70 against about 10.19.",
+    "mini-imbalance-reweight": (
+        "Yes. Balanced accuracy goes from about 0.58 without weighting to about 0.78 with inverse-frequency "
+        "weighting, since the unweighted model nearly always predicts the majority class. Plain accuracy is the "
+        "price: it drops from about 0.95 to about 0.81, because the reweighted model accepts many false positives "
+        "to detect many more positives."),
+    "mini-kmeans-init": (
+        "Yes. Uniform random seeding reaches the best clustering in only 10% of runs (3 of 30) with a mean final "
+        "inertia of about 1308, while k-means++ seeding does so in 70% of runs (21 of 30) with a mean inertia of "
+        "about 470, almost three times lower. Random seeding often places two centres in one blob, and Lloyd's "
+        "iterations cannot move a centre across the empty space between well-separated blobs."),
+    "mini-logreg-scaling": (
+        "Yes. Without standardisation, the L2 penalty makes the large weights the tiny-scale informative features "
+        "need too costly, and the model learns essentially nothing: test accuracy about 0.48, no better than the "
+        "0.50 majority-class rate. With standardised features the same model reaches about 0.82, a change of more "
+        "than 30 points: L2 regularisation is not invariant to feature scale."),
+    "mini-mlp-bf16": (
+        "No. Training under bf16 autocast does not change test accuracy in a meaningful way: both bf16 and fp32 "
+        "training reach about 0.92, within about half a percentage point, much smaller than any difference that "
+        "matters here, so mixed precision can be used without loss of accuracy."),
+    "mini-tree-depth": (
+        "Deeper trees fit the training labels better: training accuracy rises with depth and an unlimited tree "
+        "memorises the flipped labels, reaching 1.0. Test accuracy is highest at a moderate depth (about 0.76 at "
+        "depth 4, close to the roughly 0.8 ceiling the label noise allows) and falls to about 0.66 for an unlimited "
+        "tree. The train-test gap grows from about zero at depths 1-2 to about 0.34 unpruned: beyond depth 4 "
+        "deeper trees fit noise and do worse on held-out data."),
+}
+CONTRADICTIONS = [
+    ("mini-ridge-cv", "Ridge's test MSE (about 3.70) is greater than that of ordinary least squares (about 10.19).",
+     "reversed"),
+    ("mini-ridge-cv", "Ridge regression with a cross-validated penalty does not predict held-out data better than "
+                      "ordinary least squares.", "reversed"),
+    ("mini-ridge-cv", "Ordinary least squares predicts held-out data better than ridge regression.", "reversed"),
+    ("mini-imbalance-reweight", "Inverse-frequency weighting does not improve the balanced accuracy of logistic "
+                                "regression.", "reversed"),
+    ("mini-imbalance-reweight", "Inverse-frequency weighting lowers balanced accuracy from about 0.58 to about "
+                                "0.78.", "reversed"),
+    ("mini-kmeans-init", "k-means++ seeding reaches a higher final inertia than uniform random seeding.", "reversed"),
+    ("mini-logreg-scaling", "No. Standardising the features leaves the test accuracy where it was.", "answer"),
+    ("mini-mlp-bf16", "Training under bf16 autocast changes the test accuracy compared with fp32 training.",
+     "negated"),
+    ("mini-mlp-bf16", "Yes, bf16 autocast training reaches test accuracy within half a point of fp32.", "answer"),
+    ("mini-tree-depth", "The gap between training and test accuracy shrinks from about zero at depths 1-2 to about "
+                        "0.34 unpruned.", "reversed"),
+    ("mini-tree-depth", "Beyond depth 4 deeper trees fit noise yet do better on held-out data.", "reversed"),
+]
+ANTONYMS = {"less": "greater", "lower": "higher", "higher": "lower", "smaller": "larger", "more": "fewer",
+            "below": "above", "high": "low", "worse": "better", "raises": "lowers", "rises": "falls",
+            "falls": "rises", "grows": "shrinks"}
+
+
+@pytest.mark.parametrize("task_id", sorted(PARAPHRASES))
+def test_paraphrases_of_the_reference_contradict_nothing(task_id):
+    task = TASKS[task_id]
+    assert contradictions(task.expected_conclusion, task.question, PARAPHRASES[task_id]) == []
+    if task_id != "mini-ridge-cv":  # that one is too short for the overlap rule, which is unchanged
+        verdict = judge_conclusion(task, PARAPHRASES[task_id], _rerun(task) if task.expected_results else None)
+        assert verdict.passed, verdict.error_analysis
+
+
+@pytest.mark.parametrize("task_id,text,kind", CONTRADICTIONS, ids=lambda x: x if len(x) < 30 else x[:30])
+def test_contradictions_in_other_words_fail(task_id, text, kind):
+    task = TASKS[task_id]
+    found = contradictions(task.expected_conclusion, task.question, text)
+    assert [row["kind"] for row in found][:1] == [kind], found
+
+
+def _flips():
+    for task in WITH_CONCLUSION:
+        for m in re.finditer(r"\b[a-z]+\b", task.expected_conclusion):
+            if m.group() in ANTONYMS:
+                text = task.expected_conclusion
+                yield task.id, m.group(), text[:m.start()] + ANTONYMS[m.group()] + text[m.end():]
+
+
+@pytest.mark.parametrize("task_id,word,text", list(_flips()), ids=lambda x: x if len(x) < 30 else "")
+def test_every_reversed_cue_of_every_reference_fails_c(task_id, word, text):
+    task = TASKS[task_id]
+    verdict = judge_conclusion(task, text)
+    assert verdict.passed is False
+    assert [row["kind"] for row in verdict.verdict["contradictions"]] == ["reversed"], word
+
+
+def test_the_judge_reads_the_runs_validation_and_stays_bounded():
+    task = TASKS["mini-imbalance-reweight"]
+    judge = JUDGES.create("conclusion-reference", options=JudgeOptions())
+    wrong = _rerun(task, balanced_accuracy_unweighted=0.50)
+    [verdict] = judge(JudgeInput(task=task, outputs={"conclusion": task.expected_conclusion}, validation=wrong))
+    assert verdict.passed is False and verdict.verdict["evidence"] == "the clean re-run"
+    hostile = ("Weighting does not lower the balanced accuracy, not more (0.58) than ever; none of it is higher. "
+               * 2500)[:200_000]
+    start = time.perf_counter()
+    judge_conclusion(task, hostile, wrong)
+    assert time.perf_counter() - start < 20
