@@ -12,6 +12,9 @@ Deadlines: docker's exec has none, so each command runs under coreutils `timeout
 every process carrying the command's marker variable, and past 3 s more it restarts the container (the working
 copy survives; processes and /tmp do not). After a timeout the marker kill also removes escaped (setsid)
 children.
+Nothing a command starts outlives it: when it ends, every process of the sandbox user that carries the marker of no
+command still running (background, daemonised, setsid'ed children, and any that cleared or hid its environment)
+is killed (`_reap`); the container restarts when even that cannot start.
 Why a command died is read from the container's cgroup counters (memory `oom_kill`, pids `max`).
 
 Files come out as the agent's user, never as root, within limits (`docker_files`).
@@ -66,6 +69,15 @@ _COUNTERS_SH = (
 )
 _FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork system call failed"
                           r"|exec failed: unable to start container process")
+# every process of the calling user but those whose environment holds one of the entries given as `-e ENTRY`
+# arguments (an unreadable environment holds none); PID 1 is never touched
+_REAP_SH = (
+    'me=$(id -u); for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; u=; '
+    'while read -r k v _; do if [ "$k" = Uid: ]; then u=$v; break; fi; done < "$d/status"; '
+    '[ "$u" = "$me" ] || continue; '
+    'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$@" || kill -9 "$p" 2>/dev/null; '
+    "done 2>/dev/null; true"
+)
 _KILL_SH = (
     'for d in /proc/[0-9]*; do '
     'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "$1"; '
@@ -132,6 +144,9 @@ class DockerSandbox:
         self.restarts = 0
         self.egress: Any = None
         self._command_env: dict[str, str] = {}
+        self.commands_started = 0  # commands of `exec` that started: from the first, the agent's code may run
+        self._live: set[str] = set()  # markers of the commands running now (`_reap` spares their processes)
+        self._live_lock = threading.RLock()  # held by `_reap` throughout, so no command starts unseen meanwhile
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None, client: Any = None) -> DockerSandbox:
@@ -251,6 +266,7 @@ class DockerSandbox:
         res = self._raw_exec(
             argv, user=self.spec.user, timeout=timeout, cwd=self._path(cwd) if cwd else None,
             env={**self._command_env, **(env or {}), MARKER_VAR: marker}, output_limit=output_limit, marker=marker,
+            agent=True,
         )
         reason: KilledReason | None = "timeout" if res.timed_out else None
         fork_failed = bool(_FORK_FAILED.search(res.stdout) or _FORK_FAILED.search(res.stderr))
@@ -264,14 +280,32 @@ class DockerSandbox:
             # background processes left at the limit (a fork bomb that returned) would starve every later
             # command, the harness's own included; a restart ends them and keeps the working copy
             self._restart()
+        else:
+            self._reap(marker)
         return res.model_copy(update={"command": command_text(cmd), "killed_reason": reason})
 
     def _raw_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None = None,
                   env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
-                  marker: str | None = None) -> ExecResult:
+                  marker: str | None = None, agent: bool = False) -> ExecResult:
+        """Run `argv` as `user` under `marker` (a fresh one when None); `agent`: a command of `exec`, counted in
+        `commands_started` once it started."""
+        marker = marker or uuid.uuid4().hex  # every command carries one, so `_reap` can spare it while it runs
+        with self._live_lock:
+            self._live.add(marker)
+        try:
+            return self._marked_exec(argv, user=user, timeout=timeout, cwd=cwd, env={**(env or {}), MARKER_VAR: marker},
+                                     output_limit=output_limit, marker=marker, agent=agent)
+        finally:
+            with self._live_lock:
+                self._live.discard(marker)
+
+    def _marked_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None,
+                     env: Mapping[str, str], output_limit: int, marker: str, agent: bool) -> ExecResult:
         out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
         started = time.monotonic()
         exec_id, stream = self._start_exec(argv, user=user, env=env, cwd=cwd)
+        if agent:
+            self.commands_started += 1
         done = threading.Event()
         broken: list[BaseException] = []
 
@@ -287,7 +321,7 @@ class DockerSandbox:
 
         threading.Thread(target=pump, daemon=True, name="failatlas-sandbox-exec").start()
         harness_kill = not done.wait(timeout + GRACE_S)
-        if harness_kill and marker is not None:
+        if harness_kill:
             self._kill_marked(marker)
             if not done.wait(3.0):
                 self._restart()
@@ -300,7 +334,7 @@ class DockerSandbox:
                                f"was lost: {type(broken[0]).__name__}: {broken[0]}")
         duration = time.monotonic() - started
         timed_out = harness_kill or (duration >= timeout and returncode in (124, 137, None))
-        if timed_out and marker is not None and not harness_kill:
+        if timed_out and not harness_kill:
             self._kill_marked(marker)
         return ExecResult(
             command=command_text(argv), returncode=returncode, stdout=out.text(), stderr=err.text(),
@@ -324,6 +358,8 @@ class DockerSandbox:
         """Start `argv` as the sandbox user with its stdout as a stream read under `check_time`; (exec id, marker,
         stream). End it with `_end_stream`."""
         marker = uuid.uuid4().hex
+        with self._live_lock:
+            self._live.add(marker)
         exec_id, chunks = self._start_exec(argv, user=self.spec.user, env={MARKER_VAR: marker})
         return exec_id, marker, tarballs.ChunkReader(chunks, check_time=check_time)
 
@@ -333,6 +369,7 @@ class DockerSandbox:
             self._kill_marked(marker)
             stream.finish(5.0)
         stream.close()
+        self._live.discard(marker)
         return self._exit_code(exec_id) if stream.ended else None
 
     def _exit_code(self, exec_id: str) -> int | None:
@@ -347,6 +384,23 @@ class DockerSandbox:
                 return info.get("ExitCode")
             time.sleep(0.1)
         return None
+
+    def _reap(self, marker: str) -> None:
+        """Kill what the command `marker` left running (module docstring); restart the container when the kill
+        itself cannot start (the process limit is full). Raises SandboxError when the container cannot restart."""
+        if self._uid == 0:  # a root user's processes include init's `sleep`: only the command's own marker is safe
+            self._kill_marked(marker)
+            return
+        with self._live_lock:
+            own = uuid.uuid4().hex
+            spared = [arg for m in (*self._live, own) for arg in ("-e", f"{MARKER_VAR}={m}")]
+            try:
+                res = self._raw_exec(["/bin/sh", "-c", _REAP_SH, "reap", *spared], user=self.spec.user, timeout=30,
+                                     marker=own)
+            except SandboxError:
+                res = None
+            if res is None or res.returncode != 0 or res.timed_out:
+                self._restart()
 
     def _kill_marked(self, marker: str) -> None:
         """Kill every process of the sandbox user that carries this command's marker (setsid escapees too)."""
