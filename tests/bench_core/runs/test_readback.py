@@ -5,7 +5,7 @@ buffered reader took in with the reply's headers is lost. A client slower than t
 the headers and the whole output of a short command in one read: `head -c` of the conclusion then reads as ''
 with exit 0, and the run was scored C = 0. `SlowClient` makes that condition every time: a real unix-socket relay
 to the real daemon that hands each exec's output to the client only once the command has ended, in one write.
-`DroppingRelay` goes further and loses every exec's output after the headers (a stream that lies), to show a loss
+With `keep` it goes further and loses every exec's output after the headers or inside a frame, to show that a loss
 the harness cannot repair is infrastructure, never the agent's empty conclusion.
 """
 
@@ -24,24 +24,25 @@ from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.model import StepRow
 from failatlas.bench_core.runs.readback import OutputsUnreadable, recorded_writes
 from failatlas.bench_core.runs.runner import plan, run_batch
-from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.sandbox import SandboxError, SandboxSpec, create_sandbox
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.core.errors import InfrastructureError
 
 DOCKER_SOCK = "/var/run/docker.sock"
-CONCLUSION = "Ridge with alpha 1.0 gives a mean CV R^2 of 0.91 (316 bytes of it, give or take).\n" * 4
+CONCLUSION = ("Ridge with alpha 1.0 gives a mean CV R^2 of 0.91, and the path shrinks every weight. " * 4)[:315] + "\n"
 
 
 class SlowClient:
     """A unix-socket relay to the Docker daemon. Replies pass through at once, and so does the first exec stream
     (the sandbox's probe at its start), but every later exec's stream (a reply upgraded with `101`) reaches the
     client only when the daemon closes it, in one write with its headers: a client that read the headers only
-    after the command had ended. With `drop`, what follows the headers of such a stream is thrown away instead."""
+    after the command had ended. With `keep` set, only that many bytes of such a stream after its headers reach
+    the client: a stream that ends early, between frames (0) or inside one."""
 
     def __init__(self, path: Path) -> None:
         self.path = str(path)
-        self.drop = False
+        self.keep: int | None = None
         self.upgraded = 0
         self._lock = threading.Lock()
         self._server = socket.socket(socket.AF_UNIX)
@@ -91,8 +92,8 @@ class SlowClient:
                     client.sendall(held)
                     held = b""
             if held:
-                if self.drop:
-                    held = held[:held.index(b"\r\n\r\n") + 4]
+                if self.keep is not None:
+                    held = held[:held.index(b"\r\n\r\n") + 4 + self.keep]
                 client.sendall(held)  # the upgraded stream, whole, in one write
         except OSError:
             pass
@@ -189,11 +190,11 @@ def test_outputs_lost_on_the_way_out_are_infrastructure_never_the_agents(slow_cl
     try:
         ctx, steps = _writer(box)
         ctx.write(CONCLUSION_FILE, CONCLUSION)
-        slow_client.drop = True
+        slow_client.keep = 0
         with pytest.raises(OutputsUnreadable) as caught:
             collect_outputs(box, box.workdir, masked, tmp_path / "scratch", written=recorded_writes(steps))
     finally:
-        slow_client.drop = False
+        slow_client.keep = None
         box.close()
     assert isinstance(caught.value, InfrastructureError)
     message = caught.value.one_line()
@@ -219,3 +220,20 @@ def test_a_file_the_agents_own_commands_changed_after_writing_it_is_what_is_coll
     assert len(outputs.readback) == 2 and all("its own commands changed it" in n for n in outputs.readback)
     assert CONCLUSION_FILE in outputs.readback[0] and "7 bytes" in outputs.readback[0]
     assert outputs.errors == []
+
+
+@pytest.mark.docker
+def test_a_stream_that_ends_inside_a_frame_is_an_error_never_a_shorter_output(slow_client, sandbox_image):
+    box = _docker_box(slow_client, sandbox_image)
+    try:
+        box.write_file(f"{box.workdir}/{CONCLUSION_FILE}", CONCLUSION.encode())
+        slow_client.keep = 8 + 100  # one frame header and 100 of its 316 bytes
+        with pytest.raises(SandboxError, match="broke 3 times: ExecStreamBroken: the stream ended 216 bytes before"):
+            box.read_file(f"{box.workdir}/{CONCLUSION_FILE}")
+        with pytest.raises(SandboxError, match="output was lost"):
+            box.exec(f"cat {CONCLUSION_FILE}", timeout=30)
+        slow_client.keep = None
+        assert box.read_file(f"{box.workdir}/{CONCLUSION_FILE}") == CONCLUSION.encode()
+    finally:
+        slow_client.keep = None
+        box.close()
