@@ -22,7 +22,7 @@ from failatlas.bench_core.hidden.relay import HERE, run_judge
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
-RECORDER_VERSION = 1
+RECORDER_VERSION = 2
 RECORD_DIR = ".failatlas-record"
 CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")
@@ -51,6 +51,7 @@ class Recording:
     calls_seen: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> calls (unencodable, too_large, ...)
     unreproducible: int = 0  # recorded, but the reference in a fresh process did not give the same result
+    stub_passes: int = 0  # recorded, but the masked stubs give the same result: they test nothing
     exit_code: int | None = None
     notes: list[str] = field(default_factory=list)
     version: int = RECORDER_VERSION
@@ -195,5 +196,18 @@ def self_check(recording: Recording, sandbox, *, timeout_s: float) -> Recording:
     failed = [f for f in run.failures if test_id(f["test"]) is not None][:3]
     recording.notes.extend(f"not reproduced by the reference: {test_id(f['test'])}: {f['message'][:160]}"
                            for f in failed)
+    recording.cases = kept
+    return recording
+
+
+def drop_stub_passes(recording: Recording, sandbox, *, timeout_s: float) -> Recording:
+    """Drop the cases that pass in `sandbox` (started from the masked repository, every masked function a stub):
+    a case the stubs pass cannot tell an implementation from none."""
+    if not recording.cases:
+        return recording
+    run = replay(recording.cases, sandbox, timeout_s=timeout_s)
+    passing = {test_id(name) for name in run.passed}
+    kept = [c for c in recording.cases if c["id"] not in passing]
+    recording.stub_passes += len(recording.cases) - len(kept)
     recording.cases = kept
     return recording

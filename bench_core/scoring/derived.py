@@ -35,13 +35,14 @@ from failatlas.bench_core.hidden.record import (
     RECORDER_VERSION,
     Limits,
     Recording,
+    drop_stub_passes,
     record_calls,
     replay,
     self_check,
     test_id,
 )
 from failatlas.bench_core.hidden.wire import WireError
-from failatlas.bench_core.prepare import reference_workspace, source_tree
+from failatlas.bench_core.prepare import prepare_workspace, reference_workspace, source_tree
 from failatlas.bench_core.prepare.stubs import StubError, StubTarget, locate, parse_python
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -167,14 +168,20 @@ def _lock(key: str) -> threading.Lock:
 def make_recording(task: TaskSpec, reference: Path, targets: list[dict], start: StartTree,
                    limits: Limits = LIMITS) -> Recording:
     """Record the reference's calls in a fresh sandbox (`start(tree)`) holding a copy of `reference`, and keep
-    those it reproduces. Raises InfrastructureError when the sandbox or the judge fails."""
+    those it reproduces and the masked stubs do not pass (the masked repository in another fresh sandbox).
+    Raises InfrastructureError when a sandbox or the judge fails."""
     with tempfile.TemporaryDirectory(prefix="failatlas-record-") as tmp:
         tree = reference_workspace(task, Path(tmp) / "reference", repo=reference)
         timeout = float(task.run.timeout_s)
         with start(tree) as sandbox:
             recording = record_calls(sandbox, command=task.run.command or "", targets=targets, timeout_s=timeout,
                                      limits=limits)
-            return self_check(recording, sandbox, timeout_s=max(60.0, timeout))
+            recording = self_check(recording, sandbox, timeout_s=max(60.0, timeout))
+        if recording.cases:
+            masked = Path(prepare_workspace(task, Path(tmp) / "masked", repo=reference).path)
+            with start(masked) as sandbox:
+                recording = drop_stub_passes(recording, sandbox, timeout_s=max(60.0, timeout))
+        return recording
 
 
 def ensure_recording(task: TaskSpec, reference: Path, start: StartTree, *, folder: Path | None,
@@ -223,7 +230,8 @@ def _not_run(reason: str, **verdict) -> Verdict:
 def _counts(recording: Recording) -> dict:
     return {"recorded": len(recording.cases) - recording.perturbed, "perturbed": recording.perturbed,
             "skipped_unencodable": recording.unencodable, "skipped": dict(recording.skipped),
-            "unreproducible": recording.unreproducible, "calls_seen": recording.calls_seen}
+            "unreproducible": recording.unreproducible, "stub_passes": recording.stub_passes,
+            "calls_seen": recording.calls_seen}
 
 
 def verdict_of(recording: Recording, key: str, run: JudgeRun) -> Verdict:

@@ -206,3 +206,19 @@ def test_tasks_validate_records_ahead_and_finds_it_stored_after(tmp_path):
     assert first[RIDGE].startswith("recorded: 12 case(s), 4 perturbed"), first
     assert again[RIDGE].startswith("stored: 12 case(s)"), again
     assert len(list(cache_folder(store).glob("*.wire"))) == 1
+
+
+def test_cases_that_a_tree_passes_are_dropped_as_stub_passes(tmp_path):
+    """`drop_stub_passes` keeps only the cases the masked stubs fail: replayed on a tree that passes them all (the
+    reference), nothing is left, and each is counted."""
+    from failatlas.bench_core.hidden.record import drop_stub_passes
+
+    task, folder = _task(RIDGE), tmp_path / "cache"
+    assert _judge(task, _reference_copy(tmp_path), folder).passed is True
+    targets, _ = targets_of(task, _reference(RIDGE))
+    recording = load_recording(folder, recording_key(task, _reference(RIDGE), targets))
+    cases = len(recording.cases)
+    assert recording.stub_passes == 0 and cases == 12
+    with create_sandbox("local", SandboxSpec(run_id="derived-test"), workspace=_reference(RIDGE)) as sandbox:
+        drop_stub_passes(recording, sandbox, timeout_s=60)
+    assert recording.cases == [] and recording.stub_passes == cases
