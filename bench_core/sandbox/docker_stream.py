@@ -88,3 +88,13 @@ def _frames(reader: Any, response: Any) -> Iterator[tuple[bytes | None, bytes | 
     finally:
         with contextlib.suppress(Exception):
             response.close()
+
+
+def run_and_read(container: Any, argv: list[str], *, user: str = "") -> tuple[int | None, bytes]:
+    """Run `argv` in `container` (a docker-py `Container`) to its end: (exit code, stdout). For the harness's own
+    short reads in containers other than a sandbox (the egress proxy's log), where `Container.exec_run` would lose
+    the output as the module docstring says. Raises SandboxError, ExecStreamBroken."""
+    api = container.client.api
+    exec_id = api.exec_create(container.id, argv, user=user)["Id"]
+    out = b"".join(o for o, _ in exec_output(api, exec_id) if o)
+    return api.exec_inspect(exec_id).get("ExitCode"), out

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from failatlas.bench_core.sandbox.cleanup import LABEL, sandbox_labels
+from failatlas.bench_core.sandbox.docker_stream import run_and_read
 from failatlas.bench_core.sandbox.errors import SandboxError
 from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE, SandboxSpec
 from failatlas.bench_core.sandbox.network import EGRESS_BRIDGE_PREFIX, sandbox_network
@@ -96,12 +97,12 @@ class Egress:
     def log(self) -> list[dict[str, Any]]:
         """The proxy's decisions so far (the last MAX_LOG_BYTES of its log), oldest first; [] when unreadable."""
         try:  # refusals first (the proxy keeps the first ones in their own file), then the tail of every decision
-            denied = self.proxy.exec_run(["head", "-c", str(MAX_LOG_BYTES), LOG_PATH + ".denied"], user="65534:65534")
-            res = self.proxy.exec_run(["tail", "-c", str(MAX_LOG_BYTES), LOG_PATH], user="65534:65534")
+            denied_code, denied = run_and_read(self.proxy, ["head", "-c", str(MAX_LOG_BYTES), LOG_PATH + ".denied"],
+                                               user="65534:65534")
+            _, main = run_and_read(self.proxy, ["tail", "-c", str(MAX_LOG_BYTES), LOG_PATH], user="65534:65534")
         except Exception:  # noqa: BLE001 - a proxy that is gone has no log; the run still records its commands
             return []
-        return parse_log(res.output.decode(errors="replace"),
-                         denied.output.decode(errors="replace") if denied.exit_code == 0 else "")
+        return parse_log(main.decode(errors="replace"), denied.decode(errors="replace") if denied_code == 0 else "")
 
     def close(self) -> None:
         """Remove the proxy and the network (after the sandbox left it)."""

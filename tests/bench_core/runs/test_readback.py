@@ -237,3 +237,17 @@ def test_a_stream_that_ends_inside_a_frame_is_an_error_never_a_shorter_output(sl
     finally:
         slow_client.keep = None
         box.close()
+
+
+@pytest.mark.docker
+def test_the_egress_proxys_log_behind_a_slow_client_keeps_its_refusals(slow_client, sandbox_image, monkeypatch):
+    """The proxy's log is read by short commands in its own container: read there as in the sandbox, so the
+    network steps of a run (its refusals) are not lost the way the conclusion was."""
+    from failatlas.bench_core.sandbox.policy import registry_hosts
+
+    monkeypatch.setenv("DOCKER_HOST", slow_client.url)
+    spec = SandboxSpec(image=sandbox_image, network="registries", allow_hosts=registry_hosts())
+    with create_sandbox("docker", spec, workspace=None) as box:
+        box.exec("curl -sS -m 10 http://refused.example.org/ 2>&1", timeout=30)
+        log = box.egress_log()
+    assert any(e.get("host") == "refused.example.org" and not e.get("allowed") for e in log), log
