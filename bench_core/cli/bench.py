@@ -323,7 +323,12 @@ def _print_verdicts(run: dict, verdicts: dict) -> None:
             evidence.append("monitor: " + ("; ".join(f"{level} {text}" for level, text in said.items() if text)
                                            or "no finding"))
         if phase == "E":
-            evidence.append(f"validator: {verdicts['outcome'] or 'no re-run'}")
+            evidence.append(f"validator: {verdicts['outcome'] or 'no re-run'}"
+                            + (f" (on the {entry['tree']} tree)" if entry.get("tree") else ""))
+            for off in entry.get("off") or []:
+                tolerance = f"rtol {off['rtol']}, atol {off['atol']}" if off.get("rtol") is not None else ""
+                evidence.append(f"{off['metric']}: observed {off['observed']}, expected {off['expected']}"
+                                + (f" ({tolerance})" if tolerance else ""))
             if entry["not_scored_because"]:
                 evidence.append(f"not scored: {entry['not_scored_because']}")
         for j in entry["judges"]:

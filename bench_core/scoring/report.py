@@ -7,6 +7,7 @@ as `interval_text` does, '0.20–0.80'."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -80,6 +81,13 @@ def run_verdicts(store: Store, run_id: str, scores: pl.DataFrame | None = None) 
     phases["M"]["findings"] = store.query_dicts(
         "SELECT rule, severity, evidence FROM monitor_findings WHERE run_id = ? ORDER BY seq", [run_id])
     phases["E"]["not_scored_because"] = row["E_unscored"] if row else None
+    validation = next(iter(store.query_dicts("SELECT metrics, evidence FROM validations WHERE run_id = ?", [run_id])),
+                      {})
+    evidence = json.loads(validation.get("evidence") or "{}")
+    phases["E"]["tree"] = evidence.get("tree")  # constructed, diff or script: what E was decided on
+    metrics = json.loads(validation.get("metrics") or "{}")
+    phases["E"]["off"] = [{"metric": name, **{k: m.get(k) for k in ("observed", "expected", "rtol", "atol")}}
+                          for name, m in metrics.items() if isinstance(m, dict) and m.get("ok") is False]
     return {"scored": row is not None, "outcome": row["outcome"] if row else None, "phases": phases}
 
 
@@ -118,6 +126,30 @@ def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
             lines.append(f"warning: {agent}: {left} of {counts['stored']} stored run(s) are in no score: "
                          + ", ".join(why))
     lines += _environment_lines(scores)
+    lines += _attribution_lines(store, scores)
+    return lines
+
+
+def _attribution_lines(store: Store, scores: pl.DataFrame) -> list[str]:
+    """How many E verdicts were re-runs of the agent's own script (script-attributed), and the runs whose scoring
+    crashed on what they hold (every phase failed; docs/metrics.md, "The constructed tree")."""
+    ids = scores["run_id"].to_list()
+    if not ids:
+        return []
+    marks = ", ".join("?" for _ in ids)
+    lines = []
+    [(script, decided)] = store.query(
+        f"SELECT count(*) FILTER (WHERE json_extract_string(evidence, '$.tree') = 'script'), count(*) "
+        f"FROM validations WHERE run_id IN ({marks}) AND outcome != 'not_scored'", ids)
+    if script:
+        lines.append(f"E is script-attributed on {script} of {decided} run(s): the task's answer is what the "
+                     "agent's own run script prints, re-run on its own tree (docs/metrics.md)")
+    crashed = [r[0] for r in store.query(
+        f"SELECT DISTINCT run_id FROM judgements WHERE run_id IN ({marks}) AND status = 'ok' AND passed = false "
+        f"AND json_extract(verdict, '$.crashed')::BOOLEAN ORDER BY 1", ids)]
+    if crashed:
+        listed = ", ".join(crashed[:10]) + (f" and {len(crashed) - 10} more" if len(crashed) > 10 else "")
+        lines.append(f"scoring crashed on what {len(crashed)} run(s) hold; those phases are failed: {listed}")
     return lines
 
 
