@@ -5,7 +5,8 @@ Which metric a stated number is about (its *anchor*: an expected metric, the suc
 EXP-Bench expected number of the outcome):
 
 - **by value**: every number the conclusion states (the tokens the reference rule reads, `NUMBER`; `70%` also as
-  0.7) that agrees with an anchor's expected value is a claim about that anchor: the conclusion states that result;
+  0.7) that agrees with an anchor's expected value is a claim about that anchor: the conclusion states that result
+  (agreeing with several, about those its clause names, as below, else about each of them);
 - **by name**, for the other numbers written as a measurement (a decimal point or a percent sign, or an integer
   right after `=` or `:`; not a bound such as `more than 30`, not part of a name such as `L2` or `ResNet-50`): the
   anchors whose name words (`balanced_accuracy_unweighted`: balanced, accuracy, unweighted) the number's clause
@@ -16,7 +17,8 @@ A number agrees with a value `v` when `|x - v| <= atol + rtol·|v| + rounding`: 
 rounding the number's own precision states (half a unit of its last digit: `about 3.70` -> 0.005, `alpha = 10` ->
 0.5), the rounding capped at 5 % of `v`, so that `about 1` says nothing about a value of 0.58. A claim passes when
 it agrees with the evidence of one of its anchors: the re-run's observed value where the re-run ran to its end (exit
-0) and produced values, else the expected value; a claim about a metric that such a re-run did not produce fails.
+0) and produced values (a claim by value: of each of its anchors), else the expected value; a claim about a metric
+that such a re-run did not produce fails.
 """
 
 from __future__ import annotations
@@ -184,13 +186,15 @@ def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> t
     part_ends = [m.start() for m in _PART_END.finditer(text)]
     for stated in stated_numbers(text):
         by, about = "value", [a for a in found if agrees(stated, a, a.low, a.high)]
-        if not about and _measurement(text, stated):
-            by, about = "name", (_by_name(_clause_words(text, stated, ends), found)
-                                 or _by_name(_clause_words(text, stated, part_ends), found))
+        if len(about) > 1 or not about and _measurement(text, stated):
+            named = (_by_name(_clause_words(text, stated, ends), about or found)
+                     or _by_name(_clause_words(text, stated, part_ends), about or found))
+            by, about = ("value", named or about) if about else ("name", named)
         if not about:
             continue
-        if evidence == RERUN:
-            ok = any(a.observed is not None and agrees(stated, a, a.observed, a.observed) for a in about)
+        if evidence == RERUN:  # a value names each of its anchors (`both about 0.92`); a name may be ambiguous
+            agree = all if by == "value" else any
+            ok = agree(a.observed is not None and agrees(stated, a, a.observed, a.observed) for a in about)
             compared = {a.name: a.observed for a in about}
         else:
             ok = by == "value" or any(agrees(stated, a, a.low, a.high) for a in about)

@@ -108,6 +108,16 @@ def test_a_number_named_by_its_clause_is_checked_against_that_metric():
     assert judge_conclusion(task, bound, _rerun(task)).passed  # a bound is no stated value
 
 
+def test_a_number_of_several_metrics_is_about_the_one_its_clause_names():
+    """Gold's 'alpha = 10' agrees with the expected values of selected_alpha and of test_mse_ols (10.19): its clause
+    names alpha, so a re-run that selected alpha = 1000 (fault-wrong-constant) fails C."""
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, task.expected_conclusion, _rerun(task, selected_alpha=1000.0))
+    assert verdict.passed is False
+    row = next(r for r in verdict.verdict["numbers"] if r["stated"] == "10")
+    assert row["metrics"] == ["selected_alpha"] and row["ok"] is False
+
+
 def test_a_claim_about_a_metric_the_rerun_did_not_produce_fails():
     task = TASKS["mini-ridge-cv"]
     verdict = judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ols=None))
