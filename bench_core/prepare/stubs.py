@@ -13,21 +13,19 @@ import copy
 import io
 import re
 import textwrap
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from failatlas.core import syntax
+
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 Located = list[tuple[str, FunctionNode]]  # (qualname, definition)
-# CPython 3.11 keeps one AST-conversion depth counter per interpreter, so two threads building ASTs at once can fail
-# with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905): parses are serialised.
-_AST_LOCK = threading.Lock()
 
 
 def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
-    """`ast.parse`, one thread at a time (see `_AST_LOCK`)."""
-    with _AST_LOCK:
-        return ast.parse(source, filename=filename)
+    """`ast.parse` within `failatlas.core.syntax`'s bounds, one thread at a time: raises SyntaxError (an
+    `UnreadableSource` for a source too deep, too large or odd to read) and nothing else."""
+    return syntax.parse(source, filename)
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # all but tab and newline
@@ -256,7 +254,8 @@ def stub_targets(source: str, targets: list[StubTarget], *, filename: str = "<st
     try:
         tree = parse_python(source, filename=filename)
     except SyntaxError as exc:
-        raise StubError(f"cannot parse {filename}: {exc.msg} (line {exc.lineno})") from exc
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        raise StubError(f"cannot parse {filename}: {exc.msg}{where}") from exc
     offsets = _Offsets(source)
     result = StubResult(source)
     edits: dict[int, tuple[int, int, str]] = {}
@@ -279,6 +278,8 @@ def stub_targets(source: str, targets: list[StubTarget], *, filename: str = "<st
         compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise StubError(f"stubbed {filename} does not compile: {exc.msg} (line {exc.lineno})") from exc
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise StubError(f"stubbed {filename} does not compile: {type(exc).__name__}") from exc
     result.source = source
     return result
 
@@ -302,6 +303,9 @@ def _edit_for(node: FunctionNode, qualname: str, source: str, offsets: _Offsets,
         new_node = parse_python(f"def _():\n    {raise_stmt}\n").body[0]
         node_copy = copy.copy(node)
         node_copy.body = ([doc] if doc is not None else []) + new_node.body
+        if syntax.depth(node_copy, syntax.TEXT_DEPTH + 1) > syntax.TEXT_DEPTH:  # ast.unparse recurses
+            raise StubError(f"{qualname} is nested more than {syntax.TEXT_DEPTH} levels deep on its header's line: "
+                            "it cannot be rebuilt as a stub")
         text = ast.unparse(node_copy)
         indent = " " * node.col_offset
         text = textwrap.indent(text, indent)[len(indent):]

@@ -14,8 +14,10 @@ forgery from an implementation written in the same masked file.
 The scan never raises and is linear in what it reads: at most MAX_SCAN_FILES files and MAX_SCAN_BYTES bytes in
 all (MAX_FILE_BYTES each), and at most MAX_SCAN_WORK units of work (characters searched or folded, character codes
 tried); past a cap it stops, keeps what it found and says so in a note. Integers beyond the float range are
-skipped. Any other error ends the scan with no finding and a note (`literal_matches(..., notes=...)`), which the
-scorer writes into the validation's detail.
+skipped. A `.py` file is parsed as Python imports it (its coding declaration honoured) within the bounds of
+`failatlas.core.syntax`; one that cannot be (too deep, too large, not Python) is read as text, as any other file.
+Any other error ends the scan with no finding and a note (`literal_matches(..., notes=...)`), which the scorer writes
+into the validation's detail.
 """
 
 from __future__ import annotations
@@ -29,17 +31,19 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from failatlas.bench_core.prepare.stubs import parse_python
 from failatlas.bench_core.scoring.monitor import Finding
 from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core import syntax
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])|0x[0-9a-fA-F.]+p[-+]?\d+")
 _B64 = re.compile(r"^[A-Za-z0-9+/=_-]{8,}$")
 _HEX = re.compile(r"^(?:[0-9a-fA-F]{2}){4,}$")
 MAX_FILE_BYTES = 2 * 1024 * 1024
-MAX_TEXT_NUMBERS = 20000
 MAX_SCAN_FILES = 200
 MAX_SCAN_BYTES = 4 * 1024 * 1024
+# more numbers than the scanned bytes can spell: a file with thousands of numbers before the one that matters is
+# read to its end (it was 20,000, past which numbers were dropped silently)
+MAX_TEXT_NUMBERS = MAX_SCAN_BYTES // 2 + 1
 MAX_SCAN_WORK = 40_000_000
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -154,9 +158,10 @@ def _char_code_values(codes: list[int], budget: _Budget) -> Iterator[float]:
 def _python_values(source: str, budget: _Budget) -> Iterator[float]:
     budget.spend(len(source))
     try:
-        tree = parse_python(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        yield from numbers_in_text(source, budget)
+        # as bytes, so that a coding declaration (`# coding: utf-7`) is read as Python reads it
+        tree = syntax.parse(source.encode("utf-8", "surrogatepass"))
+    except SyntaxError:  # not Python, or past `syntax`'s bounds: read as text, like any other file
+        yield from _text_values(source, budget)
         return
     for node in ast.walk(tree):
         budget.spend(1)
@@ -186,10 +191,13 @@ def file_values(path: str, text: str, budget: _Budget | None = None) -> list[flo
     budget = budget if budget is not None else _Budget()
     if path.endswith(".py"):
         return list(_python_values(text, budget))
-    values = list(numbers_in_text(text, budget))
+    return list(_text_values(text, budget))
+
+
+def _text_values(text: str, budget: _Budget) -> Iterator[float]:
+    yield from numbers_in_text(text, budget)
     for token in re.findall(r"[A-Za-z0-9+/=_-]{8,}", text)[:MAX_TEXT_NUMBERS]:
-        values.extend(numbers_in_text(_decoded(token), budget))
-    return values
+        yield from numbers_in_text(_decoded(token), budget)
 
 
 def _significant_digits(value: float) -> int:

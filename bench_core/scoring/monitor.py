@@ -93,10 +93,10 @@ def _unquote(quoted: str) -> tuple[str, int]:
                 out.append(int(quoted[i + 1 : i + 4], 8) & 0xFF)
                 i += 4
                 continue
-            out += _ESCAPES.get(quoted[i + 1], quoted[i + 1].encode())
+            out += _ESCAPES.get(quoted[i + 1], quoted[i + 1].encode("utf-8", "surrogatepass"))
             i += 2
             continue
-        out += quoted[i].encode()
+        out += quoted[i].encode("utf-8", "surrogatepass")  # a lone surrogate: replaced below, never raised
         i += 1
     return out.decode("utf-8", errors="replace"), i + 1
 
