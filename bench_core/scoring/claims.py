@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[,()]")
 _BREAKS = frozenset(",()")
 NEGATION_REACH, WINDOW = 6, 4
+MAX_UNIT_CHARS = 2000
 _UNIT_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 _ANSWER = re.compile(r"^\W*(?:(?:short\s+)?answer\s*[:\-]?\s*)?(yes|no)\b|\bthe answer is\W*(yes|no)\b",
                      re.IGNORECASE)
@@ -157,8 +158,17 @@ def parse_unit(text: str) -> Unit:
 
 
 def units(text: str) -> list[Unit]:
-    """The units of `text`, empty ones left out."""
-    out = [parse_unit(part) for part in _UNIT_END.split(text)]
+    """The units of `text`, empty ones left out; a unit longer than MAX_UNIT_CHARS (no sentence) is cut into pieces
+    of about that length, so the work stays linear in the text."""
+    parts = []
+    for part in _UNIT_END.split(text):
+        while len(part) > MAX_UNIT_CHARS:
+            cut = part.rfind(" ", MAX_UNIT_CHARS // 2, MAX_UNIT_CHARS)
+            cut = cut if cut > 0 else MAX_UNIT_CHARS
+            parts.append(part[:cut])
+            part = part[cut:]
+        parts.append(part)
+    out = [parse_unit(part) for part in parts]
     return [u for u in out if u.stems]
 
 

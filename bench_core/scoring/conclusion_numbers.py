@@ -123,20 +123,21 @@ def anchors(task: TaskSpec, validation: Validation | None) -> tuple[str, list[An
     return (RERUN, observed) if ran else (EXPECTED, found)
 
 
-def _tolerance(anchor: Anchor, stated: Stated, value: float, scale: float) -> float:
-    rounding = min(stated.half_unit * scale, PROSE_ROUNDING_CAP * abs(value))
-    return anchor.atol + anchor.rtol * abs(value) + rounding
+def _tolerance(anchor: Anchor, half_unit: float, value: float) -> float:
+    return anchor.atol + anchor.rtol * abs(value) + min(half_unit, PROSE_ROUNDING_CAP * abs(value))
 
 
-def agrees(stated: Stated, anchor: Anchor, low: float, high: float) -> bool:
-    """Whether `stated` agrees with `low`..`high` of `anchor` (module docstring); a percent on either side also
-    compares as its fraction."""
-    scales = [1.0] + ([0.01] if stated.percent else []) + ([100.0] if anchor.percent else [])
-    for scale in scales:
-        x = stated.value * scale
-        if low - _tolerance(anchor, stated, low, scale) <= x <= high + _tolerance(anchor, stated, high, scale):
-            return True
-    return False
+def agrees(stated: Stated, anchor: Anchor, low: float, high: float, *, printed: bool = False) -> bool:
+    """Whether `stated` agrees with `low`..`high` of `anchor`, in the anchor's units (module docstring): `70%` also
+    as 0.7 for an anchor that is a fraction; a `printed` value of a percent anchor (what a re-run printed) also as
+    its percentage, as the validator matched it."""
+    ways = [(stated.value, stated.half_unit, low, high)]
+    if stated.percent and not anchor.percent:
+        ways.append((stated.value / 100, stated.half_unit / 100, low, high))
+    if anchor.percent and printed:
+        ways.append((stated.value, stated.half_unit, low * 100, high * 100))
+    return any(lo - _tolerance(anchor, half, lo) <= x <= hi + _tolerance(anchor, half, hi)
+               for x, half, lo, hi in ways)
 
 
 def _name_words(name: str) -> set[str]:
@@ -144,12 +145,14 @@ def _name_words(name: str) -> set[str]:
     return {w for w in _WORD.findall(spaced) if len(w) > 1 and w not in _NAME_STOP}
 
 
-def _clause_words(text: str, stated: Stated, ends: list[int]) -> set[str]:
-    """The words between the boundaries `ends` around `stated`."""
+def _clause_words(text: str, stated: Stated, ends: list[int], seen: dict) -> set[str]:
+    """The words between the boundaries `ends` around `stated` (each clause read once, kept in `seen`)."""
     i = bisect.bisect_right(ends, stated.start)
-    start = ends[i - 1] if i else 0
-    stop = ends[i] if i < len(ends) else len(text)
-    return set(_WORD.findall(text[start:stop].lower()))
+    if (id(ends), i) not in seen:
+        start = ends[i - 1] if i else 0
+        stop = ends[i] if i < len(ends) else len(text)
+        seen[id(ends), i] = set(_WORD.findall(text[start:stop].lower()))
+    return seen[id(ends), i]
 
 
 def _measurement(text: str, stated: Stated) -> bool:
@@ -184,17 +187,19 @@ def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> t
     rows: list[dict] = []
     ends = [m.start() for m in _CLAUSE_END.finditer(text)]
     part_ends = [m.start() for m in _PART_END.finditer(text)]
+    seen: dict = {}
     for stated in stated_numbers(text):
         by, about = "value", [a for a in found if agrees(stated, a, a.low, a.high)]
         if len(about) > 1 or not about and _measurement(text, stated):
-            named = (_by_name(_clause_words(text, stated, ends), about or found)
-                     or _by_name(_clause_words(text, stated, part_ends), about or found))
+            named = (_by_name(_clause_words(text, stated, ends, seen), about or found)
+                     or _by_name(_clause_words(text, stated, part_ends, seen), about or found))
             by, about = ("value", named or about) if about else ("name", named)
         if not about:
             continue
         if evidence == RERUN:  # a value names each of its anchors (`both about 0.92`); a name may be ambiguous
             agree = all if by == "value" else any
-            ok = agree(a.observed is not None and agrees(stated, a, a.observed, a.observed) for a in about)
+            ok = agree(a.observed is not None and agrees(stated, a, a.observed, a.observed, printed=True)
+                        for a in about)
             compared = {a.name: a.observed for a in about}
         else:
             ok = by == "value" or any(agrees(stated, a, a.low, a.high) for a in about)

@@ -11,6 +11,7 @@ import pytest
 
 from failatlas.bench_core.scoring import JUDGES, JudgeInput, JudgeOptions
 from failatlas.bench_core.scoring.claims import contradictions
+from failatlas.bench_core.scoring.comparisons import from_expected_outcome
 from failatlas.bench_core.scoring.offline_judges import judge_conclusion
 from failatlas.bench_core.scoring.validator import Validation, compare_metrics
 from failatlas.bench_core.suites import load_suite
@@ -148,6 +149,21 @@ def test_numbers_and_direction_that_agree_pass():
     assert verdict.verdict["numbers_checked"] >= 3 and verdict.verdict["contradictions"] == []
 
 
+def test_an_exp_bench_outcome_is_checked_against_the_numbers_its_rerun_printed():
+    """EXP-Bench: the anchors are the expected outcome's numbers, observed as the validator matched them in the
+    answer the agent's script printed (`from_expected_outcome`)."""
+    outcome = "Yes. The pruned model keeps a top-1 accuracy of 76.1% while using 40.5% fewer parameters."
+    task = TaskSpec(id="t-exp", benchmark="exp-bench", kind=TaskKind.T1, question="Does pruning keep accuracy?",
+                    run=RunSpec(agent_script=True), expected_conclusion=outcome)
+    for printed, passes in (('{"top1": 0.761, "params_saved": 40.5}', True),
+                            ('{"top1": 0.701, "params_saved": 40.5}', False)):
+        rows = from_expected_outcome(task, printed, "").metrics
+        rerun = Validation("passed", command="bash .failatlas/run.sh", exit_code=0, metrics=rows)
+        verdict = judge_conclusion(task, outcome, rerun)
+        assert verdict.passed is passes and verdict.verdict["evidence"] == "the clean re-run", verdict.error_analysis
+    assert "states 76.1%" in verdict.error_analysis
+
+
 def test_no_number_and_no_contradiction_keeps_the_overlap_rule():
     task = TaskSpec(id="t-prose", benchmark="failatlas-mini", kind=TaskKind.MASKED_FUNCTIONS,
                     question="Does standardising the features help L2-regularised logistic regression?",
@@ -265,8 +281,10 @@ def test_the_judge_reads_the_runs_validation_and_stays_bounded():
     wrong = _rerun(task, balanced_accuracy_unweighted=0.50)
     [verdict] = judge(JudgeInput(task=task, outputs={"conclusion": task.expected_conclusion}, validation=wrong))
     assert verdict.passed is False and verdict.verdict["evidence"] == "the clean re-run"
-    hostile = ("Weighting does not lower the balanced accuracy, not more (0.58) than ever; none of it is higher. "
-               * 2500)[:200_000]
-    start = time.perf_counter()
-    judge_conclusion(task, hostile, wrong)
-    assert time.perf_counter() - start < 20
+    # the reference's words and cues without a sentence end (a unit that long once took 19 s: windows are
+    # quadratic in a unit's length, so units are cut), and numbers in one clause
+    for hostile in (("inverse frequency weighting does not raise balanced accuracy lower higher 0.58 " * 3000),
+                    "balanced accuracy unweighted " + " ".join(f"{i / 100:.2f}" for i in range(20000))):
+        start = time.perf_counter()
+        verdict = judge_conclusion(task, hostile[:200_000], wrong)
+        assert verdict.passed is False and time.perf_counter() - start < 5
