@@ -36,8 +36,9 @@ _BREAKS = frozenset(",()")
 NEGATION_REACH, WINDOW = 6, 4
 MAX_UNIT_CHARS = 2000
 _UNIT_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
-_ANSWER = re.compile(r"^\W*(?:(?:short\s+)?answer\s*[:\-]?\s*)?(yes|no)\b|\bthe answer is\W*(yes|no)\b",
-                     re.IGNORECASE)
+_ANSWER = re.compile(r"(?:^|[:\n])[\W_]*(yes|no)\b|\bthe answer is\W*(yes|no)\b", re.IGNORECASE)
+ANSWER_CHARS = 200
+_WHOLE_CLAUSE = (("the", "case", "that"), ("true", "that"))
 _AXES = {
     "magnitude": ("less lower smaller fewer below low lowest smallest",
                   "more greater higher larger above high highest largest greatest"),
@@ -116,6 +117,12 @@ def _negate(tokens: list[str], at: int, flipped: set[int], negated: dict[str, in
 def _scope(tokens: list[str], i: int, flipped: set[int], negated: dict[str, int]) -> None:
     """Apply the negator at `i`: to the first cue within NEGATION_REACH tokens of its clause (`does not predict
     held-out data better` negates `better`), else to the first content word after it (`no` to the first two)."""
+    whole = next((len(w) for w in _WHOLE_CLAUSE if tuple(tokens[i + 1:i + 1 + len(w)]) == w), 0)
+    if whole:  # `it is not the case that X is less ...`: every cue of the unit after it
+        for j in range(i + 1 + whole, len(tokens)):
+            if tokens[j] in CUES:
+                _negate(tokens, j, flipped, negated)
+        return
     reach = []
     for j in range(i + 1, min(len(tokens), i + 1 + NEGATION_REACH)):
         if tokens[j] in _BREAKS:
@@ -173,8 +180,10 @@ def units(text: str) -> list[Unit]:
 
 
 def answer(text: str | None) -> str | None:
-    """`yes` or `no` where `text` starts with one (or says "the answer is ..."), else None."""
-    m = _ANSWER.search((text or "")[:400])
+    """`yes` or `no` where `text` starts with one, or one of its first ANSWER_CHARS characters starts a line or
+    follows a colon (`Yes.`, `**Conclusion:** No, ...`, `No meaningful change`), or "the answer is ...", else
+    None."""
+    m = _ANSWER.search((text or "")[:ANSWER_CHARS])
     return (m.group(1) or m.group(2)).lower() if m else None
 
 

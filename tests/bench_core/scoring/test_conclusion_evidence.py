@@ -71,6 +71,24 @@ def test_each_flip_of_reproduction_5_fails_alone(old, new, kind):
     assert [row["kind"] for row in verdict.verdict["contradictions"]] == [kind]
 
 
+@pytest.mark.parametrize("text", [
+    "**Conclusion:** No. " + REPRODUCTION_5.removeprefix("No. "),
+    "# Conclusion\n\nNo, " + REPRODUCTION_5.removeprefix("No. "),
+    "It is not the case that the ridge model's test MSE (about 3.70) is less than half that of ordinary least "
+    "squares (about 10.19).",
+])
+def test_the_opposite_finding_dressed_up_still_fails(text):
+    task = TASKS["mini-ridge-cv"]
+    assert contradictions(task.expected_conclusion, task.question, text)
+    assert judge_conclusion(task, text).passed is False
+
+
+def test_a_later_sentence_starting_with_no_is_no_answer():
+    task = TASKS["mini-ridge-cv"]
+    text = task.expected_conclusion.removeprefix("Yes. ") + " No other penalty was tried."
+    assert judge_conclusion(task, text).passed
+
+
 # -------------------------------------------------------------------------------------- numbers vs evidence
 
 def test_about_0_58_fails_where_the_rerun_gave_0_50():
