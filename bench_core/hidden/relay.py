@@ -18,7 +18,12 @@ agent's code, so before the first reply reaches it nothing the agent did can tou
 From the first reply on, the agent's bytes are in the exchange, and a judge that dies, stops reading (a broken
 pipe, a write that does not drain) or ends without a result is the agent's I failure, recorded as a problem of the
 run (score 0, the reason named), never `judge_failed`: gold's runs, whose replies are well formed, show that the
-judge itself does not fail on those.
+judge itself does not fail on those. The same holds for the sandbox: once a worker (or the zygote) has started in
+it, the agent's code may have run there, and a sandbox operation that then fails (a write or read refused, a
+worker that cannot start because the agent's processes hold the process limit, a refused exec) raises
+`AgentFaultError`, never the InfrastructureError it was; before that, it stays the InfrastructureError
+(`judge_failed`). The caller (`scoring/offline_judges.py`) retries either kind of agent fault once in a fresh
+sandbox (`JudgeRun.agent_fault`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from failatlas.bench_core.hidden import wire
-from failatlas.core.errors import FailAtlasError, InfrastructureError
+from failatlas.core.errors import AgentFaultError, FailAtlasError, InfrastructureError
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"failatlas_wire.py": "wire.py", "failatlas_hidden.py": "fixture.py", "failatlas_judge.py": "judge_main.py"}
@@ -73,6 +78,9 @@ class JudgeRun:
     failures: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     calls: int = 0
+    # the exchange ended early after the agent's code had run (module docstring), for a reason a fresh sandbox
+    # might not meet again (not the agent's own calls running out of time): worth one more try
+    agent_fault: bool = False
 
     @property
     def total(self) -> int:
@@ -145,13 +153,32 @@ class _Relay:
         self.sandbox, self.deadline, self.call_timeout, self.preload = sandbox, deadline, call_timeout, preload
         self.workdir = getattr(sandbox, "workdir", None) or "/workspace"
         self.calls = 0
+        self.dispatched = False  # a call was handed to a worker: the agent's code may run from here on
+        self.timed_out_calls = 0
         self._zygote: threading.Thread | None = None
         self._zygote_ended = threading.Event()
 
+    def agent_started(self) -> bool:
+        """Whether the agent's code may have run in the sandbox: a call was handed to a worker, or a command (the
+        zygote) started there (`commands_started`, which the built-in sandboxes count)."""
+        return self.dispatched or getattr(self.sandbox, "commands_started", 0) > 0
+
     def call(self, payload: bytes) -> bytes:
+        """The reply to one call; raises AgentFaultError when the sandbox fails after the agent's code may have run
+        in it, InfrastructureError when it fails before."""
+        try:
+            reply = self._call(payload)
+        except InfrastructureError as exc:
+            if not self.agent_started():
+                raise
+            raise AgentFaultError(f"the sandbox failed after the agent's code had run in it: {exc}") from exc
+        return reply
+
+    def _call(self, payload: bytes) -> bytes:
         self.calls += 1
         left = min(self.deadline - time.monotonic(), self.call_timeout)
         if left <= 1:
+            self.timed_out_calls += 1
             return _error_reply("Timeout", "the hidden tests' time was spent before this call")
         request = f"{WORKER_DIR}/request-{self.calls}.json"
         try:
@@ -170,9 +197,12 @@ class _Relay:
                 raise
             except (FailAtlasError, OSError, ValueError) as exc:
                 return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
+            self.dispatched = True
             return self._zygote_reply(left)
+        self.dispatched = True
         result = self.sandbox.exec(f"exec python3 -I -B {WORKER} {request}", timeout=left, cwd=self.workdir,
                                    env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=REPLY_LIMIT + 4096)
+        self.timed_out_calls += bool(result.timed_out or result.killed_reason == "timeout")
         return _reply(result)
 
     def _start_zygote(self) -> None:
@@ -224,6 +254,7 @@ class _Relay:
             pause = min(pause * 1.5, 0.2)
         with contextlib.suppress(FailAtlasError, OSError, ValueError):
             self.sandbox.write_file(f"{WORKER_DIR}/cancel-{self.calls}", b"")
+        self.timed_out_calls += 1
         return _error_reply("Timeout", f"the call did not finish within {left:.0f} s")
 
     def _stop_zygote(self) -> None:
@@ -302,6 +333,7 @@ def _limit_memory() -> None:  # pragma: no cover - runs in the judge's child pro
 
 def _agent_ended(run: JudgeRun, why: str) -> JudgeRun:
     """The exchange ended after the agent's replies entered it (module docstring): the agent's I failure."""
+    run.agent_fault = True
     run.problems.append(f"the hidden-test judge stopped while handling the agent's replies ({why}), so the "
                         "remaining hidden tests count as failed")
     return run
@@ -331,7 +363,7 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
     """Run the hidden tests `paths` in a judge process on the host, their calls relayed to `sandbox` (started
     from the tree to judge); `pristine` is the masked repository without the agent's diff (the tests' trusted
     helpers). Raises JudgeError when the judge itself fails, InfrastructureError (SandboxError) when the sandbox
-    does."""
+    does before the agent's code may have run in it, AgentFaultError when it does after."""
     with tempfile.TemporaryDirectory(prefix="failatlas-judge-") as tmp:
         tests = stage(paths, Path(tmp) / "judge")
         to_parent_r, to_parent_w = os.pipe()
@@ -358,7 +390,9 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
                 try:
                     frame = _read_frame(to_parent_r, selector, until)
                 except TimeoutError:
-                    run = JudgeRun(calls=relay.calls)
+                    # a deadline the agent's own calls did not spend (the judge or the sandbox stalled) may not
+                    # recur in a fresh sandbox; one they spent would
+                    run = JudgeRun(calls=relay.calls, agent_fault=relay.agent_started() and not relay.timed_out_calls)
                     run.problems.append(f"the hidden tests did not finish within {timeout_s:.0f} s")
                     return run
                 except JudgeError:
@@ -393,3 +427,25 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def run_judge_retried(paths: list[Path], start, *, pristine: Path | None, timeout_s: float,
+                      python: str = sys.executable) -> JudgeRun:
+    """`run_judge` in a fresh sandbox from `start()` (a context manager), and once more in another when the first
+    ended by a fault after the agent's code had run in it (the sandbox failed: AgentFaultError; the judge stopped or
+    stalled: `JudgeRun.agent_fault`). A fault that recurs is the agent's I failure: a run with no test passed and
+    the reason as its problem. Raises JudgeError and InfrastructureError as `run_judge` does before any of the
+    agent's code ran (`judge_failed`)."""
+    faults = []
+    for _attempt in range(2):
+        try:
+            with start() as sandbox:
+                run = run_judge(paths, sandbox, pristine=pristine, timeout_s=timeout_s, python=python)
+        except AgentFaultError as exc:
+            faults.append(str(exc))
+            continue
+        if not run.agent_fault:
+            return run
+        faults.append("; ".join(run.problems))
+    return JudgeRun(problems=[f"the hidden tests failed twice, each time in a fresh sandbox, after the agent's code "
+                              f"had run there (the agent's failure): {faults[-1][:500]}"], agent_fault=True)

@@ -2,7 +2,9 @@
 
 This is containment, not isolation. Enforced:
 - the deadline: the command's whole session and every process that inherited its marker are killed;
-- the process tree: the same happens when the command ends, so nothing it started outlives it;
+- the process tree: each command runs under a reaper (`reaper.py`, a child subreaper) that, when the command
+  ends, kills whatever it left (background jobs, setsid'ed daemons, those that cleared their environment), and
+  the session and marker are killed too, so nothing a command started outlives it;
 - the output cap;
 - memory: RLIMIT_AS per process when no GPU is given (CUDA reserves huge address space, so not with GPUs),
   and a sampler that kills the session when its total RSS passes `memory_mb`;
@@ -21,14 +23,17 @@ means as the harness's here.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import resource
 import selectors
 import shutil
+import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -53,6 +58,7 @@ from failatlas.bench_core.sandbox.treecopy import TreeWriter, copy_host_tree
 from failatlas.core.errors import InputError
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
+REAPER = Path(__file__).resolve().with_name("reaper.py")
 LOCAL_PREFIX = "failatlas-sbx-"
 OWNER_FILE = ".failatlas-owner.json"
 _SAMPLE_S = 0.2
@@ -77,6 +83,7 @@ class LocalSandbox:
         self.workdir = str(self._workdir)
         self._closed = False
         self.commands_started = 0  # commands of `exec` that started: from the first, the agent's code may run
+        self._running: set[str] = set()  # markers of the commands running now (another thread's), ended by close
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> LocalSandbox:
@@ -150,7 +157,7 @@ class LocalSandbox:
     ) -> ExecResult:
         """Run `cmd` with a deadline of `timeout` seconds; see the module docstring for what is enforced."""
         self._check_open()
-        argv = command_argv(cmd, self.spec.shell)
+        argv = [sys.executable, "-I", "-S", str(REAPER), *command_argv(cmd, self.spec.shell)]
         marker = uuid.uuid4().hex
         started = time.monotonic()
         try:
@@ -168,11 +175,15 @@ class LocalSandbox:
             procs.kill_tree(None, f"{MARKER_VAR}={marker}".encode())
             raise
         self.commands_started += 1
-        out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
-        reason = self._pump(proc, out, err, deadline=started + timeout, marker=marker)
-        returncode = proc.wait()
-        # what the command left running (background, daemonised, setsid'ed children) ends with it
-        procs.kill_tree(proc.pid, f"{MARKER_VAR}={marker}".encode())
+        self._running.add(marker)
+        try:
+            out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
+            reason = self._pump(proc, out, err, deadline=started + timeout, marker=marker)
+            returncode = proc.wait()
+        finally:
+            self._running.discard(marker)
+            # what the command left running (background, daemonised, setsid'ed children) ends with it
+            procs.kill_tree(proc.pid, f"{MARKER_VAR}={marker}".encode())
         if returncode < 0:
             returncode = 128 - returncode
         duration = time.monotonic() - started
@@ -210,7 +221,7 @@ class LocalSandbox:
                         reason = self._over_limit(proc.pid)
                         next_sample = now + _SAMPLE_S
                     if reason is not None:
-                        procs.kill_tree(proc.pid, f"{MARKER_VAR}={marker}".encode())
+                        _stop(proc, marker)
                 wait = max(0.0, min(deadline - now, next_sample - now, 0.05 if exited_at else _SAMPLE_S))
                 for key, _ in sel.select(timeout=wait):
                     chunk = os.read(key.fd, 65536)
@@ -331,10 +342,12 @@ class LocalSandbox:
             return writer.finish()
 
     def close(self) -> None:
-        """Remove the private folder. Safe to call twice."""
+        """End the commands still running (another thread's) and remove the private folder. Safe to call twice."""
         if self._closed:
             return
         self._closed = True
+        for marker in list(self._running):
+            procs.kill_tree(None, f"{MARKER_VAR}={marker}".encode())
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _check_open(self) -> None:
@@ -347,6 +360,16 @@ class LocalSandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def _stop(proc: subprocess.Popen, marker: str) -> None:
+    """End a command at its deadline or a limit: its reaper kills it and everything it left (even what left its
+    session and dropped its marker), then the session and the marker are killed in case the reaper did not end."""
+    with contextlib.suppress(OSError):
+        os.kill(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)
+    procs.kill_tree(proc.pid, f"{MARKER_VAR}={marker}".encode())
 
 
 def local_base() -> str:

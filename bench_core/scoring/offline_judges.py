@@ -22,14 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from failatlas.bench_core.hidden import JudgeRun, run_judge
+from failatlas.bench_core.hidden import JudgeRun
+from failatlas.bench_core.hidden.relay import run_judge_retried
 from failatlas.bench_core.prepare.hidden_tests import hidden_test_paths
 from failatlas.bench_core.scoring.claims import contradiction_sentence, contradictions
 from failatlas.bench_core.scoring.conclusion_numbers import NUMBER, check_numbers, number_sentence
 from failatlas.bench_core.scoring.counterfactual import tree_digest
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
-from failatlas.core.errors import InfrastructureError
+from failatlas.core.errors import AgentFaultError, InfrastructureError
 
 if TYPE_CHECKING:
     from failatlas.bench_core.scoring.validator import Validation
@@ -181,8 +182,8 @@ def _sandbox_run(paths: list[Path], start: StartSandbox, task: TaskSpec, pristin
         key = ("hidden-tests", task.id, digest) if digest else None
         if key in memo:
             return copy.deepcopy(memo[key])
-    with start({}) as sandbox:
-        run = run_judge(paths, sandbox, pristine=pristine, timeout_s=float(task.run.timeout_s) * len(paths))
+    run = run_judge_retried(paths, lambda: start({}), pristine=pristine,
+                            timeout_s=float(task.run.timeout_s) * len(paths))
     if key is not None and not run.problems:
         memo[key] = copy.deepcopy(run)
     return run
@@ -285,6 +286,10 @@ class HiddenTestsJudge(_OfflineJudge):
         try:
             return [judge_hidden_tests(inp.task, inp.start_sandbox, pristine=inp.pristine,
                                        counterfactual=inp.counterfactual, transplant=inp.transplant)]
+        except AgentFaultError as exc:  # what the agent's code caused is its failure, never judge_failed
+            return [Verdict("implementation", "hidden-tests", score=0.0, passed=False,
+                            verdict={"passed": 0, "total": 1, "failures": [], "problems": [str(exc)]},
+                            error_analysis=f"The hidden tests could not run to the end: {exc}.")]
         except (OSError, LookupError, InfrastructureError) as exc:
             return [Verdict("implementation", "hidden-tests", status="judge_failed",
                             reason=f"hidden tests could not run: {exc}")]

@@ -31,7 +31,7 @@ from failatlas.bench_core.scoring.comparisons import (
     judge_excerpt,
 )
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import InfrastructureError, InputError
+from failatlas.core.errors import AgentFaultError, InfrastructureError, InputError
 from failatlas.core.paths import remove_inside
 
 OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
@@ -178,12 +178,32 @@ def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str
     except InputError as exc:  # the agent's tree turned a results or script path into a link leading out
         return Validation("runtime_error", detail=f"the agent's tree makes a path the re-run needs unusable: "
                           f"{exc.one_line()}")
-    with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
-        return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
+    fault = None
+    for _attempt in range(2):  # a sandbox failure after the agent's code started: once more in a fresh sandbox
+        try:
+            with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
+                return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
+        except AgentFaultError as exc:
+            fault = exc
+    return Validation("runtime_error", command=command, detail=f"the re-run failed twice, each time in a fresh "
+                      f"sandbox, after the agent's code had started there (the agent's failure): {fault}")
 
 
 def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
            carried: set[str]) -> Validation:
+    """The re-run in `sandbox` and its comparisons. A sandbox failure (InfrastructureError) once the command has
+    started there (`commands_started`) is what the agent's code can cause (its processes starving the reads, a
+    restarted container refusing the next exec): AgentFaultError; before that it stays infrastructure."""
+    try:
+        return _rerun_in(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
+    except InfrastructureError as exc:
+        if getattr(sandbox, "commands_started", 0) == 0:
+            raise
+        raise AgentFaultError(f"the sandbox failed after the re-run had started: {exc}") from exc
+
+
+def _rerun_in(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
+              carried: set[str]) -> Validation:
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
     result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir)
     stdout, stderr = result.stdout or "", result.stderr or ""
