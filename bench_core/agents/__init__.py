@@ -3,7 +3,17 @@ fault-injecting, hostile, LLM and external-CLI agents. Importing any agents modu
 file imports them); a new agent is a module that registers itself with `@register_agent("name")` plus one import
 line here."""
 
-from failatlas.bench_core.agents import builtin, external, faults, hostile, hostile_divert, hostile_tests, react  # noqa: F401,E501
+from failatlas.bench_core.agents import (  # noqa: F401,E501
+    builtin,
+    external,
+    faults,
+    hostile,
+    hostile_divert,
+    hostile_starve,
+    hostile_tests,
+    mutant,
+    react,
+)
 from failatlas.bench_core.agents.base import (
     AGENTS,
     Agent,
