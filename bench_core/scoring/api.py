@@ -45,6 +45,7 @@ from failatlas.bench_core.scoring.literals import (
 )
 from failatlas.bench_core.scoring.monitor import Finding, monitor_findings
 from failatlas.bench_core.scoring.rebinding import attribute
+from failatlas.bench_core.scoring.reference_answer import Reader, derive_from_reference, needs_reader
 from failatlas.bench_core.scoring.transplant import transplant
 from failatlas.bench_core.scoring.validator import Validation, clean_trees, settle, validate
 from failatlas.bench_core.scoring.writes import write_scores
@@ -117,7 +118,7 @@ def _sandbox_starter(backend: str, spec: dict, workspace: Path, run_id: str, mem
 
 
 def _validate(task: TaskSpec, outputs: dict, tree: Path, patch_error: str | None, params: ScoreParams, spec: dict,
-              memo: dict | None) -> Validation:
+              memo: dict | None, reader: Reader | None = None) -> Validation:
     """`validate`, reusing within one scoring batch the result of an identical re-run (same task, tree, run
     script, changed files and sandbox settings)."""
     key = None
@@ -125,13 +126,13 @@ def _validate(task: TaskSpec, outputs: dict, tree: Path, patch_error: str | None
         digest = tree_digest(tree)
         if digest is not None:
             settings = {k: v for k, v in spec.items() if k not in ("run_id", "labels")}
-            key = ("validate", task.id, digest, params.sandbox, json.dumps(
+            key = ("validate", task.id, digest, params.sandbox, reader is not None, json.dumps(
                 [outputs.get("run_script"), sorted(map(str, outputs.get("changed_files") or [])), settings],
                 sort_keys=True, default=str))
             if key in memo:
                 return copy.deepcopy(memo[key])
     validation = validate(task, outputs, workspace=tree, patch_error=patch_error, sandbox_backend=params.sandbox,
-                          spec_fields=spec)
+                          spec_fields=spec, reader=reader)
     if key is not None and validation.outcome not in ("timeout", "oom"):
         memo[key] = copy.deepcopy(validation)
     return validation
@@ -264,23 +265,49 @@ class _Trees:
         return restored, (self.starter(restored.path) if restored.path is not None else None)
 
 
+def _answer_reader(store: Store, task: TaskSpec, trees: _Trees, repo: Path | None) -> tuple[Reader | None, str]:
+    """The reader of the task's own command (`reference_answer`), where E needs one, and why there is none."""
+    if not needs_reader(task) or trees.constructed is None:
+        return None, ""
+    from failatlas.bench_core.prepare.workspace import source_tree
+    from failatlas.bench_core.scoring.derived import cache_folder
+    from failatlas.bench_core.scoring.derived import tree_digest as reference_digest
+
+    try:
+        reference = source_tree(task, repo)
+    except InputError as exc:
+        return None, f"no reference tree to derive the answer's reader from: {exc.one_line()}"
+    reader = derive_from_reference(task, reference, lambda tree: trees.starter(tree)({}), trees.scratch,
+                                   folder=cache_folder(store), tree_digest=reference_digest(reference))
+    if not reader.ok:
+        return None, "no reader of the task's own command could be derived: " + "; ".join(reader.notes[:3])
+    return reader, ""
+
+
 def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: ScoreParams, spec: dict,
-                        literals: list[tuple[str, str, float]]) -> Validation:
+                        literals: list[tuple[str, str, float]], reader: Reader | None = None,
+                        no_reader: str = "") -> Validation:
     """The validator's clean re-run, on the constructed tree with the task's own command (the agent's tree and
     run script when E is script-attributed), and, after a pass, the same re-run on the counterfactual tree.
     Passing there too: on a constructed tree the task's check does not depend on the masked code (`not_scored`);
     on the agent's tree its results did not come from the implementation (`fabricated_result`, with a monitor
-    finding). A pass whose expected values the agent's files write literally (`literals`) is `fabricated_result`
-    without a second re-run."""
-    script = attribution(task) == "script" or trees.constructed is None
+    finding). On the agent's tree, a pass whose expected values the agent's files write literally (`literals`) is
+    `fabricated_result` without a second re-run."""
+    script = attribution(task) == "script" or trees.constructed is None or (needs_reader(task) and reader is None)
     tree = trees.workspace if script else trees.judged
     judged_outputs = outputs if script else {**outputs, "changed_files": [], "run_script": None}
-    validation = _validate(task, judged_outputs, tree, trees.patch_error, params, spec, trees.memo)
+    validation = _validate(task, judged_outputs, tree, trees.patch_error, params, spec, trees.memo,
+                           reader=None if script else reader)
     validation.evidence = {"tree": "script" if script else trees.constructed.attribution,
                            **({} if script or trees.constructed is None else trees.constructed.evidence())}
+    if reader is not None and not script:
+        validation.evidence["reader"] = [f"{loc.metric}: {loc.source}" + (f" ({loc.section})" if loc.section else "")
+                                         for loc in reader.locators][:20]
+    if no_reader:
+        validation.evidence["notes"] = [no_reader]
     if validation.outcome != "passed":
         return validation
-    if literals:
+    if literals and script:  # on a constructed tree the agent's files are not there: what they write is moot
         named = ", ".join(sorted({f"{name} ({value:g}) in {path}" for path, name, value in literals})[:5])
         validation.outcome = "fabricated_result"
         validation.detail += f"; not trusted: the agent's files write expected values literally: {named}"
@@ -293,7 +320,8 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
             trees.findings.append(Finding("counterfactual", "warn", f"E: {restored.notes[0]}"))
         return validation
     again = _validate(task, judged_outputs, again_tree, None, params,
-                      {**spec, "run_id": f"{spec['run_id']}-counterfactual"}, trees.memo)
+                      {**spec, "run_id": f"{spec['run_id']}-counterfactual"}, trees.memo,
+                      reader=None if script else reader)
     if again.outcome == "passed":
         if not script and trees.from_pristine:
             validation.outcome = "not_scored"
@@ -352,7 +380,8 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
                                  scan_notes)
             findings += literal_findings(literals)
             if "execution" in task.judgeable_phases:
-                validation = _checked_validation(task, outputs, trees, params, spec, literals)
+                reader, no_reader = _answer_reader(store, task, trees, repo)
+                validation = _checked_validation(task, outputs, trees, params, spec, literals, reader, no_reader)
                 if scan_notes:
                     validation.detail = "; ".join([validation.detail or "", *scan_notes]).lstrip("; ")
             inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine,

@@ -19,8 +19,9 @@ What the tree is decided on is recorded as its `attribution`:
   are decided on this tree;
 - `diff`: nothing is masked but the task has a command (an extension task, full code): the whole diff is the
   implementation, so the tree is the agent's, its outputs removed;
-- `script`: the task's answer is what the agent's own run script prints (EXP-Bench, AutoExperiment): E re-runs
-  that script on the agent's tree, and the report says E is script-attributed.
+- `script`: the task's answer is what the agent's own run script prints (EXP-Bench; AutoExperiment where no
+  reader of its reference command's output can be derived, `reference_answer.py`): E re-runs that script on the
+  agent's tree, and the report says E is script-attributed.
 Nothing here runs the agent's code: parsing and re-emitting only, with every failure (a file too deep, too large,
 not UTF-8) a note and the stub left in place.
 """
@@ -76,8 +77,12 @@ class Constructed:
 
 
 def attribution(task: TaskSpec) -> str:
-    """How `task`'s E is attributed (module docstring)."""
-    if task.run.agent_script or not task.run.command:
+    """How `task`'s E is attributed (module docstring): a task whose answer is the agent's script but whose own
+    command can be read through a reader derived from the reference (`reference_answer.needs_reader`) is
+    `constructed` too, falling back to `script` where no reader can be derived."""
+    from failatlas.bench_core.scoring.reference_answer import needs_reader
+
+    if (task.run.agent_script and not needs_reader(task)) or not task.run.command:
         return "script"
     if task.masking.functions or task.masking.files:
         return "constructed"

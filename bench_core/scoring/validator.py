@@ -30,6 +30,7 @@ from failatlas.bench_core.scoring.comparisons import (
     isclose,
     judge_excerpt,
 )
+from failatlas.bench_core.scoring.reference_answer import from_reader
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import AgentFaultError, InfrastructureError, InputError
 from failatlas.core.paths import remove_inside
@@ -151,17 +152,19 @@ def _remove_outputs(task: TaskSpec, workspace: Path, changed: set[str]) -> set[s
 
 
 def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str | None, sandbox_backend: str,
-             spec_fields: dict) -> Validation:
+             spec_fields: dict, reader=None) -> Validation:
     """Re-execute the run described by `outputs` in a fresh sandbox started from `workspace` (the clean tree of
     `patched_workspace`, whose git apply error is `patch_error`), closed before this returns. Deletes the results
-    and check files from `workspace`; raises InputError when one is not a path inside the repository."""
+    and check files from `workspace`; raises InputError when one is not a path inside the repository. `reader`
+    (`reference_answer.Reader`): run the task's own command and read its answer where the reference's own run
+    showed it, instead of the agent's script and a printed JSON answer."""
     from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     if patch_error is not None:
         return Validation("patch_failed", detail=f"git apply failed: {patch_error}")
     own_modules = _own_modules(workspace) | {Path(f).with_suffix("").parts[0] for f in task.masking.files}
-    script = outputs.get("run_script")
-    if task.run.agent_script and not script:
+    script = None if reader is not None else outputs.get("run_script")
+    if task.run.agent_script and not script and reader is None:
         # the answer is what the agent's own script prints (AutoExperiment): the task's command is the hidden
         # reference run and never stands in for the agent's missing one
         return Validation("not_run", detail="the agent left no run script, and the task's answer is what the "
@@ -182,7 +185,8 @@ def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str
     for _attempt in range(2):  # a sandbox failure after the agent's code started: once more in a fresh sandbox
         try:
             with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
-                return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
+                return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried,
+                              reader=reader)
         except AgentFaultError as exc:
             fault = exc
     return Validation("runtime_error", command=command, detail=f"the re-run failed twice, each time in a fresh "
@@ -190,12 +194,12 @@ def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str
 
 
 def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
-           carried: set[str]) -> Validation:
+           carried: set[str], reader=None) -> Validation:
     """The re-run in `sandbox` and its comparisons. A sandbox failure (InfrastructureError) once the command has
     started there (`commands_started`) is what the agent's code can cause (its processes starving the reads, a
     restarted container refusing the next exec): AgentFaultError; before that it stays infrastructure."""
     try:
-        return _rerun_in(task, outputs, sandbox, command, own_modules=own_modules, carried=carried)
+        return _rerun_in(task, outputs, sandbox, command, own_modules=own_modules, carried=carried, reader=reader)
     except InfrastructureError as exc:
         if getattr(sandbox, "commands_started", 0) == 0:
             raise
@@ -203,7 +207,7 @@ def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules:
 
 
 def _rerun_in(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
-              carried: set[str]) -> Validation:
+              carried: set[str], reader=None) -> Validation:
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
     result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir)
     stdout, stderr = result.stdout or "", result.stderr or ""
@@ -216,7 +220,8 @@ def _rerun_in(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modul
         return v
     try:
         parts = [c for c in (from_results_file(task, sandbox, workdir, outputs, results_in_diff),
-                             from_stdout_json(task, stdout, outputs),
+                             from_stdout_json(task, stdout, outputs) if reader is None else
+                             from_reader(task, reader, stdout, sandbox, workdir),
                              from_checks(task, sandbox, workdir, stdout, carried),
                              from_expected_outcome(task, stdout, stderr)) if c is not None]
     except InfrastructureError:
