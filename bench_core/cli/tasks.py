@@ -268,22 +268,26 @@ def validate_cmd(
     llm: Annotated[bool, typer.Option(help="Let the LLM judges score too (needs an endpoint).")] = False,
     retry_infra: Annotated[bool, typer.Option(
         help="Redo stored gold and null runs that ended in infra_error (the harness failed, not the task).")] = True,
+    mutants: Annotated[int, typer.Option(
+        help="Mutants of the reference's masked functions per valid task, for its mutation score (0: none).")] = 20,
+    mutation_seed: Annotated[int, typer.Option(help="Seed choosing the mutants.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
     as_json: Json = False,
 ) -> None:
     """Check the tasks themselves: prepare each, run gold and null, score both, and give each task a status
     (valid, judges-only, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails,
-    null-passes, not-checkable, infra-error). Resumable: stored runs and scores are reused."""
+    null-passes, not-checkable, infra-error). A valid task also gets its mutation score: the share of mutants of
+    the reference that its checks reject (docs/benchmarks.md). Resumable: stored runs and scores are reused."""
     from failatlas.bench_core.sandbox import resolve_sandbox_kind
     from failatlas.bench_core.task_validation import ValidateParams
     from failatlas.bench_core.task_validation import run as validate
-    from failatlas.bench_core.task_validation.report import counts_table, write_report
+    from failatlas.bench_core.task_validation.report import counts_table, mutation_cell, write_report
 
     sandbox = resolve_sandbox_kind(sandbox, say=console.print)
     params = ValidateParams(task_ids=task or None, benchmark=benchmark, kind=kind, papers=paper or None,
                             masked=masked, setting=setting, sandbox=sandbox,
                             image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm,
-                            retry_infra=retry_infra)
+                            retry_infra=retry_infra, mutants=mutants, mutation_seed=mutation_seed)
     with progress_bar("validating tasks", None) as advance:
         result = validate(store(), params, on_step=lambda _step: advance())
     if as_json:
@@ -292,8 +296,11 @@ def validate_cmd(
     else:
         for v in result.verdicts:
             colour = "green" if v.status == "valid" else "yellow"
-            console.print(f"[{colour}]{v.status:>16}[/] {escape(v.task_id)}: {escape(v.reason)}", highlight=False,
-                          soft_wrap=True)
+            mutation = f" · mutation score {mutation_cell(v)}" if v.mutation else ""
+            console.print(f"[{colour}]{v.status:>16}[/] {escape(v.task_id)}: {escape(v.reason)}{mutation}",
+                          highlight=False, soft_wrap=True)
+            for survivor in v.mutation.survivors if v.mutation else []:
+                console.print(f"{'':>16}   survives: {escape(survivor)}", highlight=False, soft_wrap=True)
         headers, rows = counts_table(result)
         table = Table(*headers, title="tasks by status")
         for row in rows:

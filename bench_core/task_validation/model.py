@@ -47,6 +47,22 @@ class ValidateParams(BaseModel):
     workers: int = Field(default=1, ge=1)
     llm: bool = Field(default=False, description="also let the LLM judges score (needs an endpoint)")
     retry_infra: bool = Field(default=True, description="redo stored gold and null runs that ended in infra_error")
+    mutants: int = Field(default=20, ge=0, description="mutants of the reference per valid task (0: no mutation score)")
+    mutation_seed: int = 0
+
+
+class MutationScore(BaseModel):
+    """A task's mutation score (`mutation.py`): mutants tried, killed by a check that runs code, survived, not
+    scored (in neither count), killed / (killed + survived) (None with nothing scored), each survivor as
+    `name: what`, and the seed they were chosen with."""
+
+    mutants: int
+    killed: int
+    survived: int
+    not_scored: int
+    score: float | None
+    survivors: list[str]
+    seed: int
 
 
 class TaskVerdict(BaseModel):
@@ -59,6 +75,7 @@ class TaskVerdict(BaseModel):
     gold_run_id: str | None = None
     null_run_id: str | None = None
     setting: str | None = None
+    mutation: MutationScore | None = None
 
 
 class ValidateResult(BaseModel):

@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from failatlas.bench_core.task_validation.model import STATUSES, ValidateResult
+from failatlas.bench_core.task_validation.model import STATUSES, TaskVerdict, ValidateResult
 from failatlas.core.tables import to_csv, to_markdown
 
 
@@ -22,9 +22,19 @@ def counts_table(result: ValidateResult) -> tuple[list[str], list[list[object]]]
     return ["benchmark", *present, "tasks"], rows
 
 
+def mutation_cell(verdict: TaskVerdict) -> str:
+    """`0.95 (19/20)`: the mutation score with killed / judged mutants; `–` with none measured."""
+    m = verdict.mutation
+    if m is None or m.score is None:
+        return "–"
+    return f"{m.score:.2f} ({m.killed}/{m.killed + m.survived})"
+
+
 def task_rows(result: ValidateResult) -> tuple[list[str], list[list[object]]]:
-    headers = ["task", "benchmark", "status", "reason", "gold run", "null run"]
-    return headers, [[v.task_id, v.benchmark, v.status, v.reason, v.gold_run_id or "", v.null_run_id or ""]
+    headers = ["task", "benchmark", "status", "reason", "mutation score", "surviving mutants", "gold run",
+               "null run"]
+    return headers, [[v.task_id, v.benchmark, v.status, v.reason, mutation_cell(v),
+                      "; ".join(v.mutation.survivors) if v.mutation else "", v.gold_run_id or "", v.null_run_id or ""]
                      for v in result.verdicts]
 
 

@@ -23,4 +23,16 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="bench_core.task_validation",
+        version=2,
+        name="task_validations_mutation",
+        sql="""
+        -- the mutation score of a valid task (task_validation/mutation.py); NULL where none was measured
+        ALTER TABLE task_validations ADD COLUMN mutants INTEGER;            -- mutants tried
+        ALTER TABLE task_validations ADD COLUMN mutants_killed INTEGER;     -- rejected by a check that runs code
+        ALTER TABLE task_validations ADD COLUMN mutation_score DOUBLE;      -- killed / (killed + survived)
+        ALTER TABLE task_validations ADD COLUMN mutation JSON;              -- MutationScore: counts, seed, survivors
+        """,
+    ),
 ]

@@ -32,6 +32,7 @@ from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, null_status
 from failatlas.bench_core.task_validation.model import TaskVerdict, ValidateParams, ValidateResult
+from failatlas.bench_core.task_validation.mutation import add_mutation_scores
 from failatlas.bench_core.task_validation.recordings import record_derived_tests
 from failatlas.bench_core.task_validation.writes import write_verdicts
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -165,6 +166,7 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
         for task in passing:
             status, reason = null_status(gold[gold_ids[task.id]], nulls.get(null_ids.get(task.id, "")))
             decide(task, status, reason, gold_run_id=gold_ids[task.id], null_run_id=null_ids.get(task.id))
+        add_mutation_scores(store, passing, verdicts, params, on_step)  # of the valid tasks only
         ordered = [verdicts[t.id] for t in tasks]
         with store.write() as conn:
             record.count("task_validations", write_verdicts(conn, ordered, sandbox=params.sandbox,

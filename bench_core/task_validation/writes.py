@@ -15,10 +15,13 @@ def write_verdicts(conn: duckdb.DuckDBPyConnection, verdicts: Iterable[TaskVerdi
     n = 0
     for v in verdicts:
         conn.execute("DELETE FROM task_validations WHERE task_id = ?", [v.task_id])
+        m = v.mutation
         conn.execute(
             "INSERT INTO task_validations (task_id, benchmark, status, reason, gold_run_id, null_run_id, setting,"
-            " sandbox, stage_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " sandbox, stage_run_id, mutants, mutants_killed, mutation_score, mutation)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [v.task_id, v.benchmark, v.status, v.reason, v.gold_run_id, v.null_run_id, v.setting, sandbox,
-             stage_run_id])
+             stage_run_id, m.mutants if m else None, m.killed if m else None, m.score if m else None,
+             m.model_dump_json() if m else None])
         n += 1
     return n

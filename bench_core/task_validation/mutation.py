@@ -1,0 +1,110 @@
+"""A task's mutation score: the share of mutants of the reference's masked functions that its checks reject.
+
+Like EvalPlus's finding that three tests per task let wrong code through, a task whose hidden tests and expected
+values with their tolerances accept the reference with `+` turned into `-` measures less than it claims. For each
+valid task (gold passes, null fails), `tasks validate` builds up to `ValidateParams.mutants` mutants of the
+reference's masked functions (`agents/mutant.py`: our own operators, seeded by `mutation_seed`), runs each as the
+`mutant` agent (the reference restored with the one mutant in place) and scores it with the ordinary scoring stage,
+in the validation's sandbox kind: the same constructed tree, clean re-run and hidden (and derived) tests as any
+agent's run. A mutant is
+
+- killed when a check that runs code rejects it: a hidden or derived test fails (`DETERMINISTIC_JUDGES`), or the
+  clean re-run's outcome is a failure (a value outside its tolerance, a crash, a timeout);
+- survived when every such check that ran accepted it;
+- not scored when none could judge it (its run or re-run failed for the infrastructure, no check ran code): it is
+  in neither count.
+
+The score is killed / (killed + survived), None with nothing scored. Survivors are listed with the verdict: each is
+a change to the reference no check notices (a tolerance wider than what the experiment measures, an untested
+branch), or a change that does not alter behaviour (an equivalent mutant), which the task's author tells apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from failatlas.bench_core.agents.mutant import candidates, select
+from failatlas.bench_core.repos import repository_for
+from failatlas.bench_core.runs import BenchParams
+from failatlas.bench_core.runs import run as run_agents
+from failatlas.bench_core.runs.inputs import repository_of
+from failatlas.bench_core.scoring import ScoreParams
+from failatlas.bench_core.scoring import run as score_runs
+from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
+from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
+from failatlas.bench_core.task_validation.model import VALID, MutationScore, TaskVerdict, ValidateParams
+from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.bench_core.tasks.paths import task_path
+from failatlas.core.store import Store
+
+
+def _reference(store: Store, task: TaskSpec, params: ValidateParams) -> Path:
+    used = repository_of(task, repo=params.repo, cached=None if params.repo is not None else
+                         repository_for(store, task))
+    if used is not None and used.path is not None:
+        return used.path
+    return task_path(task, task.repository.local_path, field="repository.local_path")
+
+
+def _fate(store: Store, run_id: str) -> str:
+    """`killed`, `survived` or `not_scored` for one scored mutant run (module docstring)."""
+    status = store.query("SELECT status FROM runs WHERE id = ?", [run_id])
+    if not status or status[0][0] == "infra_error":
+        return "not_scored"
+    marks = ", ".join("?" for _ in DETERMINISTIC_JUDGES)
+    tests = [passed for (passed,) in store.query(
+        f"SELECT passed FROM judgements WHERE run_id = ? AND status = 'ok' AND judge IN ({marks})",
+        [run_id, *sorted(DETERMINISTIC_JUDGES)])]
+    outcome = store.query("SELECT outcome FROM validations WHERE run_id = ?", [run_id])
+    outcome = outcome[0][0] if outcome else None
+    e_judged = outcome is not None and outcome not in UNSCORED_OUTCOMES
+    if any(p is False for p in tests) or (e_judged and outcome != "passed"):
+        return "killed"
+    return "survived" if tests or e_judged else "not_scored"
+
+
+def mutation_score(store: Store, task: TaskSpec, params: ValidateParams,
+                   on_step: Callable[[str], None] | None = None) -> MutationScore | None:
+    """The mutation score of one task (module docstring); None when its reference has no function to mutate or
+    `params.mutants` is 0."""
+    if params.mutants <= 0:
+        return None
+    found = [m for m, _, _ in candidates(task, _reference(store, task, params))]
+    chosen = select(found, params.mutants, params.mutation_seed)
+    if not chosen:
+        return None
+    ids: dict[str, str] = {}
+    for mutant in chosen:
+        bench = BenchParams(agent="mutant", agent_params={"mutant": mutant.name}, task_ids=[task.id],
+                            gpu_tasks=True, retry_infra=params.retry_infra, sandbox=params.sandbox,
+                            image=params.image, repo=params.repo, runs_dir=params.runs_dir,
+                            **({"setting": params.setting} if params.setting else {}))
+        run_agents(store, bench)
+        rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = 'mutant' AND agent_params = ?::JSON"
+                           " ORDER BY attempt LIMIT 1", [task.id, json.dumps(bench.agent_params)])
+        if rows:
+            ids[mutant.name] = rows[0][0]
+        if on_step:
+            on_step(f"mutant {mutant.name}")
+    if ids:
+        score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
+                                      repo=params.repo, runs_dir=params.runs_dir, llm=False))
+    fates = {m.name: _fate(store, ids[m.name]) if m.name in ids else "not_scored" for m in chosen}
+    killed = sum(f == "killed" for f in fates.values())
+    survived = [m for m in chosen if fates[m.name] == "survived"]
+    judged = killed + len(survived)
+    return MutationScore(mutants=len(chosen), killed=killed, survived=len(survived),
+                         not_scored=len(chosen) - judged, score=killed / judged if judged else None,
+                         survivors=[f"{m.name}: {m.what}" for m in survived], seed=params.mutation_seed)
+
+
+def add_mutation_scores(store: Store, tasks: list[TaskSpec], verdicts: dict[str, TaskVerdict], params: ValidateParams,
+                        on_step: Callable[[str], None] | None = None) -> None:
+    """Set the mutation score of each of `tasks` whose verdict is `valid` (a task whose gold fails, or whose null
+    passes, has no score to speak of)."""
+    for task in tasks:
+        verdict = verdicts.get(task.id)
+        if verdict is not None and verdict.status == VALID:
+            verdict.mutation = mutation_score(store, task, params, on_step)
