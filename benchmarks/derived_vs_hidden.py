@@ -2,11 +2,11 @@
 
 For each CPU task of the mini-suite that masks functions, a copy with its hand-written hidden tests removed
 (`implementation.hidden_tests=[]`, id `<task>-nohidden`) is saved beside it. gold, null and every fault agent
-(`--hostile`: the hostile agents too) run on both, in Docker; the runs of the task are scored with `hidden-tests`,
+(`--hostile`: the hostile agents too; `--agents`, `--tasks`: only those) run on both, in Docker; the runs of the task are scored with `hidden-tests`,
 those of the copy with `derived-tests` (no recording exists before: scoring makes it on first need). Prints one
 markdown row per task and agent: the two verdicts, and whether they agree on pass/fail.
 
-    python benchmarks/derived_vs_hidden.py [--workers 2] [--hostile] [--keep DIR]
+    python benchmarks/derived_vs_hidden.py [--workers 2] [--hostile] [--agents A ...] [--tasks T ...] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--hostile", action="store_true", help="also the hostile agents")
+    parser.add_argument("--agents", nargs="+", help="only these agents (default: gold, null, every fault agent)")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), help=f"default: {' '.join(TASKS)}")
     parser.add_argument("--keep", type=Path, help="a folder for the store and runs (default: a temporary one)")
     args = parser.parse_args()
 
@@ -51,9 +53,10 @@ def main() -> None:
     agents = ["gold", "null", *sorted(n for n in agent_names() if n.startswith("fault-"))]
     if args.hostile:
         agents += sorted(n for n in agent_names(include_hidden=True) if n.startswith("hostile-"))
+    agents = args.agents or agents
     root = args.keep or Path(tempfile.mkdtemp(prefix="failatlas-derived-"))
     store = open_store(root / "store.duckdb")
-    tasks = [t for t in load_suite("failatlas-mini") if t.id in TASKS]
+    tasks = [t for t in load_suite("failatlas-mini") if t.id in args.tasks]
     copies = [t.model_copy(update={"id": f"{t.id}-nohidden", "implementation": t.implementation.model_copy(
         update={"hidden_tests": []})}) for t in tasks]
     save_tasks(store, tasks + copies, source="failatlas-mini")

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from failatlas.bench_core.hidden import wire
-from failatlas.bench_core.hidden.relay import HERE, run_judge
+from failatlas.bench_core.hidden.relay import HERE, JudgeError, run_judge
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
@@ -181,18 +181,24 @@ def replay(cases: list[dict], sandbox, *, timeout_s: float, pristine: Path | Non
         return run_judge([path], sandbox, pristine=pristine, timeout_s=timeout_s)
 
 
+def _finished(run, whose: str):
+    """`run`, when it ran to the end; JudgeError (nothing is stored) when it did not: a replay of trusted code that
+    stops (a deadline on a loaded machine) says nothing about the cases."""
+    if run.problems:
+        raise JudgeError(f"the replay on {whose} did not finish: {run.problems[0][:200]}")
+    return run
+
+
 def self_check(recording: Recording, sandbox, *, timeout_s: float) -> Recording:
     """Keep only the cases the reference (in `sandbox`, started from the reference tree) passes when replayed
     exactly as an agent's code will be: a fresh process per call, the instance rebuilt from its `__dict__`. What a
     function does with state the replay cannot carry (globals set by the run, a random stream) drops out here."""
     if not recording.cases:
         return recording
-    run = replay(recording.cases, sandbox, timeout_s=timeout_s)
+    run = _finished(replay(recording.cases, sandbox, timeout_s=timeout_s), "the reference")
     passed = {test_id(name) for name in run.passed}
     kept = [c for c in recording.cases if c["id"] in passed]
     recording.unreproducible += len(recording.cases) - len(kept)
-    if run.problems:
-        recording.notes.extend(p[:200] for p in run.problems[:3])
     failed = [f for f in run.failures if test_id(f["test"]) is not None][:3]
     recording.notes.extend(f"not reproduced by the reference: {test_id(f['test'])}: {f['message'][:160]}"
                            for f in failed)
@@ -205,7 +211,7 @@ def drop_stub_passes(recording: Recording, sandbox, *, timeout_s: float) -> Reco
     a case the stubs pass cannot tell an implementation from none."""
     if not recording.cases:
         return recording
-    run = replay(recording.cases, sandbox, timeout_s=timeout_s)
+    run = _finished(replay(recording.cases, sandbox, timeout_s=timeout_s), "the masked stubs")
     passing = {test_id(name) for name in run.passed}
     kept = [c for c in recording.cases if c["id"] not in passing]
     recording.stub_passes += len(recording.cases) - len(kept)

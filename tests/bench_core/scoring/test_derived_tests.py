@@ -32,7 +32,7 @@ from failatlas.bench_core.tasks import save_tasks
 from failatlas.store import open_store
 
 RIDGE, KMEANS = "mini-ridge-cv", "mini-kmeans-init"
-FAILING = ("null", "fault-missing-component", "fault-wrong-constant", "fault-crash")
+FAILING = ("null", "fault-missing-component", "fault-wrong-constant")
 SUITE = Path(__file__).resolve().parents[3] / "bench_core" / "suites" / "mini"
 
 
@@ -78,7 +78,7 @@ def scored(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     store = open_store(root / "store.duckdb")
     save_tasks(store, [_task(RIDGE), _task(KMEANS)], source="failatlas-mini")
     common = {"sandbox": "docker", "image": sandbox_image, "runs_dir": root / "runs", "workers": 2}
-    for agent in ("gold", *FAILING):
+    for agent in ("gold", *FAILING, "fault-crash"):
         runs.run(store, runs.BenchParams(agent=agent, task_ids=[RIDGE], **common))
     for agent in ("gold", "null"):
         runs.run(store, runs.BenchParams(agent=agent, task_ids=[KMEANS], **common))
@@ -86,13 +86,16 @@ def scored(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     result = scoring.run(store, scoring.ScoreParams(judges=["derived-tests", "hidden-tests"], **common))
     assert result.ok, result
     rows = store.query_dicts(
-        "SELECT r.task_id, r.agent, j.status, j.passed, j.score, j.verdict, j.error_analysis, j.reason"
-        " FROM judgements j JOIN runs r ON r.id = j.run_id WHERE j.judge = 'derived-tests'")
-    return store, {(r["task_id"], r["agent"]): {**r, "verdict": json.loads(r["verdict"])} for r in rows}
+        "SELECT r.task_id, r.agent, j.judge, j.status, j.passed, j.score, j.verdict, j.error_analysis, j.reason"
+        " FROM judgements j JOIN runs r ON r.id = j.run_id WHERE j.judge IN ('derived-tests', 'hidden-tests')")
+    verdicts = {(r["task_id"], r["agent"]): {**r, "verdict": json.loads(r["verdict"])} for r in rows
+                if r["judge"] == "derived-tests"}
+    hidden = {(r["task_id"], r["agent"]): r for r in rows if r["judge"] == "hidden-tests"}
+    return store, verdicts, hidden
 
 
 def test_gold_passes_and_every_failing_agent_fails(scored):
-    _store, verdicts = scored
+    _store, verdicts, hidden = scored
     gold = verdicts[(RIDGE, "gold")]
     assert gold["status"] == "ok" and gold["passed"] is True and gold["score"] == 1.0
     assert gold["verdict"]["cases"] == gold["verdict"]["matched"] >= 8
@@ -104,8 +107,20 @@ def test_gold_passes_and_every_failing_agent_fails(scored):
         assert row["verdict"]["functions"]["RidgeRegression.fit"]["first_failure"], agent
 
 
+def test_fault_crash_is_judged_as_the_hand_written_tests_judge_it(scored):
+    """fault-crash puts `[][0]` in the first function of ridge.py, `RidgeRegression.__init__`, which is not
+    masked: the constructed tree (pristine repository + the agent's masked bodies) does not carry it, and a replay
+    builds the instance with `Cls.__new__`. I is about the masked `fit`, which is gold's: both checks pass it
+    (E, the task's command, is where a crash in unmasked code would count)."""
+    _store, verdicts, hidden = scored
+    derived, written = verdicts[(RIDGE, "fault-crash")], hidden[(RIDGE, "fault-crash")]
+    assert derived["status"] == written["status"] == "ok"
+    assert derived["passed"] == written["passed"]
+    assert derived["verdict"]["matched"] == derived["verdict"]["cases"]
+
+
 def test_a_second_task_with_an_unencodable_function_records_the_rest(scored):
-    _store, verdicts = scored
+    _store, verdicts, _hidden = scored
     gold, null = verdicts[(KMEANS, "gold")], verdicts[(KMEANS, "null")]
     assert gold["passed"] is True and null["passed"] is False and null["score"] == 0.0
     # kmeanspp_init takes a RandomState: its calls are skipped and counted, KMeans.fit's are replayed
@@ -114,7 +129,7 @@ def test_a_second_task_with_an_unencodable_function_records_the_rest(scored):
 
 
 def test_scoring_stored_one_recording_per_task_and_reused_it(scored):
-    store, verdicts = scored
+    store, verdicts, _hidden = scored
     files = sorted((cache_folder(store)).glob("*.wire"))
     assert len(files) == 2
     keys = {verdicts[(RIDGE, a)]["verdict"]["recording"] for a in ("gold", *FAILING)}
