@@ -201,6 +201,24 @@ def test_outputs_lost_on_the_way_out_are_infrastructure_never_the_agents(slow_cl
     assert CONCLUSION_FILE in message and f"written {len(CONCLUSION)} bytes" in message, message
 
 
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_gold_run_whose_outputs_cannot_be_read_is_infrastructure(store, tmp_path, slow_client, sandbox_image,
+                                                                   monkeypatch):
+    """The same loss through the runner: the run is stored as `infra_error` naming the file, so it is redone and
+    stays out of the agent's scores, never a completed run with an empty conclusion."""
+    task = _mini_ridge()
+    save_tasks(store, [task], source="failatlas-mini")
+    monkeypatch.setenv("DOCKER_HOST", slow_client.url)
+    slow_client.keep = 0  # from the second exec on (the probe passes whole)
+    run_batch(store, plan(store, [task], "gold").todo,
+              RunConfig(runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image))
+    [(status, reason, outputs)] = store.query("SELECT status, infra_error, outputs FROM runs")
+    assert status == "infra_error", outputs
+    assert "could not be read back consistently" in reason and ".failatlas/design.json" in reason, reason
+    assert plan(store, [task], "gold", retry_infra=True).todo, "an infra_error run is planned again"
+
+
 def test_a_file_the_agents_own_commands_changed_after_writing_it_is_what_is_collected(tmp_path):
     """The other side of the check: a mismatch the agent made (it wrote, then its command rewrote the file) is
     what the sandbox holds, collected and noted, never an infrastructure error; a file it never wrote stays ''."""
