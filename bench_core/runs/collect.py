@@ -11,7 +11,9 @@ infrastructure error; what was cut is in `RunOutputs.cut`. The design is read by
 JSON (`failatlas.core.importers.load_untrusted_json`): a design nested past 100 levels, holding an integer past
 the range of a float, a lone surrogate or anything but UTF-8 JSON is recorded as unreadable (`design_error`, so
 the design phase fails) and the run is stored like any other. Text outputs are decoded with replacement, so no
-byte sequence can leave a string the store refuses.
+byte sequence can leave a string the store refuses. Each output file is read through two paths and checked against
+what the agent wrote (`readback`): what the harness cannot read back consistently is `OutputsUnreadable`, an
+infrastructure error, never an empty output.
 """
 
 from __future__ import annotations
