@@ -38,17 +38,26 @@ class SlowClient:
     (the sandbox's probe at its start), but every later exec's stream (a reply upgraded with `101`) reaches the
     client only when the daemon closes it, in one write with its headers: a client that read the headers only
     after the command had ended. With `keep` set, only that many bytes of such a stream after its headers reach
-    the client: a stream that ends early, between frames (0) or inside one."""
+    the client: a stream that ends early, between frames (0) or inside one; `cuts`, when set, is how many streams
+    are cut so before they pass whole again."""
 
     def __init__(self, path: Path) -> None:
         self.path = str(path)
         self.keep: int | None = None
+        self.cuts: int | None = None
         self.upgraded = 0
         self._lock = threading.Lock()
         self._server = socket.socket(socket.AF_UNIX)
         self._server.bind(self.path)
         self._server.listen(64)
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def _cut_this_one(self) -> bool:
+        with self._lock:
+            if self.cuts is None:
+                return True
+            self.cuts -= 1
+            return self.cuts >= 0
 
     @property
     def url(self) -> str:
@@ -92,7 +101,7 @@ class SlowClient:
                     client.sendall(held)
                     held = b""
             if held:
-                if self.keep is not None:
+                if self.keep is not None and self._cut_this_one():
                     held = held[:held.index(b"\r\n\r\n") + 4 + self.keep]
                 client.sendall(held)  # the upgraded stream, whole, in one write
         except OSError:
@@ -217,6 +226,27 @@ def test_a_gold_run_whose_outputs_cannot_be_read_is_infrastructure(store, tmp_pa
     assert status == "infra_error", outputs
     assert "could not be read back consistently" in reason and ".failatlas/design.json" in reason, reason
     assert plan(store, [task], "gold", retry_infra=True).todo, "an infra_error run is planned again"
+
+
+@pytest.mark.docker
+def test_reads_that_lost_their_stream_once_are_read_again(slow_client, sandbox_image, tmp_path):
+    """The three output reads and the first copy of the working copy lose everything after their headers; the copy
+    is made again and the conclusion, disagreeing with the copy and with what the agent wrote, is read again:
+    everything the agent wrote is collected, and nothing is blamed on it."""
+    masked = tmp_path / "masked"
+    masked.mkdir()
+    (masked / "README.md").write_text("task\n")
+    box = _docker_box(slow_client, sandbox_image, workspace=masked)
+    try:
+        ctx, steps = _writer(box)
+        ctx.write(CONCLUSION_FILE, CONCLUSION)
+        slow_client.keep, slow_client.cuts = 0, 4
+        outputs = collect_outputs(box, box.workdir, masked, tmp_path / "scratch", written=recorded_writes(steps))
+    finally:
+        slow_client.keep = slow_client.cuts = None
+        box.close()
+    assert outputs.conclusion == CONCLUSION and outputs.design is None and outputs.run_script is None
+    assert (outputs.errors, outputs.readback, outputs.diff) == ([], [], "")
 
 
 def test_a_file_the_agents_own_commands_changed_after_writing_it_is_what_is_collected(tmp_path):
