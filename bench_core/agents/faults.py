@@ -97,18 +97,28 @@ class _FaultAgent(GoldAgent, ABC):
         raise ValueError("; ".join(errors) or "no Python file among the masked paths")
 
 
+    def edit_masked_function(self, ctx: AgentContext, statement: str) -> str:
+        """Insert `statement` first in the task's first masked function (in its own file: the implementation is
+        what the verdicts are decided on, docs/metrics.md); without masked functions, in the first function of
+        the first masked Python file."""
+        ref = self._require_reference(ctx)
+        functions = ref.task.masking.functions
+        if not functions:
+            return self.edit_first_python_file(ctx, lambda src: insert_statement(src, statement))
+        target = functions[0]
+        source = (ref.tree / target.path).read_text()
+        new_source, what = insert_statement(source, statement, target.qualname.split(".")[-1])
+        ctx.write(target.path, new_source)
+        return f"{target.path}: {what}"
+
+
 class MissingComponentAgent(_FaultAgent):
     """Leaves out an essential component: one masked function keeps (or gets) a stub body."""
 
     name = fault = "missing_component"
 
     def inject(self, ctx: AgentContext) -> str:
-        stub = 'raise NotImplementedError("left out")'
-        return self.edit_first_python_file(ctx, lambda src: insert_statement(src, stub, self._target(ctx)))
-
-    def _target(self, ctx: AgentContext) -> str | None:
-        functions = ctx.reference.task.masking.functions
-        return functions[0].qualname.split(".")[-1] if functions else None
+        return self.edit_masked_function(ctx, 'raise NotImplementedError("left out")')
 
 
 class WrongConstantAgent(_FaultAgent):
@@ -134,7 +144,7 @@ class MissingPackageAgent(_FaultAgent):
     name = fault = "missing_package"
 
     def inject(self, ctx: AgentContext) -> str:
-        return self.edit_first_python_file(ctx, lambda src: (f"import {MISSING_PACKAGE}\n" + src, MISSING_PACKAGE))
+        return self.edit_masked_function(ctx, f"import {MISSING_PACKAGE}  # the implementation needs it")
 
 
 class CrashAgent(_FaultAgent):
@@ -143,8 +153,7 @@ class CrashAgent(_FaultAgent):
     name = fault = "crash"
 
     def inject(self, ctx: AgentContext) -> str:
-        crash = "_injected_fault = [][0]  # crashes at run time"
-        return self.edit_first_python_file(ctx, lambda src: insert_statement(src, crash))
+        return self.edit_masked_function(ctx, "_injected_fault = [][0]  # crashes at run time")
 
 
 class NoConclusionAgent(_FaultAgent):

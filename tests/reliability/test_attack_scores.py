@@ -5,6 +5,8 @@ One store, one batch: `null` and every hostile agent on every CPU mini task, in 
 offline (`llm=False`) as `bench score` would. A hostile run must also be stored (never `infra_error`, which would
 take it out of every denominator) and scored. The assertion lists every (agent, task, phase) that beats `null`.
 
+Every task runs twice, as it is and as a copy without hidden tests (issue 38: I then comes from the derived tests
+and E must hold without the hidden tests' consistency check; FAILATLAS_ATTACK_NO_HIDDEN=0 leaves the copies out).
 Every hostile agent runs on `mini-ridge-cv` (the task every attack of issue 29 was first shown on) by default:
 the whole matrix (about 36 agents x 5 tasks, each run and re-run in Docker, about an hour on 2 idle cores) does not
 fit CI's 90 minutes beside the rest of the suite. `FAILATLAS_ATTACK_TASKS=all` runs every CPU task;
@@ -49,9 +51,18 @@ def hostile_agents() -> list[str]:
 
 
 def cpu_tasks():
+    """The chosen CPU tasks, each followed by its copy without hidden tests (what every AutoExperiment, EXP-Bench
+    and RExBench task is: issue 38), unless FAILATLAS_ATTACK_NO_HIDDEN=0."""
     tasks = [t for t in load_suite("failatlas-mini") if t.resources.gpus == 0]
     chosen = set(_chosen("FAILATLAS_ATTACK_TASKS", [t.id for t in tasks], DEFAULT_TASKS))
-    return [t for t in tasks if t.id in chosen]
+    out = []
+    for task in (t for t in tasks if t.id in chosen):
+        out.append(task)
+        if task.implementation.hidden_tests and os.environ.get("FAILATLAS_ATTACK_NO_HIDDEN", "1") != "0":
+            bare = task.model_copy(deep=True, update={"id": f"{task.id}-no-hidden-tests"})
+            bare.implementation.hidden_tests = []
+            out.append(bare)
+    return out
 
 
 @pytest.fixture(scope="module")
