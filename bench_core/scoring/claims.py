@@ -2,14 +2,16 @@
 
 Deterministic and offline, at the level of units: sentences, cut also at `;` and `:`. Three kinds of contradiction:
 
-- **answer**: the reference answers the question Yes or No (its first word, or "the answer is ..."), and the
-  conclusion gives the other answer;
+- **answer**: the reference answers the question Yes or No, and the conclusion gives the other answer (a `yes` or
+  `no` that starts the text, starts a line or follows a colon in its first 200 characters, or "the answer is ...");
 - **reversed**: a unit of the conclusion makes a comparison or states a direction on the same axis as the reference
   unit it is about, the other way round. Axes: magnitude (less/more, lower/higher, smaller/larger, fewer, below/
   above), quality (better/worse, improves/hurts, outperforms), change (increases/decreases, rises/falls, grows/
-  shrinks). A negation in front flips a cue (`not less` is `more`); when the conclusion names first what the
+  shrinks). A negation up to 6 words in front flips a cue (`not less` is `more`, `does not predict held-out data
+  better`; `it is not the case that` every cue after it); when the conclusion names first what the
   reference names after the cue (`OLS's error is higher than ridge's` for `ridge's error is less than OLS's`), the
-  comparison is read the other way round, so a swapped paraphrase agrees;
+  comparison is read the other way round, so a swapped paraphrase agrees. The words around the two cues (4 content
+  words each side, asides in parentheses skipped) must be at least half the reference's;
 - **negated**: the conclusion negates (`not`, `no`, `never`, `n't`, `cannot`, `fails to`, `... none`,
   `... nothing`) a word the reference unit states plainly (`removes none of it` for `removes much of it`), in a unit
   that shares at least half of that reference unit's content words.
@@ -20,9 +22,10 @@ hold as asked, with a No they are reversed and its effect verbs (change, affect,
 
 A unit of the conclusion is about the reference units that share the most content words with it (stems: the first
 five letters of words of 3+ letters, stop words, cues and negators out), at least 2 and at least half of the
-smaller unit's; it contradicts only when it contradicts every one of them. Known limits: a claim in words the
-reference does not use, a hedge that states both directions (`lower or higher`), and comparisons whose two sides
-share their words are not read.
+smaller unit's; it contradicts when it contradicts one of them and agrees with none. A unit longer than 2000
+characters is cut, so the work is linear in the text. Known limits: a claim in words the reference does not use, a
+hedge that states both directions on one axis (`lower or higher`), comparisons whose two sides share their words,
+and two subjects that differ in one word (`test` vs `training accuracy rises`) are not read.
 """
 
 from __future__ import annotations
