@@ -46,7 +46,7 @@ from failatlas.bench_core.prepare import prepare_workspace, reference_workspace,
 from failatlas.bench_core.prepare.stubs import StubError, StubTarget, locate, parse_python
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import InfrastructureError, InputError
+from failatlas.core.errors import AgentFaultError, InfrastructureError, InputError
 
 NAME = "derived-tests"
 CACHE_FOLDER = "derived-tests"
@@ -332,12 +332,19 @@ class DerivedTestsJudge:
         if not inp.validated or "implementation" not in inp.task.judgeable_phases:
             return []
         folder = cache_folder(self.options.store if self.options else None)
-        try:
-            return [judge_derived(inp.task, inp.start_sandbox, reference_tree(inp.task, inp.repository),
-                                  folder=folder)]
-        except (OSError, LookupError, InfrastructureError) as exc:
-            return [Verdict("implementation", NAME, status="judge_failed",
-                            reason=f"derived tests could not run: {exc}")]
+        for attempt in range(2):  # the agent's code broke its sandbox (AgentFaultError): once more in a fresh one
+            try:
+                return [judge_derived(inp.task, inp.start_sandbox, reference_tree(inp.task, inp.repository),
+                                      folder=folder)]
+            except AgentFaultError as exc:  # then its failure, never judge_failed
+                if attempt:
+                    return [Verdict("implementation", NAME, score=0.0, passed=False,
+                                    verdict={"passed": 0, "total": 1, "problems": [str(exc)]},
+                                    error_analysis=f"The derived tests could not run to the end: {exc}.")]
+            except (OSError, LookupError, InfrastructureError) as exc:
+                return [Verdict("implementation", NAME, status="judge_failed",
+                                reason=f"derived tests could not run: {exc}")]
+        raise AssertionError("unreachable")
 
 
 def ensure_recordings(tasks: list[TaskSpec], references: dict[str, Path], start: Callable[[TaskSpec], StartTree],

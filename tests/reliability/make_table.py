@@ -52,8 +52,9 @@ Limits the table does not hide:
   passes (docs/metrics.md), but an implementation written into a masked *file* cannot be told from a real one.
 - Network: the host guard needs root and iptables on the Docker host (else a network-enabled sandbox does not
   start unless `FAILATLAS_SANDBOX_HOST_GUARD=off`); the local backend has no network isolation at all.
-- Background processes: a command's background children keep running after it returns (agents may start
-  servers) unless the command times out or hits the process limit; then they are killed (restart if needed).
+- Background processes: nothing a command starts outlives it (bwrap: its PID namespace; Docker: the sandbox
+  user's processes of no running command are killed; local: a subreaper), so an agent cannot leave a server
+  running between commands, nor processes that starve the harness (docs/sandbox.md).
 - The monitor's rules are patterns over commands: an agent that fakes results while echoing the run command
   (`echo python3 run.py`) escapes the `fabricated_results` rule; the validator's clean re-run still catches it.
 
