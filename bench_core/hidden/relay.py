@@ -22,8 +22,8 @@ judge itself does not fail on those. The same holds for the sandbox: once a work
 it, the agent's code may have run there, and a sandbox operation that then fails (a write or read refused, a
 worker that cannot start because the agent's processes hold the process limit, a refused exec) raises
 `AgentFaultError`, never the InfrastructureError it was; before that, it stays the InfrastructureError
-(`judge_failed`). The caller (`scoring/offline_judges.py`) retries either kind of agent fault once in a fresh
-sandbox (`JudgeRun.agent_fault`).
+(`judge_failed`). `run_judge_retried` tries a run that ended by either kind of agent fault (AgentFaultError,
+`JudgeRun.agent_fault`) once more in a fresh sandbox; if it recurs, it is the agent's I failure.
 """
 
 from __future__ import annotations
