@@ -44,13 +44,15 @@ ANSWER_CHARS = 200
 _WHOLE_CLAUSE = (("the", "case", "that"), ("true", "that"))
 _AXES = {
     "magnitude": ("less lower smaller fewer below low lowest smallest",
-                  "more greater higher larger above high highest largest greatest"),
-    "quality": ("worse hurts hurt degrades degrade worsens worsen underperforms underperform inferior",
-                "better improves improve improved improvement outperforms outperform beats beat helps help superior"),
+                  "more greater higher larger above high highest largest greatest exceeds exceed"),
+    "quality": ("worse hurts hurt degrades degrade degraded degradation deteriorates deteriorated deterioration "
+                "worsens worsen worsened underperforms underperform inferior",
+                "better improves improve improved improvement improvements outperforms outperform beats beat helps "
+                "help superior enhances enhance enhanced surpasses surpass"),
     "change": ("decreases decrease decreased decreasing falls fall fell falling drops drop dropped declines decline "
                "declined reduces reduce reduced shrinks shrink shrank lowers lowered",
                "increases increase increased increasing rises rise rose rising raises raise raised grows grow grew "
-               "growing climbs climb gains gain"),
+               "growing climbs climb gains gain boosts boost boosted"),
 }
 CUES: dict[str, tuple[str, int]] = {w: (axis, sign) for axis, (down, up) in _AXES.items()
                                     for sign, words in ((-1, down), (1, up)) for w in words.split()}
@@ -244,8 +246,9 @@ def _cue_text(u: Unit, i: int) -> str:
 
 
 def _reversed(a: Unit, r: Unit) -> tuple[str, str]:
-    """(`contradicts` with why, `agrees`, or `silent`): on an axis, every cue of `a` whose words around it are at
-    least half those around `r`'s nearest cue says the opposite (`contradicts`), or one says the same."""
+    """(`contradicts` with why, `agrees`, or `silent`): each cue of `a` is read against the cue of `r` on its axis
+    whose words around it it shares most (at least half of them); `contradicts` where every cue of `a` read
+    against one cue of `r` says the opposite, `agrees` where one says the same."""
     agrees = False
     for axis in dict.fromkeys(ax for _, ax, _ in a.cues):
         theirs = [(j, s) for j, ax, s in r.cues if ax == axis]
@@ -259,10 +262,13 @@ def _reversed(a: Unit, r: Unit) -> tuple[str, str]:
                 continue
             swapped = _swapped(a, i, r, j)
             verdicts.append(((-sign if swapped else sign) == -s, i, j, swapped))
-        if verdicts and all(v[0] for v in verdicts):
-            _, i, j, swapped = verdicts[0]
-            turned = ", its sides the other way round" if swapped else ""
-            return "contradicts", f"'{_cue_text(a, i)}'{turned} where the reference says '{_cue_text(r, j)}' ({axis})"
+        for ref_cue in dict.fromkeys(j for _, _, j, _ in verdicts):  # per reference cue, what was said of it
+            said = [v for v in verdicts if v[2] == ref_cue]
+            if all(v[0] for v in said):
+                _, i, j, swapped = said[0]
+                turned = ", its sides the other way round" if swapped else ""
+                return "contradicts", (f"'{_cue_text(a, i)}'{turned} where the reference says '{_cue_text(r, j)}' "
+                                       f"({axis})")
         agrees = agrees or bool(verdicts)
     return ("agrees", "") if agrees else ("silent", "")
 
