@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.hidden import JudgeRun
+from failatlas.bench_core.hidden import JudgeError, JudgeRun
 from failatlas.bench_core.hidden.record import (
     RECORDER_VERSION,
     Limits,
@@ -170,6 +170,13 @@ def make_recording(task: TaskSpec, reference: Path, targets: list[dict], start: 
     """Record the reference's calls in a fresh sandbox (`start(tree)`) holding a copy of `reference`, and keep
     those it reproduces and the masked stubs do not pass (the masked repository in another fresh sandbox).
     Raises InfrastructureError when a sandbox or the judge fails."""
+    try:
+        return _record(task, reference, targets, start, limits)
+    except AgentFaultError as exc:  # only the reference's code and the stubs ran here: never an agent's fault
+        raise JudgeError(f"recording the reference's calls failed: {exc}") from exc
+
+
+def _record(task: TaskSpec, reference: Path, targets: list[dict], start: StartTree, limits: Limits) -> Recording:
     with tempfile.TemporaryDirectory(prefix="failatlas-record-") as tmp:
         tree = reference_workspace(task, Path(tmp) / "reference", repo=reference)
         timeout = float(task.run.timeout_s)

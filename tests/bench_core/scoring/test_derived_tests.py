@@ -32,7 +32,7 @@ from failatlas.bench_core.tasks import save_tasks
 from failatlas.store import open_store
 
 RIDGE, KMEANS = "mini-ridge-cv", "mini-kmeans-init"
-FAILING = ("null", "fault-missing-component", "fault-wrong-constant")
+FAILING = ("null", "fault-missing-component", "fault-wrong-constant", "fault-crash")
 SUITE = Path(__file__).resolve().parents[3] / "bench_core" / "suites" / "mini"
 
 
@@ -78,7 +78,7 @@ def scored(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     store = open_store(root / "store.duckdb")
     save_tasks(store, [_task(RIDGE), _task(KMEANS)], source="failatlas-mini")
     common = {"sandbox": "docker", "image": sandbox_image, "runs_dir": root / "runs", "workers": 2}
-    for agent in ("gold", *FAILING, "fault-crash"):
+    for agent in ("gold", *FAILING):
         runs.run(store, runs.BenchParams(agent=agent, task_ids=[RIDGE], **common))
     for agent in ("gold", "null"):
         runs.run(store, runs.BenchParams(agent=agent, task_ids=[KMEANS], **common))
@@ -107,16 +107,12 @@ def test_gold_passes_and_every_failing_agent_fails(scored):
         assert row["verdict"]["functions"]["RidgeRegression.fit"]["first_failure"], agent
 
 
-def test_fault_crash_is_judged_as_the_hand_written_tests_judge_it(scored):
-    """fault-crash puts `[][0]` in the first function of ridge.py, `RidgeRegression.__init__`, which is not
-    masked: the constructed tree (pristine repository + the agent's masked bodies) does not carry it, and a replay
-    builds the instance with `Cls.__new__`. I is about the masked `fit`, which is gold's: both checks pass it
-    (E, the task's command, is where a crash in unmasked code would count)."""
+def test_every_agent_is_judged_as_the_hand_written_tests_judge_it(scored):
     _store, verdicts, hidden = scored
-    derived, written = verdicts[(RIDGE, "fault-crash")], hidden[(RIDGE, "fault-crash")]
-    assert derived["status"] == written["status"] == "ok"
-    assert derived["passed"] == written["passed"]
-    assert derived["verdict"]["matched"] == derived["verdict"]["cases"]
+    assert set(verdicts) == set(hidden) and len(verdicts) == 7
+    for key, derived in verdicts.items():
+        assert derived["status"] == hidden[key]["status"] == "ok", key
+        assert derived["passed"] == hidden[key]["passed"], (key, derived, hidden[key])
 
 
 def test_a_second_task_with_an_unencodable_function_records_the_rest(scored):
