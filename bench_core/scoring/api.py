@@ -83,7 +83,7 @@ class ScoreResult(BaseModel):
     `unavailable`: "run: task: reason" for each run left unscored because its task's repository is not here or
     the task cannot be prepared from it (a masked file or function missing, a path leading out); `failed`:
     "run: error" for each run whose scoring crashed (every phase it judges recorded failed, with the reason: the run
-    stays in every denominator; `--rescore` tries again). `ok` is false when any run was left unscored or failed."""
+    stays in every denominator; a plain re-score tries it again). `ok` is false when any run was left unscored or failed."""
 
     scored: int
     outcomes: dict[str, int]
@@ -510,7 +510,8 @@ def _crash_reason(exc: BaseException) -> str:
 def _crashed(task: TaskSpec, exc: BaseException) -> tuple[Validation | None, list[Verdict]]:
     """What a run records when scoring it raised something unexpected after its trees were built from what the
     agent wrote: every phase the task judges failed, with the reason (the agent's files made the judge crash; a
-    harness bug shows on gold's runs too), so the run stays in every denominator. Final: `--rescore` tries again."""
+    harness bug shows on gold's runs too), so the run stays in every denominator. A plain re-score tries it again
+    (`judges.resumable`)."""
     reason = _crash_reason(exc)
     verdicts = [Verdict(phase, CRASH_JUDGE, score=0.0, passed=False, verdict={"crashed": True},
                         error_analysis=f"Scoring crashed on the agent's work, so this phase fails: "

@@ -46,7 +46,8 @@ def resumable(alias: str = "j") -> str:
     judgement (`RESUMABLE`), and the LLM judgements not run for want of an endpoint that is configured now."""
     from failatlas.core.llm import resolve_config
 
-    failed = f"{alias}.{RESUMABLE}"
+    # and every run whose scoring crashed (its phases are failed, with the reason): a fixed bug is then scored again
+    failed = f"({alias}.{RESUMABLE} OR {alias}.judge = 'scoring')"
     roles = [role for role in ("judge", "monitor") if resolve_config(role) is not None]
     if not roles:
         return failed

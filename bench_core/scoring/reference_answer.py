@@ -6,7 +6,8 @@ answer has no fixed name or format. The harness runs the same command once on th
 repository, unmasked), finds where each expected value appears in what it printed or in a text file it wrote
 (within the metric's tolerance), and keeps *where* as a locator: the output's `Experiment N` section, the shape of
 the line (its text with every number replaced by `#`), which line of that shape in the section, and which number on
-it. The constructed tree's re-run of the same command is then read at the same places. A value the reference run
+it; a metric the run's printed JSON answer names is read by its name instead. The constructed tree's re-run of the
+same command is then read at the same places. A value the reference run
 does not show cannot be read: the reader is not derived and E falls back to the agent's script (`script`), which
 the report says. Derivation is cached by the reference tree's content and the command, beside the store
 (`<store folder>/derived-tests/answer-<key>.json`, written atomically), so scoring runs the reference once per task.
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from failatlas.bench_core.tasks.model import TaskSpec
 
-READER_VERSION = 1
+READER_VERSION = 2
 MAX_TEXT = 1024 * 1024
 MAX_FILES = 50
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
@@ -59,6 +60,27 @@ class Reader:
     ok: bool = False
 
 
+JSON_SHAPE = "<the JSON answer it prints>"
+
+
+def _printed(task: TaskSpec, stdout: str) -> dict:
+    """The expected metrics the answer printed in `stdout` names (`answers.printed_answer`), name -> value."""
+    from failatlas.bench_core.scoring.answers import observed, printed_answer
+
+    experiments = {m.experiment for m in task.expected_results if m.experiment}
+    answer = printed_answer(stdout, experiments)
+    return observed(answer, [m.name for m in task.expected_results]) if answer else {}
+
+
+def _printed_names(reader: Reader, stdout: str) -> dict:
+    from failatlas.bench_core.scoring.answers import observed, printed_answer
+
+    names = [loc.metric for loc in reader.locators if loc.shape == JSON_SHAPE]
+    experiments = {name.split(".")[0] for name in names if name.startswith("Experiment ")}
+    answer = printed_answer(stdout, experiments)
+    return observed(answer, names) if answer else {}
+
+
 def _shape(line: str) -> str:
     return _NUMBER.sub("#", line.strip())
 
@@ -83,7 +105,11 @@ def derive(task: TaskSpec, stdout: str, files: dict[str, str]) -> Reader:
     """The reader of `task`'s expected metrics from the reference run's `stdout` and the text `files` it wrote."""
     sources = {"stdout": stdout, **files}
     reader = Reader()
+    named = _printed(task, stdout)
     for metric in task.expected_results:
+        if metric.name in named:  # the run prints an answer naming it: read by name, never by position
+            reader.locators.append(Locator(metric.name, "stdout", None, JSON_SHAPE, 0, 0))
+            continue
         best: tuple[float, Locator] | None = None
         for source, text in sources.items():
             seen: dict[tuple[str | None, str], int] = {}
@@ -115,7 +141,13 @@ def read(reader: Reader, stdout: str, files: dict[str, str]) -> dict[str, float]
     out: the comparison then says they were not observed)."""
     sources = {"stdout": stdout, **files}
     out: dict[str, float] = {}
+    named = None
     for loc in reader.locators:
+        if loc.shape == JSON_SHAPE:
+            named = _printed_names(reader, stdout) if named is None else named
+            if loc.metric in named:
+                out[loc.metric] = named[loc.metric]
+            continue
         text = sources.get(loc.source)
         if text is None:
             continue

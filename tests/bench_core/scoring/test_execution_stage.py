@@ -1,8 +1,8 @@
 """E on real tasks through the stages, in a real DuckDB file and local sandboxes: a copy of a real AutoExperiment
 row (mlrc_n=1.jsonl, paper 2205.00048, read in place; its `code/` folder copied beside it as the importer expects)
 with its run command changed, run by an agent whose run script runs it, and scored. A run that prints nothing
-never passes: its 72 expected numbers are checked, and none was printed; one that prints the stored answer matches
-every number but fails its counterfactual (it needs none of the masked code). A run whose repository is
+never passes: its 72 expected numbers are checked, and none was printed; one whose command prints the stored answer
+matches every number but needs none of the masked code, so its E is not scored. A run whose repository is
 unavailable is reported and left unscored."""
 
 from __future__ import annotations
@@ -86,16 +86,17 @@ def test_the_null_agent_never_passes_a_real_row_that_prints_no_answer(autoexperi
     nothing = got[printed_nothing]
     assert nothing["outcome"] == "wrong_value" and "no JSON answer in the output" in nothing["detail"]
     assert len(nothing["metrics"]) == 72 and not any(m["ok"] for m in nothing["metrics"].values())
-    # every number matches, but printing a stored answer needs none of the masked code: the counterfactual re-run
-    # (masked functions stubbed again, the rest kept) passes too, so the pass is not the implementation's (issue 29)
+    # the task's own command prints the stored answer: E runs it on the constructed tree, read where the reference's
+    # own run printed it, and every number matches; but it passes with every masked part left as its stub too, so
+    # the task's check does not depend on the implementation: not scored, never a pass (issue 38)
     gold = got[printed_gold]
-    assert gold["outcome"] == "fabricated_result" and "restored to its stubs" in gold["detail"], gold["detail"]
+    assert gold["outcome"] == "not_scored" and "do not depend on the implementation" in gold["detail"], gold["detail"]
     assert all(m["ok"] for m in gold["metrics"].values())
     off = got[printed_off]
     assert off["outcome"] == "wrong_value" and "Experiment 1.IIF[0]" in off["detail"]
     assert [k for k, m in off["metrics"].items() if not m["ok"]] == ["Experiment 1.IIF[0]"]
     scores = {r["task_id"]: r["E"] for r in run_scores(store).iter_rows(named=True)}
-    assert scores == {printed_nothing: 0, printed_gold: 0, printed_off: 0}
+    assert scores == {printed_nothing: 0, printed_gold: None, printed_off: 0}
 
 
 def test_a_run_whose_repository_is_gone_or_unusable_is_reported_and_not_scored(autoexperiment_store, tmp_path):

@@ -156,8 +156,13 @@ def test_an_exception_scoring_one_run_becomes_its_outcome_and_the_batch_goes_on(
     result = scoring.run(store, _params(tmp_path, workers=workers))
     assert result.scored == 3 and not result.ok
     assert result.failed == [f"{ids['gold']}: RuntimeError: monitor bug"]
-    [row] = store.query_dicts("SELECT judge, status, reason FROM judgements WHERE run_id = ?", [ids["gold"]])
-    assert row["status"] == "judge_failed" and "monitor bug" in row["reason"]
+    # the crash fails every phase the task judges, with the reason: the run stays in every denominator (issue 38)
+    rows = store.query_dicts("SELECT phase, judge, status, passed, reason FROM judgements WHERE run_id = ?",
+                             [ids["gold"]])
+    assert rows and all(r["judge"] == "scoring" and r["status"] == "ok" and r["passed"] is False
+                        and "monitor bug" in r["reason"] for r in rows)
+    [crashed] = store.query_dicts("SELECT outcome, detail FROM validations WHERE run_id = ?", [ids["gold"]])
+    assert crashed["outcome"] == "runtime_error" and "monitor bug" in crashed["detail"]
     huge = store.query_dicts("SELECT outcome, detail FROM validations WHERE run_id = ?", [ids["hostile-huge-numbers"]])
     assert huge[0]["outcome"] != "passed"  # the agent's unreadable numbers are its failure, not a crash
     assert store.query("SELECT count(*) FROM validations WHERE run_id = ?", [ids["null"]])[0][0] == 1
@@ -189,7 +194,7 @@ def test_runs_judged_in_parallel_get_the_verdicts_one_at_a_time_gives(scored_sto
     assert alone[("gold", "validation")][0] == "passed"
 
 
-def test_a_crashing_judge_is_judge_failed_and_the_other_judges_still_speak(scored_store, tmp_path):
+def test_a_crashing_judge_fails_its_phase_and_the_other_judges_still_speak(scored_store, tmp_path):
     from failatlas.bench_core.scoring.judges import JUDGES
 
     @JUDGES.register("test-crashing-judge")
@@ -207,9 +212,10 @@ def test_a_crashing_judge_is_judge_failed_and_the_other_judges_still_speak(score
     finally:
         JUDGES.unregister("test-crashing-judge")
     assert result.scored == 3 and result.failed == []
-    rows = scored_store.query_dicts("SELECT judge, status, reason FROM judgements ORDER BY run_id, judge")
+    rows = scored_store.query_dicts("SELECT judge, status, passed, reason FROM judgements ORDER BY run_id, judge")
     crashed = [r for r in rows if r["judge"] == "test-crashing-judge"]
-    assert len(crashed) == 3 and all(r["status"] == "judge_failed" and "judge bug" in r["reason"] for r in crashed)
+    assert len(crashed) == 3 and all(r["status"] == "ok" and r["passed"] is False and "judge bug" in r["reason"]
+                                     for r in crashed)
     assert len([r for r in rows if r["judge"] == "design-match" and r["status"] == "ok"]) == 3
 
 
