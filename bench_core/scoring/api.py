@@ -295,7 +295,9 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
     `fabricated_result` without a second re-run."""
     script = attribution(task) == "script" or trees.constructed is None or (needs_reader(task) and reader is None)
     tree = trees.workspace if script else trees.judged
-    judged_outputs = outputs if script else {**outputs, "changed_files": [], "run_script": None}
+    # on the constructed tree the agent's script is not run; what its diff carried (a results file) stays known, so
+    # a failed re-run of a run that wrote its results without computing them is `fabricated_result`
+    judged_outputs = outputs if script else {**outputs, "run_script": None}
     validation = _validate(task, judged_outputs, tree, trees.patch_error, params, spec, trees.memo,
                            reader=None if script else reader)
     validation.evidence = {"tree": "script" if script else trees.constructed.attribution,
