@@ -298,8 +298,13 @@ def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, fold
         return Verdict("implementation", NAME, score=0.0, passed=False,
                        error_analysis="The agent's changes could not be applied, so no derived test could run.")
     memo, tree = getattr(start_sandbox, "memo", None), getattr(start_sandbox, "tree", None)
-    targets, _notes = targets_of(task, reference)
-    key = recording_key(task, reference, targets)
+    ref_key = (NAME, "reference", task.id, str(reference))  # the reference is hashed once per scoring batch
+    if memo is not None and ref_key in memo:
+        key = memo[ref_key]
+    else:
+        key = recording_key(task, reference, targets_of(task, reference)[0])
+        if memo is not None:
+            memo[ref_key] = key
     recording = load_recording(folder, key)
     memo_key = None
     if memo is not None and tree is not None and recording is not None:
