@@ -233,3 +233,53 @@ def test_cases_that_a_tree_passes_are_dropped_as_stub_passes(tmp_path):
     with create_sandbox("local", SandboxSpec(run_id="derived-test"), workspace=_reference(RIDGE)) as sandbox:
         drop_stub_passes(recording, sandbox, timeout_s=60)
     assert recording.cases == [] and recording.stub_passes == cases
+
+
+# ------------------------------------------------------------------------------ the recorder on a crafted tree
+
+CRAFTED = {
+    "src/pkg/__init__.py": "",
+    "src/pkg/mod.py": (
+        "import numpy as np\n\nSCALE = {'k': 1.0}\n\n\n"
+        "def scaled(x, by=2.0):\n    return np.asarray(x, dtype=float) * by\n\n\n"
+        "def uses_global(x):\n    return float(np.sum(x)) * SCALE['k']\n\n\n"
+        "def takes_object(obj):\n    return 1\n\n\n"
+        "class Box:\n    @staticmethod\n    def total(values):\n        return int(sum(values))\n"),
+    "main.py": (
+        "import sys\nsys.path.insert(0, 'src')\nimport numpy as np\nfrom pkg import mod\nfrom pkg.mod import Box\n\n\n"
+        "def twice(n):\n    return [n, n]\n\n\n"
+        "def run():\n    mod.SCALE['k'] = 3.0\n"
+        "    for i in range(5):\n        mod.scaled(np.arange(4.0) + i)\n        mod.uses_global(np.ones(3))\n"
+        "    mod.takes_object(object())\n    Box.total([1, 2, 3])\n    print(twice(7))\n\n\nrun()\n"),
+}
+CRAFTED_TARGETS = [{"path": "src/pkg/mod.py", "qualname": q} for q in ("scaled", "uses_global", "takes_object")] + [
+    {"path": "src/pkg/mod.py", "qualname": "Box.total"}, {"path": "main.py", "qualname": "twice"}]
+
+
+def test_the_recorder_finds_packages_static_methods_and_the_main_script_and_drops_what_a_fresh_process_changes(
+        tmp_path):
+    from failatlas.bench_core.hidden.record import record_calls, self_check
+
+    tree = tmp_path / "tree"
+    for rel, text in CRAFTED.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    with create_sandbox("local", SandboxSpec(run_id="derived-test"), workspace=tree) as sandbox:
+        recording = record_calls(sandbox, command="python3 main.py", targets=CRAFTED_TARGETS, timeout_s=60)
+        assert recording.exit_code == 0
+        by_name: dict[str, list[dict]] = {}
+        for case in recording.cases:
+            by_name.setdefault(case["qualname"], []).append(case)
+        # calls 1, 2, 3, 4 of five (5 is not a power of two); perturbed copies only where floats are there
+        assert [c["perturbed"] for c in by_name["scaled"]].count(False) == 4
+        assert [c["perturbed"] for c in by_name["scaled"]].count(True) == 4
+        assert {(c["module"], c["root"]) for c in by_name["scaled"]} == {("pkg.mod", "src")}
+        assert by_name["Box.total"][0]["ret"] == 6 and by_name["Box.total"][0]["kind"] == "function"
+        assert by_name["twice"][0]["module"] == "main" and by_name["twice"][0]["ret"] == [7, 7]
+        assert "takes_object" not in by_name and recording.skipped["unencodable"] == 1
+        assert recording.calls_seen == 5 + 5 + 1 + 1 + 1
+        self_check(recording, sandbox, timeout_s=60)
+    kept = {c["qualname"] for c in recording.cases}
+    # uses_global read SCALE['k'] = 3.0, set by the run: a fresh process sees 1.0, so its cases are dropped
+    assert kept == {"scaled", "Box.total", "twice"}
+    assert recording.unreproducible == len(by_name["uses_global"]) == 8  # 4 recorded, 4 perturbed
