@@ -83,7 +83,8 @@ class ScoreResult(BaseModel):
     `unavailable`: "run: task: reason" for each run left unscored because its task's repository is not here or
     the task cannot be prepared from it (a masked file or function missing, a path leading out); `failed`:
     "run: error" for each run whose scoring crashed (every phase it judges recorded failed, with the reason: the run
-    stays in every denominator; a plain re-score tries it again). `ok` is false when any run was left unscored or failed."""
+    stays in every denominator; a plain re-score tries it again). `ok` is false when any run was left unscored or
+    failed."""
 
     scored: int
     outcomes: dict[str, int]

@@ -56,6 +56,9 @@ def resumable(alias: str = "j") -> str:
 
 
 DETERMINISTIC_RANK = 2
+# a failed verdict whose `verdict[VETO]` is true failed on evidence (a conclusion's number the re-run contradicts, a
+# claim reversing the reference's): it ranks as a deterministic check, so no LLM opinion turns it into a pass
+VETO = "evidence_veto"
 
 
 def judge_precedence(kind: str | None, judge: str | None) -> int:
@@ -78,7 +81,7 @@ def disagreements(store: Store, run_ids: list[str] | None = None) -> list[str]:
         "SELECT l.run_id, l.phase, l.judge, l.passed, d.judge, d.passed FROM judgements l JOIN judgements d"
         " ON d.run_id = l.run_id AND d.phase = l.phase WHERE l.kind = 'llm' AND l.status = 'ok'"
         f" AND d.status = 'ok' AND d.judge IN ({', '.join(repr(j) for j in sorted(DETERMINISTIC_JUDGES))})"
-        " AND l.passed IS DISTINCT FROM d.passed ORDER BY l.run_id, l.phase")
+        " AND l.passed IS DISTINCT FROM d.passed ORDER BY l.run_id, l.phase, l.judge, d.judge")
     wanted = set(run_ids) if run_ids is not None else None
 
     def word(passed: bool | None) -> str:

@@ -12,7 +12,7 @@ Definitions (also in docs/metrics.md):
   When several judges score one phase, the verdict that ranks higher counts (`judge_precedence`: a deterministic
   check, the hidden tests, over an `llm` judge over an `offline` heuristic; `judgements.kind`, `judgements.judge`);
   where two deterministic checks score one phase (hand-written and derived hidden tests), it passes only if both
-  do.
+  do; a verdict that failed on evidence (`judges.VETO`: a conclusion's number its re-run contradicts) ranks as one.
 - A conjunctive score is 1 when all its phases are 1; it is computed over the runs where all its phases are scored
   (its denominator), and the number of runs left out is reported beside it.
 - A failed monitor (M = 0) zeroes every score that includes M, as in EXP-Bench.
@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from failatlas.bench_core.scoring.environment import NO_REFERENCE_COMMAND, environment_blocks
-from failatlas.bench_core.scoring.judges import DETERMINISTIC_RANK, judge_precedence
+from failatlas.bench_core.scoring.judges import DETERMINISTIC_RANK, VETO, judge_precedence
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.store import Store
 
@@ -66,7 +66,8 @@ def run_scores(store: Store, *, environment: bool = True) -> pl.DataFrame:
     command to run. `tasks validate` reads the runs as they are (False)."""
     runs = store.query_polars(_RUNS)
     judgements = store.query_polars(
-        "SELECT run_id, phase, judge, kind, status, passed FROM judgements WHERE status = 'ok'")
+        "SELECT run_id, phase, judge, kind, status, passed, coalesce(passed = false AND"
+        f" json_extract(verdict, '$.{VETO}')::BOOLEAN, false) AS veto FROM judgements WHERE status = 'ok'")
     monitor = store.query_polars(
         "SELECT run_id, bool_or(severity = 'fail') AS failed FROM monitor_findings GROUP BY run_id")
     scored_ids = set(judgements["run_id"].to_list()) | set(
@@ -79,7 +80,7 @@ def run_scores(store: Store, *, environment: bool = True) -> pl.DataFrame:
         phase = PHASE_OF.get(r["phase"])
         if phase is None:
             continue
-        rank = judge_precedence(r["kind"], r["judge"])
+        rank = DETERMINISTIC_RANK if r["veto"] else judge_precedence(r["kind"], r["judge"])
         key = (r["run_id"], phase)
         if key not in verdicts or rank > verdicts[key][1]:
             verdicts[key] = (bool(r["passed"]), rank)

@@ -28,7 +28,7 @@ from failatlas.bench_core.prepare.hidden_tests import hidden_test_paths
 from failatlas.bench_core.scoring.claims import contradiction_sentence, contradictions
 from failatlas.bench_core.scoring.conclusion_numbers import NUMBER, check_numbers, number_sentence
 from failatlas.bench_core.scoring.counterfactual import tree_digest
-from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
+from failatlas.bench_core.scoring.judges import JUDGES, VETO, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import DesignSpec, TaskSpec
 from failatlas.core.errors import AgentFaultError, InfrastructureError
 
@@ -155,8 +155,9 @@ def judge_conclusion(task: TaskSpec, conclusion: str | None, validation: Validat
                "evidence": evidence if numbers else "none: no number about a result",
                "numbers": (wrong + [row for row in numbers if row["ok"]])[:MAX_NUMBER_ROWS],
                "numbers_checked": len(numbers), "numbers_disagreeing": len(wrong), "contradictions": against}
-    if wrong or against:
+    if wrong or against:  # evidence against the conclusion: no LLM opinion overrides it (judges.VETO)
         verdict["reference_score"], score, passed = score, 0.0, False
+        verdict[VETO] = True
     return Verdict("conclusion", "conclusion-reference", score=score, passed=passed, verdict=verdict,
                    error_analysis="; ".join(problems))
 

@@ -125,6 +125,7 @@ def test_an_llm_verdict_never_overrides_the_hidden_tests_and_the_disagreement_is
     assert _by_agent(store)["gold"]["I"] == 1  # the deterministic check counts
     gold_id = _judgements(store, "hidden-tests")["gold"]["run_id"]
     assert disagreements(store, result.run_ids) == [
+        f"{gold_id}: implementation: implementation-llm says failed, derived-tests says passed (derived-tests counts)",
         f"{gold_id}: implementation: implementation-llm says failed, hidden-tests says passed (hidden-tests counts)"]
 
 
@@ -236,3 +237,20 @@ def test_scoring_never_opens_the_network_wider_than_registries(store):
         env = _run_environment(store, run_id)
         assert env["network"] == expected
         assert env["allow_hosts"] == ["pypi.org"]
+
+
+def test_a_conclusion_failed_on_evidence_is_not_overridden_by_an_llm_pass(store, tmp_path):
+    """C from evidence (issue 38): a conclusion-reference failure with a number the re-run contradicts ranks as a
+    deterministic check, so a passing `conclusion-llm` verdict on the same run does not make C pass; an ordinary
+    (overlap) failure still yields to the LLM judge."""
+    from failatlas.bench_core.scoring.judges import VETO, Verdict
+    from failatlas.bench_core.scoring.writes import write_scores
+
+    _score(store, tmp_path, llm=False)
+    gold_id = _judgements(store, "conclusion-reference")["gold"]["run_id"]
+    llm_pass = Verdict("conclusion", "conclusion-llm", score=1.0, passed=True, kind="llm")
+    for veto, expected in ((True, 0), (False, 1)):
+        failed = Verdict("conclusion", "conclusion-reference", score=0.0, passed=False,
+                         verdict={VETO: True} if veto else {})
+        write_scores(store, gold_id, [], None, [failed, llm_pass])
+        assert _by_agent(store)["gold"]["C"] == expected, veto
