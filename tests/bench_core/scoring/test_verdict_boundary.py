@@ -139,7 +139,9 @@ def test_expected_constants_written_by_the_agent_fail_e(ridge_runs, attack):
     E is decided on the constructed tree (the pristine run.py, the agent's masked `fit`, here still its stub), so
     the re-run fails as null's does, whatever the agent's own files write (issue 38)."""
     run, null = ridge_runs[attack], ridge_runs["null"]
-    assert run["validation"]["outcome"] == null["validation"]["outcome"] == "runtime_error", run["validation"]
+    assert null["validation"]["outcome"] == "runtime_error"
+    # the re-run fails as null's does; a results file the agent's diff carried makes it `fabricated_result`
+    assert run["validation"]["outcome"] in ("runtime_error", "fabricated_result"), run["validation"]
     assert run["scores"]["E"] == 0
     assert run["validation"]["evidence"]["tree"] == "constructed"
 
@@ -158,4 +160,4 @@ def test_a_pass_that_needs_none_of_the_masked_code_fails_e_and_i(ridge_runs):
     hidden = run["judgements"]["hidden-tests"]
     assert hidden["verdict"]["passed"] == null["judgements"]["hidden-tests"]["verdict"]["passed"] < 7
     assert hidden["passed"] is False and run["scores"]["I"] == 0
-    assert run["validation"]["outcome"] == "runtime_error" and run["scores"]["E"] == 0
+    assert run["validation"]["outcome"] in ("runtime_error", "fabricated_result") and run["scores"]["E"] == 0
