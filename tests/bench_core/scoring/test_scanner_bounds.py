@@ -103,6 +103,16 @@ def test_reproduction_3_compiles_and_runs_yet_ast_dump_raises():
         syntax.parse(source)
 
 
+def test_a_lone_surrogate_in_text_is_unreadable_python_and_still_read_for_literals(ridge):
+    from failatlas.bench_core.scoring import literals
+
+    with pytest.raises(syntax.UnreadableSource, match="lone surrogate at character 5"):
+        syntax.parse("X = '\ud800'\nY = 10.1878\n", "consts.py")
+    notes: list[str] = []
+    assert literals.literal_matches(ridge, {"consts.py": "X = '\ud800'\nY = 10.1878\n"}, set(), notes=notes) == [
+        ("consts.py", "test_mse_ols", 10.1878)] and notes == []
+
+
 def test_dump_and_text_never_recurse():
     import ast
 
