@@ -150,8 +150,10 @@ def _read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
         unique = names.count(line["qualname"]) > 1
         label = f"{line['t']}.{line['qualname']}" if unique else str(line["qualname"])
         case = {k: line[k] for k in CASE_FIELDS}
+        duration = line.get("duration")
         case.update(after=line.get("after") if line["kind"] == "method" else None, number=number,
-                    id=_ID_UNSAFE.sub("_", f"{label}-{kind}-{number}"))
+                    id=_ID_UNSAFE.sub("_", f"{label}-{kind}-{number}"),
+                    duration=float(duration) if isinstance(duration, int | float) and duration >= 0 else 0.0)
         recording.cases.append(case)
 
 
@@ -172,6 +174,12 @@ def write_replay_test(cases: list[dict], folder: Path, name: str = "test_derived
 def test_id(name: str) -> str | None:
     """The case id of a judge's test name `test_derived[<id>]`."""
     return name[len("test_derived["):-1] if name.startswith("test_derived[") and name.endswith("]") else None
+
+
+def replay_timeout(cases: list[dict], floor_s: float) -> float:
+    """Seconds for replaying `cases`: three times what the reference's calls took plus 5 s a call (a fresh
+    process each), at least `floor_s`."""
+    return max(floor_s, sum(3 * c.get("duration", 0.0) + 5 for c in cases))
 
 
 def replay(cases: list[dict], sandbox, *, timeout_s: float, pristine: Path | None = None):
@@ -195,7 +203,8 @@ def self_check(recording: Recording, sandbox, *, timeout_s: float) -> Recording:
     function does with state the replay cannot carry (globals set by the run, a random stream) drops out here."""
     if not recording.cases:
         return recording
-    run = _finished(replay(recording.cases, sandbox, timeout_s=timeout_s), "the reference")
+    run = _finished(replay(recording.cases, sandbox, timeout_s=replay_timeout(recording.cases, timeout_s)),
+                    "the reference")
     passed = {test_id(name) for name in run.passed}
     kept = [c for c in recording.cases if c["id"] in passed]
     recording.unreproducible += len(recording.cases) - len(kept)
@@ -211,7 +220,8 @@ def drop_stub_passes(recording: Recording, sandbox, *, timeout_s: float) -> Reco
     a case the stubs pass cannot tell an implementation from none."""
     if not recording.cases:
         return recording
-    run = _finished(replay(recording.cases, sandbox, timeout_s=timeout_s), "the masked stubs")
+    run = _finished(replay(recording.cases, sandbox, timeout_s=replay_timeout(recording.cases, timeout_s)),
+                    "the masked stubs")
     passing = {test_id(name) for name in run.passed}
     kept = [c for c in recording.cases if c["id"] not in passing]
     recording.stub_passes += len(recording.cases) - len(kept)

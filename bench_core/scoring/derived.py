@@ -38,6 +38,7 @@ from failatlas.bench_core.hidden.record import (
     drop_stub_passes,
     record_calls,
     replay,
+    replay_timeout,
     self_check,
     test_id,
 )
@@ -321,7 +322,8 @@ def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, fold
             reason = "no call of a masked function could be recorded and reproduced from the reference"
             detail = "; ".join(recording.notes[:3])
             return _not_run(f"{reason}: {detail}" if detail else reason, recording=key, **_counts(recording))
-        run = replay(recording.cases, sandbox, timeout_s=max(60.0, float(task.run.timeout_s)))
+        run = replay(recording.cases, sandbox,
+                     timeout_s=replay_timeout(recording.cases, max(60.0, float(task.run.timeout_s))))
     verdict = verdict_of(recording, key, run)
     if memo_key is not None and not run.problems:
         memo[memo_key] = copy.deepcopy(verdict)
