@@ -38,7 +38,7 @@ TEXT_DEPTH = 60  # `text` renders a subtree through ast.unparse only when it is 
 # CPython 3.11 keeps one AST-conversion depth counter per interpreter, so two threads building ASTs at once can fail
 # with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905): parses are serialised.
 AST_LOCK = threading.Lock()
-_TOKEN = re.compile(rb"\w+|[^\w\s]")
+_TOKEN = re.compile(rb"[\w\x80-\xff]+|[^\w\s\x80-\xff]")  # a run of non-ASCII (a name, text) is one token
 _FSTRING = re.compile(rb"(?<![\w])(?:[rR]?[fF]|[fF][rR])(\"\"\"|\'\'\'|\"|\')")
 _BODIES = {quote: re.compile(rb"(?:[^\\]|\\.)*?" + quote, re.DOTALL) for quote in (b'"""', b"'''")}
 _BODIES.update({quote: re.compile(rb"(?:[^\\\n" + quote + rb"]|\\.)*", re.DOTALL) for quote in (b'"', b"'")})
