@@ -192,18 +192,24 @@ def _record(task: TaskSpec, reference: Path, targets: list[dict], start: StartTr
         return recording
 
 
+def _usable(found: Recording | None, redo_failed: bool) -> bool:
+    return found is not None and not (redo_failed and not found.cases and found.exit_code != 0)
+
+
 def ensure_recording(task: TaskSpec, reference: Path, start: StartTree, *, folder: Path | None,
-                     limits: Limits = LIMITS) -> tuple[str, Recording, bool]:
+                     limits: Limits = LIMITS, redo_failed: bool = False) -> tuple[str, Recording, bool]:
     """The task's recording (key, recording, whether it was made now): read from `folder`, else made with
-    `start` and stored there. Raises InfrastructureError when it cannot be made."""
+    `start` and stored there. `redo_failed`: a stored recording without cases whose reference command failed (a
+    dataset or package the environment lacked then) is made again. Raises InfrastructureError when it cannot be
+    made."""
     targets, notes = targets_of(task, reference)
     key = recording_key(task, reference, targets, limits)
     found = load_recording(folder, key)
-    if found is not None:
+    if _usable(found, redo_failed):
         return key, found, False
     with _lock(key):
         found = load_recording(folder, key)
-        if found is not None:
+        if _usable(found, redo_failed):
             return key, found, False
         recording = make_recording(task, reference, targets, start, limits) if targets else Recording(targets=[])
         recording.notes[:0] = notes
@@ -363,18 +369,20 @@ class DerivedTestsJudge:
 
 def ensure_recordings(tasks: list[TaskSpec], references: dict[str, Path], start: Callable[[TaskSpec], StartTree],
                       *, folder: Path | None) -> dict[str, str]:
-    """Make (or find) the recording of each task that can have one; task id -> a one-line status. A task whose
-    recording cannot be made (the sandbox fails) is reported, and scoring tries again on first need."""
+    """Make (or find) the recording of each task that can have one (one stored without cases after its reference
+    command failed is made again); task id -> a one-line status. A task whose recording cannot be made (the sandbox
+    fails) is reported, and scoring tries again on first need."""
     out: dict[str, str] = {}
     for task in tasks:
         reference = references.get(task.id)
         if recordable(task) or reference is None:
             continue
         try:
-            _key, recording, made = ensure_recording(task, reference, start(task), folder=folder)
+            _key, recording, made = ensure_recording(task, reference, start(task), folder=folder, redo_failed=True)
         except (OSError, LookupError, InfrastructureError) as exc:
             out[task.id] = f"not recorded: {str(exc)[:200]}"
             continue
         out[task.id] = (f"{'recorded' if made else 'stored'}: {len(recording.cases)} case(s), "
-                        f"{recording.perturbed} perturbed, {recording.unencodable} call(s) not plain data")
+                        f"{recording.perturbed} perturbed, {recording.unencodable} call(s) not plain data"
+                        + (f"; {recording.notes[0]}" if not recording.cases and recording.notes else ""))
     return out

@@ -283,3 +283,20 @@ def test_the_recorder_finds_packages_static_methods_and_the_main_script_and_drop
     # uses_global read SCALE['k'] = 3.0, set by the run: a fresh process sees 1.0, so its cases are dropped
     assert kept == {"scaled", "Box.total", "twice"}
     assert recording.unreproducible == len(by_name["uses_global"]) == 8  # 4 recorded, 4 perturbed
+
+
+def test_a_recording_whose_reference_failed_is_kept_for_scoring_and_made_again_by_validate(tmp_path):
+    counter = tmp_path / "reference-runs"
+    task = _task(RIDGE)
+    task = task.model_copy(update={"run": task.run.model_copy(update={"command": f"echo ran >> {counter}; exit 3"})})
+    folder = tmp_path / "cache"
+
+    def start(tree):
+        return create_sandbox("local", SandboxSpec(run_id="derived-test"), workspace=tree)
+
+    _key, first, made = ensure_recording(task, _reference(RIDGE), start, folder=folder)
+    assert made and first.cases == [] and first.exit_code == 3 and "exited with 3" in first.notes[0]
+    assert ensure_recording(task, _reference(RIDGE), start, folder=folder)[2] is False  # scoring: stored, kept
+    assert counter.read_text().count("ran") == 1
+    assert ensure_recording(task, _reference(RIDGE), start, folder=folder, redo_failed=True)[2] is True
+    assert counter.read_text().count("ran") == 2
