@@ -62,7 +62,7 @@ if {where}:
                     if _os.fork():
                         _os._exit(0)
                 except OSError:
-                    _os._exit(0)
+                    _os._exit(1)
             try:  # a small process: the sandbox's memory watchdog sums the members' resident sizes
                 _os.execv("/bin/sleep", ["sleep", "3600"])
             finally:
@@ -70,8 +70,8 @@ if {where}:
                     _time.sleep(3600)
         _parked.append(_pid)
         _have += 1
-        if {detach}:
-            _os.waitpid(_pid, 0)
+        if {detach} and _os.waitpid(_pid, 0)[1]:  # its daemon could not start: the limit
+            break
 raise NotImplementedError({mark!r})
 """
 
