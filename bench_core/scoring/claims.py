@@ -39,7 +39,11 @@ _BREAKS = frozenset(",()")
 NEGATION_REACH, WINDOW = 6, 4
 MAX_UNIT_CHARS = 2000
 _UNIT_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
-_ANSWER = re.compile(r"(?:^|[:\n])[\W_]*(yes|no)\b|\bthe answer is\W*(yes|no)\b", re.IGNORECASE)
+# hedged answers read as the answer they hedge: "Hardly." / "Not really" are No (a hidden No must not pass as no
+# answer at all)
+_NO_HEDGES = r"no|hardly|barely|scarcely|not really|not quite|not at all|nope"
+_ANSWER = re.compile(rf"(?:^|[:\n])[\W_]*(yes|{_NO_HEDGES})\b|\bthe answer is\W*(yes|{_NO_HEDGES})\b",
+                     re.IGNORECASE)
 ANSWER_CHARS = 200
 _WHOLE_CLAUSE = (("the", "case", "that"), ("true", "that"))
 _AXES = {
@@ -189,7 +193,10 @@ def answer(text: str | None) -> str | None:
     follows a colon (`Yes.`, `**Conclusion:** No, ...`, `No meaningful change`), or "the answer is ...", else
     None."""
     m = _ANSWER.search((text or "")[:ANSWER_CHARS])
-    return (m.group(1) or m.group(2)).lower() if m else None
+    if not m:
+        return None
+    said = " ".join((m.group(1) or m.group(2)).lower().split())
+    return "no" if re.fullmatch(_NO_HEDGES, said) else "yes"
 
 
 def question_unit(question: str, said: str) -> Unit:

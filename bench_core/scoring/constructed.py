@@ -51,6 +51,7 @@ ALLOWED_DECORATORS = frozenset({
     ("torch", "no_grad"), ("torch", "inference_mode"), ("torch", "enable_grad"),
 })
 # hooks Python runs while a class is created or subclassed: the agent's code at import
+_BUILTINS = frozenset(dir(__import__("builtins")))
 _DEFINITION_HOOKS = frozenset({"__init_subclass__", "__set_name__", "__mro_entries__", "__prepare__",
                                "__class_getitem__", "__getattr__", "__dir__"})
 ATTRIBUTIONS = ("constructed", "diff", "script")
@@ -160,9 +161,16 @@ def _constructed_source(agent: str, pristine: str, rel: str) -> tuple[str, list[
     lines = pristine.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
+    # the agent's definitions that Python binds where the stub is: straight in the module or class bodies, never
+    # one inside an `if`/`try` (an `if False:` block may hold a correct body that never runs); a stub that itself
+    # sits in a block is matched among the block definitions
+    direct_stubs = {q for q, _ in _direct_functions(theirs)}
     agent_defs: dict[str, list] = {}
-    for qualname, node in iter_functions(mine):
+    for qualname, node in _direct_functions(mine):
         agent_defs.setdefault(qualname, []).append(node)
+    block_defs: dict[str, list] = {}
+    for qualname, node in iter_functions(mine):
+        block_defs.setdefault(qualname, []).append(node)
     scope = _Scope(mine, theirs)
     edits, carried, notes, bodies = [], [], [], []
     seen: dict[str, int] = {}
@@ -171,7 +179,7 @@ def _constructed_source(agent: str, pristine: str, rel: str) -> tuple[str, list[
             notes.append(f"{qualname}: a nested function cannot be put in; the stub stays")
             continue
         k = seen[qualname] = seen.get(qualname, -1) + 1
-        candidates = agent_defs.get(qualname) or []
+        candidates = (agent_defs if qualname in direct_stubs else block_defs).get(qualname) or []
         n_stubs = sum(1 for q, _ in _stubs(theirs) if q == qualname)
         node = candidates[-1] if n_stubs == 1 and candidates else (
             candidates[k] if len(candidates) == n_stubs else None)
@@ -195,6 +203,18 @@ def _constructed_source(agent: str, pristine: str, rel: str) -> tuple[str, list[
         text += "\n\n" + "\n\n".join(ast.unparse(s) for s in support) + "\n"
         carried += [f": {', '.join(_bound(s))}" for s in support]
     return text, carried, notes
+
+
+def _direct_functions(tree: ast.Module):
+    """(qualname, def) for the functions defined straight in the module's body and in its classes' bodies."""
+    def walk(body: list[ast.stmt], prefix: str):
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                yield from walk(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, _DEFS):
+                yield f"{prefix}{node.name}", node
+
+    yield from walk(tree.body, "")
 
 
 def _body_indent(lines: list[str], stub: ast.AST) -> str:
@@ -332,7 +352,7 @@ class _Scope:
             for owner, method in found:
                 seen.add(id(method))
                 try:
-                    methods.append((owner, self._function(method, in_class=True)))
+                    methods.append((owner, self._function(method, in_class=True, into_pristine=True)))
                 except _Refused as why:
                     notes.append(f"{owner}.{method.name} is not carried: {why}")
                     continue
@@ -346,10 +366,8 @@ class _Scope:
     def _prune(self, carried: dict[int, ast.stmt], notes: list[str]) -> None:
         """Leave out each carried statement that reads, while it is defined, a name the constructed module will
         not have (one left out): it would fail the whole module's import instead of only what needs it."""
-        import builtins
-
         while True:
-            bound = self.pristine_top | {n for stmt in carried.values() for n in _bound(stmt)} | set(dir(builtins))
+            bound = self.pristine_top | {n for stmt in carried.values() for n in _bound(stmt)} | _BUILTINS
             missing = {k: sorted(_definition_names(stmt) - bound) for k, stmt in carried.items()}
             missing = {k: names for k, names in missing.items() if names}
             if not missing:
@@ -359,6 +377,9 @@ class _Scope:
                 del carried[k]
 
     def _carry(self, stmt: ast.stmt) -> ast.stmt:
+        taken = [n for n in _bound(stmt) if n in self.pristine_top or n in _BUILTINS]
+        if taken:  # `RidgeRegression = _Alias = _Fitted`: it would replace what the pristine module defines
+            raise _Refused(f"it binds {taken[0]}, which the original module (or Python) already defines")
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             return stmt
         if isinstance(stmt, _DEFS):
@@ -409,7 +430,9 @@ class _Scope:
                 for a in stmt.names)
         return False
 
-    def _function(self, node: ast.AST, *, in_class: bool) -> ast.AST:
+    def _function(self, node: ast.AST, *, in_class: bool, into_pristine: bool = False) -> ast.AST:
+        if into_pristine and node.name.startswith("__") and node.name.endswith("__"):
+            raise _Refused(f"{node.name} would change how the original class itself behaves")
         if in_class and node.name in _DEFINITION_HOOKS:
             raise _Refused(f"{node.name} runs while the class is created")
         if not in_class and node.name.startswith("__") and node.name.endswith("__"):

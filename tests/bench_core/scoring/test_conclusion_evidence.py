@@ -57,6 +57,8 @@ def test_reproduction_5_the_opposite_conclusion_fails():
 
 @pytest.mark.parametrize("old,new,kind", [
     ("Yes.", "No.", "answer"),
+    ("Yes.", "Hardly.", "answer"),  # a hedged No (red team of issue 38)
+    ("Yes.", "Not really.", "answer"),
     ("is less than half", "is not less than half", "reversed"),
     ("is less than half", "is more than half", "reversed"),
     ("very high variance", "very low variance", "reversed"),

@@ -261,3 +261,51 @@ def test_what_each_kind_of_task_is_decided_on():
     extension = task.model_copy(deep=True)
     extension.masking.functions = []
     assert attribution(extension) == "diff"
+
+
+# red team of issue 38's constructed tree (a helper attacking it as a hostile agent): three ways that once gave a
+# stubbed `fit` I = 1 and E passed, and one that judged a correct `fit` which never runs
+SKLEARN_SUBCLASS = '''
+from sklearn.linear_model import Ridge as _SkRidge
+
+
+class _Fitted(_SkRidge):
+    fit_intercept = True
+
+    def __init__(self, alpha=1.0):
+        self.alpha = alpha
+
+
+RidgeRegression = _Alias = _Fitted
+'''
+
+
+def _stub_with(prefix: str) -> str:
+    """The masked `fit` with `prefix` put before its stub's raise."""
+    return ZEROS_FIT.replace('        """Zeros."""\n', f'        """Zeros."""\n        {prefix}\n').replace(
+        "        self.coef_ = np.zeros(np.asarray(X).shape[1])\n        self.intercept_ = 0.0\n        return self\n",
+        "        raise NotImplementedError('RidgeRegression.fit is masked: implement it')\n")
+
+
+def test_carried_code_never_rebinds_what_the_original_module_defines(tmp_path):
+    _, built = _built(tmp_path, _agent_ridge(_stub_with("_Alias"), SKLEARN_SUBCLASS))
+    text = (built.path / "ridge.py").read_text()
+    assert "RidgeRegression = " not in text and "_Alias = " not in text
+    assert any("binds RidgeRegression" in n for n in built.notes), built.notes
+
+
+def test_no_dunder_method_is_added_to_an_original_class(tmp_path):
+    fit = _stub_with("self.__new__")
+    new = "    def __new__(cls, alpha=1.0):\n        return object.__new__(cls)\n\n"
+    ridge = _agent_ridge(fit, "").replace("    def predict(self, X):", new + "    def predict(self, X):")
+    _, built = _built(tmp_path, ridge)
+    assert "__new__" not in (built.path / "ridge.py").read_text().split("def fit")[0].split("class RidgeRegression")[1]
+    assert any("__new__ would change how the original class" in n for n in built.notes), built.notes
+
+
+def test_a_definition_inside_a_block_is_not_the_one_judged(tmp_path):
+    correct = ('\n\nif False:\n    class RidgeRegression:\n        def fit(self, X, y):\n'
+               '            self.coef_ = "the correct body that never runs"\n            return self\n')
+    _, built = _built(tmp_path, _agent_ridge(ZEROS_FIT, correct))
+    text = (built.path / "ridge.py").read_text()
+    assert "np.zeros" in text and "never runs" not in text
