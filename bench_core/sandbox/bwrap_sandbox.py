@@ -20,7 +20,10 @@ What it enforces (docs/sandbox.md has the measured table):
   sandbox's own uid, and the watchdog, which counts the processes of the sandbox's PID namespace). The harness's
   own commands in the sandbox (writing a file in) run with HARNESS_PIDS_RESERVE more: RLIMIT_NPROC counts every
   process of the uid, so processes the agent's code parks in a long command (the hidden tests' zygote) cannot
-  stop the harness from writing the next call's request; memory
+  stop the harness from writing the next call's request. Without a uid of its own (a harness not run as root),
+  an agent's command gets RLIMIT_NPROC = the user's processes when it starts + pids_limit + 1, at most the
+  user's own limit minus HARNESS_PIDS_RESERVE, so a fork bomb the watchdog has not sampled yet cannot take the
+  processes the harness (the same user) needs; memory
   (RLIMIT_AS without GPUs, and the watchdog on the namespace's total RSS); CPUs (affinity to ceil(cpus) cores);
   file size (RLIMIT_FSIZE with `disk_mb`). The watchdog samples every 0.2 s: a fast allocation can overshoot
   before it is stopped;
@@ -237,10 +240,21 @@ class BwrapSandbox(LocalSandbox):
         env.update(extra or {})
         return env
 
-    def _limits(self, reserve: int = 0) -> None:
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    def _nproc(self, harness: bool) -> int | None:
+        """RLIMIT_NPROC of a command (module docstring); None: left as it is (the harness's own, as itself)."""
         if self._uid is not None:  # counted per uid, this sandbox's own: its namespace's processes and bwrap itself
-            nproc = self.spec.pids_limit + 1 + reserve
+            return self.spec.pids_limit + 1 + (HARNESS_PIDS_RESERVE if harness else 0)
+        if harness:
+            return None
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        nproc = len(_uid_processes(os.getuid())) + self.spec.pids_limit + 1
+        if soft != resource.RLIM_INFINITY:
+            nproc = min(nproc, soft - HARNESS_PIDS_RESERVE)
+        return max(nproc, 1)
+
+    def _limits(self, nproc: int | None = None) -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if nproc is not None:  # the hard limit too, so the command cannot raise it again
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         if not self.spec.gpu_ids:
             cap = self.spec.memory_mb * 1024 * 1024
@@ -290,7 +304,7 @@ class BwrapSandbox(LocalSandbox):
             proc = subprocess.Popen(
                 self._argv(argv, where, self._env(env), binds, info_fd=info_w), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, pass_fds=(info_w,),
-                preexec_fn=functools.partial(self._limits, HARNESS_PIDS_RESERVE if harness else 0),  # noqa: PLW1509
+                preexec_fn=functools.partial(self._limits, self._nproc(harness)),  # noqa: PLW1509
                 **self._popen_user())
         except OSError as exc:
             os.close(info_r)
@@ -490,20 +504,26 @@ def _await_namespace_end(info: str, wait_s: float = 5.0) -> None:
         time.sleep(0.005)
 
 
+def _uid_processes(uid: int) -> list[int]:
+    """The processes whose real uid is `uid`, zombies included (they count against RLIMIT_NPROC until reaped)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                line = next((ln for ln in f if ln.startswith(b"Uid:")), b"")
+        except OSError:
+            continue
+        if line.split()[1:2] == [str(uid).encode()]:
+            found.append(int(name))
+    return found
+
+
 def _kill_uid(uid: int) -> None:
     """SIGKILL every process whose real uid is `uid` (a sandbox's own, used by nothing else), until none is left."""
     for _ in range(10):
-        found = []
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/status", "rb") as f:
-                    line = next((ln for ln in f if ln.startswith(b"Uid:")), b"")
-            except OSError:
-                continue
-            if line.split()[1:2] == [str(uid).encode()]:
-                found.append(int(name))
+        found = _uid_processes(uid)
         if not found:
             return
         for pid in found:
