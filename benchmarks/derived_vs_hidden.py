@@ -2,9 +2,10 @@
 
 For each CPU task of the mini-suite that masks functions, a copy with its hand-written hidden tests removed
 (`implementation.hidden_tests=[]`, id `<task>-nohidden`) is saved beside it. gold, null and every fault agent
-(`--hostile`: the hostile agents too; `--agents`, `--tasks`: only those) run on both, in Docker; the runs of the task are scored with `hidden-tests`,
-those of the copy with `derived-tests` (no recording exists before: scoring makes it on first need). Prints one
-markdown row per task and agent: the two verdicts, and whether they agree on pass/fail.
+(`--hostile`: the hostile agents too; `--agents`, `--tasks`: only those) run on both, in Docker; the runs of the
+task are scored with `hidden-tests`, those of the copy with `derived-tests` (no recording exists before: scoring
+makes it on first need). Prints one markdown row per task and agent: the two verdicts, and whether they agree on
+pass/fail.
 
     python benchmarks/derived_vs_hidden.py [--workers 2] [--hostile] [--agents A ...] [--tasks T ...] [--keep DIR]
 """
