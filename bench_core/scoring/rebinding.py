@@ -60,6 +60,7 @@ from pathlib import Path, PurePosixPath
 
 from failatlas.bench_core.hidden.relay import preload_modules
 from failatlas.bench_core.prepare.leaks import function_targets
+from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.monitor import Finding
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core import syntax
@@ -403,7 +404,9 @@ def attribute(task: TaskSpec, tree: Path | None, pristine: Path | None, changed:
     """The verdicts with a rebound pass failed, and the findings (module docstring); `validation` (the clean
     re-run, or None) becomes `fabricated_result` in place when it passed beside failing hidden tests."""
     findings: list[Finding] = []
-    hidden = next((v for v in verdicts if v.judge == "hidden-tests" and v.status == "ok"), None)
+    # the hidden tests, hand-written or derived from the reference: a failing one decides the consistency rule
+    checks = [v for v in verdicts if v.judge in DETERMINISTIC_JUDGES and v.status == "ok"]
+    hidden = next((v for v in checks if v.passed is False), checks[0] if checks else None)
     try:
         lines = rebindings(task, tree, pristine, changed) if tree is not None else []
     except Exception as exc:  # noqa: BLE001 - the agent's files must never stop its scoring (issue 38)
