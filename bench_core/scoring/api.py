@@ -140,8 +140,10 @@ def _validate(task: TaskSpec, outputs: dict, tree: Path, patch_error: str | None
 
 
 def needs_tree(task: TaskSpec) -> bool:
-    """Whether scoring `task` prepares the clean tree (so needs its repository): a re-run or hidden tests."""
-    return "execution" in task.judgeable_phases or bool(task.implementation.hidden_tests)
+    """Whether scoring `task` prepares the clean tree (so needs its repository): a re-run, hidden tests, or tests
+    derived from the reference (masked functions and a command to record their calls from)."""
+    derived = "implementation" in task.judgeable_phases and bool(task.masking.functions) and bool(task.run.command)
+    return "execution" in task.judgeable_phases or bool(task.implementation.hidden_tests) or derived
 
 
 def _repository(store: Store, task: TaskSpec, repo: Path | None) -> RepoUsed | None:
