@@ -301,6 +301,9 @@ def validate_cmd(
                           highlight=False, soft_wrap=True)
             for survivor in v.mutation.survivors if v.mutation else []:
                 console.print(f"{'':>16}   survives: {escape(survivor)}", highlight=False, soft_wrap=True)
+            for same in v.mutation.equivalents if v.mutation else []:
+                console.print(f"{'':>16}   equivalent (gold's values exactly): {escape(same)}", highlight=False,
+                              soft_wrap=True)
         headers, rows = counts_table(result)
         table = Table(*headers, title="tasks by status")
         for row in rows:

@@ -63,6 +63,10 @@ class MutationScore(BaseModel):
     score: float | None
     survivors: list[str]
     seed: int
+    # survivors whose clean re-run reported exactly gold's values and that no test told apart from the reference:
+    # equivalent on everything the task runs, so in neither count (`mutation.py`)
+    equivalent: int = 0
+    equivalents: list[str] = Field(default_factory=list)
 
 
 class TaskVerdict(BaseModel):

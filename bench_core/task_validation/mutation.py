@@ -14,9 +14,15 @@ agent's run. A mutant is
 - not scored when none could judge it (its run or re-run failed for the infrastructure, no check ran code): it is
   in neither count.
 
+A survivor whose clean re-run reported exactly the values gold's re-run reported (every observed metric equal, as
+stored) is **equivalent on everything the task runs**: no check of outputs can tell it from the reference, since
+the experiment's own results do not move (`dtype=float` dropped on float data, `round(x, 5)` of a value with four
+digits). It is listed apart (`equivalents`) and counted in neither; a survivor whose reported values moved but
+stayed inside their tolerance is not equivalent, and counts against the score.
+
 The score is killed / (killed + survived), None with nothing scored. Survivors are listed with the verdict: each is
 a change to the reference no check notices (a tolerance wider than what the experiment measures, an untested
-branch), or a change that does not alter behaviour (an equivalent mutant), which the task's author tells apart.
+branch), which the task's author reads.
 """
 
 from __future__ import annotations
@@ -92,12 +98,36 @@ def mutation_score(store: Store, task: TaskSpec, params: ValidateParams,
         score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
                                       repo=params.repo, runs_dir=params.runs_dir, llm=False))
     fates = {m.name: _fate(store, ids[m.name]) if m.name in ids else "not_scored" for m in chosen}
+    gold = _observed(store, _gold_run(store, task.id))
+    for m in chosen:
+        if fates[m.name] == "survived" and gold is not None and _observed(store, ids[m.name]) == gold:
+            fates[m.name] = "equivalent"
     killed = sum(f == "killed" for f in fates.values())
     survived = [m for m in chosen if fates[m.name] == "survived"]
+    equivalent = [m for m in chosen if fates[m.name] == "equivalent"]
     judged = killed + len(survived)
     return MutationScore(mutants=len(chosen), killed=killed, survived=len(survived),
-                         not_scored=len(chosen) - judged, score=killed / judged if judged else None,
-                         survivors=[f"{m.name}: {m.what}" for m in survived], seed=params.mutation_seed)
+                         not_scored=len(chosen) - judged - len(equivalent), score=killed / judged if judged else None,
+                         survivors=[f"{m.name}: {m.what}" for m in survived], seed=params.mutation_seed,
+                         equivalent=len(equivalent), equivalents=[f"{m.name}: {m.what}" for m in equivalent])
+
+
+def _gold_run(store: Store, task_id: str) -> str | None:
+    rows = store.query("SELECT r.id FROM runs r JOIN validations v ON v.run_id = r.id WHERE r.task_id = ? AND "
+                       "r.agent = 'gold' AND v.outcome = 'passed' ORDER BY r.attempt DESC LIMIT 1", [task_id])
+    return rows[0][0] if rows else None
+
+
+def _observed(store: Store, run_id: str | None) -> dict | None:
+    """Every metric's observed value of a run's clean re-run, as stored; None without one."""
+    if run_id is None:
+        return None
+    rows = store.query("SELECT metrics FROM validations WHERE run_id = ?", [run_id])
+    if not rows or not rows[0][0]:
+        return None
+    metrics = json.loads(rows[0][0])
+    observed = {name: row.get("observed") for name, row in metrics.items() if isinstance(row, dict)}
+    return observed or None
 
 
 def add_mutation_scores(store: Store, tasks: list[TaskSpec], verdicts: dict[str, TaskVerdict], params: ValidateParams,

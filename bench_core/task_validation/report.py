@@ -23,11 +23,13 @@ def counts_table(result: ValidateResult) -> tuple[list[str], list[list[object]]]
 
 
 def mutation_cell(verdict: TaskVerdict) -> str:
-    """`0.95 (19/20)`: the mutation score with killed / judged mutants; `–` with none measured."""
+    """`0.95 (19/20, 3 equivalent)`: the mutation score with killed / judged mutants and those equivalent on the
+    task's outputs; `–` with none measured."""
     m = verdict.mutation
     if m is None or m.score is None:
         return "–"
-    return f"{m.score:.2f} ({m.killed}/{m.killed + m.survived})"
+    same = f", {m.equivalent} equivalent" if m.equivalent else ""
+    return f"{m.score:.2f} ({m.killed}/{m.killed + m.survived}{same})"
 
 
 def task_rows(result: ValidateResult) -> tuple[list[str], list[list[object]]]:
