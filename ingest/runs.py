@@ -113,8 +113,13 @@ def judgement_insights(record: RunRecord, evidence: RunEvidence | None = None) -
     fabricated = (record.validation or {}).get("outcome") == "fabricated_result"
     rerun = _rerun_failure(record, evidence)
     found: list[RawInsight] = []
+    # one failure is mined once: where the hand-written hidden tests judged the run, the derived tests' failures of
+    # the same masked code are the same failure seen again
+    hand_written = any(j["judge"] == "hidden-tests" and j["status"] == "ok" for j in record.judgements)
     for judgement in record.judgements:
         if judgement["status"] != "ok" or judgement.get("passed") is True and not judgement.get("error_analysis"):
+            continue
+        if judgement["judge"] == "derived-tests" and hand_written:
             continue
         phase = judgement["phase"] if judgement["phase"] in PHASES else "other"
         if phase == "design":

@@ -110,6 +110,11 @@ def conclusion_statements(judgement: dict[str, Any], no_conclusion: bool) -> lis
 
 
 # -- implementation --------------------------------------------------------------------------------------------
+# the judges whose verdicts list failed tests (`failures`: test, exception, object, message): the hand-written hidden
+# tests and those derived from the reference's recorded calls
+TEST_JUDGES = ("hidden-tests", "derived-tests")
+
+
 def implementation_statements(judgement: dict[str, Any], evidence: RunEvidence, *, fabricated: bool,
                               rerun: Statement | None = None) -> list[Statement]:
     """Hidden tests: one statement per distinct failure; an LLM judge: one per requirement step not implemented.
@@ -118,7 +123,7 @@ def implementation_statements(judgement: dict[str, Any], evidence: RunEvidence, 
     verdict = _loads(judgement.get("verdict"))
     verdict = verdict if isinstance(verdict, dict) else {}
     analysis = judgement.get("error_analysis") or ""
-    if judgement.get("judge") == "hidden-tests":
+    if judgement.get("judge") in TEST_JUDGES:
         if analysis.startswith("The agent's changes could not be applied"):
             return [Statement("no_output", "diff", "Code change could not be applied to the repository")]
         if verdict.get("not_trusted"):

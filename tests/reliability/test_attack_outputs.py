@@ -280,9 +280,10 @@ AS_ROOT = {
     "through-folder": "mkdir -p /tmp/x && ln -s /etc/shadow /tmp/x/conclusion.md && ln -s /etc/shadow /tmp/x/run.sh"
                       " && rm -rf .failatlas && ln -s /tmp/x .failatlas",
     "design": "ln -s /etc/shadow .failatlas/design.json && echo 'my answer' > .failatlas/conclusion.md",
-    # the validator's re-run writes the results file as a link to /etc/shadow
-    "results": "printf 'import os\\nos.symlink(\"/etc/shadow\", \"results.json\")\\n' > run.py"
-               " && echo 'my answer' > .failatlas/conclusion.md",
+    # the validator's re-run writes the results file as a link to /etc/shadow: the masked `fit` does it (the code the
+    # re-run runs, on the constructed tree) and ends the process
+    "results": "sed -i 's|raise NotImplementedError(.*is masked: implement it.*)|import os; os.symlink(\"/etc/shadow\", "
+               "\"results.json\"); os._exit(0)|' ridge.py && echo 'my answer' > .failatlas/conclusion.md",
 }
 
 
