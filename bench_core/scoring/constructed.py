@@ -201,7 +201,7 @@ def _constructed_source(agent: str, pristine: str, rel: str) -> tuple[str, list[
         carried += [f": {owner}.{m.name}" for owner, m in methods]
     if support:
         text += "\n\n" + "\n\n".join(ast.unparse(s) for s in support) + "\n"
-        carried += [f": {', '.join(_bound(s))}" for s in support]
+        carried += [f": {', '.join(bound_names(s))}" for s in support]
     return text, carried, notes
 
 
@@ -234,7 +234,7 @@ def _add_methods(text: str, rel: str, methods: list[tuple[str, ast.AST]]) -> str
         by_class.setdefault(owner, []).append(method)
     inserts = []
     for owner, defs in by_class.items():
-        cls = _class(tree, owner)
+        cls = find_class(tree, owner)
         if cls is None:
             continue
         indent = " " * (cls.body[0].col_offset if cls.body else cls.col_offset + 4)
@@ -244,7 +244,8 @@ def _add_methods(text: str, rel: str, methods: list[tuple[str, ast.AST]]) -> str
     return "".join(lines)
 
 
-def _class(tree: ast.Module, dotted: str) -> ast.ClassDef | None:
+def find_class(tree: ast.Module, dotted: str) -> ast.ClassDef | None:
+    """The class `dotted` (`Outer.Inner`) straight in the module's body, the first of that name; None without one."""
     body, node = tree.body, None
     for part in dotted.split("."):
         node = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
@@ -254,7 +255,8 @@ def _class(tree: ast.Module, dotted: str) -> ast.ClassDef | None:
     return node
 
 
-def _bound(stmt: ast.stmt) -> list[str]:
+def bound_names(stmt: ast.stmt) -> list[str]:
+    """The names a top-level statement binds."""
     if isinstance(stmt, (*_DEFS, ast.ClassDef)):
         return [stmt.name]
     if isinstance(stmt, ast.Assign):
@@ -266,7 +268,7 @@ def _bound(stmt: ast.stmt) -> list[str]:
     return []
 
 
-def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
+def read_names(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
     """Names and attribute names the nodes read (an iterative walk: any depth)."""
     names, attrs = set(), set()
     for node in nodes:
@@ -284,47 +286,47 @@ def _definition_names(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         return set()
     if isinstance(stmt, ast.Assign):
-        return _names([stmt.value])[0]
+        return read_names([stmt.value])[0]
     parts: list[ast.AST] = list(getattr(stmt, "decorator_list", []))
     if isinstance(stmt, _DEFS):
         parts += [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]
     if isinstance(stmt, ast.ClassDef):
         parts += stmt.bases
-        names = _names(parts)[0]
+        names = read_names(parts)[0]
         for sub in stmt.body:
             names |= _definition_names(sub)
-        own = {n for sub in stmt.body for n in _bound(sub)}  # `x.setter` reads the class's own `x`
+        own = {n for sub in stmt.body for n in bound_names(sub)}  # `x.setter` reads the class's own `x`
         return names - own
-    return _names(parts)[0]
+    return read_names(parts)[0]
 
 
 class _Scope:
     """The agent's new top-level statements of one file and how each may be carried."""
 
     def __init__(self, mine: ast.Module, theirs: ast.Module) -> None:
-        self.pristine_top = {n for s in theirs.body for n in _bound(s)}
+        self.pristine_top = {n for s in theirs.body for n in bound_names(s)}
         self.theirs = theirs
         self.mine = mine
         self.new_top: dict[str, ast.stmt] = {}
         for stmt in mine.body:
-            for name in _bound(stmt):
+            for name in bound_names(stmt):
                 if name not in self.pristine_top:
                     self.new_top[name] = stmt  # the last binding, as Python leaves it
         # the statement that binds each name in the constructed module: the pristine file's, else the agent's new one
         self.binding: dict[str, ast.stmt] = dict(self.new_top)
         for stmt in theirs.body:
-            for name in _bound(stmt):
+            for name in bound_names(stmt):
                 self.binding[name] = stmt
 
     def support(self, bodies: list[tuple[str, ast.AST]], notes: list[str]
                 ) -> tuple[list[tuple[str, ast.AST]], list[ast.stmt]]:
         """The carried methods ((class, def)) and top-level statements the masked bodies name, transitively (what
         a carried method names is followed too)."""
-        names, attrs = _names([n for _, n in bodies])
+        names, attrs = read_names([n for _, n in bodies])
         carried: dict[int, ast.stmt] = {}
         methods: list[tuple[str, ast.AST]] = []
         seen: set[int] = set()
-        owners = [(owner, _class(self.mine, owner), _class(self.theirs, owner))
+        owners = [(owner, find_class(self.mine, owner), find_class(self.theirs, owner))
                   for owner in dict.fromkeys(q.rpartition(".")[0] for q, _ in bodies) if owner]
         todo, done_names = sorted(names), set()
         while len(carried) + len(methods) < MAX_CARRIED:
@@ -340,13 +342,13 @@ class _Scope:
                 except _Refused as why:
                     notes.append(f"{name} is not carried: {why}")
                     continue
-                more, more_attrs = _names([stmt])
+                more, more_attrs = read_names([stmt])
                 todo += sorted(more - done_names)
                 attrs |= more_attrs
                 continue
             found = [(owner, m) for owner, cls_mine, cls_theirs in owners if cls_mine and cls_theirs
                      for m in cls_mine.body if isinstance(m, _DEFS) and m.name in attrs and id(m) not in seen
-                     and m.name not in {n for s in cls_theirs.body for n in _bound(s)}]
+                     and m.name not in {n for s in cls_theirs.body for n in bound_names(s)}]
             if not found:
                 break
             for owner, method in found:
@@ -356,7 +358,7 @@ class _Scope:
                 except _Refused as why:
                     notes.append(f"{owner}.{method.name} is not carried: {why}")
                     continue
-                more, more_attrs = _names([method])
+                more, more_attrs = read_names([method])
                 todo += sorted(more - done_names)
                 attrs |= more_attrs
         self._prune(carried, notes)
@@ -367,17 +369,17 @@ class _Scope:
         """Leave out each carried statement that reads, while it is defined, a name the constructed module will
         not have (one left out): it would fail the whole module's import instead of only what needs it."""
         while True:
-            bound = self.pristine_top | {n for stmt in carried.values() for n in _bound(stmt)} | _BUILTINS
+            bound = self.pristine_top | {n for stmt in carried.values() for n in bound_names(stmt)} | _BUILTINS
             missing = {k: sorted(_definition_names(stmt) - bound) for k, stmt in carried.items()}
             missing = {k: names for k, names in missing.items() if names}
             if not missing:
                 return
             for k, names in missing.items():
-                notes.append(f"{', '.join(_bound(carried[k]))} is not carried: it needs {names[0]}, which is not")
+                notes.append(f"{', '.join(bound_names(carried[k]))} is not carried: it needs {names[0]}, which is not")
                 del carried[k]
 
     def _carry(self, stmt: ast.stmt) -> ast.stmt:
-        taken = [n for n in _bound(stmt) if n in self.pristine_top or n in _BUILTINS]
+        taken = [n for n in bound_names(stmt) if n in self.pristine_top or n in _BUILTINS]
         if taken:  # `RidgeRegression = _Alias = _Fitted`: it would replace what the pristine module defines
             raise _Refused(f"it binds {taken[0]}, which the original module (or Python) already defines")
         if isinstance(stmt, ast.Import | ast.ImportFrom):

@@ -60,6 +60,7 @@ from pathlib import Path, PurePosixPath
 
 from failatlas.bench_core.hidden.relay import preload_modules
 from failatlas.bench_core.prepare.leaks import function_targets
+from failatlas.bench_core.scoring.constructed import find_class as _find_class
 from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.monitor import Finding
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -126,16 +127,6 @@ def _is_self_like(node: ast.AST) -> bool:
             node = node.args[0]
         else:
             return False
-
-
-def _find_class(tree: ast.Module, dotted: str) -> ast.ClassDef | None:
-    body, found = tree.body, None
-    for part in dotted.split("."):
-        found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
-        if found is None:
-            return None
-        body = found.body
-    return found
 
 
 def _defs(body: list[ast.stmt], name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -25,8 +25,10 @@ from pathlib import Path
 
 from failatlas.bench_core.prepare.leaks import function_targets
 from failatlas.bench_core.prepare.stubs import parse_python
+from failatlas.bench_core.scoring.constructed import bound_names as _bound
+from failatlas.bench_core.scoring.constructed import find_class as _find_class
+from failatlas.bench_core.scoring.constructed import read_names as _named
 from failatlas.bench_core.scoring.counterfactual import Restored
-from failatlas.bench_core.scoring.rebinding import _find_class
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.paths import inside
 
@@ -98,30 +100,6 @@ def _carriable(stmt: ast.stmt, agent_names: set[str]) -> bool:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         return all(isinstance(t, ast.Name) for t in targets) and _inert(stmt.value, agent_names)
     return False
-
-
-def _bound(stmt: ast.stmt) -> list[str]:
-    if isinstance(stmt, (*_DEFS, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, ast.Assign):
-        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-        return [stmt.target.id]
-    if isinstance(stmt, ast.Import | ast.ImportFrom):
-        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
-    return []
-
-
-def _named(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
-    """Global names and attribute names the nodes read."""
-    names, attrs = set(), set()
-    for node in nodes:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name):
-                names.add(sub.id)
-            elif isinstance(sub, ast.Attribute):  # `self._solve`, `model._centre`: a new method of the class
-                attrs.add(sub.attr)
-    return names, attrs
 
 
 def _segment(lines: list[str], node: ast.AST, indent: int) -> list[str]:
