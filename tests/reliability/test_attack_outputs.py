@@ -282,8 +282,9 @@ AS_ROOT = {
     "design": "ln -s /etc/shadow .failatlas/design.json && echo 'my answer' > .failatlas/conclusion.md",
     # the validator's re-run writes the results file as a link to /etc/shadow: the masked `fit` does it (the code the
     # re-run runs, on the constructed tree) and ends the process
-    "results": "sed -i 's|raise NotImplementedError(.*is masked: implement it.*)|import os; os.symlink(\"/etc/shadow\", "
-               "\"results.json\"); os._exit(0)|' ridge.py && echo 'my answer' > .failatlas/conclusion.md",
+    "results": "sed -i 's|raise NotImplementedError(.*is masked: implement it.*)|"
+               "import os; os.symlink(\"/etc/shadow\", \"results.json\"); os._exit(0)|' ridge.py"
+               " && echo 'my answer' > .failatlas/conclusion.md",
 }
 
 
