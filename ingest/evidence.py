@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from failatlas.core import syntax
 from failatlas.core.errors import FailAtlasError
 from failatlas.core.store import Store
 from failatlas.ingest.modules import package_of
@@ -72,8 +73,8 @@ def _test_imports(paths: list[Path]) -> set[str]:
         try:
             if path.stat().st_size > _MAX_TEST_BYTES:
                 continue
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (OSError, SyntaxError, ValueError, RecursionError):
+            tree = syntax.parse(path.read_text(errors="replace"), str(path))
+        except (OSError, SyntaxError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -97,8 +98,8 @@ def _qualnames(source: str) -> dict[str, list[str]]:
                 walk(child, qualname + ".")
 
     try:
-        walk(ast.parse(source), "")
-    except (SyntaxError, ValueError, RecursionError):
+        walk(syntax.parse(source), "")
+    except SyntaxError:
         return {}
     return found
 

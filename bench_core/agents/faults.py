@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 
 from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, AgentContext, AgentOutcome, register_agent
 from failatlas.bench_core.agents.builtin import GoldAgent, restorable_paths
+from failatlas.core import syntax
 
 MISSING_PACKAGE = "sklearn_extra"
 
@@ -31,7 +32,7 @@ def _body_start(fn: ast.FunctionDef) -> ast.stmt:
 
 def insert_statement(source: str, statement: str, fn_name: str | None = None) -> tuple[str, str]:
     """Insert `statement` as the first statement (after the docstring) of a function; returns (source, function)."""
-    fns = _functions(ast.parse(source))
+    fns = _functions(syntax.parse(source))
     if fn_name:
         fns = [f for f in fns if f.name == fn_name] or fns
     if not fns:
@@ -46,7 +47,7 @@ def insert_statement(source: str, statement: str, fn_name: str | None = None) ->
 
 def perturb_constant(source: str) -> tuple[str, str]:
     """Change the first numeric literal inside a function that is not 0, 1, -1 or 2; returns (source, what)."""
-    for fn in _functions(ast.parse(source)):
+    for fn in _functions(syntax.parse(source)):
         for node in ast.walk(fn):
             if (isinstance(node, ast.Constant) and type(node.value) in (int, float)
                     and node.value not in (0, 1, -1, 2) and node.end_lineno == node.lineno):

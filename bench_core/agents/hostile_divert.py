@@ -33,6 +33,7 @@ from failatlas.bench_core.agents.base import (
     register_agent,
 )
 from failatlas.bench_core.prepare.stubs import stub_message
+from failatlas.core import syntax
 
 MARK = "pending"
 
@@ -53,7 +54,7 @@ def _marked(text: str, path: str, functions) -> str:  # noqa: ANN001 - the task'
 
 def _function_source(source: str, qualname: str) -> str | None:
     """The text of the definition `qualname` in `source`, dedented; None when it is not there."""
-    body, node = ast.parse(source).body, None
+    body, node = syntax.parse(source).body, None
     for part in qualname.split("."):
         node = next((n for n in body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
                      and n.name == part), None)

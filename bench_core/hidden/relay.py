@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from failatlas.bench_core.hidden import wire
+from failatlas.core import syntax
 from failatlas.core.errors import AgentFaultError, FailAtlasError, InfrastructureError
 
 HERE = Path(__file__).resolve().parent
@@ -278,8 +279,8 @@ def preload_modules(pristine: Path | None) -> list[str]:
     names: dict[str, None] = {}
     for path in sorted(pristine.rglob("*.py"))[:500]:
         try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = syntax.read(path)
+        except SyntaxError:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

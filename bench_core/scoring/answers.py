@@ -29,6 +29,7 @@ import math
 import re
 from typing import Any
 
+from failatlas.core import syntax
 from failatlas.core.importers import MAX_JSON_DEPTH, json_value_problem, loads
 
 MAX_ANSWER_CHARS = 1024 * 1024  # the sandbox keeps at most 1 MiB of each stream
@@ -67,7 +68,7 @@ def _parse(span: str) -> Any:
         if "'" not in span or len(span) > MAX_LITERAL_CHARS:
             return None
         try:
-            value = ast.literal_eval(span)
+            value = syntax.literal(span)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return None
     return None if json_value_problem(value, max_depth=MAX_JSON_DEPTH) else value

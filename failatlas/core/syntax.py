@@ -96,6 +96,14 @@ def parse(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
     return tree
 
 
+def literal(text: str) -> object:
+    """`ast.literal_eval` of a text, its parse serialised with every other by AST_LOCK (ast.literal_eval of a str
+    parses it unlocked); raises what ast.literal_eval raises."""
+    with AST_LOCK:
+        node = ast.parse(text.lstrip(" \t"), mode="eval")
+    return ast.literal_eval(node)
+
+
 def _check_fstrings(data: bytes, filename: str) -> None:
     """UnreadableSource for an f-string with more than MAX_FSTRING_FIELDS braces (an upper bound of its fields:
     braces of the string's text and of strings nested in its fields count too)."""
