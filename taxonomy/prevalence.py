@@ -14,8 +14,9 @@ Confidence intervals (95%):
   draw). A phase with a single row (one failure type and nothing unassigned) holds 100% of its occurrences by
   construction: its interval is null, and every table, page and command prints it as '–'
   (`failatlas.core.tables.interval_text`), never as '100.0–100.0'.
-- share of runs / tasks: Wilson score interval per type (a binomial proportion: k of n runs), which keeps its width
-  at 0 of n and n of n, where a bootstrap collapses to a point.
+- share of runs / tasks: Wilson score interval per type (a binomial proportion: k of n runs;
+  `failatlas.core.intervals.wilson`, the one interval of the bench scores too), which keeps its width at 0 of n and
+  n of n, where a bootstrap collapses to a point.
 - the difference of two groups' shares (`share_difference`): Newcombe's hybrid score interval (his method 10),
   built from the two Wilson intervals; a difference whose interval excludes 0 is significant at the 5% level.
 """
@@ -28,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from failatlas.core.errors import ConfigError, InputError
+from failatlas.core.intervals import Z95, wilson
 from failatlas.core.store import Store
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.inputs import query_frame
@@ -92,20 +94,6 @@ def _bootstrap_insights(counts: np.ndarray, n_boot: int, rng: np.random.Generato
         return share, share
     draws = rng.multinomial(total, counts / total, size=n_boot) / total
     return np.quantile(draws, 0.025, axis=0), np.quantile(draws, 0.975, axis=0)
-
-
-Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
-
-
-def wilson(count: np.ndarray | float, total: np.ndarray | float, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson's score interval of the proportion count/total (arrays or scalars); (nan, nan) where total is 0."""
-    k = np.asarray(count, dtype=float)
-    n = np.asarray(total, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = k / n
-        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
 
 
 def share_difference(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float, float]:

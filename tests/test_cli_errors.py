@@ -89,9 +89,8 @@ def scored_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("flag, value, words", [
-    ("--k", "-1", ["--k -1", "k >= 1"]), ("--k", "0", ["--k 0", "k >= 1"]),
-    ("--n-boot", "0", ["--n-boot 0", "at least 1"]), ("--n-boot", "-3", ["--n-boot -3", "at least 1"])])
-def test_bench_report_refuses_a_bad_k_or_n_boot_in_one_line(scored_db, tmp_path, flag, value, words):
+    ("--k", "-1", ["--k -1", "k >= 1"]), ("--k", "0", ["--k 0", "k >= 1"])])
+def test_bench_report_refuses_a_bad_k_in_one_line(scored_db, tmp_path, flag, value, words):
     _one_line_error(_cli("--db", str(scored_db), "bench", "report", flag, value, cwd=tmp_path), *words)
 
 
@@ -110,7 +109,7 @@ def test_write_report_turns_an_unwritable_folder_into_one_error(scored_db, tmp_p
     from failatlas.core.errors import InputError
     from failatlas.core.store import Store
 
-    table = report_table(Store(scored_db), by="agent", n_boot=20)
+    table = report_table(Store(scored_db), by="agent")
     out = tmp_path / "out"
     out.mkdir()
     (out / "report_by_agent.tex").mkdir()  # the last file cannot take its name: no file of the three is written
@@ -125,14 +124,14 @@ def test_write_report_turns_an_unwritable_folder_into_one_error(scored_db, tmp_p
 
 
 def test_pass_at_k_with_too_few_attempts_says_why(scored_db, tmp_path):
-    result = _cli("--db", str(scored_db), "bench", "report", "--k", "3", "--n-boot", "20", "--out", "rep",
+    result = _cli("--db", str(scored_db), "bench", "report", "--k", "3", "--out", "rep",
                   cwd=tmp_path, width=200)
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
     assert "pass@3 and pass^3 need 3 attempts of a task scored on M·C·D·I·E; 2 of 2 group(s) have no such task " \
            "(at most 1 per task here): `failatlas bench run --attempts 3`" in text, result.stdout
     assert "need 3 attempts" in (tmp_path / "rep" / "report_by_agent.md").read_text()
-    again = _cli("--db", str(scored_db), "bench", "report", "--k", "1", "--n-boot", "20", cwd=tmp_path, width=200)
+    again = _cli("--db", str(scored_db), "bench", "report", "--k", "1", cwd=tmp_path, width=200)
     assert again.returncode == 0 and "attempts of a task" not in again.stdout, again.stdout
 
 
@@ -195,7 +194,7 @@ def test_bench_report_to_a_file_keeps_every_score_column(scored_db, tmp_path):
     from failatlas.core.tables import fmt
 
     result = _cli("--db", str(scored_db), "bench", "report", "--by", "setting,paper,agent", "--k", "1",
-                  "--n-boot", "20", cwd=tmp_path, width=None)
+                  cwd=tmp_path, width=None)
     assert result.returncode == 0, result.stderr
     notes = set(report_notes(Store(scored_db)))  # one line each, as the terminal wraps them
     lines = [line for line in result.stdout.splitlines() if line not in notes]
@@ -206,7 +205,7 @@ def test_bench_report_to_a_file_keeps_every_score_column(scored_db, tmp_path):
         words = section.split()
         for header in (*METRICS, "pass@1", "pass^1"):
             assert header in words, (by, header, section)
-        table = report_table(Store(scored_db), by=by, k=1, n_boot=20)
+        table = report_table(Store(scored_db), by=by, k=1)
         for r in table.iter_rows(named=True):
             for metric in METRICS:
                 if r[f"{metric}_n"]:

@@ -420,20 +420,17 @@ def report(
         help="Also compute pass@k and pass^k over attempts (k >= 1; a task counts once it has k scored attempts).")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write Markdown, CSV and LaTeX tables to this folder.")] = None,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the confidence intervals (at least 1).")] = 1000,
 ) -> None:
-    """Phase scores (M, D, I, E, C) and conjunctive scores with bootstrap CIs; see docs/metrics.md. Below the
+    """Phase scores (M, D, I, E, C) and conjunctive scores with 95% Wilson intervals; see docs/metrics.md. Below the
     table: per agent, the runs stored and how many each denominator holds, a warning for runs in no score, and
     the runs whose E is not scored because this environment cannot run their task."""
     groupings = list(dict.fromkeys(g.strip() for value in by or ["agent"] for g in value.split(",") if g.strip()))
     if k is not None and k < 1:
         raise ConfigError(f"--k {k}: pass@k needs k >= 1 (k attempts per task)")
-    if n_boot < 1:
-        raise ConfigError(f"--n-boot {n_boot}: the confidence intervals need at least 1 bootstrap draw")
-    _report(groupings or ["agent"], k, out, n_boot)
+    _report(groupings or ["agent"], k, out)
 
 
-def _report(groupings: list[str], k: int | None, out: Path | None, n_boot: int) -> None:
+def _report(groupings: list[str], k: int | None, out: Path | None) -> None:
     from failatlas.bench_core.scoring.metrics import run_scores
     from failatlas.bench_core.scoring.report import (
         attempts_note,
@@ -447,7 +444,7 @@ def _report(groupings: list[str], k: int | None, out: Path | None, n_boot: int) 
         check_report_folder(out)  # before the scores are computed, not after
     s = store(create=False)
     scores = run_scores(s)
-    tables = {by: report_table(s, by=by, k=k, n_boot=n_boot, scores=scores) for by in groupings}  # all checked first
+    tables = {by: report_table(s, by=by, k=k, scores=scores) for by in groupings}  # all checked first
     notes = report_notes(s, scores)
     for by, table in tables.items():
         if len(tables) > 1:
@@ -475,7 +472,7 @@ def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # n
     (the grouping's own: a note under the first table says so); one with the same value in every row is said
     once, in the titles."""
     from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES
-    from failatlas.bench_core.scoring.report import DIMENSION, GROUPINGS, NO_DIMENSION
+    from failatlas.bench_core.scoring.report import DIMENSION, GROUPINGS, NO_DIMENSION, score_interval_text
     from failatlas.core.cli import split_columns
     from failatlas.core.tables import fmt
 
@@ -505,10 +502,8 @@ def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # n
                     line.append("–" if r[m] is None else fmt(r[m]))
                 elif not r[f"{m}_n"]:
                     line.append(f"– (left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
-                elif r[f"{m}_lo"] is None or r[f"{m}_hi"] is None:
-                    line.append(fmt(r[m]))
                 else:
-                    line.append(f"{fmt(r[m])}\n{fmt(r[m + '_lo'])}–{fmt(r[m + '_hi'])}")
+                    line.append(f"{fmt(r[m])}\n{score_interval_text(r, m)}")
             cells.append(line)
         tables += split_columns([*keys, "runs", *metrics], cells, names=len(keys), keep=1,
                                 title=f"{title}; {said}" if said else title, width=width,

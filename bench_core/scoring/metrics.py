@@ -1,4 +1,4 @@
-"""Phase scores, conjunctive scores, pass@k and pass^k, with bootstrap confidence intervals.
+"""Phase scores, conjunctive scores, pass@k and pass^k, with Wilson score intervals.
 
 Definitions (also in docs/metrics.md):
 - Per run, each phase is 1 (passed), 0 (failed) or missing (not applicable to the task, judge not run, judge failed).
@@ -18,7 +18,9 @@ Definitions (also in docs/metrics.md):
 - A failed monitor (M = 0) zeroes every score that includes M, as in EXP-Bench.
 - pass@k (unbiased, Chen et al. 2021): per task with n attempts and c successes, 1 - C(n-c, k) / C(n, k); pass^k:
   C(c, k) / C(n, k), the chance that k attempts all succeed; both averaged over tasks with n >= k.
-- Confidence intervals: percentile bootstrap over tasks (runs of one task are resampled together), 1000 draws.
+- Confidence intervals (95%): Wilson's score interval of the mean (`failatlas.core.intervals.wilson`), with n the
+  tasks the group scored (the attempts of one task are not independent evidence about other tasks), or, in a group
+  of a single task, its scored runs (its attempts are then the sample). With one run per task, n is the runs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import polars as pl
 from failatlas.bench_core.scoring.environment import NO_REFERENCE_COMMAND, environment_blocks
 from failatlas.bench_core.scoring.judges import DETERMINISTIC_RANK, VETO, judge_precedence
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
+from failatlas.core.intervals import wilson
 from failatlas.core.store import Store
 
 PHASES = ("M", "D", "I", "E", "C")
@@ -125,24 +128,22 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return comb(c, k) / comb(n, k)
 
 
-def _bootstrap(task_values: list[np.ndarray], n_boot: int, seed: int) -> tuple[float, float]:
-    """Percentile CI of the mean of run values, resampling tasks."""
-    if not task_values:
+def score_interval(values: pl.Series, tasks: pl.Series) -> tuple[float, float]:
+    """The 95% interval of the mean of 0/1 run `values` (nulls dropped) whose runs belong to `tasks`: Wilson's
+    score interval with n the distinct tasks, or the runs when they are all of one task; (nan, nan) for none."""
+    scored = values.is_not_null()
+    runs = int(scored.sum())
+    if runs == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    sums = np.array([v.sum() for v in task_values])
-    counts = np.array([len(v) for v in task_values])
-    idx = rng.integers(0, len(task_values), size=(n_boot, len(task_values)))
-    means = sums[idx].sum(axis=1) / np.maximum(counts[idx].sum(axis=1), 1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+    n_tasks = tasks.filter(scored).n_unique()
+    n = runs if n_tasks == 1 else n_tasks
+    low, high = wilson(float(values.mean()) * n, n)
+    return float(low), float(high)
 
 
-def summarise(scores: pl.DataFrame, by: list[str], *, n_boot: int = 1000, seed: int = 0,
-              k: int | None = None) -> pl.DataFrame:
-    """Mean, CI, scored and unscored counts of every phase and conjunctive score per group. Raises ValueError
-    when `n_boot` or `k` is below 1."""
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be at least 1 bootstrap draw, got {n_boot}")
+def summarise(scores: pl.DataFrame, by: list[str], *, k: int | None = None) -> pl.DataFrame:
+    """Mean, 95% CI (`score_interval`), scored and unscored counts of every phase and conjunctive score per group.
+    Raises ValueError when `k` is below 1."""
     if k is not None and k < 1:
         raise ValueError(f"k must be at least 1 attempt for pass@k, got {k}")
     out = []
@@ -153,14 +154,10 @@ def summarise(scores: pl.DataFrame, by: list[str], *, n_boot: int = 1000, seed: 
         row["tasks"] = group["task_id"].n_unique()
         row["E_env_n"] = group["E_unscored"].is_not_null().sum() if "E_unscored" in group.columns else 0
         for metric in (*PHASES, *CONJUNCTIVE):
-            scored = group.filter(pl.col(metric).is_not_null())
-            values = [np.asarray(t[metric].to_list(), dtype=float)
-                      for _, t in scored.group_by("task_id", maintain_order=True)]
-            mean = float(scored[metric].mean()) if scored.height else float("nan")
-            lo, hi = _bootstrap(values, n_boot, seed)
-            row[metric] = mean
-            row[f"{metric}_lo"], row[f"{metric}_hi"] = lo, hi
-            row[f"{metric}_n"] = scored.height
+            n = int(group[metric].is_not_null().sum())
+            row[metric] = float(group[metric].mean()) if n else float("nan")
+            row[f"{metric}_lo"], row[f"{metric}_hi"] = score_interval(group[metric], group["task_id"])
+            row[f"{metric}_n"] = n
         if k:
             per_task = group.filter(pl.col("M·C·D·I·E").is_not_null()).group_by("task_id").agg(
                 pl.len().alias("n"), pl.col("M·C·D·I·E").sum().alias("c"))

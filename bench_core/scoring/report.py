@@ -36,8 +36,8 @@ _STORED = """
     FROM runs r LEFT JOIN tasks t ON t.id = r.task_id"""
 
 
-def report_table(store: Store, *, by: str = "agent", k: int | None = None, n_boot: int = 1000,
-                 seed: int = 0, scores: pl.DataFrame | None = None) -> pl.DataFrame:
+def report_table(store: Store, *, by: str = "agent", k: int | None = None,
+                 scores: pl.DataFrame | None = None) -> pl.DataFrame:
     """The scores per group of `by` (`GROUPINGS`), with, beside each group's scored runs (`runs`), the runs
     stored for it (`stored`), those not scored yet (`unscored`) and those that ended in `infra_error`.
     `scores`: `run_scores(store)`, when the caller has it. Raises NotFoundError for an unknown grouping or a
@@ -48,7 +48,7 @@ def report_table(store: Store, *, by: str = "agent", k: int | None = None, n_boo
     if scores.height == 0:
         raise NotFoundError("no scored runs in the store",
                             hint="run `failatlas bench run` then `failatlas bench score`")
-    table = summarise(scores, GROUPINGS[by], n_boot=n_boot, seed=seed, k=k)
+    table = summarise(scores, GROUPINGS[by], k=k)
     coverage = _coverage(store, scores, GROUPINGS[by])
     extra = {name: [coverage.get(tuple(r[key] for key in GROUPINGS[by]), {}).get(name, 0)
                     for r in table.iter_rows(named=True)] for name in ("stored", "unscored", "infra_error")}
@@ -180,7 +180,7 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
             if r[f"{m}_n"] == 0:
                 row.append(f"– (left out {r['E_env_n']})" if env and with_n else "–")
             elif with_ci:
-                cell = f"{fmt(r[m])} [{_interval(r, m)}]"
+                cell = f"{fmt(r[m])} [{score_interval_text(r, m)}]"
                 row.append(f"{cell} (n={r[m + '_n']}{env})" if with_n else cell)
             else:
                 row.append(r[m])
@@ -247,8 +247,9 @@ def write_report(table: pl.DataFrame, by: str, out_dir: Path, notes: list[str] |
     return [out_dir / name for name in texts]
 
 
-def _interval(r: dict, metric: str, dash: str = "–") -> str:
-    """A score's 95% CI as the terminal, Markdown and LaTeX tables print it: '0.20–0.80'."""
+def score_interval_text(r: dict, metric: str, dash: str = "–") -> str:
+    """A score's 95% CI (`metrics.score_interval`) as the terminal, Markdown, LaTeX and the app print it:
+    '0.20–0.80'."""
     return interval_text(r[f"{metric}_lo"], r[f"{metric}_hi"], digits=2, scale=1.0, dash=dash)
 
 
@@ -262,7 +263,7 @@ def _paper_cell(r: dict, metric: str) -> str:
     runs the mean is over (those where the score is defined), so the denominator stands in the table. A cell
     with no mean (n=0) or no CI leaves that line empty, so a row's CIs and n's stay on one line each."""
     n = r.get(f"{metric}_n") or 0
-    ci = _interval(r, metric, dash="--") if n else "--"
+    ci = score_interval_text(r, metric, dash="--") if n else "--"
     return _stacked([fmt(r[metric]) if n else "--", "" if ci == "--" else r"{\scriptsize " + ci + "}",
                      rf"{{\scriptsize $n$={n}}}"])
 
@@ -304,8 +305,9 @@ def to_paper_latex(table: pl.DataFrame, by: str) -> str:
             body.append(" & ".join(cells) + r" \\[2pt]")
         caption = latex_cell(f"{what[0].upper()}{what[1:]} by {by}.")
         if family != "pass":
-            caption += (r" Each cell: the mean over runs, its 95\% bootstrap CI (tasks resampled) and $n$, the runs"
-                        " the score is defined on (runs: every scored run of the group).")
+            caption += (r" Each cell: the mean over runs, its 95\% Wilson score interval (over the group's tasks;"
+                        r" over the runs when the group is one task) and $n$, the runs the score is defined on"
+                        " (runs: every scored run of the group).")
         if family == "phases" and env_left:
             caption += " E's $n$ leaves out the runs whose task this environment cannot run (E\\_env\\_n in the CSV)."
         if family == "conjunctive":

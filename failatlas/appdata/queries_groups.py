@@ -37,8 +37,8 @@ def grouping_options(store: Store) -> list[str]:
             if name in ("agent", "model", "benchmark") or scores[column].drop_nulls().len() > 0]
 
 
-def score_groups(store: Store, by: str = "agent", n_boot: int = 1000) -> pl.DataFrame:
-    """Phase and conjunctive scores with bootstrap intervals per group of `by` (a key of `GROUPINGS`); the group
+def score_groups(store: Store, by: str = "agent") -> pl.DataFrame:
+    """Phase and conjunctive scores with their 95% Wilson intervals per group of `by` (a key of `GROUPINGS`); the group
     columns a store leaves empty everywhere (no model, one benchmark's runs without a setting) are dropped, except
     the dimension itself. Empty when no run is scored. Raises ValueError for an unknown `by`."""
     from failatlas.bench_core.scoring.metrics import run_scores, summarise
@@ -49,7 +49,7 @@ def score_groups(store: Store, by: str = "agent", n_boot: int = 1000) -> pl.Data
     if scores.height == 0:
         return pl.DataFrame()
     keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by] or scores[k].drop_nulls().len() > 0]
-    return summarise(scores, keys, n_boot=n_boot).sort(keys, nulls_last=True)
+    return summarise(scores, keys).sort(keys, nulls_last=True)
 
 
 _COMPARE_VALUES = {

@@ -152,14 +152,14 @@ def llm_spend(store: Store) -> pl.DataFrame:
         FROM llm_calls GROUP BY role ORDER BY role""")
 
 
-def score_summary(store: Store, by: tuple[str, ...] = ("agent", "model"), n_boot: int = 1000) -> pl.DataFrame:
-    """Phase and conjunctive scores with bootstrap intervals per group (`bench_core.scoring.metrics`)."""
+def score_summary(store: Store, by: tuple[str, ...] = ("agent", "model")) -> pl.DataFrame:
+    """Phase and conjunctive scores with their 95% Wilson intervals per group (`bench_core.scoring.metrics`)."""
     from failatlas.bench_core.scoring.metrics import run_scores, summarise
 
     scores = run_scores(store)
     if scores.height == 0:
         return pl.DataFrame()
-    return summarise(scores, list(by), n_boot=n_boot)
+    return summarise(scores, list(by))
 
 
 def funnel_frame(store: Store) -> pl.DataFrame:

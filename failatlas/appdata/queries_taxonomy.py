@@ -108,9 +108,10 @@ def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: 
     share_difference`). Rows are keyed by the failure type's id, never its name, so a type is one row."""
     import numpy as np
 
+    from failatlas.core.intervals import wilson
     from failatlas.taxonomy import prevalence
     from failatlas.taxonomy.model import phase_rank
-    from failatlas.taxonomy.prevalence import share_difference, unit_totals, wilson
+    from failatlas.taxonomy.prevalence import share_difference, unit_totals
 
     frame = prevalence(store, taxonomy_id, unit=unit, by=by, n_boot=n_boot)  # type: ignore[arg-type]
     runs_totals = unit_totals(store, taxonomy_id, unit, by)  # type: ignore[arg-type]

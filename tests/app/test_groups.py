@@ -73,14 +73,14 @@ def test_a_grouping_the_store_cannot_give_is_said(groups_db: Path, monkeypatch: 
 def test_the_app_numbers_equal_the_report_exports(groups_db: Path, tmp_path: Path):
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["--db", str(groups_db), "bench", "report", "--by", "paper,setting", "--by",
-                                   "agent", "--n-boot", "50", "--out", str(out)])
+                                   "agent", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} == {f"report_by_{by}.{ext}" for by in ("paper", "setting", "agent")
                                                for ext in ("md", "csv", "tex")}
     exported = {(r["paper_id"], r["agent"]): r for r in csv.DictReader((out / "report_by_paper.csv").open())}
     from failatlas.store import Store
 
-    shown = queries_groups.score_groups(Store(str(groups_db)), "paper", n_boot=50)
+    shown = queries_groups.score_groups(Store(str(groups_db)), "paper")
     assert shown.height == len(exported) == 4
     for r in shown.iter_rows(named=True):
         row = exported[(r["paper_id"], r["agent"])]

@@ -78,7 +78,7 @@ def test_planted_key_and_ground_truth_stay_out(sandbox_image, store, tmp_path, m
         scoring.run(store, scoring.ScoreParams(runs_dir=tmp_path / "runs", image=sandbox_image))
         assert server.requests[0].headers.get("authorization") == f"Bearer {KEY}"  # it was really used
     from failatlas.bench_core.scoring.report import report_table, write_report
-    exports = write_report(report_table(store, by="agent", n_boot=50), "agent", tmp_path / "report")
+    exports = write_report(report_table(store, by="agent"), "agent", tmp_path / "report")
     texts = {**_everything_in(store), **{p.name: p.read_text() for p in exports}}
     captured = capfd.readouterr()
     texts["stdout/stderr"] = captured.out + captured.err

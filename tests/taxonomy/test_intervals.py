@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from failatlas.core.intervals import wilson
 from failatlas.core.tables import counted, interval_text
-from failatlas.taxonomy.prevalence import share_difference, wilson
+from failatlas.taxonomy.prevalence import share_difference
 
 
 @pytest.mark.parametrize(("k1", "n1", "k2", "n2", "low", "high"), [

@@ -17,11 +17,13 @@ GROUP_COLUMNS = ("agent", "model", "benchmark", "paper_id", "setting", "kind", "
 def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
     """Each score as 'mean [low–high] n', the runs scored on that metric last (it differs between metrics: a run
     whose judge did not run has no score there)."""
+    from failatlas.bench_core.scoring.report import score_interval_text
+
     def cell(row: dict, metric: str) -> str:
         n = row.get(f"{metric}_n") or 0
         if not n:
             return "– n=0"
-        return f"{row[metric]:.2f} [{row[f'{metric}_lo']:.2f}–{row[f'{metric}_hi']:.2f}] n={n}"
+        return f"{row[metric]:.2f} [{score_interval_text(row, metric)}] n={n}"
 
     keys = [c for c in summary.columns if c in GROUP_COLUMNS]
     rows = [{**{LABELS.get(k, k): _key(r[k]) for k in keys}, "runs": r["runs"], "tasks": r["tasks"],
@@ -126,7 +128,8 @@ def render(ctx: Context) -> None:
         return
     st.subheader("Phase and conjunctive scores")
     by = _grouping(ctx)
-    st.caption("Mean, 95% bootstrap interval over tasks, and the number of runs scored (docs/metrics.md); "
+    st.caption("Mean, 95% Wilson interval (n: the tasks; a single task's runs), and the number of runs scored "
+               "(docs/metrics.md); "
                f"grouped by {md(by)} as `failatlas bench report --by` groups them.")
     summary = ctx.q("score_groups", by)
     if summary.height:  # two tables, as in the paper export: every column readable without scrolling sideways

@@ -22,7 +22,7 @@ from tests.paper_latex import compile_latex, header_packages
 @pytest.mark.docker
 @pytest.mark.slow
 def test_report_formats_agree_and_latex_compiles(scored_mini_store: Path, tmp_path: Path):
-    table = report_table(Store(scored_mini_store), by="agent", n_boot=200)
+    table = report_table(Store(scored_mini_store), by="agent")
     md, csv_path, tex = write_report(table, "agent", tmp_path)
     rows = {r["agent"]: r for r in csv.DictReader(csv_path.open())}
     assert float(rows["gold"]["M·C·D·I·E"]) == 1.0 and float(rows["null"]["D"]) == 0.0
@@ -39,7 +39,7 @@ def test_report_formats_agree_and_latex_compiles(scored_mini_store: Path, tmp_pa
 @pytest.mark.slow
 def test_report_cli_with_pass_at_k(scored_mini_store: Path, tmp_path: Path):
     result = CliRunner().invoke(app, ["--db", str(scored_mini_store), "bench", "report", "--by", "fault", "--k", "1",
-                                      "--out", str(tmp_path), "--n-boot", "100"])
+                                      "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "report_by_fault.csv").read_text().count("\n") == 10  # header + 9 agents
     header = (tmp_path / "report_by_fault.csv").read_text().splitlines()[0]
@@ -70,7 +70,7 @@ def test_report_latex_fits_a_paper_page(tmp_path: Path, by: str, keys: list[str]
     """13 score columns with CIs and pass@k, long agent and model names: every table compiles in a plain article
     with the packages its header names, with no overfull box, and carries a caption and a label per float."""
     agents = ["gold", "null", "openhands_codeact_agent_with_a_very_long_name", "hostile-pytest-plugin"]
-    table = summarise(_scores(agents, tasks=4, attempts=2), keys, n_boot=100, k=2)
+    table = summarise(_scores(agents, tasks=4, attempts=2), keys, k=2)
     _, csv_path, tex = write_report(table, by, tmp_path)
     text = tex.read_text()
     assert header_packages(tex) == ["booktabs", "tabularx"]

@@ -66,12 +66,12 @@ def test_e_is_not_scored_where_the_environment_cannot_run_the_reference(env_stor
     raw = run_scores(env_store, environment=False).filter(run_scores(env_store, environment=False)["agent"] == "gold")
     assert sorted(raw["E"].to_list()) == [0, 1]
 
-    table = {r["agent"]: r for r in report_table(env_store, by="agent", n_boot=50).iter_rows(named=True)}
+    table = {r["agent"]: r for r in report_table(env_store, by="agent").iter_rows(named=True)}
     assert (table["gold"]["E"], table["gold"]["E_n"], table["gold"]["E_env_n"]) == (1.0, 1, 1)
     assert table["null"]["E_env_n"] == 1
     notes = report_notes(env_store)
     assert any(line.startswith("E not scored, not the agent's failure: 2 run(s) of 1 task(s)") for line in notes)
-    md, csv_path, _ = write_report(report_table(env_store, by="agent", n_boot=50), "agent", tmp_path / "out", notes)
+    md, csv_path, _ = write_report(report_table(env_store, by="agent"), "agent", tmp_path / "out", notes)
     assert "(n=1, left out 1)" in md.read_text() and "env-failed" in md.read_text()
     rows = {r["agent"]: r for r in csv.DictReader(csv_path.open())}
     assert rows["gold"]["E_env_n"] == "1" and rows["gold"]["stored"] == "2"
@@ -95,7 +95,7 @@ def test_the_report_states_each_denominator_and_warns_about_runs_in_no_score(env
 
     from failatlas.cli import app
 
-    res = CliRunner().invoke(app, ["--db", str(env_store.path), "bench", "report", "--n-boot", "20"])
+    res = CliRunner().invoke(app, ["--db", str(env_store.path), "bench", "report"])
     assert res.exit_code == 0, res.output
     assert "warning: null: 2 of 4 stored run(s) are in no score" in " ".join(res.output.split())
     assert "2 of 4" in res.output  # the runs column: scored of stored

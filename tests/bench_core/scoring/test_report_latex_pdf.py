@@ -97,7 +97,7 @@ def _check_report(text: str, rows: dict[str, dict[str, str]]) -> dict[str, tuple
 
 
 def test_the_compiled_report_reads_as_a_paper_table(tmp_path: Path):
-    table = summarise(_scores(model=None), ["agent", "model"], n_boot=200)
+    table = summarise(_scores(model=None), ["agent", "model"])
     text, rows = _compiled(table, tmp_path)
     floats = _check_report(text, rows)
     for caption, lines in floats.values():
@@ -117,7 +117,7 @@ def test_the_compiled_report_reads_as_a_paper_table(tmp_path: Path):
 
 def test_the_model_is_shown_when_runs_have_one(tmp_path: Path):
     model = "gpt-4o-mini-2024-07-18"
-    table = summarise(_scores(model=model), ["agent", "model"], n_boot=100)
+    table = summarise(_scores(model=model), ["agent", "model"])
     _, csv_path, tex = write_report(table, "agent", tmp_path)
     text = pdf_text(compile_latex(tex, tmp_path, header_packages(tex)))
     lines = text.splitlines()
@@ -133,7 +133,7 @@ def test_the_model_is_shown_when_runs_have_one(tmp_path: Path):
 @pytest.mark.slow
 def test_the_demo_report_reads_as_a_paper_table(scored_mini_store: Path, tmp_path: Path):
     """The same reading on the real mini-suite runs (`failatlas demo` writes this report)."""
-    table = report_table(Store(scored_mini_store), by="agent", n_boot=200)
+    table = report_table(Store(scored_mini_store), by="agent")
     text, rows = _compiled(table, tmp_path)
     assert set(rows) == set(HARNESS_AGENTS)
     _check_report(text, rows)

@@ -114,7 +114,7 @@ def test_the_report_breaks_scores_down_by_paper_and_by_setting(store, tmp_path):
     cli = CliRunner()
     out = tmp_path / "out"
     for by in ("paper", "setting"):
-        res = cli.invoke(app, ["--db", str(store.path), "bench", "report", "--by", by, "--n-boot", "20",
+        res = cli.invoke(app, ["--db", str(store.path), "bench", "report", "--by", by,
                                "--out", str(out)])
         assert res.exit_code == 0, res.output
     by_paper = {(r["paper_id"], r["agent"]): r for r in csv.DictReader((out / "report_by_paper.csv").open())}
