@@ -95,7 +95,7 @@ class BwrapSandbox(LocalSandbox):
         self._home = root / "home"
         self._binary = binary
         self._uid = uid
-        self._inputs: dict[str, str] = {}
+        self._inputs: list[tuple[str, str]] = []
         self._gpus = setup.gpu_nodes(spec.gpu_ids)
         self._cpus = _pick_cpus(spec.cpus)
         self.egress: BwrapEgress | None = None
@@ -158,12 +158,17 @@ class BwrapSandbox(LocalSandbox):
     def _place_inputs(self) -> None:
         """Each read-only input bound from where it is when the sandbox's user can reach it, else from a read-only
         copy in the private root; a mount point made for targets inside the working copy."""
-        for n, (host, target) in enumerate(self.spec.read_only_inputs.items()):
+        data = set(self.spec.data.values())
+        for n, (host, target) in enumerate(self.spec.mounts()):
             src = Path(host)
             if not src.exists():
                 raise SandboxError(f"read-only input {host} does not exist")
             src = src.resolve()
             if self._uid is not None and not setup.is_world_traversable(src.parent):
+                if host in data:  # datasets and weights are large: never copied
+                    raise SandboxError(f"data input {host} cannot be reached by the sandbox's user (a folder "
+                                       "above it is not world-traversable)",
+                                       hint="make its folders traversable (chmod o+x) and it readable (o+r)")
                 copy = self.root / "inputs" / str(n)
                 copy.parent.mkdir(exist_ok=True)
                 if src.is_dir():
@@ -178,7 +183,7 @@ class BwrapSandbox(LocalSandbox):
                 copy.chmod(copy.stat().st_mode | 0o555)
                 (self.root / "inputs").chmod(0o711)
                 src = copy
-            self._inputs[str(src)] = target
+            self._inputs.append((str(src), target))
             inside = Path(target).relative_to(self.spec.workdir) if Path(target).is_relative_to(
                 self.spec.workdir) else None
             if inside is not None and str(inside) != ".":
@@ -218,7 +223,7 @@ class BwrapSandbox(LocalSandbox):
                 "--size", str(spec.shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
                 "--tmpfs", "/home", "--bind", str(self._home), setup.HOME,
                 "--bind", str(self._workdir), spec.workdir]
-        for host, target in self._inputs.items():
+        for host, target in self._inputs:
             opts += ["--ro-bind", host, target]
         for host, target in binds:
             opts += ["--ro-bind", host, target]
@@ -236,6 +241,7 @@ class BwrapSandbox(LocalSandbox):
         env.update(HOME=setup.HOME, USER="agent", TMPDIR="/tmp", CUDA_VISIBLE_DEVICES=visible)
         if self.egress is not None:
             env.update(self.egress.env())
+        env.update(self.spec.data_env())
         env.update(self.spec.env)
         env.update(extra or {})
         return env

@@ -159,7 +159,7 @@ class DockerSandbox:
         except docker.errors.ImageNotFound:
             raise SandboxError(f"the sandbox image {spec.image} does not exist",
                                hint="build it with `failatlas sandbox build-image`") from None
-        for host in spec.read_only_inputs:
+        for host, _target in spec.mounts():
             if not Path(host).exists():
                 raise SandboxError(f"read-only input {host} does not exist")
         egress = None
@@ -194,15 +194,15 @@ class DockerSandbox:
     def _run_options(spec: SandboxSpec, client: Any = None, egress: Any = None) -> dict[str, Any]:
         import docker
 
-        env = dict(spec.env)
-        volumes = {host: {"bind": target, "mode": "ro"} for host, target in spec.read_only_inputs.items()}
+        env = {**spec.data_env(), **spec.env}
         if egress is not None:  # registries: the internal network whose only way out is the proxy (egress.py)
             network = egress.network_name
         elif spec.network == "full":  # a dedicated bridge whose traffic to the host itself is refused (network.py)
             network = sandbox_network(docker_client(client))
         else:
             network = "none"
-        mounts = []
+        mounts = [docker.types.Mount(target=target, source=str(Path(host).resolve()), type="bind", read_only=True)
+                  for host, target in spec.mounts()]
         if spec.has_network and spec.ca_bundle:  # a mount, not a volume: an image committed from it keeps none
             mounts.append(docker.types.Mount(target=CA_PATH, source=spec.ca_bundle, type="bind", read_only=True))
         if not spec.network_env_per_command:
@@ -218,7 +218,7 @@ class DockerSandbox:
             nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids_limit, cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"}, shm_size=f"{spec.shm_mb}m",
-            volumes=volumes, read_only=spec.read_only_root,
+            read_only=spec.read_only_root,
         )
         if spec.read_only_root:
             mounts.append(docker.types.Mount(target=spec.workdir, source=None, type="volume"))

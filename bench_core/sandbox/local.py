@@ -14,7 +14,8 @@ This is containment, not isolation. Enforced:
 - a scrubbed environment: host secrets such as API keys do not leak in.
 Not enforced: network (the policy is recorded, and with network the CA bundle's variables point at the host's
 bundle, but the host's own routes apply; use Docker where the policy must hold), CPU share, users,
-capabilities, read-only inputs (symlinks to the host paths, protected only by host permissions). The sampler
+capabilities, read-only inputs (symlinks to the host paths, protected only by host permissions; a data input's
+`$FAILATLAS_DATA_NAME` is its host path, since /data/NAME is not there). The sampler
 polls every 0.2 s, so a fast fork bomb or allocation can overshoot before it is stopped.
 Files come out without following links the agent made (`read_file` opens the path part by part with O_NOFOLLOW;
 `copy_out` walks by folder descriptors) and within `CopyLimits`; with no separate user, "as the agent's user"
@@ -55,6 +56,7 @@ from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, comm
 from failatlas.bench_core.sandbox.policy import CA_ENV_VARS
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 from failatlas.bench_core.sandbox.treecopy import TreeWriter, copy_host_tree
+from failatlas.bench_core.tasks.data import data_var
 from failatlas.core.errors import InputError
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
@@ -100,7 +102,7 @@ class LocalSandbox:
                 box._workdir.mkdir(parents=True)
             for sub in ("home", "tmp"):
                 (root / sub).mkdir(exist_ok=True)
-            for host, target in spec.read_only_inputs.items():
+            for host, target in spec.mounts():
                 if not Path(host).exists():
                     raise SandboxError(f"read-only input {host} does not exist")
                 link = root / target.lstrip("/")
@@ -132,6 +134,8 @@ class LocalSandbox:
                    FAILATLAS_SANDBOX_ROOT=str(self.root), CUDA_VISIBLE_DEVICES=",".join(self.spec.gpu_ids))
         if self.spec.has_network and self.spec.ca_bundle:
             env.update({name: self.spec.ca_bundle for name in CA_ENV_VARS})
+        # nothing is mounted here: each data input's variable names the host path itself (no link to follow)
+        env.update({data_var(name): str(Path(host).resolve()) for name, host in self.spec.data.items()})
         env.update(self.spec.env)
         env.update(extra or {})
         env[MARKER_VAR] = marker
@@ -277,7 +281,7 @@ class LocalSandbox:
 
     def _open_no_links(self, host: Path, path: str) -> int:
         """Open `host` (inside the root) part by part, refusing links other than the read-only input mounts."""
-        mounts = {self.root / target.lstrip("/") for target in self.spec.read_only_inputs.values()}
+        mounts = {self.root / target.lstrip("/") for _host, target in self.spec.mounts()}
         parts = host.relative_to(self.root).parts
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         here = self.root
@@ -336,7 +340,7 @@ class LocalSandbox:
         source = self._host(src)
         if not os.path.lexists(source):
             raise SandboxFileNotFoundError(f"no file or folder {src} in the sandbox")
-        mounts = {self.root / target.lstrip("/") for target in self.spec.read_only_inputs.values()}
+        mounts = {self.root / target.lstrip("/") for _host, target in self.spec.mounts()}
         with TreeWriter(host_dest, limits) as writer:
             copy_host_tree(source, writer, follow_top=source in mounts)
             return writer.finish()

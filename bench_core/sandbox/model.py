@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from failatlas.bench_core.sandbox.policy import NetworkPolicy, as_policy, check_host
+from failatlas.bench_core.tasks.data import check_name, data_target, data_var
 
 DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v2"
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
@@ -39,6 +40,9 @@ class SandboxSpec(BaseModel):
     read_only_inputs: dict[str, str] = Field(
         default_factory=dict, description="host path -> sandbox path, mounted read-only"
     )
+    data: dict[str, str] = Field(
+        default_factory=dict, description="data input name -> host path, mounted read-only at /data/NAME in this "
+        "sandbox and in every sandbox started from a copy of this spec (re-runs, judges): tasks/data.py")
     env: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     run_id: str | None = Field(default=None, description="recorded as the label failatlas.run_id")
@@ -79,6 +83,23 @@ class SandboxSpec(BaseModel):
             if not target.startswith("/"):
                 raise ValueError(f"sandbox path {target!r} of a read-only input must be absolute")
         return v
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, host in v.items():
+            check_name(name, field="data input")
+            if not host.startswith("/"):
+                raise ValueError(f"host path {host!r} of data input {name!r} must be absolute")
+        return v
+
+    def mounts(self) -> list[tuple[str, str]]:
+        """Every read-only mount as (host path, sandbox path): the read-only inputs, then the data inputs."""
+        return [*self.read_only_inputs.items(), *((host, data_target(name)) for name, host in self.data.items())]
+
+    def data_env(self) -> dict[str, str]:
+        """`$FAILATLAS_DATA_NAME` of each data input, where a sandbox that mounts it shows it."""
+        return {data_var(name): data_target(name) for name in self.data}
 
     @field_validator("gpu_ids")
     @classmethod
@@ -148,6 +169,7 @@ class CopyReport(BaseModel):
     cut: list[CopyCut] = Field(default_factory=list)
     more_cut: int = 0
     stopped: str | None = None
+    over_total: bool = Field(default=False, description="the copy stopped at `CopyLimits.max_total_bytes`")
 
     def add_cut(self, path: str, reason: str, size: int | None = None) -> None:
         if len(self.cut) < MAX_CUT_RECORDS:

@@ -136,6 +136,13 @@ class TreeWriter:
         if time.monotonic() > self.deadline:
             self.stop(f"the deadline of {self.limits.deadline_s:g} s passed")
 
+    def _over_total(self, rel: str, size: int) -> None:
+        """Cut `rel` for the total cap and stop the copy."""
+        total = self.limits.max_total_bytes
+        self.cut(rel, f"over the total cap of {total} bytes", size)
+        self.report.over_total = True
+        self.stop(f"the total cap of {total} bytes was reached at {rel or '.'}")
+
     def stop(self, reason: str) -> None:
         """End the copy here for `reason` (kept when a reason is already recorded)."""
         if self.report.stopped is None:
@@ -173,8 +180,7 @@ class TreeWriter:
             self.cut(rel, f"over the per-file cap of {limits.max_file_bytes} bytes", size)
             return False
         if self.report.bytes + size > limits.max_total_bytes:
-            self.cut(rel, f"over the total cap of {limits.max_total_bytes} bytes", size)
-            self.stop(f"the total cap of {limits.max_total_bytes} bytes was reached at {rel or '.'}")
+            self._over_total(rel, size)
         written = 0
         try:
             with open(host, "wb") as out:
@@ -203,8 +209,7 @@ class TreeWriter:
             return False
         if self.report.bytes + written > limits.max_total_bytes:
             host.unlink()
-            self.cut(rel, f"over the total cap of {limits.max_total_bytes} bytes", written)
-            self.stop(f"the total cap of {limits.max_total_bytes} bytes was reached at {rel or '.'}")
+            self._over_total(rel, written)
         self.report.files += 1
         self.report.bytes += written
         return True
