@@ -103,13 +103,15 @@ def _commit_fits(cached: str, wanted: str | None) -> bool:
 
 def repository_for(store: Store, task: TaskSpec) -> CachedRepo | None:
     """The cached checkout for the task: by its repository.url (normalised), else a binding to its id; None
-    when the cache holds none (a bundled `repository.local_path` is not the cache's business: None).
+    when the cache holds none. A task with a bundled copy (`repository.local_path`) gets only a checkout bound to
+    its id (`repos add PATH --task ID`), which then replaces the bundled copy.
 
     A task that names a commit gets only a checkout pinned at that commit. A row whose folder is gone (deleted
     by hand) counts as none. Reads the store once, read-only."""
     repo = task.repository
     if repo.local_path:
-        return None
+        bound = _entries(store, "WHERE list_contains(task_ids, ?)", [task.id])
+        return next((row.cached() for row in bound if row.path.is_dir()), None)
     try:
         url = normalise_url(repo.url) if repo.url else None
     except FailAtlasError:

@@ -199,9 +199,11 @@ def add(store: Store, params: AddParams) -> AddResult:
     when git fails."""
     source = classify(params.source)
     commit = check_commit(source, params.commit)
-    if params.task_ids:
-        task_repos(store, params.task_ids)  # NotFoundError for an id the catalog lacks
     notes: list[str] = []
+    if params.task_ids:  # NotFoundError for an id the catalog lacks
+        bundled = [t.task_id for t in task_repos(store, params.task_ids) if t.repository.local_path]
+        if bundled:
+            notes.append(f"{', '.join(bundled)}: this checkout replaces the bundled copy in their runs")
     url = _resolve_url(store, source, params.url, notes)
     if url is None and not params.task_ids:
         raise InputError("no URL is known for this repository", path=params.source,

@@ -125,6 +125,24 @@ def test_a_repository_without_url_serves_the_tasks_bound_to_it(store, tmp_path):
     assert [e.id for e in list_repositories(store)] == [moved.entry.id] and not result.entry.path.exists()
 
 
+def test_a_checkout_bound_to_a_task_with_a_bundled_copy_replaces_it(store, tmp_path):
+    """`repos add PATH --task ID` for a bundled task (AutoExperiment's) takes effect; a URL alone does not."""
+    save_tasks(store, [_task("bundled", url="https://github.com/o/r", local_path="code")], source="t")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.py").write_text("by url\n")
+    add(store, AddParams(source=str(other), url="https://github.com/o/r", cache_dir=tmp_path / "c"))
+    assert repository_for(store, get_task(store, "bundled")) is None
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "a.py").write_text("with data\n")
+    result = add(store, AddParams(source=str(mine), url="file:///mine", task_ids=["bundled"],
+                                  cache_dir=tmp_path / "c"))
+    assert any("replaces the bundled copy" in note for note in result.notes)
+    used = repository_for(store, get_task(store, "bundled"))
+    assert used is not None and (used.path / "a.py").read_text() == "with data\n"
+
+
 def test_a_task_naming_a_commit_gets_only_that_pin(store, upstream, tmp_path):
     first = upstream.commit({"a.py": "1\n"})
     second = upstream.commit({"a.py": "2\n"})
