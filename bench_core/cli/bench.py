@@ -12,8 +12,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from failatlas.bench_core.agents import Budget, agent_names, create_agent
-from failatlas.bench_core.runs import BenchParams, BenchResult, ResourceOverrides, get_run, list_runs, total_runs
+from failatlas.bench_core.cli import options
+from failatlas.bench_core.runs import (
+    BenchParams,
+    BenchResult,
+    ResourceOverrides,
+    check_data,
+    get_run,
+    list_runs,
+    total_runs,
+)
 from failatlas.bench_core.runs import run as bench_run
+from failatlas.bench_core.runs.data import parse_data_options
 from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.sandbox import SANDBOXES, resolve_sandbox_kind
 from failatlas.bench_core.scoring import JUDGES, ScoreParams
@@ -68,21 +78,18 @@ def run(
     setting: Annotated[str | None, typer.Option(
         help="The task setting to give the agent (AutoExperiment: e.g. whether the run command is shown); part "
         "of the run key (default: each task's first).")] = None,
-    gpus: Annotated[int | None, typer.Option(help="Override the tasks' GPU count.", min=0)] = None,
+    gpus: options.Gpus = None,
     memory: Annotated[float | None, typer.Option(help="Override the tasks' memory, in GB.", min=0.0625)] = None,
-    timeout: Annotated[int | None, typer.Option(
-        help="Override the tasks' experiment time limit, in seconds.", min=1)] = None,
+    timeout: options.Timeout = None,
     max_steps: Annotated[int, typer.Option(help="Agent budget: steps.")] = 50,
     max_seconds: Annotated[float, typer.Option(help="Agent budget: wall-clock seconds.")] = 1800.0,
-    network: Annotated[str | None, typer.Option(
-        help="Network policy for these runs: none, registries (package indexes only, through an egress proxy) or "
-        "full (never the Docker host); default: each task's.")] = None,
-    allow_host: Annotated[list[str] | None, typer.Option(
-        help="A host `registries` also allows, beyond this host's pip and apt indexes (repeatable; *.domain for "
-        "its subdomains).")] = None,
+    network: options.Network = None,
+    allow_host: options.AllowHost = None,
     ca_bundle: Annotated[str | None, typer.Option(
         help="CA bundle given to sandboxes with network ('none' for none; default: the one pip/requests on this "
         "host use).")] = None,
+    data: options.Data = None,
+    max_copy_mib: options.MaxCopyMib = None,
 ) -> None:
     """Run an agent on tasks in sandboxes; re-running the same command does only what is missing (and stored
     infra_error runs whose repository, image, resources or budget changed)."""
@@ -96,8 +103,10 @@ def run(
         repo=repo, runs_dir=runs_dir, setting=setting,
         resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
         network=network, allow_hosts=allow_host or [], ca_bundle=ca_bundle,
+        data=parse_data_options(data or []), max_copy_mib=max_copy_mib,
     )
     create_agent(agent, **params.agent_params)  # an unknown agent fails before any progress bar is drawn
+    check_data(s, params.data, params.runs_dir)  # and so does a data path inside the store's folders
     _print_network(s, params)
     with live_progress(f"{agent} runs", total_runs(s, params)) as progress:
         def done(record: RunRecord) -> None:
@@ -452,10 +461,10 @@ def _report(groupings: list[str], k: int | None, out: Path | None) -> None:
         for t in report_tables(table, by):
             console.print(t)
         if k and (line := attempts_note(table, scores, by, k)):
-            console.print(escape(line), highlight=False, soft_wrap=True)
-    for line in notes:
+            console.print(escape(line), highlight=False)
+    for line in notes:  # wrapped at the terminal's width, as the tables above are
         style = "yellow" if line.startswith("warning:") else "default"
-        console.print(f"[{style}]{escape(line)}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{escape(line)}[/]", highlight=False)
     if out:
         for by, table in tables.items():
             line = attempts_note(table, scores, by, k) if k else None

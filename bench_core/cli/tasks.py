@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
+from failatlas.bench_core.cli import options
 from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskImportParams, TaskImportResult, TaskSpec, run
-from failatlas.bench_core.tasks.catalog import get_task, list_tasks, public_view
+from failatlas.bench_core.tasks.catalog import get_task, list_tasks, no_match_hint, public_view
 from failatlas.core.cli import console, err_console, progress_bar, store
 from failatlas.core.errors import ConfigError, FailAtlasError
 
@@ -77,7 +78,7 @@ def import_mini() -> None:
             "the bundled suites are not part of this build (bench_core.suites is missing)"
         ) from exc
     result = run(store(), TaskImportParams(paths=[suite_dir("failatlas-mini")], format="failatlas"))
-    console.print(f"failatlas-mini: {result.summary()}", highlight=False, soft_wrap=True)
+    console.print(f"failatlas-mini: {result.summary()}", highlight=False)
 
 
 def _print_result(result: TaskImportResult, *, show_warnings: bool, as_json: bool) -> None:
@@ -95,7 +96,7 @@ def _print_result(result: TaskImportResult, *, show_warnings: bool, as_json: boo
             highlight=False,
             soft_wrap=True,
         )
-    console.print(f"imported {result.summary()}", highlight=False, soft_wrap=True)
+    console.print(f"imported {result.summary()}", highlight=False)
 
 
 @app.command("list")
@@ -107,12 +108,18 @@ def list_cmd(
         str | None, typer.Option(help="Only this kind (T1, T2, T3, masked_functions, ...).")
     ] = None,
     paper: Annotated[str | None, typer.Option(help="Only tasks of this paper id.")] = None,
+    masked: Annotated[int | None, typer.Option(
+        help="Only tasks with this many masked functions (AutoExperiment's n: 0, 1, 2, ...).", min=0)] = None,
     as_json: Json = False,
 ) -> None:
     """List catalog tasks with their kind, paper and number of import warnings."""
-    rows = list_tasks(store(create=False), benchmark=benchmark, kind=kind, paper=paper)
+    s = store(create=False)
+    rows = list_tasks(s, benchmark=benchmark, kind=kind, paper=paper, masked=masked)
     if as_json:
         console.print_json(json.dumps(rows, default=str))
+        return
+    if not rows:
+        err_console.print(f"no task matches: {escape(no_match_hint(s, paper=paper))}", highlight=False)
         return
     table = Table(title=f"{len(rows)} task(s)")
     widths = []
@@ -271,6 +278,12 @@ def validate_cmd(
     mutants: Annotated[int, typer.Option(
         help="Mutants of the reference's masked functions per valid task, for its mutation score (0: none).")] = 20,
     mutation_seed: Annotated[int, typer.Option(help="Seed choosing the mutants.")] = 0,
+    gpus: options.Gpus = None,
+    timeout: options.Timeout = None,
+    network: options.Network = None,
+    allow_host: options.AllowHost = None,
+    data: options.Data = None,
+    max_copy_mib: options.MaxCopyMib = None,
     out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
     as_json: Json = False,
 ) -> None:
@@ -278,16 +291,21 @@ def validate_cmd(
     (valid, judges-only, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails,
     null-passes, not-checkable, infra-error). A valid task also gets its mutation score: the share of mutants of
     the reference that its checks reject (docs/benchmarks.md). Resumable: stored runs and scores are reused."""
+    from failatlas.bench_core.runs import ResourceOverrides
+    from failatlas.bench_core.runs.data import parse_data_options
     from failatlas.bench_core.sandbox import resolve_sandbox_kind
     from failatlas.bench_core.task_validation import ValidateParams
     from failatlas.bench_core.task_validation import run as validate
     from failatlas.bench_core.task_validation.report import counts_table, mutation_cell, write_report
 
-    sandbox = resolve_sandbox_kind(sandbox, say=console.print)
     params = ValidateParams(task_ids=task or None, benchmark=benchmark, kind=kind, papers=paper or None,
                             masked=masked, setting=setting, sandbox=sandbox,
                             image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm,
-                            retry_infra=retry_infra, mutants=mutants, mutation_seed=mutation_seed)
+                            retry_infra=retry_infra, mutants=mutants, mutation_seed=mutation_seed,
+                            resources=ResourceOverrides(gpus=gpus, timeout_s=timeout), network=network,
+                            allow_hosts=allow_host or [], data=parse_data_options(data or []),
+                            max_copy_mib=max_copy_mib)
+    params.sandbox = resolve_sandbox_kind(sandbox, say=console.print)
     with progress_bar("validating tasks", None) as advance:
         result = validate(store(), params, on_step=lambda _step: advance())
     if as_json:

@@ -4,6 +4,7 @@
 from failatlas.bench_core.runs.api import (
     BenchParams,
     BenchResult,
+    check_data,
     get_run,
     list_runs,
     run,
@@ -16,5 +17,5 @@ from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInp
 from failatlas.bench_core.runs.runner import BatchReport, Plan, plan, run_batch
 
 __all__ = ["BatchReport", "BenchParams", "BenchResult", "Plan", "RepoUsed", "ResourceOverrides", "RunConfig",
-           "RunInputs", "get_run", "list_runs", "plan", "run", "run_batch", "runs_dir_for",
+           "RunInputs", "check_data", "get_run", "list_runs", "plan", "run", "run_batch", "runs_dir_for",
            "select_tasks", "total_runs"]

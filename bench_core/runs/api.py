@@ -10,11 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from failatlas.bench_core.agents.base import Budget, create_agent
 from failatlas.bench_core.repos import repository_for
+from failatlas.bench_core.runs.data import DataInput, check_outside, fingerprints, task_data
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.executors import host_gpus
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of, unavailable
 from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.runs.runner import plan, run_batch
+from failatlas.bench_core.sandbox.model import CopyLimits
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks, no_match_hint
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, NotFoundError
@@ -75,6 +77,11 @@ class BenchParams(BaseModel):
     network: str | None = None
     allow_hosts: list[str] = Field(default_factory=list)
     ca_bundle: str | None = None
+    # `data`: name -> host path, mounted read-only at /data/NAME in every selected task's sandboxes and re-runs,
+    # over the tasks' own `data:` (runs/data.py); `max_copy_mib`: the cap on the working copy copied out of the
+    # sandbox (None: CopyLimits' default)
+    data: dict[str, Path] = Field(default_factory=dict)
+    max_copy_mib: int | None = Field(default=None, ge=1)
 
 
 class BenchResult(BaseModel):
@@ -120,24 +127,54 @@ def _check_setting(tasks: list[TaskSpec], setting: str | None) -> None:
                           "--setting out for each task's default")
 
 
-def _inputs(store: Store, tasks: list[TaskSpec], params: BenchParams) -> tuple[list[TaskSpec],
-                                                                               dict[str, RepoUsed], list[str]]:
+class _Inputs(BaseModel):
+    """What `_inputs` resolved: the tasks that can run here, each one's repository and data inputs, and
+    "task: reason" for each task that cannot run."""
+
+    runnable: list[TaskSpec] = Field(default_factory=list)
+    repos: dict[str, RepoUsed] = Field(default_factory=dict)
+    data: dict[str, dict[str, DataInput]] = Field(default_factory=dict)
+    not_run: list[str] = Field(default_factory=list)
+
+
+def _inputs(store: Store, tasks: list[TaskSpec], params: BenchParams) -> _Inputs:
     """The tasks that can run here, each one's repository (`params.repo`, else the repository cache's checkout,
-    else the bundled folder), and "task: reason" for each that cannot."""
+    else the bundled folder) and data inputs (`params.data` over the task's own)."""
     gpus = host_gpus(params.executor)
     given = repository_of(tasks[0], repo=params.repo) if params.repo is not None and tasks else None
-    runnable, repos, not_run = [], {}, []
+    out, walked = _Inputs(), {}
     for task in tasks:
         if gpus is not None and task.resources.gpus > gpus and not params.gpu_tasks:
-            not_run.append(f"{task.id}: needs {task.resources.gpus} GPU(s), this host has {gpus}")
+            out.not_run.append(f"{task.id}: needs {task.resources.gpus} GPU(s), this host has {gpus}")
             continue
         repo = given or repository_of(task, cached=repository_for(store, task))
         if repo is None:
-            not_run.append(f"{task.id}: {unavailable(task)}")
+            out.not_run.append(f"{task.id}: {unavailable(task)}")
             continue
-        runnable.append(task)
-        repos[task.id] = repo
-    return runnable, repos, not_run
+        data, missing = task_data(task, params.data)
+        if missing:
+            out.not_run.append(f"{task.id}: {missing}")
+            continue
+        out.runnable.append(task)
+        out.repos[task.id] = repo
+        out.data[task.id] = fingerprints(data, walked)
+    return out
+
+
+def check_data(store: Store, data: dict[str, Path], runs_dir: Path | None, *, field: str = "--data") -> None:
+    """ConfigError naming `field` when a data path is the store or lies inside or holds the runs' workspaces, the
+    repository cache or the store itself."""
+    from failatlas.bench_core.repos.cache import default_cache_dir
+
+    check_outside(data, {"the store": store.path, "the runs' workspaces": runs_dir_for(store, runs_dir),
+                         "the repository cache": default_cache_dir(store)}, field=field)
+
+
+def copy_limits(max_copy_mib: int | None) -> CopyLimits:
+    """The copy-out limits of a run's working copy, with `max_copy_mib` as the cap on its bytes in all."""
+    if max_copy_mib is None:
+        return CopyLimits()
+    return CopyLimits(max_total_bytes=max_copy_mib * 1024 * 1024)
 
 
 def network_config(network: str | None, allow_hosts: list[str], ca_bundle: str | None) -> dict[str, Any]:
@@ -179,11 +216,14 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
         create_agent(params.agent, **params.agent_params)  # fail fast on an unknown agent or bad parameters
         tasks = _tasks(store, params)
         _check_setting(tasks, params.setting)
-        runnable, repos, not_run = _inputs(store, tasks, params)
+        check_data(store, params.data, params.runs_dir)
+        found = _inputs(store, tasks, params)
+        runnable, not_run = found.runnable, found.not_run
         config = RunConfig(runs_dir=runs_dir_for(store, params.runs_dir), sandbox=params.sandbox, image=params.image,
-                           repo=params.repo, budget=params.budget, repos=repos, overrides=params.resources,
-                           run_without_gpus=params.gpu_tasks, **network_config(params.network, params.allow_hosts,
-                                                                               params.ca_bundle))
+                           repo=params.repo, budget=params.budget, repos=found.repos, data=found.data,
+                           overrides=params.resources, run_without_gpus=params.gpu_tasks,
+                           copy_limits=copy_limits(params.max_copy_mib),
+                           **network_config(params.network, params.allow_hosts, params.ca_bundle))
         todo = plan(store, runnable, params.agent, model=params.model, attempts=params.attempts,
                     agent_params=params.agent_params, retry_infra=params.retry_infra, setting=params.setting,
                     config=config)

@@ -155,7 +155,9 @@ def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path, *, file_
         outputs.cut.append(f"working copy: the masked version of {len(restored)} file(s) left out is diffed "
                            f"instead: {', '.join(restored[:20])}" + (" ..." if len(restored) > 20 else ""))
     if report.stopped:
-        outputs.errors.append(f"the working copy was not copied out whole: {report.stopped}")
+        outputs.errors.append(f"the working copy was not copied out whole: {report.stopped}" + (
+            " (a repository with large data or weights: give them with --data NAME=PATH, mounted read-only at "
+            "/data/NAME and never copied; or raise the cap with --max-copy-mib)" if report.over_total else ""))
     diff, changed = tree_diff(masked, final)
     diff, dropped = fit_diff(diff, MAX_DIFF_BYTES)
     if dropped:

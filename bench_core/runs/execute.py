@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
 from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
+from failatlas.bench_core.runs.data import DataInput
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs, repository_of, unavailable
 from failatlas.bench_core.runs.model import CommandRow, RunOutputs, RunRecord, RunRequest, StepRow
 from failatlas.bench_core.runs.readback import recorded_writes
@@ -30,15 +31,17 @@ class RunConfig(BaseModel):
     conclusion, run script); `copy_limits` bound the copy of the working copy (what is cut is recorded).
 
     `repos` holds each task's repository as the parent resolved it (task id -> `RepoUsed`); a task missing there
-    uses `repo`, else its bundled folder. `overrides` replace the tasks' declared resources (`memory_mb` is a
-    floor for the tasks' own memory, not for an override). `run_without_gpus`: a task that needs more GPUs than
-    the host has runs with none visible instead of failing its lease."""
+    uses `repo`, else its bundled folder. `data` holds each task's data inputs, mounted read-only at /data/NAME.
+    `overrides` replace the tasks' declared resources (`memory_mb` is a floor for the tasks' own memory, not for an
+    override). `run_without_gpus`: a task that needs more GPUs than the host has runs with none visible instead of
+    failing its lease."""
 
     runs_dir: Path
     sandbox: str = "docker"
     image: str | None = None
     repo: Path | None = None
     repos: dict[str, RepoUsed] = Field(default_factory=dict)
+    data: dict[str, dict[str, DataInput]] = Field(default_factory=dict)  # task id -> its data inputs (runs/data.py)
     overrides: ResourceOverrides = Field(default_factory=ResourceOverrides)
     run_without_gpus: bool = False
     budget: Budget = Budget()
@@ -142,6 +145,7 @@ def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
         labels={"failatlas.task_id": task.id[:200], "failatlas.agent": request.agent},
         ca_bundle=config.ca_bundle.path if config.ca_bundle and policy != "none" else None,
         upstream_proxy=config.upstream_proxy,
+        data={name: d.path for name, d in config.data.get(task.id, {}).items()},
     )
     image = image_of(task, config)
     if image:
@@ -191,6 +195,7 @@ def run_inputs(task: TaskSpec, config: RunConfig, repo: RepoUsed | None = None) 
         resources=sandbox_resources(task, config), budget=config.budget.model_dump(mode="json"),
         network=policy, allow_hosts=hosts, environment=task.resources.environment,
         ca_bundle=config.ca_bundle.model_dump() if config.ca_bundle and policy != "none" else None,
+        data=config.data.get(task.id, {}),
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from failatlas.bench_core.runs.data import DataInput
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InfrastructureError, InputError
 
@@ -133,8 +134,12 @@ class RunInputs(BaseModel):
     allow_hosts: list[str] = Field(default_factory=list)
     ca_bundle: dict[str, str] | None = None
     environment: str = "agent"
+    # the data inputs mounted at /data/NAME (runs/data.py), each with its path and fingerprint
+    data: dict[str, DataInput] = Field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
-        key = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        # without data inputs the key is what it was before they existed, so stored runs keep their fingerprints
+        key = json.dumps(self.model_dump(mode="json", exclude={"data"} if not self.data else None), sort_keys=True,
+                         separators=(",", ":"))
         return hashlib.sha256(key.encode()).hexdigest()[:16]

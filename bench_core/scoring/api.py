@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from failatlas.bench_core.runs.inputs import RepoUsed, repository_of
+from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.runs.threads import in_threads
 from failatlas.bench_core.sandbox import sandbox_kind
@@ -174,7 +174,35 @@ def _run_environment(store: Store, run_id: str) -> dict:
         fields["upstream_proxy"] = upstream_proxy()
         if inputs.get("ca_bundle") and Path(inputs["ca_bundle"]["path"]).is_file():
             fields["ca_bundle"] = inputs["ca_bundle"]["path"]
+    fields["data"] = _run_data(inputs)
     return fields
+
+
+def _run_data(inputs: dict) -> dict[str, str]:
+    """The data inputs the run had (name -> host path), mounted again in every re-run; InfrastructureError when
+    one is gone or changed since the run (its fingerprint: files, bytes, newest mtime), so no re-run uses other
+    data than the agent's run did."""
+    from failatlas.bench_core.runs.data import DataInput
+
+    out = {}
+    for name, raw in (inputs.get("data") or {}).items():
+        used = DataInput.model_validate(raw)
+        why = used.changed()
+        if why:
+            raise InfrastructureError(why, hint="put the run's data back, or run the task again")
+        out[name] = used.path
+    return out
+
+
+def _as_run(store: Store, run_id: str, task: TaskSpec) -> TaskSpec:
+    """`task` with the GPUs and time limit its run had (`bench run --gpus/--timeout`, recorded in its inputs), so
+    the clean re-run gets what the agent's run got."""
+    raw = store.query("SELECT inputs FROM runs WHERE id = ?", [run_id])
+    resources = (json.loads(raw[0][0]) if raw and raw[0][0] else {}).get("resources") or {}
+    gpus, timeout = resources.get("gpus"), resources.get("timeout_s")
+    return ResourceOverrides(
+        gpus=gpus if isinstance(gpus, int) and gpus != task.resources.gpus else None,
+        timeout_s=timeout if isinstance(timeout, int) and timeout != task.run.timeout_s else None).apply(task)
 
 
 def _judged(judges: list[Judge], inp: JudgeInput) -> list[Verdict]:
@@ -570,7 +598,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[str], None] | N
                 unavailable.append(f"{run_id}: {task_id}: {repository_unavailable(task)}")
                 continue
             kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
-            work.append((run_id, task, repo.path if repo else None, kind))
+            work.append((run_id, _as_run(store, run_id, task), repo.path if repo else None, kind))
 
         def judge(item: tuple[str, TaskSpec, Path | None, str | None]) -> _Scored:
             run_id, task, repo_path, kind = item

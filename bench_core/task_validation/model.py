@@ -7,6 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from failatlas.bench_core.runs import BenchParams, ResourceOverrides
+
 # status -> what it means (docs/benchmarks.md repeats this table; `failatlas tasks validate --help` prints it)
 STATUSES: dict[str, str] = {
     "valid": "gold passes every phase that can be checked, at least one of them by running code (the hidden "
@@ -49,6 +51,22 @@ class ValidateParams(BaseModel):
     retry_infra: bool = Field(default=True, description="redo stored gold and null runs that ended in infra_error")
     mutants: int = Field(default=20, ge=0, description="mutants of the reference per valid task (0: no mutation score)")
     mutation_seed: int = 0
+    # as on `bench run` (BenchParams): resource overrides, the network, data inputs and the copy-out cap, for the
+    # gold, null and mutant runs, their re-runs and the derived tests' recording
+    resources: ResourceOverrides = Field(default_factory=ResourceOverrides)
+    network: str | None = None
+    allow_hosts: list[str] = Field(default_factory=list)
+    data: dict[str, Path] = Field(default_factory=dict)
+    max_copy_mib: int | None = Field(default=None, ge=1)
+
+    def bench_params(self, agent: str, task_ids: list[str], agent_params: dict | None = None) -> BenchParams:
+        """The `bench run` parameters of this validation's runs of `agent` on `task_ids`."""
+        return BenchParams(
+            agent=agent, agent_params=agent_params or {}, task_ids=task_ids, gpu_tasks=True,
+            retry_infra=self.retry_infra, workers=self.workers, sandbox=self.sandbox, image=self.image,
+            repo=self.repo, runs_dir=self.runs_dir, resources=self.resources, network=self.network,
+            allow_hosts=self.allow_hosts, data=self.data, max_copy_mib=self.max_copy_mib,
+            **({"setting": self.setting} if self.setting else {}))
 
 
 class MutationScore(BaseModel):

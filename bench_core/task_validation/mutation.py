@@ -33,7 +33,6 @@ from pathlib import Path
 
 from failatlas.bench_core.agents.mutant import candidates, select
 from failatlas.bench_core.repos import repository_for
-from failatlas.bench_core.runs import BenchParams
 from failatlas.bench_core.runs import run as run_agents
 from failatlas.bench_core.runs.inputs import repository_of
 from failatlas.bench_core.scoring import ScoreParams
@@ -83,10 +82,7 @@ def mutation_score(store: Store, task: TaskSpec, params: ValidateParams,
         return None
     ids: dict[str, str] = {}
     for mutant in chosen:
-        bench = BenchParams(agent="mutant", agent_params={"mutant": mutant.name}, task_ids=[task.id],
-                            gpu_tasks=True, retry_infra=params.retry_infra, sandbox=params.sandbox,
-                            image=params.image, repo=params.repo, runs_dir=params.runs_dir,
-                            **({"setting": params.setting} if params.setting else {}))
+        bench = params.bench_params("mutant", [task.id], {"mutant": mutant.name})
         run_agents(store, bench)
         rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = 'mutant' AND agent_params = ?::JSON"
                            " ORDER BY attempt LIMIT 1", [task.id, json.dumps(bench.agent_params)])

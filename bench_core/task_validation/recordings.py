@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from failatlas.bench_core.runs.data import task_data
 from failatlas.bench_core.runs.inputs import repository_of
 from failatlas.bench_core.scoring.derived import cache_folder, ensure_recordings, recordable, reference_tree
 from failatlas.bench_core.task_validation.model import ValidateParams
@@ -24,9 +25,11 @@ def _starter(task: TaskSpec, params: ValidateParams):
             if task.resources.gpus > 0 else None
         try:
             image = params.image or task.resources.image
+            data, _missing = task_data(task, params.data)  # a task missing its data is not run: none to record
             spec = spec_for_task(task, run_id=f"record-{task.id}", gpu_ids=list(lease.ids) if lease else [],
                                  memory_mb=max(2048, int(task.resources.memory_gb * 1024)),
                                  labels={"failatlas.task_id": task.id, "failatlas.purpose": "record"},
+                                 data={name: str(path) for name, path in data.items()},
                                  **({"image": image} if image else {}))
             with create_sandbox(params.sandbox, spec, workspace=tree) as sandbox:
                 yield sandbox

@@ -21,8 +21,9 @@ import polars as pl
 
 from failatlas.bench_core.prepare import prepare_workspace
 from failatlas.bench_core.repos import repository_for
-from failatlas.bench_core.runs import BenchParams, runs_dir_for, select_tasks
+from failatlas.bench_core.runs import check_data, runs_dir_for, select_tasks
 from failatlas.bench_core.runs import run as run_agents
+from failatlas.bench_core.runs.api import network_config
 from failatlas.bench_core.runs.inputs import RepoUsed, repository_of, unavailable
 from failatlas.bench_core.sandbox import detect_gpus
 from failatlas.bench_core.scoring import ScoreParams
@@ -109,11 +110,7 @@ def _agent_runs(store: Store, agent: str, tasks: list[TaskSpec], params: Validat
     """Run `agent` on `tasks` and score its runs (both resumable); task id -> run id."""
     if not tasks:
         return {}
-    bench = BenchParams(
-        agent=agent, agent_params=GOLD_PARAMS if agent == "gold" else {}, task_ids=[t.id for t in tasks],
-        gpu_tasks=True, retry_infra=params.retry_infra, workers=params.workers, sandbox=params.sandbox,
-        image=params.image, repo=params.repo,
-        runs_dir=params.runs_dir, **({"setting": params.setting} if params.setting else {}))
+    bench = params.bench_params(agent, [t.id for t in tasks], GOLD_PARAMS if agent == "gold" else None)
     run_agents(store, bench, on_done=lambda rec: on_step and on_step(f"{agent} {rec.request.task_id}"))
     ids = {}
     for task in tasks:
@@ -131,8 +128,11 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
     """Validate the selected tasks (all by default) and store one verdict per task in `task_validations`,
     recording one `stage_runs` row (`tasks.validate`). Raises NotFoundError when no task matches."""
     with stage_run(store, "tasks.validate", params) as record:
+        check_data(store, params.data, params.runs_dir)
+        network_config(params.network, params.allow_hosts, None)  # a bad --network or --allow-host fails first
         tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
                              papers=params.papers, masked=params.masked, include_gpu=True)
+        tasks = [params.resources.apply(task) for task in tasks]
         host_gpus = len(detect_gpus())
         scratch = runs_dir_for(store, params.runs_dir) / "validate-prepare"
         verdicts: dict[str, TaskVerdict] = {}

@@ -207,9 +207,12 @@ def no_match_hint(store: Store, *, paper: str | list[str] | None = None) -> str:
     known = [r[0] for r in store.query("SELECT DISTINCT paper_id FROM tasks WHERE paper_id IS NOT NULL")]
     unknown = [p for p in wanted if p not in known]
     if unknown:
-        close = sorted({c for p in unknown for c in difflib.get_close_matches(p, known, n=3, cutoff=0.6)})
-        return f"no task of paper {', '.join(unknown)}" + (f"; did you mean {', '.join(close)}?" if close else
-                                                           "; list papers with `failatlas tasks list`")
+        close = sorted({c for p in unknown for c in [*difflib.get_close_matches(p, known, n=3, cutoff=0.6),
+                                                      *sorted(k for k in known if k.startswith(p))[:3]]})
+        if close:
+            return f"no task of paper {', '.join(unknown)}; did you mean {', '.join(close[:6])}?"
+        like = f"; papers look like {', '.join(sorted(known)[:2])}" if known else ""
+        return f"no task of paper {', '.join(unknown)}{like} (`failatlas tasks list` lists them)"
     return "import tasks first (`failatlas tasks import-mini`) or check the filters"
 
 

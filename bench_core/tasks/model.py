@@ -344,6 +344,11 @@ class TaskSpec(_Model):
     )
     settings: list[Setting] = Field(default_factory=list, description="the first is the default")
     resources: Resources = Field(default_factory=Resources)
+    data: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="data input name -> a folder or file relative to the task file's folder, or null: the user "
+        "gives it (`--data NAME=PATH`); mounted read-only at /data/NAME (tasks/data.py)",
+    )
     source: str | None = Field(default=None, description="file the task was imported from")
     warnings: list[str] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict, description="source fields kept as they came")
@@ -362,6 +367,20 @@ class TaskSpec(_Model):
             _in_repository(dest)
             _in_repository(src)
         return materials
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, data: dict[str, str | None]) -> dict[str, str | None]:
+        from failatlas.bench_core.tasks.data import check_name
+        from failatlas.core.errors import ConfigError
+
+        for name, path in data.items():
+            try:  # task content is untrusted: a name, and a path inside the task's folder, never a host path
+                check_name(name, field="data:")
+            except ConfigError as exc:
+                raise ValueError(str(exc).split("\n")[0]) from None
+            _in_repository(path)
+        return data
 
     @property
     def judgeable_phases(self) -> list[str]:

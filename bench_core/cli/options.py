@@ -1,0 +1,27 @@
+"""Options that `bench run` and `tasks validate` share, defined once: resources, network, data inputs, the
+copy-out cap."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Gpus = Annotated[int | None, typer.Option(help="Override the tasks' GPU count (the runs' and their re-runs').",
+                                          min=0)]
+Timeout = Annotated[int | None, typer.Option(
+    help="Override the tasks' experiment time limit, in seconds (the runs' and their re-runs').", min=1)]
+Network = Annotated[str | None, typer.Option(
+    help="Network policy for these runs: none, registries (package indexes only, through an egress proxy) or "
+    "full (never the Docker host); default: each task's.")]
+AllowHost = Annotated[list[str] | None, typer.Option(
+    help="A host `registries` also allows, beyond this host's pip and apt indexes (repeatable; *.domain for "
+    "its subdomains).")]
+Data = Annotated[list[str] | None, typer.Option(
+    "--data", metavar="NAME=PATH",
+    help="Mount PATH (a dataset or weights, file or folder) read-only at /data/NAME in every sandbox of the runs "
+    "and their re-runs, never copied; $FAILATLAS_DATA_NAME says where it is (repeatable; docs/sandbox.md).")]
+MaxCopyMib = Annotated[int | None, typer.Option(
+    help="Cap, in MiB, on the working copy copied out of a sandbox after a run (default: 512); give large data "
+    "with --data instead.", min=1)]
+
