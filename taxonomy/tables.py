@@ -12,7 +12,14 @@ from typing import Protocol
 import polars as pl
 
 from failatlas.core.registry import Registry
-from failatlas.core.tables import NAME_COLUMN, counted, interval_text, latex_cell, paper_table  # one of each
+from failatlas.core.tables import (  # one of each
+    CONTINUED_PACKAGE,
+    NAME_COLUMN,
+    counted,
+    interval_text,
+    latex_cell,
+    paper_table,
+)
 
 # What a count of each unit counts, in the same words on the app's pages, in the CLI and in every export.
 UNIT_NOUNS = {"insights": "insight occurrences", "runs": "runs", "tasks": "tasks"}
@@ -89,8 +96,9 @@ def _stacked(*lines: str) -> str:
 
 # How much of a page one float of the table may fill, in lines of its \small type, and how many characters of a
 # name fill one line of the name column (an article's \textwidth less the number columns). Both err short: a float
-# taller than the page is a LaTeX warning and a table over the page number, a float a few lines short is not.
-FLOAT_LINES = 34
+# taller than the page is a LaTeX warning and a table over the page number, a float a few lines short is not
+# (44: the tallest that tests/taxonomy/test_export_pages.py compiles without "Float too large").
+FLOAT_LINES = 44
 NAME_LINE_CHARS = 36
 
 
@@ -108,17 +116,17 @@ def _lines(name: str) -> int:
 
 def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-prevalence",
              comment: str | None = None, unit: str = "insights") -> str:
-    """`table` floats ready to \\input into a plain `article` with booktabs and tabularx (named in the header
-    comment): each a `tabularx` of \\textwidth whose first column wraps. Number headers stand on two lines and the
-    column gap is narrowed, so the failure type column gets the width the numbers do not need. Phases (a row across
-    the table, with the phase's total and its unit) and categories are heading rows, so the category is printed
-    once, above its types; a category holding one type of the same name shows that name once. Numbers as in the
-    Markdown and CSV (`display_rows`). `caption` is plain text (escaped here).
+    """One `table` float ready to \\input into a plain `article` with the packages its header comment names (T1
+    fonts, booktabs, tabularx): a `tabularx` of \\textwidth whose first column wraps. Number headers stand on two
+    lines and the column gap is narrowed, so the failure type column gets the width the numbers do not need.
+    Phases (a row across the table, with the phase's total and its unit) and categories are heading rows, so the
+    category is printed once, above its types; a category holding one type of the same name shows that name once.
+    Numbers as in the Markdown and CSV (`display_rows`). `caption` is plain text (escaped here).
 
-    A table too tall for one page is split deliberately, never left to overflow it: phases go into one float while
-    they fit (`FLOAT_LINES`, estimated), the next phase starts a new float rather than straddle two, and a phase too
-    long for a float of its own continues in the next, under its heading marked '(continued)'. The first float
-    carries `caption` and `label`; each later one says which table it continues, with label `label-2`, `label-3`."""
+    A table too tall for one page (`FLOAT_LINES`, estimated) continues in further floats under the same table
+    number (`\\ContinuedFloat`, so the header also names the caption package), each filled before the next starts:
+    a phase that does not fit goes on in the next float under its heading marked '(continued)', and a float never
+    ends on a heading. The first float carries `caption` and `label`; each later one the caption '... (continued)'."""
     _, rows = display_rows(frame)
     runs = has_runs(frame)
     header = ["Failure type", "$n$", _stacked("Share", r"(\%)"), _stacked(r"95\% CI", r"(\%)")]
@@ -155,17 +163,13 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
         row = " & ".join([rf"\leftskip={indent}\relax {latex_cell(name)}", *numbers]) + r" \\"
         items.append((phase, heading, row, _lines(name) + (heading is not None)))
     firsts = {r["phase"]: r for r in frame.iter_rows(named=True)}
-    phase_lines: dict[str, int] = {}
-    for phase, _, _, n in items:
-        phase_lines[phase] = phase_lines.get(phase, 0) + n + 2  # + heading and rule
     floats: list[list[str]] = [[]]
     used = 0
     category_now: str | None = None
     for k, (phase, heading, row, n) in enumerate(items):
         starts = k == 0 or items[k - 1][0] != phase
         category_now = heading if heading is not None else (None if starts else category_now)
-        full = used + (phase_lines[phase] if starts else n) > FLOAT_LINES
-        if floats[-1] and (full if starts else used + n > FLOAT_LINES):
+        if floats[-1] and used + n + (2 if starts else 0) > FLOAT_LINES:
             floats.append([])
             used = 0
             if not starts:  # a phase continued from the previous float
@@ -185,10 +189,9 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
         used += n
     spec = "@{}" + NAME_COLUMN + "r" * (width - 1) + "@{}"
     parts = [paper_table(spec, header, floats[0], caption=latex_cell(caption), label=label, comment=comment or "",
-                         column_gap="4pt")]
-    for k, body in enumerate(floats[1:], start=2):
-        parts.append(paper_table(spec, header, body, caption=rf"Table~\ref{{{label}}}, continued.",
-                                 label=f"{label}-{k}", column_gap="4pt", needs=False))
+                         column_gap="4pt", more_packages=[CONTINUED_PACKAGE] if len(floats) > 1 else [])]
+    parts += [paper_table(spec, header, body, caption=latex_cell(f"{caption.split('. ')[0].rstrip('.')} (continued)."),
+                          label=label, column_gap="4pt", needs=False, continues=True) for body in floats[1:]]
     return "\n".join(parts)
 
 

@@ -11,8 +11,10 @@ import pytest
 
 
 def header_packages(tex: Path) -> list[str]:
-    """The packages named in the file's header comment (before its first float)."""
-    return re.findall(r"\\usepackage\{(\w+)\}", tex.read_text().split(r"\begin{table}")[0])
+    """The packages named in the file's header comment (before its first float): 'booktabs', or with its options
+    '[T1]{fontenc}'."""
+    found = re.findall(r"\\usepackage(\[[^\]]*\])?\{(\w+)\}", tex.read_text().split(r"\begin{table}")[0])
+    return [f"{options}{{{name}}}" if options else name for options, name in found]
 
 
 def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> Path:
@@ -22,7 +24,8 @@ def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> Path:
                     "a LaTeX export that was never compiled proves nothing")
     doc = tmp / f"doc-{tex.stem}.tex"
     doc.write_text(
-        "\\documentclass{article}\n" + "".join(f"\\usepackage{{{p}}}\n" for p in packages)
+        "\\documentclass{article}\n"
+        + "".join(f"\\usepackage{p}\n" if p.startswith("[") else f"\\usepackage{{{p}}}\n" for p in packages)
         + "\\begin{document}\nSome text before the table.\n\n\\input{" + tex.with_suffix("").as_posix()
         + "}\n\\end{document}\n"
     )
@@ -38,10 +41,17 @@ def compile_latex(tex: Path, tmp: Path, packages: list[str]) -> Path:
     return doc.with_suffix(".pdf")
 
 
+# Where TeX has no Type 1 fonts for T1 (cm-super, lmodern: the README names them), pdflatex draws bitmap EC fonts,
+# whose text layer gives T1's slots for the right quote, the en dash and the f-ligatures; mapped back here as
+# those fonts would.
+_BITMAP_T1 = str.maketrans({"'": "’", "\x15": "–", "\x1b": "ff", "\x1c": "fi", "\x1d": "fl", "\x1e": "ffi",
+                            "\x1f": "ffl"})
+
+
 def pdf_text(pdf: Path) -> str:
     """The compiled PDF's text as a reader sees it, laid out line by line (poppler's `pdftotext -layout`)."""
     if not shutil.which("pdftotext"):
         pytest.fail("pdftotext is not installed: run scripts/setup.sh (it installs poppler-utils)")
     proc = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return proc.stdout.translate(_BITMAP_T1)

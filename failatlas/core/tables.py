@@ -80,7 +80,11 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence[object]], *, captio
 
 
 # -- paper tables (issue 20): floats that compile in a plain `article` and fit \textwidth ----------------------------
-PAPER_PACKAGES = ("booktabs", "tabularx")
+# What every paper table needs in the preamble; T1 font encoding keeps '_' an underscore in the PDF's text layer (with
+# OT1, pdflatex draws \_ as a rule, so 'RidgeRegression.__init__' copies as 'RidgeRegression. init').
+PAPER_PACKAGES = (r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}", r"\usepackage{tabularx}")
+# Also needed by a table that continues over several floats under one number (\ContinuedFloat).
+CONTINUED_PACKAGE = r"\usepackage{caption}"
 # The name column of a paper table: the width the other columns leave (tabularx X), ragged right, and never
 # hyphenated inside a word: a name wraps at its spaces; a break at a name's own '-' costs more than one at a space,
 # and one inside a token at '/', '_' or '.' (`BREAK_IF_NEEDED`) is taken only where the token alone is wider than
@@ -114,16 +118,21 @@ def latex_cell(text: object) -> str:
 
 
 def paper_table(spec: str, header: Sequence[str], body: Sequence[str], *, caption: str, label: str,
-                comment: str = "", column_gap: str | None = None, needs: bool = True) -> str:
+                comment: str = "", column_gap: str | None = None, needs: bool = True, continues: bool = False,
+                more_packages: Sequence[str] = ()) -> str:
     """One `table` float holding a `tabularx` of \\textwidth (`spec` names its columns; one X column takes the room
     left and wraps), with caption and label, in \\small. `header` cells and `body` lines are LaTeX already. The
     comment (provenance) goes in % lines above, followed by the packages the table needs. `column_gap` (e.g. '4pt')
     sets \\tabcolsep inside the float only, leaving more of the width to the X column. `needs=False` leaves out
-    the packages line, for a float that follows another in the same file."""
+    the packages line, for a float that follows another in the same file; `more_packages` adds to it.
+    `continues=True` makes the float the continuation of the one before (`\\ContinuedFloat`, from the caption
+    package: the same table number), its caption kept out of the list of tables and no label."""
     lines = [f"% {line}" for line in comment.splitlines()]
-    lines += [] if not needs else ["% Needs " + " ".join(rf"\usepackage{{{p}}}" for p in PAPER_PACKAGES) + "."]
+    lines += [] if not needs else ["% Needs " + " ".join((*PAPER_PACKAGES, *more_packages)) + "."]
     gap = [rf"\setlength{{\tabcolsep}}{{{column_gap}}}"] if column_gap else []
-    lines += [r"\begin{table}[tbp]", r"\centering", r"\small", *gap, rf"\caption{{{caption}}}", rf"\label{{{label}}}",
+    opening = [r"\begin{table}[tbp]", r"\ContinuedFloat"] if continues else [r"\begin{table}[tbp]"]
+    captioned = [rf"\caption[]{{{caption}}}"] if continues else [rf"\caption{{{caption}}}", rf"\label{{{label}}}"]
+    lines += [*opening, r"\centering", r"\small", *gap, *captioned,
               rf"\begin{{tabularx}}{{\textwidth}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule",
               *body, r"\bottomrule", r"\end{tabularx}", r"\end{table}"]
     return "\n".join(lines) + "\n"
