@@ -17,6 +17,7 @@ from failatlas.core.stages import StageRun, stage_run
 from failatlas.core.store import Store
 from failatlas.core.version import code_version
 from failatlas.embed import Embedder, EmbeddingSet
+from failatlas.ingest.kinds import UNKNOWN
 from failatlas.taxonomy.assign import assign_by_phase
 from failatlas.taxonomy.definitions import fit_type_definitions, with_examples
 from failatlas.taxonomy.drafts import Draft, cluster_drafts, seeded_drafts
@@ -40,6 +41,7 @@ from failatlas.taxonomy.model import (
     CategoryEvidence,
     FailureCategory,
     FailureType,
+    LabelEffect,
     SeedReport,
     Taxonomy,
     TypeEvidence,
@@ -47,6 +49,7 @@ from failatlas.taxonomy.model import (
     phase_rank,
 )
 from failatlas.taxonomy.read import load_taxonomy
+from failatlas.taxonomy.scoped import label_effects, label_effects_of, learn_within_kinds
 from failatlas.taxonomy.seeding import prototypes
 from failatlas.taxonomy.writes import write_assignments, write_snapshot
 
@@ -256,6 +259,10 @@ def run(
     the seed's names (origin 'seed'), and only the rest are clustered into types marked 'new'. Seed texts are
     embedded with the embedding set's model, or with `embedder` (which must be that model).
 
+    Stored labels (and `params.examples`) teach only the phase and kind of the insights they were given on, and
+    only where they name two categories there (taxonomy/scoped.py); `Taxonomy.label_effects` says what each
+    label moved.
+
     With `params.fit_definitions` (opt-in), each offline or seed definition's representative insights are
     chosen among a fixed set of candidates so that names reconstruct their types (taxonomy/definitions.py); this
     needs the same model, and where it is not on this machine the definitions stay as labelled and the stage run
@@ -293,7 +300,8 @@ def _build(
     taxonomy_id = "tx-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     if store.query("SELECT 1 FROM taxonomies WHERE id = ?", [taxonomy_id]):
         record.note(taxonomy_id=taxonomy_id, reused=True)
-        return load_taxonomy(store, taxonomy_id).model_copy(update={"stage_run_id": record.id})
+        return load_taxonomy(store, taxonomy_id).model_copy(
+            update={"stage_run_id": record.id, "label_effects": label_effects_of(store, taxonomy_id)})
     labeller = ReadableNames(labeller) if labeller else make_labeller(params.labeller, store=store,
                                                                      **params.labeller_args)
 
@@ -306,24 +314,29 @@ def _build(
     learner = _learner(store, params, embedding_set, embedder)
     facets = load_facets(store, [i for ci in inputs for i in ci.members["insight_id"].to_list()])
     placed: dict[str, str] = {}  # outliers placed in a type of their kind: insight id -> method
+    effects: list[LabelEffect] = []
     for ci in inputs:
         vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
+        whole, whole_vectors = ci, vectors
         member_vectors.append((ci.members["insight_id"].to_list(), vectors))
         if edits:
             content.update(zip(ci.members["insight_id"].to_list(), zip(ci.members["text"].to_list(), vectors,
                                                                            strict=True), strict=True))
         phase = ci.phase or Counter(ci.members["phase"].to_list()).most_common(1)[0][0]
         seed_categories = params.seed_taxonomy.categories_for(phase) if params.seed_taxonomy else []
-        if learner is not None:
+        free_text = all(facets.of(i) == UNKNOWN for i in ci.members["insight_id"].to_list())
+        phase_drafts: list[Draft] = []
+        if learner is not None and free_text and learner.learns(phase):
             seeded, ci, vectors, reports[phase] = learned_drafts(ci, vectors, params, learner)
-            drafts.extend(seeded)
+            phase_drafts.extend(seeded)
+            effects += label_effects(learner, phase, UNKNOWN, seeded)
             seed_categories = seed_categories or [d.seed_category for d in seeded]
         elif seed_categories:
             encode = encode or _prototype_encoder(embedding_set, embedder)
             seeded, ci, vectors, reports[phase] = seeded_drafts(
                 ci, vectors, params, seed_categories, prototypes(seed_categories, encode)
             )
-            drafts.extend(seeded)
+            phase_drafts.extend(seeded)
         found, out_rows = cluster_drafts(ci, vectors, params)
         if seed_categories:  # a 'new' type is a failure seen at least twice; single leftovers are outliers
             row_of = {i: r for r, i in enumerate(ci.members["insight_id"].to_list())}
@@ -333,15 +346,22 @@ def _build(
         for d in found:
             d.origin = "new" if seed_categories else "cluster"
         found, out_rows = faceted_drafts(found, out_rows, ci, vectors, facets, placed)
-        drafts.extend(found)
-        outliers.extend(
-            (ci.members["insight_id"][int(r)], ci.members["phase"][int(r)], vectors[r]) for r in out_rows
-        )
+        phase_drafts.extend(found)
+        out_ids = [ci.members["insight_id"][int(r)] for r in out_rows]
+        if learner is not None and free_text and not learner.learns(phase):
+            effects += label_effects(learner, phase, UNKNOWN, [])
+        elif learner is not None and not free_text:  # learned within each kind, after the build without labels
+            phase_drafts, out_ids, found_effects = learn_within_kinds(phase_drafts, out_ids, whole, whole_vectors,
+                                                                      phase, facets, params, learner)
+            effects += found_effects
+        drafts.extend(phase_drafts)
+        row_of = {i: r for r, i in enumerate(whole.members["insight_id"].to_list())}
+        outliers.extend((i, whole.members["phase"][row_of[i]], whole_vectors[row_of[i]]) for i in out_ids)
     if params.seed_taxonomy is not None or learner is not None:
         record.note(seed=params.seed_taxonomy.name if params.seed_taxonomy else None,
                     seed_reports=[r.model_dump() for r in reports.values()])
     if learner is not None:
-        record.note(learned=learner.notes)
+        record.note(learned=learner.notes, label_effects=[e.model_dump() for e in effects])
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []
@@ -354,7 +374,8 @@ def _build(
         )
         type_ids = [f"{phase}/T{n:02d}" for n in range(1, len(mine) + 1)]
         labels = [
-            _seed_label(d, ev, params, reports[phase]) if d.seed_category is not None else labeller.label(ev)
+            _seed_label(d, ev, params, d.report or reports[phase]) if d.seed_category is not None else
+            labeller.label(ev)
             for d, ev in zip(mine, _evidence(mine, type_ids), strict=True)
         ]
         labels = [lab if d.seed_category is not None else facet_label(lab, d, facets) for d, lab in zip(mine, labels,
@@ -424,7 +445,7 @@ def _build(
     labelled_by = getattr(labeller, "made_by", {}) or {}  # an LLM labeller's model and host; {} offline
     return _store_snapshot(store, record, taxonomy_id, clustering_ids, embedding_set, params, started, categories,
                            types, records, list(reports.values()), labelled_by,
-                           ).model_copy(update={"edit_notes": edit_notes})
+                           ).model_copy(update={"edit_notes": edit_notes, "label_effects": effects})
 
 
 def _fitted(

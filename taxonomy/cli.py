@@ -126,6 +126,8 @@ def build(
         )
     for note in tax.edit_notes:
         console.print(note, highlight=False)
+    for effect in tax.label_effects:
+        console.print(effect.describe(), highlight=False)
     if fit_definitions:
         _print_fitted(tax.id)
     fallbacks = sum(x.naming_method == "offline-after-llm-error" for x in (*tax.types, *tax.categories))

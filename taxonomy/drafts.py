@@ -29,6 +29,7 @@ class Draft:
     merged_from: list[str]
     origin: str = "cluster"
     seed_category: SeedCategory | None = None
+    report: SeedReport | None = None  # a learned category's: how it was learned
 
 
 def _centroid(vectors: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 from failatlas.core.store import Store
 from failatlas.embed import EmbeddingSet, vectors_of_texts
 from failatlas.embed.tune import read_labelled_files
+from failatlas.ingest.kinds import UNKNOWN
 from failatlas.ingest.model import text_hash
 from failatlas.taxonomy.drafts import Draft, draft_of
 from failatlas.taxonomy.inputs import ClusteringInput
@@ -98,9 +99,10 @@ def user_labels(store: Store) -> list[tuple[str, str, str]]:
 
 
 def training_set(seed: Seed | None, examples: Sequence[tuple[str, str]], labels: Sequence[tuple[str, str, str]],
-                 phase: str) -> tuple[TrainingSet, dict[str, SeedCategory]]:
+                 phase: str, *, seed_rows: bool = True) -> tuple[TrainingSet, dict[str, SeedCategory]]:
     """The rows to learn from for a phase and the category of each label. A seed category takes the spelling of
-    the first example or label naming it; a label naming no seed category is a category of its own."""
+    the first example or label naming it; a label naming no seed category is a category of its own. Without
+    `seed_rows`, the seed only names and defines the categories labels name; its texts train nothing."""
     categories = seed.categories_for(phase) if seed else []
     spelled: dict[str, SeedCategory] = {}
     by_seed: dict[str, str] = {}  # seed category name -> label as spelled
@@ -119,7 +121,7 @@ def training_set(seed: Seed | None, examples: Sequence[tuple[str, str]], labels:
         data.add(text, category_of(label), "examples")
     for _, text, label in labels:
         data.add(text, category_of(label), "user")
-    for c in categories:
+    for c in categories if seed_rows else []:
         name = by_seed.get(c.name, c.name)
         spelled.setdefault(name, c)
         for text in (c.name, f"{c.name}: {c.definition}", *c.examples):
@@ -212,9 +214,17 @@ def embed_texts(store: Store, embedding_set: EmbeddingSet, texts: Sequence[str],
     return vectors
 
 
+MIN_LABELLED_CATEGORIES = 2  # a classifier of one category takes everything near it: below this, clustering decides
+
+
 @dataclass
 class Learner:
-    """What a build learned: the model per phase, the category of each class, and the stored labels."""
+    """What a build learned: the model per phase and kind, the category of each class, and the stored labels.
+
+    A stored label teaches only the phase and kind of the insights with its text (`scopes`: text hash -> their
+    (phase, kind) pairs), so it never moves an insight of another phase, or of a kind the evidence decided, into
+    its category. Examples, and labels whose text no insight has, carry no phase or kind: they teach only where no
+    evidence decided one (kind `unknown`, e.g. imported free text)."""
 
     seed: Seed | None
     examples: list[tuple[str, str]]
@@ -223,16 +233,36 @@ class Learner:
     store: Store
     embedding_set: EmbeddingSet
     encode: Callable[[list[str]], np.ndarray]
+    scopes: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     notes: dict[str, dict] = field(default_factory=dict)
 
-    def model_for(self, phase: str) -> tuple[LabelModel, dict[str, SeedCategory], TrainingSet]:
-        data, categories = training_set(self.seed, self.examples, self.labels, phase)
+    def in_scope(self, phase: str, kind: str = UNKNOWN) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+        """The examples and stored labels that may teach the insights of this phase and kind."""
+        free = kind == UNKNOWN
+        labels = [lab for lab in self.labels
+                  if (phase, kind) in self.scopes.get(lab[0], ()) or (free and not self.scopes.get(lab[0]))]
+        return (self.examples if free else []), labels
+
+    def labelled_categories(self, phase: str, kind: str = UNKNOWN) -> list[str]:
+        """The categories that examples or labels in scope name for this phase and kind (seed texts not counted):
+        the build learns there only when they are at least MIN_LABELLED_CATEGORIES."""
+        examples, labels = self.in_scope(phase, kind)
+        data, _ = training_set(self.seed, examples, labels, phase, seed_rows=False)
+        return sorted(set(data.labels))
+
+    def learns(self, phase: str, kind: str = UNKNOWN) -> bool:
+        return len(self.labelled_categories(phase, kind)) >= MIN_LABELLED_CATEGORIES
+
+    def model_for(self, phase: str, kind: str = UNKNOWN, *, seed_rows: bool = True
+                  ) -> tuple[LabelModel, dict[str, SeedCategory], TrainingSet]:
+        examples, labels = self.in_scope(phase, kind)
+        data, categories = training_set(self.seed, examples, labels, phase, seed_rows=seed_rows)
         vectors = embed_texts(self.store, self.embedding_set, data.texts, self.encode)
         data.vectors = vectors
         model = LabelModel().fit(vectors, data.texts, data.labels)
         ok = model.cv_predictions_ == model.cv_truth_
         user = np.asarray(data.sources) == "user"
-        self.notes[phase] = {
+        self.notes[phase if kind == UNKNOWN else f"{phase}/{kind}"] = {
             "n_training_rows": len(data.texts), "rows_by_source": dict(Counter(data.sources)),
             "n_categories": len(categories), "temperature": round(model.temperature_, 4),
             "cv_accuracy_training_rows": round(float(ok.mean()), 4) if len(ok) else None,
@@ -250,7 +280,19 @@ def make_learner(store: Store, seed: Seed | None, example_paths: Sequence[str], 
     labels = user_labels(store) if use_labels else []
     if not examples and not labels:
         return None
-    return Learner(seed, examples, labels, threshold, store, embedding_set, encode)
+    return Learner(seed, examples, labels, threshold, store, embedding_set, encode, label_scopes(store, labels))
+
+
+def label_scopes(store: Store, labels: Sequence[tuple[str, str, str]]) -> dict[str, set[tuple[str, str]]]:
+    """text hash -> the (phase, kind) of each insight of the store with that text; a label whose text no insight
+    has is absent."""
+    by_text = {text: h for h, text, _ in labels}
+    out: dict[str, set[tuple[str, str]]] = {}
+    for text, phase, kind in store.query(
+            "SELECT DISTINCT text, phase, coalesce(kind, 'unknown') FROM insights"
+            " WHERE text IN (SELECT unnest(?::VARCHAR[]))", [list(by_text)]):
+        out.setdefault(by_text[text], set()).add((phase, kind))
+    return out
 
 
 def learning_key(store: Store, example_paths: Sequence[str], use_labels: bool) -> str | None:
@@ -282,40 +324,56 @@ def near_enough(vectors: np.ndarray, data: TrainingSet, classes: Sequence[str], 
     return sims[np.arange(len(unit)), best] >= gate
 
 
-def learned_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams, learner: Learner
-                   ) -> tuple[list[Draft], ClusteringInput, np.ndarray, SeedReport]:
-    """Drafts of the learned categories that take some of the clustering's insights (calibrated probability at
-    least the learner's threshold; an insight a person labelled goes to its label's category whatever the model
-    says), the clustering restricted to the rest (clustered into new types), their vectors, and the report."""
-    texts = ci.members["text"].to_list()
-    ids = ci.members["insight_id"].to_list()
-    phase = ci.phase or Counter(ci.members["phase"].to_list()).most_common(1)[0][0]
-    model, categories, data = learner.model_for(phase)
-    proba = model.predict_proba(vectors, texts)
+def learned_categories(rows: np.ndarray, ids: list[str], texts: list[str], vectors: np.ndarray, phase: str,
+                       params: BuildParams, learner: Learner, kind: str = UNKNOWN) -> tuple[list[Draft], np.ndarray]:
+    """Drafts of the learned categories that take some of the insights at `rows` (all of this phase and kind;
+    calibrated probability at least the learner's threshold; an insight a person labelled goes to its label's
+    category whatever the model says), and which of `rows` they took. The seed's texts train only where no
+    evidence decided the kind; elsewhere, and without a seed, a category takes only what is as near its labelled
+    statements as a seed's match must be."""
+    seed_rows = kind == UNKNOWN
+    model, categories, data = learner.model_for(phase, kind, seed_rows=seed_rows)
+    mine, mine_texts = vectors[rows], [texts[r] for r in rows]
+    proba = model.predict_proba(mine, mine_texts)
     best, confidence = proba.argmax(axis=1), proba.max(axis=1)
     covered = confidence >= learner.threshold
-    if learner.seed is None:  # no scheme says the labels cover the domain: they name only what they name
-        covered &= near_enough(vectors, data, model.classes_, best, params.seed_null_quantile)
+    if learner.seed is None or not seed_rows:  # no scheme says the labels cover the domain: they name only that
+        covered &= near_enough(mine, data, model.classes_, best, params.seed_null_quantile)
     given = {text_hash(t): lab for t, lab, src in zip(data.texts, data.labels, data.sources, strict=True)
              if src == "user"}
     column = {name: k for k, name in enumerate(model.classes_)}
-    for r, text in enumerate(texts):
+    for r, text in enumerate(mine_texts):
         label = given.get(text_hash(text))
         if label is not None:
             best[r], covered[r] = column[label], True
-    keywords = class_tfidf(texts, np.where(covered, best, -1), top_n=params.n_keywords) if covered.any() else {}
+    keywords = class_tfidf(mine_texts, np.where(covered, best, -1), top_n=params.n_keywords) if covered.any() else {}
+    report = SeedReport(phase=phase, n_insights=len(rows), n_explained=int(covered.sum()),
+                        threshold=learner.threshold, null_quantile=params.seed_null_quantile, method="learned",
+                        n_training_rows=len(data.texts))
     drafts = [
-        draft_of(np.flatnonzero(covered & (best == c)), ids, texts, vectors, phase,
+        draft_of(rows[np.flatnonzero(covered & (best == c))], ids, texts, vectors, phase,
                  [t for t, _ in keywords.get(c, [])], [f"seed:{model.classes_[c]}"], origin="seed",
-                 seed_category=categories[model.classes_[c]])
+                 seed_category=categories[model.classes_[c]], report=report)
         for c in sorted({int(x) for x in best[covered]})
     ]
+    return drafts, covered
+
+
+def learned_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams, learner: Learner
+                   ) -> tuple[list[Draft], ClusteringInput, np.ndarray, SeedReport]:
+    """Drafts of the learned categories that take some of the clustering's insights (`learned_categories`, all
+    its insights of kind `unknown`), the clustering restricted to the rest (clustered into new types), their
+    vectors, and the report."""
+    texts = ci.members["text"].to_list()
+    ids = ci.members["insight_id"].to_list()
+    phase = ci.phase or Counter(ci.members["phase"].to_list()).most_common(1)[0][0]
+    drafts, covered = learned_categories(np.arange(len(ids)), ids, texts, vectors, phase, params, learner)
     rest = np.flatnonzero(~covered)
     uncovered = ClusteringInput(id=ci.id, phase=ci.phase, embedding_set=ci.embedding_set,
                                 members=ci.members[rest.tolist()])
     report = SeedReport(phase=phase, n_insights=len(ids), n_explained=int(covered.sum()),
                         threshold=learner.threshold, null_quantile=params.seed_null_quantile, method="learned",
-                        n_training_rows=len(data.texts))
+                        n_training_rows=learner.notes[phase]["n_training_rows"])
     return drafts, uncovered, vectors[rest], report
 
 

@@ -171,6 +171,24 @@ class SeedReport(BaseModel):
         return self.n_explained / self.n_insights if self.n_insights else 0.0
 
 
+class LabelEffect(BaseModel):
+    """What the stored labels of one category did in a build, in one phase and kind: how many insights the learned
+    category took there, or why they taught nothing."""
+
+    label: str
+    phase: str
+    kind: str
+    n_labelled: int  # labelled statements of this phase and kind with this label
+    moved: int = 0  # insights the label's learned category took (the labelled ones included)
+    not_used: str | None = None
+
+    def describe(self) -> str:
+        where = f"label '{self.label}' ({self.phase}/{self.kind})"
+        if self.not_used:
+            return f"{where}: not used: {self.not_used}"
+        return f"{where}: moved {self.moved} insight(s) into its category ({self.n_labelled} labelled)"
+
+
 class Taxonomy(BaseModel):
     """One versioned snapshot: its failure types grouped into categories, per phase."""
 
@@ -189,4 +207,5 @@ class Taxonomy(BaseModel):
     seed_reports: list[SeedReport] = Field(default_factory=list)  # when built with a seed taxonomy
     labelled_by: dict[str, str] = Field(default_factory=dict)  # the LLM labeller's model and endpoint host ({} offline)
     edit_notes: list[str] = Field(default_factory=list)  # what each saved edit did in this build (when just built)
+    label_effects: list[LabelEffect] = Field(default_factory=list)  # what each label did (when just built)
     stage_run_id: str | None = None  # the stage_runs row of the build (when just built)

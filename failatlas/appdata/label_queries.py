@@ -50,10 +50,20 @@ def label_choices(store: Store, taxonomy_id: str | None) -> list[str]:
     return list(seen.values())
 
 
+def label_effects(store: Store, taxonomy_id: str | None, label: str) -> list[str]:
+    """What the label of this name did in the build of the taxonomy, per phase and kind (`taxonomy build`'s own
+    lines); [] when that build did not learn from it (built before the label was given, or without labels)."""
+    from failatlas.taxonomy.scoped import label_effects_of
+
+    if not taxonomy_id or not _has(store, "stage_runs"):
+        return []
+    return [e.describe() for e in label_effects_of(store, taxonomy_id) if e.label == label]
+
+
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=128)
 def _call(name: str, path: str, version: tuple[int, ...], args: tuple) -> Any:
     del version  # part of the cache key only
-    return {"insight_labels": insight_labels, "label_choices": label_choices}[name](
+    return {"insight_labels": insight_labels, "label_choices": label_choices, "label_effects": label_effects}[name](
         Store(path, lock_timeout=LOCK_TIMEOUT), *args)
 
 

@@ -72,6 +72,8 @@ def insight_label(ctx: Context, insight_id: str, text: str) -> None:
     if current:
         cols[0].markdown(f"**Your label**: {md(current['label'])} (given {md(source_text(current['source']))}; "
                          "kept by the text, so it survives rebuilds and re-ingests)")
+        for effect in lq(ctx.path, "label_effects", ctx.taxonomy_id, current["label"]):
+            cols[0].caption(f"In this taxonomy's build: {md(effect)}")
         if cols[1].button("Remove label", key=f"unlabel_{insight_id}"):
             report(actions.remove_labels(ctx.path, [insight_id]), key)
     else:
