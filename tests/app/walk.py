@@ -114,15 +114,17 @@ def walk_to_run(page, url: str, shots: Path | None = None) -> str:  # noqa: ANN0
 _SECTION_TEXT_TOPS = """([text, start, end]) => {
     const top = id => { const e = document.getElementById(id); return e && e.getBoundingClientRect().top; };
     const a = top(start), b = top(end);
+    if (text === null) return a === null ? [] : [a];
     return [...document.querySelectorAll('p')].filter(e => e.textContent.trim() === text)
         .map(e => e.getBoundingClientRect().top).filter(y => a !== null && y > a && (b === null || y < b));
 }"""
 
 
-def _link_shows(page, section: str, text: str, until: str, tries: int = 3) -> None:  # noqa: ANN001
+def _link_shows(page, section: str, text: str | None, until: str | None, tries: int = 3) -> None:  # noqa: ANN001
     """Click the run view's section link `section`, then see `text` in that section (between its anchor and
-    `until`'s; other sections hold the same words, e.g. every step's "stdout (tail)") inside the viewport. A click
-    that lands while Streamlit re-runs the page is lost, so it is repeated, each try waiting up to 20 s."""
+    `until`'s; other sections hold the same words, e.g. every step's "stdout (tail)") inside the viewport, or with
+    `text` None the section's heading itself. A click that lands while Streamlit re-runs the page is lost, so it is
+    repeated, each try waiting up to 20 s."""
     for attempt in range(tries):
         page.get_by_role("link", name=section, exact=True).click()
         for _ in range(40):
@@ -150,8 +152,7 @@ def entry_to_run(page, url: str, entry: str, shots: Path | None = None) -> str: 
     _click_until(page, run_button, "run=")  # click 2
     expect(page.get_by_role("heading", name=label)).to_be_in_viewport(timeout=60_000)
     _link_shows(page, "validator", "stdout (tail)", until="diff")
-    page.get_by_role("link", name="diff", exact=True).click()
-    expect(page.locator("#diff")).to_be_in_viewport(timeout=30_000)
+    _link_shows(page, "diff", None, until=None)
     return label
 
 
