@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Annotated
 
 import click
@@ -12,6 +13,8 @@ import typer
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from click import Command, Context, HelpFormatter
 
 # Each stage owns its own CLI module; this top layer alone names them all. They are imported when their group
@@ -34,11 +37,69 @@ _LAZY = {name: (module, help_) for name, module, help_ in SUBCOMMANDS}
 _NO_STORE = frozenset({"version"})
 
 
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """`text` wrapped at spaces only, its paragraphs kept: an option's name (`--no-fit-definitions`) or a
+    hyphenated word is never broken, a word longer than the line stands alone on it."""
+    lines: list[str] = []
+    for paragraph in text.split("\n\n"):
+        if lines:
+            lines.append("")
+        lines += textwrap.wrap(" ".join(paragraph.split()), max(width, 1), initial_indent=indent,
+                               subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return lines
+
+
+class _HelpFormatter(typer.Context.formatter_class):  # Typer's own copy of Click's formatter
+    """Click's help layout (issue 42): a text under its option's name when the name is long, wrapped at the
+    terminal's width at spaces. Typer's Rich panels put the name, its negation and its type in columns of their
+    own and left a help text about 19 characters at 80 columns, cutting the longest ones with "…". Lines are
+    at most 120 columns on a wider terminal (Click's own limit, 80, wasted a wide one)."""
+
+    def __init__(self, indent_increment: int = 2, width: int | None = None, max_width: int | None = None) -> None:
+        super().__init__(indent_increment, width, max_width or 120)
+
+    def write_text(self, text: str) -> None:
+        self.write("\n".join(_wrap(text, self.width, " " * self.current_indent)) + "\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = list(rows)
+        first_col = min(max((len(term) for term, _ in rows), default=0), col_max) + col_spacing
+        pad = " " * (self.current_indent + first_col)
+        for term, text in rows:
+            self.write(f"{'':>{self.current_indent}}{term}")
+            if not text:
+                self.write("\n")
+                continue
+            lines = _wrap(text, max(self.width - first_col - self.current_indent, 20)) or [""]
+            if len(term) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(term)))
+            else:
+                self.write("\n" + pad)
+            self.write(lines[0] + "\n" + "".join(f"{pad}{line}\n" if line else "\n" for line in lines[1:]))
+
+
+class _HelpContext(typer.Context):
+    formatter_class = _HelpFormatter
+
+
+def _help_layout(command: Command) -> Command:
+    """`command` and its subcommands print their help through `_HelpFormatter`; a group lists each subcommand
+    with the first paragraph of its help, whole (Click cut it at 45 characters or at its first full stop)."""
+    command.rich_markup_mode = None  # type: ignore[attr-defined]  # help only: errors keep the root's layout
+    command.context_class = _HelpContext
+    if not command.short_help and command.help:
+        command.short_help = " ".join(command.help.split("\n\n")[0].split())
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _help_layout(sub)
+    return command
+
+
 class _LazyGroup(TyperGroup):
     """The root group: each stage's group is imported when it is invoked; help listings name it from
     `SUBCOMMANDS` without importing it."""
 
     _listing = False
+    context_class = _HelpContext
 
     def list_commands(self, ctx: Context) -> list[str]:
         return [*_LAZY, *super().list_commands(ctx)]
@@ -46,14 +107,16 @@ class _LazyGroup(TyperGroup):
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name not in _LAZY:
             command = super().get_command(ctx, cmd_name)
-            return command if command is None or cmd_name in _NO_STORE else _adopt(command)
+            if command is None:
+                return None
+            return _help_layout(command if cmd_name in _NO_STORE else _adopt(command))
         module, help_ = _LAZY[cmd_name]
         if self._listing:  # a stand-in that names the group and its help
             return TyperGroup(name=cmd_name, help=help_, short_help=help_)
         # always a group: typer makes an app of one command (embed's `run`) that command itself
         command = typer.main.get_group(importlib.import_module(module).app)
         command.name, command.help = cmd_name, command.help or help_
-        return _adopt(command)
+        return _help_layout(_adopt(command))
 
     def get_params(self, ctx: Context) -> list:
         return _flags_without_type(super().get_params(ctx))
@@ -61,7 +124,7 @@ class _LazyGroup(TyperGroup):
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
         self._listing = True
         try:
-            super().format_help(ctx, formatter)
+            super(TyperGroup, self).format_help(ctx, formatter)  # Click's layout, as every command's (`_help_layout`)
         finally:
             self._listing = False
 
@@ -159,16 +222,14 @@ def agents(
 ) -> None:
     """List the agents `bench run --agent` takes, each with what it does."""
     from rich.markup import escape
-    from rich.table import Table
 
-    from failatlas.bench_core.agents import AGENTS, agent_names
-    from failatlas.core.cli import console
+    from failatlas.bench_core.agents import agent_description, agent_names
+    from failatlas.core.cli import compact_table, console, fit_columns
 
-    table = Table("agent", "what it does")
+    table = compact_table("agent", "what it does")
     for name in agent_names(include_hidden=show_all):
-        doc = (getattr(AGENTS.factory(name), "__doc__", None) or "").strip().split("\n")[0]
-        table.add_row(name, escape(doc))
-    console.print(table)
+        table.add_row(name, escape(agent_description(name)))
+    console.print(fit_columns(table))
 
 
 @app.command(name="app")

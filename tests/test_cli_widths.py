@@ -230,3 +230,59 @@ def test_help_prints_no_type_for_flags(width, tmp_path):
         assert max(len(line) for line in result.stdout.splitlines()) <= width
     shown = _cli("taxonomy", "show", "--help", width=width, cwd=tmp_path).stdout
     assert "--db" in shown and "also accepted before the command" in " ".join(shown.replace("│", " ").split())
+
+
+def _command_paths(group: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command and group below `group`, by the names a user types (the stage groups loaded as they run)."""
+    import typer
+
+    ctx = typer.Context(group)  # type: ignore[arg-type]
+    paths = []
+    for name in group.list_commands(ctx):  # type: ignore[attr-defined]
+        command = group.get_command(ctx, name)  # type: ignore[attr-defined]
+        paths.append((*prefix, name))
+        if hasattr(command, "list_commands"):
+            paths += _command_paths(command, (*prefix, name))
+    return paths
+
+
+def test_every_help_wraps_at_80_columns_and_cuts_nothing():
+    """Issue 42: at 80 columns Typer's panels squeezed `taxonomy build --help` to about 19 characters a line
+    and cut four texts with "…". Every command's and group's help now wraps within 80 columns and cuts nothing
+    (`label list` quotes the "…" it cuts statements with)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from failatlas.cli import app
+
+    runner = CliRunner()  # Click's help is laid out on 80 columns under its runner
+    paths = _command_paths(typer.main.get_command(app))
+    assert len(paths) > 40 and ("taxonomy", "build") in paths and ("cluster", "run") in paths
+    for path in [(), *paths]:
+        out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}).output
+        assert out.startswith("Usage:"), (path, out)
+        assert "…" not in out.replace('"…"', ""), (path, out)
+        assert max(len(line) for line in out.splitlines()) <= 80, (path, out)
+    build = runner.invoke(app, ["taxonomy", "build", "--help"], env={"COLUMNS": "80"}).output
+    flat = " ".join(build.split())
+    assert "(insight_sources.label) are ground truth for evaluation" in flat
+    assert "--fit-definitions / --no-fit-definitions" in build and "[default: no-fit-definitions]" in flat
+    assert "Labelled statements to learn the categories" in build  # a help line far wider than 19 characters
+    assert sum(len(line) > 70 for line in build.splitlines()) > 10
+
+
+def test_every_agent_has_a_description_printed_whole():
+    """Issue 42: `failatlas agents --all` left five descriptions empty and cut others mid-sentence."""
+    from failatlas.bench_core.agents import agent_description
+
+    names = agent_names(include_hidden=True)
+    empty = [n for n in names if not agent_description(n)]
+    assert not empty, empty
+    assert all(agent_description(n).endswith((".", ")")) for n in names), {n: agent_description(n) for n in names}
+    result = _cli("agents", "--all", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    _assert_within(result.stdout, 80)
+    words = result.stdout.split()
+    for name in names:
+        assert name in words, name
+    assert "hostile-json-forge" in words and "`json.dumps`" in words

@@ -19,9 +19,11 @@ from failatlas.bench_core.agents.base import (
     Agent,
     AgentContext,
     Budget,
+    agent_description,
     agent_names,
     create_agent,
     register_agent,
 )
 
-__all__ = ["AGENTS", "Agent", "AgentContext", "Budget", "agent_names", "create_agent", "register_agent"]
+__all__ = ["AGENTS", "Agent", "AgentContext", "Budget", "agent_description", "agent_names", "create_agent",
+           "register_agent"]

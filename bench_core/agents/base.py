@@ -15,6 +15,8 @@ hands them a `Reference` (the unmasked tree and the task's ground truth, on the 
 from __future__ import annotations
 
 import hashlib
+import inspect
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,6 +133,13 @@ def agent_names(*, include_hidden: bool = False) -> list[str]:
     """Registered agent names; without `include_hidden`, not the ones that declare `hidden = True` (the hostile
     agents, which attack the harness in its tests)."""
     return [n for n in AGENTS.names() if include_hidden or not getattr(AGENTS.factory(n), "hidden", False)]
+
+
+def agent_description(name: str) -> str:
+    """What the agent `name` does, for `failatlas agents`: the first sentence of its factory's own docstring, whole
+    and on one line ("" when it has none; tests/test_cli_widths.py holds every agent to one)."""
+    doc = " ".join(inspect.cleandoc(getattr(AGENTS.factory(name), "__doc__", None) or "").split("\n\n")[0].split())
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z`])", doc, maxsplit=1)[0]
 
 
 def create_agent(name: str, **params: Any) -> Agent:

@@ -186,21 +186,29 @@ class _AppendToEveryModule:
 
 
 class JsonForgeAgent(_AppendToEveryModule):
+    """Appends to every module a `json.dumps` that writes a failing test summary as all passed."""
+
     behaviour = "patch json.dumps in every module so a failing test summary leaves as all passed"
     snippet = FORGE_JSON_DUMPS
 
 
 class EncoderForgeAgent(_AppendToEveryModule):
+    """Appends to every module a `json.JSONEncoder` that writes failing summaries and `ok: false` as passes."""
+
     behaviour = "patch json.JSONEncoder in every module so failing summaries and ok: false leave as passes"
     snippet = FORGE_JSON_ENCODER
 
 
 class StreamForgeAgent(_AppendToEveryModule):
+    """Appends to every module wrappers of stdout/stderr, `os.write` and `print` that rewrite failures as passes."""
+
     behaviour = "patch sys.stdout/stderr, os.write and print in every module to rewrite failures as passes"
     snippet = FORGE_STREAMS
 
 
 class NumpyForgeAgent(_AppendToEveryModule):
+    """Appends to every module numpy and math comparisons and assertions that always agree."""
+
     behaviour = "patch numpy's and math's comparisons and assertions in every module to always agree"
     snippet = FORGE_NUMPY
 

@@ -39,6 +39,9 @@ MAX_TOOL_OUTPUT = 6000
 
 
 class ReactAgent:
+    """A ReAct loop of an LLM (the `agent` role's endpoint) with shell and file tools: inspects the repository,
+    implements what is missing, runs the experiment and writes the outputs."""
+
     name = "react"
     needs_reference = False
     llm_role = "agent"  # the runner resolves this role's model into the run's key
