@@ -279,8 +279,7 @@ def _print_quality(s: object, taxonomy_id: str) -> None:
     else:
         summary.add_row("human labels", "none in insight_sources.label: ARI / NMI not scored", "")
     if not acc and not cv:
-        summary.add_row("seed assignment accuracy", "not scored", "no labels to compare with: coverage alone says"
-                        " nothing about whether the assigned categories are right")
+        summary.add_row("seed assignment accuracy", "not scored", _no_seed_accuracy(bool(m["coverage"]), labels))
     console.print(summary)
     for title, block in (("imported labels", acc), ("your labels, cross-validated", cv)):
         if not block:
@@ -297,6 +296,18 @@ def _print_quality(s: object, taxonomy_id: str) -> None:
         for name, value in sorted(labels["per_label_recall"].items(), key=lambda kv: -labels["label_sizes"][kv[0]]):
             recall.add_row(name, str(labels["label_sizes"][name]), f"{value:.2f}")
         console.print(recall)
+
+
+def _no_seed_accuracy(seeded: bool, labels: dict | None) -> str:
+    """Why `taxonomy show --quality` scores no seed assignment, and what it computed instead (issue 42: an
+    unsupervised build said "no labels to compare with" beside an ARI computed from those labels)."""
+    if not seeded:
+        compared = (f"; the types are compared with the imported labels of {labels['n_items']} distinct statements"
+                    f" (insight_sources.{labels['column']}) by ARI / NMI above" if labels
+                    else ", and no labels to compare the types with")
+        return f"built without --seed: no seed category to check{compared}"
+    return ("no labels to compare with: coverage alone says nothing about whether the assigned categories are"
+            " right")
 
 
 @app.command()

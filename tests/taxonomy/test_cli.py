@@ -97,3 +97,15 @@ def test_the_fit_report_prints_a_model_name_as_text_not_markup(trail_store):
     fitted = _run(trail_store.path, "build", "--clustering", TRAIL_CLUSTERING, "--fit-definitions")
     assert fitted.exit_code == 0, fitted.output
     assert "svd[/bold][red]-64" in fitted.output
+
+
+def test_quality_says_what_it_compared_without_a_seed():
+    """Issue 42: an unsupervised build's `taxonomy show --quality` said "no labels to compare with" beside an
+    ARI computed from those labels."""
+    from failatlas.taxonomy.cli import _no_seed_accuracy
+
+    said = _no_seed_accuracy(False, {"n_items": 12, "column": "label"})
+    assert "without --seed" in said and "12 distinct statements" in said and "insight_sources.label" in said
+    assert "no labels" not in said
+    assert "no labels to compare the types with" in _no_seed_accuracy(False, None)
+    assert _no_seed_accuracy(True, None).startswith("no labels to compare with")
