@@ -194,3 +194,17 @@ def test_no_module_of_the_app_but_actions_writes() -> None:
     text = (ROOT / "failatlas" / "appdata" / "actions.py").read_text()
     assert "labels.label_insights(" in text and "edit_taxonomy(" in text  # the CLI's functions, not its own SQL
     assert "INSERT" not in text and "DELETE" not in text
+
+
+def test_messages_show_commands_as_code_and_names_as_text() -> None:
+    """Issue 42: a success message showed its backticks ("The next `taxonomy build` learns from it"); a name in
+    it still renders as the text it is, never as a link or markup."""
+    from markdown_it import MarkdownIt
+
+    from failatlas.appdata.pages.common import md_message
+
+    message = ("Labelled 2 distinct statements as “[x](https://e.com) *b* `c`”. The next `taxonomy build` learns"
+               " from it.")
+    html = MarkdownIt("commonmark").render(md_message(message))
+    assert "<code>taxonomy build</code>" in html and "<a" not in html and "<em>" not in html
+    assert plain(md_message(message)) == message.replace("`", "")

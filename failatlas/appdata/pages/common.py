@@ -54,6 +54,14 @@ def code(text: object) -> str:
     return f"{fence} {flat} {fence}" if "`" in flat else f"{fence}{flat}{fence}"
 
 
+def md_message(text: object) -> str:
+    """One of our own messages (an action's outcome, an error with its hint) as Markdown: what it quotes in
+    backticks (`taxonomy build`) shown as code, the rest through `md()`. A backtick in a quoted name can only
+    start a code span, which shows its text verbatim."""
+    parts = re.split(r"`([^`\n]+)`", str(text))
+    return "".join(code(part) if k % 2 else md(part) for k, part in enumerate(parts))
+
+
 def param(name: str) -> str | None:
     value = st.query_params.get(name)
     return value or None

@@ -9,7 +9,7 @@ import streamlit as st
 
 from failatlas.appdata import actions
 from failatlas.appdata.label_queries import lq
-from failatlas.appdata.pages.common import Context, code, md, param
+from failatlas.appdata.pages.common import Context, code, md, md_message, param
 from failatlas.core.tables import counted
 
 _OUTCOME = "_action_outcome"
@@ -21,7 +21,7 @@ def report(outcome: actions.Outcome, where: str) -> None:
     if outcome.ok:
         st.session_state[_OUTCOME] = (where, outcome.message)
         st.rerun()
-    st.error(md(outcome.message))
+    st.error(md_message(outcome.message))
 
 
 def show_outcome(where: str) -> bool:
@@ -30,7 +30,7 @@ def show_outcome(where: str) -> bool:
     if not pending or pending[0] != where:
         return False
     del st.session_state[_OUTCOME]
-    st.success(md(pending[1]))
+    st.success(md_message(pending[1]))
     return True
 
 
