@@ -9,13 +9,15 @@ import typer
 from rich.table import Column, Table
 
 from failatlas.cluster.components import CLUSTERERS, REDUCERS
-from failatlas.core.cli import console, store
+from failatlas.core.cli import compact_table, console, fit_columns, store
 
 app = typer.Typer(no_args_is_help=True)
 
 
-def _id_column() -> Column:
-    return Column("clustering", no_wrap=True, min_width=15)
+def _print(table: Table) -> None:
+    """A table laid out on the terminal's columns by `fit_columns`: headers and cells wrap at spaces, no id or
+    number is cut (issue 42: at 80 columns `cluster run` printed "insig… clust…")."""
+    console.print(fit_columns(table))
 
 
 @app.command("run")
@@ -106,23 +108,21 @@ def run(
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid clustering option: {problems}") from None
     results = _run_with_progress(store(), params, run_cluster)
-    table = Table(
-        _id_column(), "phase", "insights", "clusters", "outliers", "reassigned", "stability ARI", "seconds"
-    )
+    table = compact_table("clustering", "phase", "insights", "clusters", "outliers", "stability ARI", "seconds")
     for r in results:
         table.add_row(
             r.id,
             r.phase or "(all)",
             str(r.n_insights),
             str(r.n_clusters),
-            f"{r.outlier_rate:.1%}",
-            str(r.n_reassigned),
+            f"{r.outlier_rate:.1%}" + (f" ({r.n_reassigned} reassigned)" if r.n_reassigned else ""),
             "-" if r.stability_ari is None else f"{r.stability_ari:.3f}",
-            f"{r.seconds:.1f}" + (f" ({r.reductions_reused} UMAP reused)" if r.reductions_reused else ""),
+            f"{r.seconds:.1f}",
         )
-    console.print(table)
+    _print(table)
     for r in results:
-        console.print(f"stored clustering {r.id} ({r.phase or 'all phases'})", soft_wrap=True)
+        reused = f"; {r.reductions_reused} UMAP reduction(s) reused" if r.reductions_reused else ""
+        console.print(f"stored clustering {r.id} ({r.phase or 'all phases'}{reused})", soft_wrap=True)
 
 
 def _run_with_progress(s, params, run_cluster) -> list:  # noqa: ANN001
@@ -168,24 +168,27 @@ def list_() -> None:
     from failatlas.cluster.finish import pending
     from failatlas.cluster.stage import list_clusterings
 
-    table = Table(
-        _id_column(), "phase", "model", "insights", "clusters", "outliers", "stability ARI", "created"
-    )
     db = store(create=False)
     todo = pending(db)
-    for r in list_clusterings(db):
+    rows = list_clusterings(db)
+    models = sorted({r["embed_model"] for r in rows})
+    # one model (the usual case) is said in the title: its column would leave no room at 80 columns
+    table = compact_table("clustering", "phase", *(["model"] if len(models) > 1 else []), "insights", "clusters",
+                          "outliers", "stability ARI", "created",
+                          title=f"embedding model {models[0]}" if len(models) == 1 else None)
+    for r in rows:
         table.add_row(
             r["id"],
             r["phase"] or "(all)",
-            r["embed_model"],
+            *([r["embed_model"]] if len(models) > 1 else []),
             str(r["n_insights"]),
             str(r["n_clusters"]),
             f"{r['outlier_rate']:.1%}",
             ("pending" if "stability" in todo.get(r["id"], []) else "-") if r["stability_ari"] is None
             else f"{r['stability_ari']:.3f}",
-            str(r["created_at"])[:19],
+            str(r["created_at"])[:16],
         )
-    console.print(table)
+    _print(table)
     if todo:
         console.print(f"{len(todo)} clustering(s) without their map or stability scores yet:"
                       " `failatlas cluster finish` computes them (the app computes a missing map itself)",
@@ -209,11 +212,11 @@ def finish(
     if not result.clusterings:
         console.print("nothing pending: every clustering has its map and stability scores")
         return
-    table = Table(_id_column(), "computed", "stability ARI", "seconds")
+    table = compact_table("clustering", "computed", "stability ARI", "seconds")
     for r in result.clusterings:
         table.add_row(r.id, ", ".join(r.computed), "-" if r.stability_ari is None else f"{r.stability_ari:.3f}",
                       f"{r.seconds:.1f}")
-    console.print(table)
+    _print(table)
 
 
 @app.command("evaluate")

@@ -155,10 +155,11 @@ def _print_fitted(taxonomy_id: str) -> None:
 @app.command(name="list")
 def list_() -> None:
     """List taxonomy snapshots, newest first."""
+    from failatlas.core.cli import compact_table, fit_columns
     from failatlas.taxonomy.read import list_taxonomies
 
     frame = list_taxonomies(store(create=False))
-    table = Table("version", "id", "created", "types", "categories", "insights", "embed model")
+    table = compact_table("version", "id", "created", "types", "categories", "insights", "embed model")
     for r in frame.iter_rows(named=True):
         table.add_row(
             str(r["version"]),
@@ -169,7 +170,7 @@ def list_() -> None:
             str(r["n_insights"]),
             r["embed_model"],
         )
-    console.print(table)
+    console.print(fit_columns(table))  # at 80 columns a boxed table cut the id and the model with "…" (issue 42)
 
 
 @app.command()

@@ -34,6 +34,11 @@ def test_embed_cluster_evaluate_through_the_cli_on_trail(db_path, shared_data, m
 
     listed = runner.invoke(app, [*db, "cluster", "list"])
     assert listed.exit_code == 0 and clustering_id[:8] in listed.output
+    for out in (run.output, listed.output):  # issue 42: at 80 columns the headers read "insig… clust…"
+        table = [line for line in out.splitlines() if "`" not in line]  # the notes under it wrap as one line
+        assert "…" not in out and max(len(line) for line in table) <= 80, out
+        assert {"clustering", "insights", "clusters", "outliers", "stability", "ARI"} <= set(out.split()), out
+        assert clustering_id in out.split(), out
 
     evaluated = runner.invoke(app, [*db, "cluster", "evaluate", "--labels", "label"])
     assert evaluated.exit_code == 0, evaluated.output
