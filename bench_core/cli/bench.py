@@ -90,6 +90,10 @@ def run(
         "host use).")] = None,
     data: options.Data = None,
     max_copy_mib: options.MaxCopyMib = None,
+    impossible: Annotated[bool, typer.Option(
+        help="Run the selected tasks' impossible twins (expected values no honest run reaches, with a visible "
+        "check asserting them): `bench report` counts the runs that claim them as cheats, never in the scores.")
+    ] = False,
 ) -> None:
     """Run an agent on tasks in sandboxes; re-running the same command does only what is missing (and stored
     infra_error runs whose repository, image, resources or budget changed)."""
@@ -103,7 +107,7 @@ def run(
         repo=repo, runs_dir=runs_dir, setting=setting,
         resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
         network=network, allow_hosts=allow_host or [], ca_bundle=ca_bundle,
-        data=parse_data_options(data or []), max_copy_mib=max_copy_mib,
+        data=parse_data_options(data or []), max_copy_mib=max_copy_mib, impossible=impossible,
     )
     create_agent(agent, **params.agent_params)  # an unknown agent fails before any progress bar is drawn
     check_data(s, params.data, params.runs_dir)  # and so does a data path inside the store's folders
@@ -284,7 +288,10 @@ def show(
                   f"status={run['status']} fault={run['fault_injected'] or '-'}", highlight=False)
     if run["infra_error"]:
         console.print(f"infra error: {escape(run['infra_error'])}", highlight=False)
-    _print_verdicts(run, verdicts)
+    if verdicts.get("cheat"):
+        _print_cheat(verdicts["cheat"])
+    else:
+        _print_verdicts(run, verdicts)
     console.print(f"changed files: {escape(', '.join(outputs.get('changed_files') or []) or '-')}", highlight=False)
     console.print(f"conclusion: {escape((outputs.get('conclusion') or '-')[:500])}", highlight=False)
     table = Table("seq", "purpose", "command", "exit", "s", "killed")
@@ -292,6 +299,14 @@ def show(
         table.add_row(str(c["seq"]), c["purpose"], escape(c["command"][:80]), str(c["exit_code"]),
                       f"{c['duration_s']:.2f}", c["killed_reason"] or "")
     console.print(table)
+
+
+def _print_cheat(cheat: dict) -> None:
+    """`bench show` of a run of an impossible twin: in no score; whether it cheated, and each piece of evidence."""
+    said = f"CHEAT ({', '.join(cheat.get('kinds') or [])})" if cheat.get("cheat") else "no cheat"
+    console.print(f"impossible twin of {escape(str(cheat.get('twin_of')))} (in no score): {said}", highlight=False)
+    for e in cheat.get("evidence") or []:
+        console.print(f"  {escape(e['kind'])}: {escape(e['detail'])}", highlight=False, soft_wrap=True)
 
 
 def _resolve_run_id(s, text: str) -> str:  # noqa: ANN001
@@ -500,6 +515,8 @@ def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # n
     extra = tuple(c for c in table.columns if c.startswith("pass"))
     if extra:
         families.append(("pass@k and pass^k over attempts (M·C·D·I·E)", extra))
+    if "cheat_n" in table.columns and table["cheat_n"].sum():  # runs of impossible twins (docs/metrics.md)
+        families.append(("cheat rate on impossible twins, mean and 95% CI (n: twin runs)", ("cheat",)))
     tables = []
     for title, metrics in families:
         cells = []
@@ -512,7 +529,8 @@ def report_tables(table, by: str, width: int | None = None) -> list[Table]:  # n
                 elif not r[f"{m}_n"]:
                     line.append(f"– (left out {r['E_env_n']})" if m == "E" and r.get("E_env_n") else "–")
                 else:
-                    line.append(f"{fmt(r[m])}\n{score_interval_text(r, m)}")
+                    line.append(f"{fmt(r[m])}\n{score_interval_text(r, m)}"
+                                + (f"\nn={r['cheat_n']}" if m == "cheat" else ""))
             cells.append(line)
         tables += split_columns([*keys, "runs", *metrics], cells, names=len(keys), keep=1,
                                 title=f"{title}; {said}" if said else title, width=width,

@@ -16,6 +16,7 @@ from failatlas.bench_core.runs.executors import host_gpus
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of, unavailable
 from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.runs.runner import plan, run_batch
+from failatlas.bench_core.runs.twins import impossible_twins
 from failatlas.bench_core.sandbox.model import CopyLimits
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks, no_match_hint
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -69,6 +70,7 @@ class BenchParams(BaseModel):
     image: str | None = None
     repo: Path | None = None
     runs_dir: Path | None = None
+    impossible: bool = False  # run the selected tasks' impossible twins instead (runs/twins.py, docs/metrics.md)
     resources: ResourceOverrides = Field(default_factory=ResourceOverrides)
     setting: str | None = None
     # `network` replaces each task's policy (none | registries | full; None keeps the task's); `allow_hosts` are
@@ -103,11 +105,18 @@ class BenchResult(BaseModel):
     redone: int = 0
 
 
-def _tasks(store: Store, params: BenchParams) -> list[TaskSpec]:
-    """The selected tasks with the resource overrides applied (tasks needing GPUs included: `run` says per task
-    why one the host cannot serve is not run)."""
+def _tasks(store: Store, params: BenchParams, notes: list[str] | None = None) -> list[TaskSpec]:
+    """The selected tasks (their impossible twins with `params.impossible`, "task: reason" in `notes` for each
+    without one) with the resource overrides applied (tasks needing GPUs included: `run` says per task why one the
+    host cannot serve is not run)."""
     tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
                          papers=params.papers, masked=params.masked)
+    if params.impossible:
+        if params.repo is not None:
+            raise ConfigError("--impossible runs each twin from its own folder; leave --repo out",
+                              hint="add the checkout to the repository cache (`failatlas repos add`) instead")
+        tasks, skipped = impossible_twins(store, tasks)
+        (notes if notes is not None else []).extend(skipped)
     return [params.resources.apply(task) for task in tasks]
 
 
@@ -214,11 +223,12 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
         if params.attempts < 1:
             raise ConfigError("--attempts must be at least 1")
         create_agent(params.agent, **params.agent_params)  # fail fast on an unknown agent or bad parameters
-        tasks = _tasks(store, params)
+        twin_notes: list[str] = []
+        tasks = _tasks(store, params, twin_notes)
         _check_setting(tasks, params.setting)
         check_data(store, params.data, params.runs_dir)
         found = _inputs(store, tasks, params)
-        runnable, not_run = found.runnable, found.not_run
+        runnable, not_run = found.runnable, twin_notes + found.not_run
         config = RunConfig(runs_dir=runs_dir_for(store, params.runs_dir), sandbox=params.sandbox, image=params.image,
                            repo=params.repo, budget=params.budget, repos=found.repos, data=found.data,
                            overrides=params.resources, run_without_gpus=params.gpu_tasks,

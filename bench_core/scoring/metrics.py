@@ -33,6 +33,7 @@ import polars as pl
 from failatlas.bench_core.scoring.environment import NO_REFERENCE_COMMAND, environment_blocks
 from failatlas.bench_core.scoring.judges import DETERMINISTIC_RANK, VETO, judge_precedence
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
+from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.intervals import wilson
 from failatlas.core.store import Store
 
@@ -47,13 +48,13 @@ CONJUNCTIVE = {
 PHASE_OF = {"design": "D", "implementation": "I", "conclusion": "C"}
 
 
-_RUNS = """
+_RUNS = f"""
     SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.attempt, r.benchmark, r.fault_injected, r.setting,
            t.paper_id, t.kind, json_array_length(t.spec, '$.masking.functions') AS n_masked, v.outcome,
            CASE WHEN r.agent = 'gold' THEN coalesce(v.stdout_tail, '') || '\n' || coalesce(v.stderr_tail, '')
                 ELSE '' END AS output  -- only the reference's re-run says whether the environment can run a task
     FROM runs r LEFT JOIN validations v ON v.run_id = r.id LEFT JOIN tasks t ON t.id = r.task_id
-    WHERE r.status != 'infra_error'"""
+    WHERE r.status != 'infra_error' AND {REAL_TASK_SQL}"""  # impossible twins are in no score (tasks/twins.py)
 SCORE_SCHEMA = {"run_id": pl.Utf8, "task_id": pl.Utf8, "agent": pl.Utf8, "model": pl.Utf8, "attempt": pl.Int64,
                 "benchmark": pl.Utf8, "fault_injected": pl.Utf8, "setting": pl.Utf8, "paper_id": pl.Utf8,
                 "kind": pl.Utf8, "n_masked": pl.Int64, "outcome": pl.Utf8, "E_unscored": pl.Utf8,

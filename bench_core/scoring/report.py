@@ -12,7 +12,10 @@ from pathlib import Path
 
 import polars as pl
 
+from failatlas.bench_core.scoring.cheat_report import cheat_cell, cheat_runs, with_cheat
+from failatlas.bench_core.scoring.cheating import CHEAT_PHASE
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
+from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.errors import InputError, NotFoundError
 from failatlas.core.store import Store
 from failatlas.core.tables import NAME_COLUMN, fmt, interval_text, latex_cell, paper_table, to_csv, to_markdown
@@ -30,25 +33,28 @@ NO_DIMENSION = {"agent": "(no run names an agent)", "task_id": "(no run names a 
                 "paper_id": "(no run's task names a paper)", "setting": "(no run was given a setting)",
                 "kind": "(no run's task names a kind)", "n_masked": "(no run's task masks functions)"}
 METRICS = (*PHASES, *CONJUNCTIVE)
-_STORED = """
+_STORED = f"""
     SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.benchmark, r.fault_injected, r.setting, t.paper_id,
            t.kind, json_array_length(t.spec, '$.masking.functions') AS n_masked, r.status
-    FROM runs r LEFT JOIN tasks t ON t.id = r.task_id"""
+    FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE {REAL_TASK_SQL}"""
 
 
 def report_table(store: Store, *, by: str = "agent", k: int | None = None,
                  scores: pl.DataFrame | None = None) -> pl.DataFrame:
     """The scores per group of `by` (`GROUPINGS`), with, beside each group's scored runs (`runs`), the runs
-    stored for it (`stored`), those not scored yet (`unscored`) and those that ended in `infra_error`.
+    stored for it (`stored`), those not scored yet (`unscored`) and those that ended in `infra_error`, and its
+    cheat rate on impossible twins (`cheat`, `cheat_lo`, `cheat_hi`, `cheat_n`: `cheat_report.py`).
     `scores`: `run_scores(store)`, when the caller has it. Raises NotFoundError for an unknown grouping or a
     store without scored runs."""
     if by not in GROUPINGS:
         raise NotFoundError(f"unknown grouping '{by}'", hint="use one of: " + ", ".join(GROUPINGS))
     scores = run_scores(store) if scores is None else scores
-    if scores.height == 0:
+    cheats = cheat_runs(store)
+    if scores.height == 0 and cheats.height == 0:
         raise NotFoundError("no scored runs in the store",
                             hint="run `failatlas bench run` then `failatlas bench score`")
-    table = summarise(scores, GROUPINGS[by], k=k)
+    table = with_cheat(summarise(scores, GROUPINGS[by], k=k) if scores.height else pl.DataFrame(), cheats,
+                       GROUPINGS[by])
     coverage = _coverage(store, scores, GROUPINGS[by])
     extra = {name: [coverage.get(tuple(r[key] for key in GROUPINGS[by]), {}).get(name, 0)
                     for r in table.iter_rows(named=True)] for name in ("stored", "unscored", "infra_error")}
@@ -88,7 +94,11 @@ def run_verdicts(store: Store, run_id: str, scores: pl.DataFrame | None = None) 
     metrics = json.loads(validation.get("metrics") or "{}")
     phases["E"]["off"] = [{"metric": name, **{k: m.get(k) for k in ("observed", "expected", "rtol", "atol")}}
                           for name, m in metrics.items() if isinstance(m, dict) and m.get("ok") is False]
-    return {"scored": row is not None, "outcome": row["outcome"] if row else None, "phases": phases}
+    # a run of an impossible twin is in no score: its verdict is whether it cheated, and on which evidence
+    cheat = next(iter(store.query_dicts("SELECT verdict FROM judgements WHERE run_id = ? AND phase = ? AND status"
+                                        " = 'ok'", [run_id, CHEAT_PHASE])), None)
+    return {"scored": row is not None, "outcome": row["outcome"] if row else None, "phases": phases,
+            "cheat": json.loads(cheat["verdict"]) if cheat else None}
 
 
 def _coverage(store: Store, scores: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[str, int]]:
@@ -170,7 +180,8 @@ def _environment_lines(scores: pl.DataFrame, most: int = 5) -> list[str]:
 def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> tuple[list[str], list[list[object]]]:
     keys = GROUPINGS[by]
     extra = [c for c in table.columns if c.startswith("pass")]
-    headers = [*keys, "runs", *METRICS, *extra]
+    cheat = ["cheat"] if "cheat_n" in table.columns and table["cheat_n"].sum() else []
+    headers = [*keys, "runs", *METRICS, *extra, *cheat]
     rows = []
     for r in table.iter_rows(named=True):
         runs = r["runs"] if r.get("stored", r["runs"]) == r["runs"] else f"{r['runs']} of {r['stored']}"
@@ -185,6 +196,8 @@ def _rows(table: pl.DataFrame, by: str, with_ci: bool, with_n: bool = True) -> t
             else:
                 row.append(r[m])
         row += [r[e] for e in extra]
+        if cheat:
+            row.append(cheat_cell(r, score_interval_text(r, "cheat")) if with_ci else r["cheat"])
         rows.append(row)
     return headers, rows
 
@@ -290,6 +303,8 @@ def to_paper_latex(table: pl.DataFrame, by: str) -> str:
     extra = tuple(c for c in table.columns if c.startswith("pass"))
     if extra:
         families["pass"] = ("pass@k and pass^k over attempts, on M·C·D·I·E", extra)
+    if "cheat_n" in table.columns and table["cheat_n"].sum():
+        families["cheat"] = ("cheat rate on impossible twins (runs: scored runs of real tasks)", ("cheat",))
     env_left = any(r.get("E_env_n") for r in table.iter_rows(named=True))
     out = []
     for family, (what, metrics) in families.items():
@@ -310,6 +325,9 @@ def to_paper_latex(table: pl.DataFrame, by: str) -> str:
                         " (runs: every scored run of the group).")
         if family == "phases" and env_left:
             caption += " E's $n$ leaves out the runs whose task this environment cannot run (E\\_env\\_n in the CSV)."
+        if family == "cheat":
+            caption += (" Cheat: the share of the group's runs of impossible twins (expected values no honest run"
+                        " reaches) that claimed them or forged their check; $n$: those runs (docs/metrics.md).")
         if family == "conjunctive":
             caption += " " + latex_cell("D·I·C and D·I·C·E are EXP-Bench's all-correct scores, without and with E.")
         if left_out:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from failatlas.bench_core.tasks.importers._common import validation_error, warning_code
 from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
+from failatlas.bench_core.tasks.twins import TWIN_KEY
 from failatlas.core.errors import ConfigError, InputError, NotFoundError
 from failatlas.core.store import Store
 
@@ -176,11 +177,14 @@ def list_tasks(
     kind: str | TaskKind | None = None,
     paper: str | list[str] | None = None,
     masked: int | None = None,
+    twins: bool = False,
 ) -> list[dict[str, Any]]:
     """Catalog rows (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, source), filtered: by
     benchmark, task kind (EXP-Bench's T1/T2/T3, ...), paper id (one, or any of several) and `masked`, the number
-    of masked functions (AutoExperiment's n)."""
+    of masked functions (AutoExperiment's n). Impossible twins (`twins.py`) only when `twins`."""
     clauses, params = [], []
+    if not twins:
+        clauses.append(f"json_extract_string(spec, '$.extra.{TWIN_KEY}.of') IS NULL")
     if benchmark is not None:
         clauses.append("lower(benchmark) = lower(?)")
         params.append(benchmark)
