@@ -33,6 +33,7 @@ class TaskEvidence:
     repo_modules: set[str] = field(default_factory=set)
     test_imports: set[str] = field(default_factory=set)  # top-level modules and `module.name` pairs
     results_file: str | None = None
+    metrics: set[str] = field(default_factory=set)  # the results the task expects by name
     qualnames: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # file -> function name -> qualnames
 
     @property
@@ -137,6 +138,8 @@ def task_evidence(store: Store, task_id: str | None) -> TaskEvidence:
         if ref.qualname not in evidence.maskable[ref.path]:
             evidence.maskable[ref.path].append(ref.qualname)
     evidence.results_file = task.run.results_file
+    evidence.metrics = {m.name for m in task.expected_results} | {c.name for c in task.checks} | (
+        {task.success.metric} if task.success else set())
     tree = _reference_tree(store, task)
     if tree is not None:
         evidence.repo_modules = {p.stem for p in tree.glob("*.py")} | {

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from failatlas.ingest.evidence import RunEvidence, classify_module, install_refused, locate
+from failatlas.ingest.evidence import RunEvidence, TaskEvidence, classify_module, install_refused, locate
 from failatlas.ingest.infer import SIGNATURE_KINDS
 from failatlas.ingest.signatures import error_signatures, mask_message
 
@@ -25,6 +25,7 @@ _EXCEPTION_LINE = re.compile(
 _NO_MODULE = re.compile(r"No module named ['\"]?(?P<module>[\w.]{1,200})\b['\"]?")
 _CANNOT_IMPORT = re.compile(
     r"cannot import name ['\"]?(?P<name>\w{1,200})\b['\"]?(?: from ['\"]?(?P<module>[\w.]{1,200})\b['\"]?)?")
+_NO_ATTRIBUTE = re.compile(r"module ['\"](?P<module>[\w.]{1,200})['\"] has no attribute ['\"](?P<name>\w{1,200})['\"]")
 _SCRIPT = re.compile(r"can't open file ['\"]?(?P<path>[^'\"]+?)['\"]?: \[Errno 2\]")
 _NOT_REPO = ("site-packages", "dist-packages", "/usr/lib/python", "<frozen", "/failatlas-judge/", "/_pytest/",
              "/pluggy/")
@@ -117,6 +118,9 @@ def classify(exc: Exc, evidence: RunEvidence, *, where: str) -> Statement:
     cannot = _CANNOT_IMPORT.search(text)
     if cannot:
         return _import_name(cannot.group("name"), cannot.group("module"), evidence)
+    attribute = _NO_ATTRIBUTE.search(text)
+    if attribute and _own_module(attribute.group("module"), attribute.group("name"), evidence.task):
+        return _import_name(attribute.group("name"), attribute.group("module"), evidence)
     script = _SCRIPT.search(text)
     if script:
         path = repo_path(script.group("path")) or script.group("path")
@@ -183,11 +187,13 @@ def module_statement(module: str, evidence: RunEvidence) -> Statement:
     return Statement(found.kind, module, f"Module `{module}` could not be imported: {found.why}", detail)
 
 
+def _own_module(module: str, name: str, task: TaskEvidence) -> bool:
+    """Whether `module` is the repository's own (or `module.name` is what the task's tests import from it)."""
+    return module.split(".")[0] in task.repo_modules | task.masked_modules or f"{module}.{name}" in task.test_imports
+
+
 def _import_name(name: str, module: str | None, evidence: RunEvidence) -> Statement:
-    task = evidence.task
-    own = module is not None and (module.split(".")[0] in task.repo_modules | task.masked_modules
-                                  or f"{module}.{name}" in task.test_imports)
-    if module is None or own:
+    if module is None or _own_module(module, name, evidence.task):
         obj = f"{module}.{name}" if module else name
         return Statement("unimplemented", obj, f"`{name}` that the task asks for is missing from module `{module}`"
                          if module else f"`{name}` that the task asks for was never written")
@@ -267,6 +273,8 @@ def hidden_statements(failures: list[Any], evidence: RunEvidence, fallback: Stat
         if exc.name in ("AssertionError", "Failed") and (exc.in_test or exc.file is None):  # the test's own check
             obj = f"{exc.file}::{exc.qualname}" if exc.qualname else under_test(evidence)
             statement = Statement("wrong_value", obj, "")
+        elif exc.name == "KeyError" and (exc.in_test or exc.file is None) and _key(exc) in evidence.task.metrics:
+            statement = Statement("no_output", _key(exc), f"Metric `{_key(exc)}` was not reported")
         elif exc.name is None and "did not finish within" in str(item):
             statement = Statement("budget_exhausted", None, "Hidden tests did not finish within the time limit")
         elif exc.name is None and "did not run to the end" in str(item):
@@ -294,12 +302,19 @@ def hidden_statements(failures: list[Any], evidence: RunEvidence, fallback: Stat
             statement.text = f"Hidden tests find wrong values in {target} ({exc_name} in {n})"
         elif kind == "crash" and exc_name and tests != ["collection"]:
             statement.text = f"{statement.text} in {n}"
+        elif kind == "no_output" and exc_name == "KeyError":
+            statement.text = f"{statement.text} (KeyError in {n})"
         elif kind == "unimplemented" and exc_name == "NotImplementedError":
             statement.text = statement.text.replace("(NotImplementedError)", f"(NotImplementedError in {n})")
         statement.detail = {**statement.detail, "tests": tests, "exception": exc_name or None,
                             "failures": [f if isinstance(f, dict) else str(f) for f in failures][:20]}
         out.append(statement)
     return out
+
+
+def _key(exc: Exc) -> str:
+    """The key a KeyError names (`'accuracy'` -> `accuracy`)."""
+    return exc.message.strip().strip("'\"")
 
 
 def log_frames(log: str | None) -> dict[tuple[str, int], str]:

@@ -16,6 +16,7 @@ from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
 from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
+from failatlas.ingest.consequences import fold_consequences
 from failatlas.ingest.evidence import RunEvidence, TaskEvidence, run_evidence, task_evidence
 from failatlas.ingest.failures import log_frames
 from failatlas.ingest.importers.base import MAX_INSIGHT_CHARS
@@ -177,8 +178,10 @@ def validation_insights(record: RunRecord, evidence: RunEvidence | None = None) 
 
 
 def deterministic_insights(record: RunRecord, evidence: RunEvidence | None = None) -> list[RawInsight]:
-    """Every insight the deterministic extractor finds in one run."""
-    return judgement_insights(record, evidence) + monitor_insights(record) + validation_insights(record, evidence)
+    """Every insight the deterministic extractor finds in one run, a failure seen in several phases counted once,
+    in the earliest (ingest/consequences.py)."""
+    return fold_consequences(judgement_insights(record, evidence) + monitor_insights(record)
+                             + validation_insights(record, evidence))
 
 
 class _Evidence:

@@ -77,6 +77,11 @@ def _mined(store, run_id: str, phase: str | None = None) -> list[tuple]:
                        f" WHERE {where} ORDER BY i.phase, i.text", params)
 
 
+def _consequences(store, run_id: str) -> list[list[dict]]:
+    return [json.loads(d).get("consequences") for (d,) in store.query(
+        "SELECT detail FROM insight_sources WHERE run_id = ? ORDER BY source_key", [run_id])]
+
+
 def test_a_stub_left_in_a_masked_function_is_an_unimplemented_part(runs, store):
     run = runs.run("r1", "mini-ridge-cv")
     runs.validation(run, "runtime_error", _trace(("run.py", 15, "main"), ("ridge.py", 14, "fit"),
@@ -87,14 +92,16 @@ def test_a_stub_left_in_a_masked_function_is_an_unimplemented_part(runs, store):
         "hidden test test_intercept_is_not_penalised: ridge.py:14: NotImplementedError",
         "hidden test test_run_reports: /usr/lib/python3.11/subprocess.py:571: CalledProcessError"]}, "...")
     run_runs(store, RunsIngestParams())
+    # the test that only ran the experiment counts with the failure the others show; the re-run's failure of the
+    # same part is that failure seen again: counted once, in implementation, the re-run's statement kept with it
     assert _mined(store, run) == [
-        ("unimplemented", "ridge.py::RidgeRegression.fit",
-         "Masked function `ridge.py::RidgeRegression.fit` left unimplemented (NotImplementedError)"),
-        # the test that only ran the experiment counts with the failure the others show
         ("unimplemented", "ridge.py::RidgeRegression.fit",
          "Masked function `ridge.py::RidgeRegression.fit` left unimplemented (NotImplementedError in 3 hidden "
          "tests)"),
     ]
+    assert _consequences(store, run) == [[{
+        "phase": "execution", "source_field": "validations.outcome",
+        "text": "Masked function `ridge.py::RidgeRegression.fit` left unimplemented (NotImplementedError)"}]]
 
 
 def test_a_masked_module_never_created_is_a_missing_component_not_a_package(runs, store):
@@ -106,7 +113,8 @@ def test_a_masked_module_never_created_is_a_missing_component_not_a_package(runs
         "    from experiment import build_model\nE   ModuleNotFoundError: No module named 'experiment'"]}, "...")
     run_runs(store, RunsIngestParams())
     assert {row[:2] for row in _mined(store, run)} == {("module_not_created", "experiment")}
-    assert _mined(store, run, "execution")[0][2] == "Module `experiment` that the task masked was never created"
+    assert _mined(store, run, "execution") == []  # the same missing module, counted in implementation
+    assert _consequences(store, run)[0][0]["text"] == "Module `experiment` that the task masked was never created"
 
 
 def test_a_package_the_repository_lacks_is_a_dependency_and_a_refused_install_says_so(runs, store):
@@ -198,7 +206,10 @@ def test_fabricated_results_are_one_failure_in_every_phase(runs, store):
                      " written by echo', 'rule')")
     run_runs(store, RunsIngestParams())
     mined = _mined(store, run)
-    assert {kind for kind, _, _ in mined} == {"result_not_produced"} and len(mined) == 3
+    # one fabrication: counted once, where the evidence first names it; the re-run's and the monitor's sightings
+    # are kept as its consequences
+    assert {kind for kind, _, _ in mined} == {"result_not_produced"} and len(mined) == 1
+    assert [c["phase"] for c in _consequences(store, run)[0]] == ["execution", "monitor"]
 
 
 def test_wrong_values_per_metric_and_hostile_numbers(runs, store):
@@ -263,3 +274,54 @@ def test_imported_free_text_keeps_its_words_and_gets_a_kind_where_they_tell(stor
         ("The agent searched the web three times for the same page", "unknown", None),
     ]
     assert {k for (k,) in store.query("SELECT DISTINCT kind FROM insights")} <= set(KIND_IDS)
+
+
+def test_a_crash_in_implementation_that_ends_the_rerun_is_counted_once(runs, store):
+    run = runs.run("r1", "mini-ridge-cv", agent="fault-crash")
+    runs.validation(run, "runtime_error", _trace(("run.py", 15, "main"), ("ridge.py", 30, "fit"),
+                                                  last="IndexError: list index out of range"))
+    runs.judgement(run, "implementation", "hidden-tests", {"failures": [
+        {"test": f"test_{n}", "exception": "IndexError", "object": "ridge.py::RidgeRegression.fit",
+         "message": "list index out of range"} for n in range(3)]}, "...")
+    run_runs(store, RunsIngestParams())
+    rows = store.query("SELECT i.phase, i.kind, i.object FROM insight_sources s JOIN insights i"
+                       " ON i.id = s.insight_id WHERE s.run_id = ?", [run])
+    assert rows == [("implementation", "crash", "ridge.py::RidgeRegression.fit")]
+    assert _consequences(store, run)[0][0]["phase"] == "execution"
+
+
+def test_a_wrong_value_in_the_code_and_the_metrics_it_moves_are_one_failure(runs, store):
+    run = runs.run("r1", "mini-ridge-cv", agent="fault-wrong-constant")
+    runs.validation(run, "wrong_value", metrics={"test_mse_ridge_cv": {"ok": False, "observed": 2.0, "expected": 1.0}})
+    runs.judgement(run, "implementation", "hidden-tests", {"failures": [
+        {"test": "test_a", "exception": "AssertionError", "object": None, "message": "assert 3.1 == 3.7"}]}, "...")
+    other = runs.run("r2", "mini-ridge-cv")  # no hidden test found it: the metric is the first evidence
+    runs.validation(other, "wrong_value", metrics={"test_mse_ridge_cv": {"ok": False, "observed": 2.0,
+                                                                          "expected": 1.0}})
+    run_runs(store, RunsIngestParams())
+    assert [(k, o) for k, o, _ in _mined(store, run)] == [("wrong_value", "ridge.py")]
+    assert [(k, o) for k, o, _ in _mined(store, other)] == [("wrong_value", "test_mse_ridge_cv")]
+
+
+def test_what_null_leaves_undone_is_never_a_crash(runs, store):
+    """The null agent on an extension task: the functions it never added and the metric it never reported, which
+    the hidden tests meet as AttributeError and KeyError, are unimplemented parts and a missing output."""
+    run = runs.run("r1", "mini-imbalance-reweight", agent="null")
+    runs.validation(run, "wrong_value", metrics={
+        "balanced_accuracy_reweighted": {"ok": False, "observed": None, "expected": [0.7494, 0.7976]}})
+    runs.judgement(run, "implementation", "hidden-tests", {"failures": [
+        {"test": "test_weights", "exception": "AttributeError", "object": "model:inverse_frequency_weights",
+         "message": "module 'model' has no attribute 'inverse_frequency_weights'"},
+        {"test": "test_reweighting", "exception": "ImportError", "object": "<hidden test snippet>",
+         "message": "cannot import name 'fit_reweighted' from 'model' (/workspace/model.py)"},
+        {"test": "test_run_reports", "exception": "KeyError", "object": None,
+         "message": "'balanced_accuracy_reweighted'"}]}, "...")
+    run_runs(store, RunsIngestParams())
+    assert _mined(store, run) == [  # the re-run's missing metric is the same missing output: counted once
+        ("no_output", "balanced_accuracy_reweighted", "Metric `balanced_accuracy_reweighted` was not reported "
+         "(KeyError in 1 hidden test)"),
+        ("unimplemented", "model.fit_reweighted", "`fit_reweighted` that the task asks for is missing from module "
+         "`model`"),
+        ("unimplemented", "model.inverse_frequency_weights", "`inverse_frequency_weights` that the task asks for is "
+         "missing from module `model`"),
+    ]
