@@ -67,3 +67,13 @@ def test_run_experiment_reproduces_the_reference(agent):
     assert abs(results["accuracy_standardized"] - 0.818) <= 0.01
     majority = int(np.mean(y_train) >= 0.5)
     assert abs(results["accuracy_majority"] - round(float(np.mean(y_test == majority)), 4)) <= 0.0001
+
+
+def test_run_experiment_reports_its_own_accuracies_rounded_to_4_digits(agent):
+    # seed 2: both accuracies have more than 4 decimals (0.48933..., 0.82333...), so other rounding shows
+    X_train, y_train, X_test, y_test = make_data(seed=2)
+    results = agent.call("experiment:run_experiment", X_train, y_train, X_test, y_test)
+    for name, standardize in (("accuracy_raw", False), ("accuracy_standardized", True)):
+        assert results[name] == round(_score(agent, X_train, y_train, X_test, y_test, standardize), 4), name
+    majority = int(np.mean(y_train) >= 0.5)
+    assert results["accuracy_majority"] == round(float(np.mean(y_test == majority)), 4)
