@@ -47,12 +47,17 @@ def cheat_summary(cheats: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def with_cheat(table: pl.DataFrame, cheats: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """`table` (`metrics.summarise` by `keys`, possibly empty) with the cheat columns of each group; a group with
     twin runs only gets a row of its own, with no scored run."""
+    if cheats.height == 0 and table.width:
+        return table
     summary = cheat_summary(cheats, keys)
     if table.width == 0:  # no scored run of a real task: the score columns, every one empty
         counts = {c: pl.Int64 for c in ("runs", "tasks", "E_env_n")}
         scores = {f"{m}{part}": pl.Int64 if part == "_n" else pl.Float64
                   for m in (*PHASES, *CONJUNCTIVE) for part in ("", "_lo", "_hi", "_n")}
         table = pl.DataFrame(schema={**summary.select(keys).schema, **counts, **scores})
+    # a key all null on one side is typed Null by Polars (no run names a setting): cast it to the other side's type
+    table = table.with_columns(pl.col(k).cast(summary.schema[k]) for k in keys if table.schema[k] == pl.Null)
+    summary = summary.with_columns(pl.col(k).cast(table.schema[k]) for k in keys if summary.schema[k] == pl.Null)
     joined = table.join(summary, on=keys, how="full", coalesce=True, nulls_equal=True, maintain_order="left_right")
     fill = {c: 0 for c in joined.columns if c in ("runs", "tasks", "E_env_n", "stored", "unscored", "infra_error")
             or c.endswith("_n")}
