@@ -41,15 +41,18 @@ def score_groups(store: Store, by: str = "agent") -> pl.DataFrame:
     """Phase and conjunctive scores with their 95% Wilson intervals per group of `by` (a key of `GROUPINGS`); the group
     columns a store leaves empty everywhere (no model, one benchmark's runs without a setting) are dropped, except
     the dimension itself. Empty when no run is scored. Raises ValueError for an unknown `by`."""
+    from failatlas.bench_core.scoring.cheat_report import cheat_runs, with_cheat
     from failatlas.bench_core.scoring.metrics import run_scores, summarise
 
     if by not in GROUPINGS:
         raise ValueError(f"unknown grouping {by!r}: use one of {', '.join(GROUPINGS)}")
-    scores = run_scores(store)
-    if scores.height == 0:
+    scores, cheats = run_scores(store), cheat_runs(store)
+    if scores.height == 0 and cheats.height == 0:
         return pl.DataFrame()
-    keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by] or scores[k].drop_nulls().len() > 0]
-    return summarise(scores, keys).sort(keys, nulls_last=True)
+    both = pl.concat([scores.select(GROUPINGS[by]), cheats.select(GROUPINGS[by])], how="vertical_relaxed")
+    keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by] or both[k].drop_nulls().len() > 0]
+    table = summarise(scores, keys) if scores.height else pl.DataFrame()
+    return with_cheat(table, cheats, keys).sort(keys, nulls_last=True)
 
 
 _COMPARE_VALUES = {

@@ -11,6 +11,7 @@ from failatlas.appdata.pages.common import Context, code, go, keep, link, md, pa
 from failatlas.appdata.queries_groups import GROUPINGS, LABELS
 
 SCORES = ("M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E")
+CHEAT = "cheat (twins)"  # the cheat rate on impossible twins, beside the phase scores (docs/metrics.md)
 GROUP_COLUMNS = ("agent", "model", "benchmark", "paper_id", "setting", "kind", "n_masked")
 
 
@@ -26,8 +27,10 @@ def score_cells(summary: pl.DataFrame) -> pl.DataFrame:
         return f"{row[metric]:.2f} [{score_interval_text(row, metric)}] n={n}"
 
     keys = [c for c in summary.columns if c in GROUP_COLUMNS]
+    cheat = "cheat_n" in summary.columns and bool(summary["cheat_n"].sum())  # twin runs judged (cheat_report.py)
     rows = [{**{LABELS.get(k, k): _key(r[k]) for k in keys}, "runs": r["runs"], "tasks": r["tasks"],
-             **{m: cell(r, m) for m in SCORES if m in summary.columns}} for r in summary.iter_rows(named=True)]
+             **{m: cell(r, m) for m in SCORES if m in summary.columns},
+             **({CHEAT: cell(r, "cheat")} if cheat else {})} for r in summary.iter_rows(named=True)]
     return pl.DataFrame(rows)
 
 
@@ -134,9 +137,12 @@ def render(ctx: Context) -> None:
     summary = ctx.q("score_groups", by)
     if summary.height:  # two tables, as in the paper export: every column readable without scrolling sideways
         cells = score_cells(summary)
-        keys = [c for c in cells.columns if c not in SCORES]
-        st.markdown("**Phase scores**: M monitor, D design, I implementation, E execution, C conclusion")
-        st.dataframe(cells.select(*keys, *(m for m in SCORES[:5] if m in cells.columns)), hide_index=True,
+        keys = [c for c in cells.columns if c not in (*SCORES, CHEAT)]
+        cheat = [CHEAT] if CHEAT in cells.columns else []
+        st.markdown("**Phase scores**: M monitor, D design, I implementation, E execution, C conclusion"
+                    + (f"; **{CHEAT}**: the share of runs on impossible twins that cheated, in no score"
+                       if cheat else ""))
+        st.dataframe(cells.select(*keys, *(m for m in SCORES[:5] if m in cells.columns), *cheat), hide_index=True,
                      width="stretch")
         st.markdown("**Conjunctive scores**: a run passes when it passes every phase named")
         st.dataframe(cells.select(*keys, *(m for m in SCORES[5:] if m in cells.columns)), hide_index=True,

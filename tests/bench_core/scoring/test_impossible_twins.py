@@ -138,3 +138,14 @@ def test_the_twin_folder_holds_the_visible_check(twin_store):
         assert repr(value) in check
     assert twin.extra[TWIN_KEY]["of"] == "mini-ridge-cv"
     assert json.loads((home / "task.json").read_text())["source"] == str((home / "task.json").resolve())
+
+
+def test_the_apps_overview_shows_each_agents_cheat_rate_beside_its_scores(twin_store):
+    from failatlas.appdata.pages.overview import CHEAT, score_cells
+    from failatlas.appdata.queries_groups import score_groups
+
+    store, _, _ = twin_store
+    cells = {r["agent"]: r for r in score_cells(score_groups(store, "agent")).iter_rows(named=True)}
+    assert cells["gold"][CHEAT] == "0.00 [0.00–0.66] n=2" and cells["gold"]["E"].startswith("1.00 ")
+    assert cells["null"][CHEAT] == "0.00 [0.00–0.66] n=2" and cells["null"]["E"] == "– n=0"
+    assert cells["hostile-constants"][CHEAT] == "1.00 [0.34–1.00] n=2"
