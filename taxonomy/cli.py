@@ -181,7 +181,7 @@ def show(
     n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the 95% CIs.")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     definitions: Annotated[
-        bool, typer.Option(help="Also print each type's definition and an example.")
+        bool, typer.Option(help="Also print each type's definition, an example and its objects.")
     ] = False,
     quality: Annotated[
         bool, typer.Option(help="Also print name fidelity, seed coverage and, where insights carry labels, the"
@@ -200,8 +200,14 @@ def show(
     for table in prevalence_tables(frame, by, f"taxonomy v{tax.version} ({tax.id}), unit: {unit}", console.width):
         console.print(table)
     if definitions:
+        from failatlas.taxonomy.facets import objects_of, objects_text
+
+        objects = objects_of(s, tax.id)
         for t in tax.types:
             console.print(f"[bold]{t.id} {t.name}[/]: {t.definition}", highlight=False)
+            if objects.get(t.id):
+                console.print(f"  objects (occurrences): {objects_text(objects[t.id])}", highlight=False,
+                              markup=False)
             if t.examples:
                 console.print(f"  e.g. {t.examples[0].insight_id}: {t.examples[0].text}", highlight=False)
     if quality:

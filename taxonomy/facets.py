@@ -1,9 +1,10 @@
-"""Failure types that respect the insights' facets (ingest/kinds.py): no type mixes kinds, every insight of a known
-kind lands in a type of its kind, no type holds more than `MAX_SHARE` of its phase unless its insights share one
-object, and a type of a known kind is named by its kind and the object its insights share.
+"""Failure types by cause (ingest/kinds.py): in each phase the insights of one known kind are one type, whatever
+clusters and objects they fall in; the objects they failed on (functions, files, packages, metrics) are data,
+listed beside the type (`objects_of`: the app's drill-down, `taxonomy show`), not a type each. No type mixes
+kinds, every insight of a known kind lands in the type of its kind, and such a type is named by its kind.
 
-Clusters still find the sub-types within a kind (a kind's insights in two clusters stay two types); the facets only
-split what the clustering mixed and place what it left out.
+Clusters find the types of the free text whose kind no evidence decided (`unknown`); labels sub-divide a kind
+(taxonomy/scoped.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from failatlas.taxonomy.drafts import Draft, draft_of
 from failatlas.taxonomy.inputs import ClusteringInput
 from failatlas.taxonomy.model import FailureCategory, FailureType, TypeLabel
 
-MAX_SHARE = 0.4  # a type over this share of its phase's insights is split by object, where they name several
+MAX_LISTED = 12  # objects a type's inclusion criteria name; `objects_of` lists them all
 FACET_METHOD = "facet"  # insight_failure_types.method of an outlier that forms a type of its kind with others
 
 
@@ -69,87 +70,53 @@ def apply_facets(
     phase: str,
     facets: Facets,
 ) -> tuple[list[Draft], np.ndarray, dict[str, str]]:
-    """The drafts of one phase's clustering split by kind (then by object where one holds over `MAX_SHARE` of the
-    phase), with the outliers of known kinds placed: each joins the nearest draft of its kind, or forms one with
-    the other outliers of its kind where the clusters hold none. Returns the drafts, the outlier rows left (kind
-    `unknown`: assigned as before, only to types of that kind) and the method of each placed outlier."""
+    """One phase's drafts as types by cause: the insights of each known kind in one draft, whatever clusters they
+    were in and whatever objects they name (objects are data: `objects_of`), with the outliers of that kind placed
+    in it; the clusters of kind `unknown` (free text) stay as they were, split off the known kinds they mixed with.
+    Returns the drafts, the outlier rows left (kind `unknown`: assigned as before, only to types of that kind) and
+    the method of each placed outlier (`nearest_centroid` into a kind the clusters held, else `facet`)."""
     row_of = {insight_id: r for r, insight_id in enumerate(ids)}
-    groups: list[tuple[list[int], Draft]] = []
+    unknown: list[tuple[list[int], Draft | None]] = []
+    known: dict[str, tuple[list[int], list[Draft]]] = {}
     for d in drafts:
         by_kind: dict[str, list[int]] = defaultdict(list)
         for insight_id in d.insight_ids:
             by_kind[facets.of(insight_id)].append(row_of[insight_id])
-        groups += [(rows, d) for _, rows in sorted(by_kind.items())]
+        for kind, rows in sorted(by_kind.items()):
+            if kind == UNKNOWN:
+                unknown.append((rows, d))
+            else:
+                known.setdefault(kind, ([], []))[0].extend(rows)
+                known[kind][1].append(d)
     placed: dict[str, str] = {}
     left: list[int] = []
-    new_by_kind: dict[str, list[int]] = defaultdict(list)
-    centroids = [_centroid(vectors[rows]) for rows, _ in groups]
     for r in (int(x) for x in outlier_rows):
         kind = facets.of(ids[r])
         if kind == UNKNOWN:
             left.append(r)
             continue
-        same = [g for g, (rows, _) in enumerate(groups) if facets.of(ids[rows[0]]) == kind]
-        if same:
-            best = max(same, key=lambda g: float(centroids[g] @ vectors[r]))
-            groups[best][0].append(r)
-            placed[ids[r]] = "nearest_centroid"
-        else:
-            new_by_kind[kind].append(r)
-    for _, rows in sorted(new_by_kind.items()):
-        groups.append((rows, None))  # type: ignore[arg-type]
-        placed.update({ids[r]: FACET_METHOD for r in rows})
-    total = len(ids)
-    out: list[Draft] = []
-    for rows, parent in groups:
-        for part in _split_large(rows, ids, facets, total):
-            keywords = parent.keywords if parent is not None else []
-            merged = parent.merged_from if parent is not None else [f"facet:{phase}:{facets.of(ids[part[0]])}"]
-            out.append(draft_of(np.array(part), ids, texts, vectors, phase, keywords, merged,
-                                origin=parent.origin if parent is not None else "cluster"))
+        placed[ids[r]] = "nearest_centroid" if kind in known and known[kind][1] else FACET_METHOD
+        known.setdefault(kind, ([], []))[0].append(r)
+    out = [draft_of(np.array(rows), ids, texts, vectors, phase, parent.keywords, parent.merged_from,
+                    origin=parent.origin) for rows, parent in unknown if parent is not None]
+    for kind, (rows, parents) in sorted(known.items()):
+        largest = max(parents, key=lambda d: len(d.insight_ids), default=None)
+        merged = sorted({m for d in parents for m in d.merged_from}) or [f"facet:{phase}:{kind}"]
+        out.append(draft_of(np.array(rows), ids, texts, vectors, phase, largest.keywords if largest else [], merged,
+                            origin=largest.origin if largest else "cluster"))
     return out, np.array(left, dtype=int), placed
 
 
-def _centroid(vectors: np.ndarray) -> np.ndarray:
-    c = vectors.mean(axis=0)
-    n = np.linalg.norm(c)
-    return c / n if n > 0 else c
-
-
-def _split_large(rows: list[int], ids: list[str], facets: Facets, total: int) -> list[list[int]]:
-    """`rows` as one group, or split by object when they hold over MAX_SHARE of the phase and name several."""
-    if total == 0 or len(rows) <= MAX_SHARE * total:
-        return [rows]
-    by_object: dict[str | None, list[int]] = defaultdict(list)
-    for r in rows:
-        by_object[facets.object.get(ids[r])].append(r)
-    if len(by_object) < 2:
-        return [rows]
-    return [by_object[k] for k in sorted(by_object, key=lambda o: (o is None, o or ""))]
-
-
 def readable_object(obj: str) -> str:
-    """An object as a type name shows it: `ridge.py::RidgeRegression.fit` -> "RidgeRegression.fit in ridge.py"."""
+    """An object as a reader sees it: `ridge.py::RidgeRegression.fit` -> "RidgeRegression.fit in ridge.py"."""
     file, sep, qualname = obj.partition("::")
     return f"{qualname} in {file}" if sep and qualname else obj
 
 
-def facet_name(kind: str, objects: Sequence[str | None], max_listed: int = 3) -> str:
-    """A type's name from its kind and what its insights' objects share: the one object ("Dependency not
-    installed: scikit-learn-extra"), the one file they are in, or the few objects there are; the kind's name
-    alone otherwise. An object the kind's name already says ("No conclusion written", "conclusion") is left out."""
-    name = kind_name(kind)
-    named = sorted({o for o in objects if o})
-    if not named or len(named) < len(set(objects)) or all(o.lower() in name.lower() for o in named):
-        return name
-    if len(named) == 1:
-        return f"{name}: {readable_object(named[0])}"
-    files = {o.partition("::")[0] for o in named}
-    if len(files) == 1 and all("::" in o for o in named):
-        return f"{name} in {next(iter(files))}"
-    if len(named) <= max_listed:
-        return f"{name}: " + ", ".join(readable_object(o) for o in named)
-    return name
+def facet_name(kind: str) -> str:
+    """A type's name from its kind: the cause ("Crash in agent code"); the objects it failed on are data, listed
+    beside the name (`objects_of`), never one type per object."""
+    return kind_name(kind)
 
 
 def facet_label(label: TypeLabel, draft: Draft, facets: Facets) -> TypeLabel:
@@ -158,10 +125,12 @@ def facet_label(label: TypeLabel, draft: Draft, facets: Facets) -> TypeLabel:
     kind = draft_kind(draft, facets)
     if kind == UNKNOWN:
         return label
-    name = facet_name(kind, [facets.object.get(i) for i in draft.insight_ids])
-    return label.model_copy(update={"name": name, "inclusion_criteria": [
+    objects = sorted({o for o in (facets.object.get(i) for i in draft.insight_ids) if o})
+    listed = ", ".join(readable_object(o) for o in objects[:MAX_LISTED])
+    more = f" and {len(objects) - MAX_LISTED} more" if len(objects) > MAX_LISTED else ""
+    return label.model_copy(update={"name": facet_name(kind), "inclusion_criteria": [
         f"Kind: {kind_name(kind)} ({kind}), from the evidence the insights were mined with.",
-        *label.inclusion_criteria]})
+        *([f"Objects: {listed}{more}."] if objects else []), *label.inclusion_criteria]})
 
 
 def faceted_drafts(drafts: list[Draft], outlier_rows: np.ndarray, ci: ClusteringInput, vectors: np.ndarray,
@@ -232,3 +201,21 @@ def facet_categories(phase: str, drafts: list[Draft], facets: Facets, categories
         for i in members:
             ids[i] = category_id
     return out, ids
+
+
+def objects_of(store: Store, taxonomy_id: str) -> dict[str, list[tuple[str, int]]]:
+    """Each type's objects with their occurrences, most frequent first: what a type by cause failed on."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for type_id, obj, n in store.query(
+            "SELECT ift.failure_type_id, i.object, sum(greatest(i.n_occurrences, 1))::BIGINT FROM"
+            " insight_failure_types ift JOIN insights i ON i.id = ift.insight_id WHERE ift.taxonomy_id = ?"
+            " AND i.object IS NOT NULL GROUP BY ALL ORDER BY 1, 3 DESC, 2", [taxonomy_id]):
+        out.setdefault(type_id, []).append((obj, int(n)))
+    return out
+
+
+def objects_text(objects: Sequence[tuple[str, int]], max_listed: int = MAX_LISTED) -> str:
+    """A type's objects as one cell: "RidgeRegression.fit in ridge.py (2), kmeanspp_init in kmeans.py"."""
+    cells = [readable_object(o) + (f" ({n})" if n > 1 else "") for o, n in objects[:max_listed]]
+    more = len(objects) - max_listed
+    return ", ".join(cells) + (f" and {more} more" if more > 0 else "")

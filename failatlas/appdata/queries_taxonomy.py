@@ -172,12 +172,18 @@ def compare_totals(store: Store, taxonomy_id: str, *, by: str, values: tuple[str
 
 
 def taxonomy_types(store: Store, taxonomy_id: str) -> pl.DataFrame:
-    """The snapshot's failure types with their category, definition and keywords."""
-    return read_frame(store, """
+    """The snapshot's failure types with their category, definition, keywords and objects (what a type by cause
+    failed on, most frequent first: `taxonomy.facets.objects_of`; '' where its insights name none)."""
+    from failatlas.taxonomy.facets import objects_of, objects_text
+
+    frame = read_frame(store, """
         SELECT t.id AS failure_type_id, t.phase, t.name AS failure_type, t.category_id, c.name AS category,
                t.definition, t.keywords, t.n_insights
         FROM failure_types t LEFT JOIN failure_categories c ON c.taxonomy_id = t.taxonomy_id AND c.id = t.category_id
         WHERE t.taxonomy_id = ? ORDER BY t.phase, t.id""", [taxonomy_id])
+    objects = {t: objects_text(o) for t, o in objects_of(store, taxonomy_id).items()}
+    return frame.with_columns(pl.Series("objects", [objects.get(t, "") for t in frame["failure_type_id"].to_list()],
+                                        dtype=pl.Utf8))
 
 
 def export_files(store: Store, taxonomy_id: str, n_boot: int = 1000) -> dict[str, bytes]:

@@ -2,8 +2,8 @@
 offline (the session's `scored_mini_store`), then mined, embedded, clustered and built as `failatlas demo` does.
 
 Each fault agent injects one known fault; its insights must all be of the kind that fault is, and sit in types of
-that kind only. The two entry points hold nothing but their kinds; no type holds over 40% of a phase unless its
-insights share one kind and object; every type name is a readable phrase.
+that kind only, counted once, in the phase where the fault happened. The two entry points hold nothing but their
+kinds; a type is one cause (kind) with its objects as data; every type name is a readable phrase.
 """
 
 from __future__ import annotations
@@ -142,20 +142,23 @@ def test_entry_points_are_pure_and_complete(mined: tuple[Store, str]) -> None:
     assert not set(ENTRY_POINT_KINDS[MISSING_COMPONENT]) & set(ENTRY_POINT_KINDS[ENVIRONMENT])
 
 
-def test_no_type_dominates_a_phase_unless_it_is_one_failure(mined: tuple[Store, str]) -> None:
+def test_a_type_is_one_cause_and_one_fault_is_counted_once(mined: tuple[Store, str]) -> None:
+    """Types by cause (issue 41): each type holds one kind and each kind one type per phase, its objects listed as
+    data; fault-crash's crash is one implementation type on every task where a crash can show, never an execution
+    type too; `null` leaves work undone and never crashes."""
     store, taxonomy_id = mined
     rows = store.query(
-        "SELECT t.phase, t.id, count(DISTINCT i.id), count(DISTINCT i.kind), count(DISTINCT coalesce(i.object, ''))"
-        " FROM failure_types t JOIN insight_failure_types ift ON ift.taxonomy_id = t.taxonomy_id"
-        " AND ift.failure_type_id = t.id JOIN insights i ON i.id = ift.insight_id WHERE t.taxonomy_id = ?"
-        " GROUP BY ALL", [taxonomy_id])
-    totals: dict[str, int] = {}
-    for phase, _, n, _, _ in rows:
-        totals[phase] = totals.get(phase, 0) + n
-    for phase, type_id, n, n_kinds, n_objects in rows:
-        assert n_kinds == 1, type_id
-        if n > 0.4 * totals[phase]:
-            assert n_objects == 1, (type_id, n, totals[phase])
+        "SELECT t.phase, t.id, list(DISTINCT i.kind) FROM failure_types t JOIN insight_failure_types ift"
+        " ON ift.taxonomy_id = t.taxonomy_id AND ift.failure_type_id = t.id JOIN insights i ON i.id = ift.insight_id"
+        " WHERE t.taxonomy_id = ? GROUP BY ALL", [taxonomy_id])
+    assert all(len(kinds) == 1 for _, _, kinds in rows), rows
+    per_phase = [(phase, kinds[0]) for phase, _, kinds in rows]
+    assert len(per_phase) == len(set(per_phase)), sorted(per_phase)
+    crash = _typed(store, taxonomy_id, "r.agent = 'fault-crash'")
+    assert {(r["phase"], r["type_name"]) for r in crash} == {("implementation", "Crash in agent code")}
+    assert len({r["task_id"] for r in crash}) == len(crash) >= 4  # one occurrence per task, in one phase
+    null = _typed(store, taxonomy_id, "r.agent = 'null'")
+    assert null and "crash" not in {r["kind"] for r in null}, sorted({(r["kind"], r["text"]) for r in null})
 
 
 def test_every_type_name_is_a_readable_phrase(mined: tuple[Store, str]) -> None:

@@ -25,6 +25,7 @@ from failatlas.appdata.pages.common import (
     show_next_steps,
 )
 from failatlas.appdata.pages.run_view import render_run, run_label
+from failatlas.appdata.queries_store import json_value
 from failatlas.core.errors import FailAtlasError
 from failatlas.core.tables import counted
 from failatlas.ingest.kinds import kind_name
@@ -149,6 +150,8 @@ def _type_and_insights(ctx: Context) -> None:
         c = next(ctx.q("type_counts", ctx.taxonomy_id).filter(pl.col("failure_type_id") == chosen)
                  .iter_rows(named=True), {})
         st.markdown(f"**{md(r['failure_type'])}** · {category} · {units(c)}")
+        if r["objects"]:
+            st.markdown(f"Objects (occurrences): {md(r['objects'])}")
         st.text(r["definition"])
         if st.button("Rename, merge or split this type (Taxonomy page)", key=f"drill_edit_{chosen}"):
             go("taxonomy", taxonomy=ctx.taxonomy_id, failure_type=chosen)
@@ -218,6 +221,16 @@ def _records(ctx: Context, insight_id: str) -> None:
             st.json(rec["record"] or detail, expanded=True)
 
 
+def _consequences(sources: pl.DataFrame) -> None:
+    """The later phases' statements of this failure (ingest/consequences.py): seen again, counted here once."""
+    details = [v for v in map(json_value, sources["detail"].to_list()) if isinstance(v, dict)]
+    seen = dict.fromkeys((c.get("phase"), c.get("text")) for d in details
+                         for c in d.get("consequences") or [] if isinstance(c, dict))
+    if seen:
+        st.markdown("**Also seen later in the same run** (consequences, counted once here): "
+                    + "; ".join(f"{md(phase)}: {md(text)}" for phase, text in seen))
+
+
 def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
     info = ctx.q("insight_text", insight_id)
     st.subheader("Insight", anchor="insight")
@@ -231,6 +244,7 @@ def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
     st.markdown(f"{code(insight_id)} · phase {md(info['phase'])} · stated {info['n_occurrences']}× "
                 f"({counted(info['n_occurrences'], 'occurrence')}"
                 + (f" in {counted(runs_named, 'run')})" if runs_named else ")"))
+    _consequences(sources)
     stored = sources.filter(pl.col("run_stored")).unique("run_id", keep="first", maintain_order=True)
     if stored.height:
         st.markdown("**Open a run** (agent · task · outcome)")
