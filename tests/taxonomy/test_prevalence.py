@@ -155,7 +155,7 @@ def test_funnel_agrees_with_bench_report(mini_store):
     """The funnel's last stage is the report's M·C·D·I·E, and its first the report's M, for every agent."""
     from failatlas.bench_core.scoring.metrics import run_scores, summarise
 
-    report = summarise(run_scores(mini_store), ["agent", "model"], n_boot=10)
+    report = summarise(run_scores(mini_store), ["agent", "model"])
     frame = funnel(mini_store)
     assert report.height == 2
     for r in report.iter_rows(named=True):
