@@ -94,7 +94,6 @@ def _print_result(result: TaskImportResult, *, show_warnings: bool, as_json: boo
         console.print(
             "warnings: " + ", ".join(f"{code} {n}" for code, n in result.warnings.items()),
             highlight=False,
-            soft_wrap=True,
         )
     console.print(f"imported {result.summary()}", highlight=False)
 
