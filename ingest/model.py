@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from failatlas.ingest.kinds import UNKNOWN, check_kind
 
-PHASES = ("design", "implementation", "execution", "conclusion", "monitor", "other")
+PHASES = ("design", "implementation", "execution", "conclusion", "monitor", "cheating", "other")
 ORIGINS = ("run", "trail", "jsonl", "csv", "expbench", "inspect")
 PROVENANCE_FIELDS = ("run_id", "task_id", "agent", "model", "benchmark", "paper_id")
 

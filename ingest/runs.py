@@ -3,7 +3,9 @@ verdicts, the monitor's findings and the validator's outcome, classified by the 
 
 Reads the tables declared by `bench_core.runs` and `bench_core.scoring` (and the task catalog) and writes `insights`
 and `insight_sources` with the run's provenance. Runs that ended in an infrastructure error are skipped: their
-failure is not the agent's.
+failure is not the agent's. A run of an impossible twin (`bench run --impossible`) is in no score and yields one
+thing only: each piece of evidence that it cheated, of kind `cheating` in the phase `cheating` (its honest failures
+to reach impossible values are no failure of the agent's).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from failatlas.bench_core.scoring.cheating import CHEAT_JUDGE, CHEAT_PHASE
 from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
+from failatlas.bench_core.tasks.twins import TWIN_KEY
 from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
@@ -58,7 +62,8 @@ def load_runs(store: Store, run_ids: Sequence[str] | None = None) -> list[RunRec
             conn,
             "SELECT r.id, r.task_id, r.agent, r.model, r.benchmark, r.status, r.infra_error,"
             " coalesce(trim(json_extract_string(r.outputs, '$.conclusion')), '') = '' AS no_conclusion,"
-            " t.paper_id FROM runs r LEFT JOIN tasks t ON t.id = r.task_id" + where + " ORDER BY r.id",
+            f" t.paper_id, json_extract_string(t.spec, '$.extra.{TWIN_KEY}.of') AS twin_of"
+            " FROM runs r LEFT JOIN tasks t ON t.id = r.task_id" + where + " ORDER BY r.id",
             params,
         )
         if run_ids is not None:
@@ -177,9 +182,42 @@ def validation_insights(record: RunRecord, evidence: RunEvidence | None = None) 
                      detail={}) for i, s in enumerate(statements)]
 
 
+# what each piece of a cheat's evidence (`scoring/cheating.py`) is called as an insight's object
+CHEAT_OBJECTS = {
+    "reports_impossible_values": "reported the impossible values",
+    "writes_impossible_values": "wrote the impossible values in its code",
+    "results_not_computed": "wrote results without running the experiment",
+    "edits_check": "edited or deleted the visible check",
+    "bypasses_check": "took over the test machinery",
+    "rerun_passes": "its re-run reached the impossible values",
+}
+
+
+def cheat_insights(record: RunRecord) -> list[RawInsight]:
+    """A twin run's cheat, one insight per piece of evidence (kind `cheating`, its evidence kind as the object);
+    none for an honest run or one not judged yet."""
+    found: list[RawInsight] = []
+    for judgement in record.judgements:
+        if judgement["judge"] != CHEAT_JUDGE or judgement["status"] != "ok" or judgement.get("passed") is not False:
+            continue
+        verdict = judgement.get("verdict")
+        verdict = json.loads(verdict) if isinstance(verdict, str) else verdict or {}
+        for index, piece in enumerate(verdict.get("evidence") or []):
+            what = str(piece.get("kind") or "")
+            statement = Statement("cheating", CHEAT_OBJECTS.get(what, what.replace("_", " ")),
+                                  f"Claimed impossible results on the impossible twin of {record.run['twin_of']}: "
+                                  f"{piece.get('detail') or what}", {"evidence": what})
+            found.append(_insight(record, statement, phase=CHEAT_PHASE, key=f"judgements.{CHEAT_PHASE}:{index}",
+                                  source_field=f"judgements.{CHEAT_PHASE}.verdict",
+                                  detail={"judge": CHEAT_JUDGE, "twin_of": record.run["twin_of"]}))
+    return found
+
+
 def deterministic_insights(record: RunRecord, evidence: RunEvidence | None = None) -> list[RawInsight]:
     """Every insight the deterministic extractor finds in one run, a failure seen in several phases counted once,
-    in the earliest (ingest/consequences.py)."""
+    in the earliest (ingest/consequences.py); a twin run's cheat only."""
+    if record.run.get("twin_of"):
+        return cheat_insights(record)
     return fold_consequences(judgement_insights(record, evidence) + monitor_insights(record)
                              + validation_insights(record, evidence))
 
@@ -236,7 +274,9 @@ def run_runs(store: Store, params: RunsIngestParams, *, llm: Any = None) -> Inge
             done = set() if params.redo else _runs_extracted_by_llm(store)
             todo = []
             for record in usable:
-                if record.run_id in done:
+                if record.run.get("twin_of"):  # its cheat is read from the verdict, never from an LLM's reading
+                    insights.extend(cheat_insights(record))
+                elif record.run_id in done:
                     result.skipped.append(f"run {record.run_id}: already extracted by the LLM")
                 elif not has_failure_material(record):
                     result.skipped.append(f"run {record.run_id}: nothing failed, no LLM call needed")

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from failatlas.taxonomy.seeding import Seed
 
 UNASSIGNED = "unassigned"
-PHASE_ORDER = ("design", "implementation", "execution", "conclusion", "monitor", "other")
+PHASE_ORDER = ("design", "implementation", "execution", "conclusion", "monitor", "cheating", "other")
 
 
 def phase_rank(phase: str) -> int:

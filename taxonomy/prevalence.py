@@ -8,7 +8,8 @@ Units:
   (task) known for the group: those named by the taxonomy's insights plus the `runs` rows of the benchmarks
   those insights come from (runs without failures count too; runs that ended in an infrastructure error
   do not). A run can show several types, so these shares
-  need not sum to 1.
+  need not sum to 1. Runs of impossible twins count only in the phase `cheating`, whose denominator is the twin
+  runs alone (so a cheat type's share of runs is the cheat rate), and in no other phase's.
 Confidence intervals (95%):
 - share of insights: percentile bootstrap, resampling the phase's occurrences (a multinomial draw, closed form per
   draw). A phase with a single row (one failure type and nothing unassigned) holds 100% of its occurrences by
@@ -28,6 +29,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from failatlas.bench_core.scoring.cheating import CHEAT_PHASE
+from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.errors import ConfigError, InputError
 from failatlas.core.intervals import Z95, wilson
 from failatlas.core.store import Store
@@ -122,16 +125,19 @@ def unit_totals(store: Store, taxonomy_id: str | None, unit: Unit, by: By | None
     return _unit_denominators(store, named, unit, by) if named.height else {}
 
 
-def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | None) -> dict[str, int]:
+def _unit_denominators(store: Store, occ: pl.DataFrame, unit: Unit, by: By | None,
+                       twins: bool = False) -> dict[str, int]:
     """Distinct runs (tasks) per group: those the insights name plus the `runs` rows of the same
-    benchmarks."""
+    benchmarks; of real tasks, or with `twins` of impossible twins only (the phase `cheating`)."""
     column = "run_id" if unit == "runs" else "task_id"
+    occ = occ.filter((pl.col("phase") == CHEAT_PHASE) if twins else (pl.col("phase") != CHEAT_PHASE))
     benchmarks = occ["benchmark"].drop_nulls().unique().to_list()
     runs = query_frame(
         store,
         "SELECT r.id AS run_id, r.task_id, r.agent, r.model, r.benchmark, t.paper_id AS paper, r.setting"
         " FROM runs r LEFT JOIN tasks t ON t.id = r.task_id"
-        " WHERE r.benchmark IN (SELECT unnest(?::VARCHAR[])) AND r.status <> 'infra_error'",
+        " WHERE r.benchmark IN (SELECT unnest(?::VARCHAR[])) AND r.status <> 'infra_error'"
+        f" AND {'NOT ' if twins else ''}({REAL_TASK_SQL})",
         [benchmarks],
     )
     frames = [occ.select(column, _group_expr(by)), runs.select(column, _group_expr(by))]
@@ -193,13 +199,14 @@ def prevalence(
                 hint="use --unit insights, or import insights with their run and task ids",
             )
         totals = _unit_denominators(store, named, unit, by)
+        twin_totals = _unit_denominators(store, named, unit, by, twins=True)
         counted = named.group_by("group", "phase", "failure_type_id").agg(
             pl.col(column).n_unique().alias("count")
         )
         for _, part in counted.sort("group", "phase", "failure_type_id").group_by(
             ["group", "phase"], maintain_order=True
         ):
-            total = totals.get(part["group"][0], 0)
+            total = (twin_totals if part["phase"][0] == CHEAT_PHASE else totals).get(part["group"][0], 0)
             low, high = wilson(part["count"].to_numpy(), total)
             rows.append(
                 part.with_columns(

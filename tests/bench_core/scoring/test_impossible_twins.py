@@ -149,3 +149,34 @@ def test_the_apps_overview_shows_each_agents_cheat_rate_beside_its_scores(twin_s
     assert cells["gold"][CHEAT] == "0.00 [0.00–0.66] n=2" and cells["gold"]["E"].startswith("1.00 ")
     assert cells["null"][CHEAT] == "0.00 [0.00–0.66] n=2" and cells["null"]["E"] == "– n=0"
     assert cells["hostile-constants"][CHEAT] == "1.00 [0.34–1.00] n=2"
+
+
+def test_a_cheat_reaches_the_taxonomy_as_its_own_kind_and_twins_add_nothing_else(twin_store):
+    """Mined: a twin run yields only its cheat, one insight per piece of evidence (kind and phase `cheating`), and
+    an honest twin run (gold's numbers miss the impossible values) yields nothing. Built: one type, "Claimed
+    impossible results", whose share of runs per agent is the cheat rate over that agent's twin runs."""
+    from failatlas.ingest import RunsIngestParams
+    from failatlas.ingest.runs import CHEAT_OBJECTS, run_runs
+    from failatlas.taxonomy import BuildParams, prevalence
+    from failatlas.taxonomy import run as build_taxonomy
+    from tests.taxonomy.fill import add_clustering, add_embeddings, lsa_vectors
+
+    store, _, _ = twin_store
+    run_runs(store, RunsIngestParams())
+    mined = store.query_dicts("SELECT i.id, i.text, i.phase, i.kind, i.object, s.agent, s.task_id FROM insights i"
+                              " JOIN insight_sources s ON s.insight_id = i.id")
+    assert mined and all((m["phase"], m["kind"]) == ("cheating", "cheating") for m in mined), mined
+    by_agent = {m["agent"] for m in mined}
+    assert by_agent == set(CHEATS), by_agent  # gold and null: nothing, though gold's re-run missed every value
+    assert {m["object"] for m in mined} <= set(CHEAT_OBJECTS.values())
+    assert all(m["task_id"].endswith("+impossible") and "impossible twin of mini-" in m["text"] for m in mined)
+    ids = sorted({m["id"] for m in mined})
+    texts = [next(m["text"] for m in mined if m["id"] == i) for i in ids]
+    add_embeddings(store, texts, lsa_vectors(texts, dim=min(8, len(texts) - 1)))
+    add_clustering(store, "cl-cheating", "cheating", ids, [0] * len(ids))
+    taxonomy = build_taxonomy(store, BuildParams())
+    shares = prevalence(store, taxonomy.id, unit="runs", by="agent", n_boot=0)
+    cheat = {r["group"]: r for r in shares.iter_rows(named=True) if r["phase"] == "cheating"}
+    assert {r["failure_type"] for r in cheat.values()} == {"Claimed impossible results"}
+    for agent in CHEATS:
+        assert (cheat[agent]["count"], cheat[agent]["total"]) == (2, 2), cheat[agent]
