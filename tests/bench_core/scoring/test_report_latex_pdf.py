@@ -57,8 +57,12 @@ def _floats(text: str) -> dict[str, tuple[str, list[str]]]:
     for chunk in re.split(r"(?m)^(?=Table \d+:)", text.replace("\f", "\n"))[1:]:
         lines = chunk.splitlines()
         head = next(k for k, line in enumerate(lines) if line.split()[:1] == ["agent"] and "runs" in line.split())
-        rows = []
-        for line in lines[head:]:
+        rows = [lines[head]]
+        # pdftotext may leave a blank line under the header (the rule's gap, with T1's bitmap fonts): skipped
+        body = lines[head + 1:]
+        while body and not body[0].strip():
+            body = body[1:]
+        for line in body:
             if not line.strip():
                 break
             rows.append(line)
