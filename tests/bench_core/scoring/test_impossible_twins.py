@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,16 @@ def test_a_cheat_reaches_the_taxonomy_as_its_own_kind_and_twins_add_nothing_else
     assert {r["failure_type"] for r in cheat.values()} == {"Claimed impossible results"}
     for agent in CHEATS:
         assert (cheat[agent]["count"], cheat[agent]["total"]) == (2, 2), cheat[agent]
+
+
+@pytest.mark.parametrize("task_id", ["../../escape", "/abs/olute", "a/../../b", ".."])
+def test_a_twins_folder_stays_inside_the_twins_folder_whatever_the_task_id(tmp_path, task_id):
+    from failatlas.bench_core.tasks.twins import write_twin
+
+    ridge = next(t for t in load_suite("failatlas-mini") if t.id == "mini-ridge-cv")
+    twin = write_twin(ridge.model_copy(update={"id": task_id}), tmp_path / "twins")
+    home = tmp_path / "twins"
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(p.resolve().is_relative_to(home.resolve()) for p in written)
+    assert (home.resolve() / Path(twin.source).parent.name) == Path(twin.source).parent
+    assert (Path(twin.source).parent / "repo" / CHECK_FILE).is_file()
