@@ -136,6 +136,7 @@ def _split(
     phase_ids = [t.id for t in types if t.phase == original.phase]
     next_n = 1 + max(int(i.rsplit("T", 1)[1]) for i in phase_ids if i.rsplit("T", 1)[1].isdigit())
     new_types, new_ids = [], []
+    taken = {t.name.lower() for t in types if t.id != type_id}  # names stay unique after a split (issue 42)
     for p in range(k):
         rows = np.flatnonzero(parts == p)
         centroid = vectors[rows].mean(axis=0)
@@ -144,11 +145,13 @@ def _split(
         order = rows[np.argsort(-sims, kind="stable")]
         others = [texts[r] for r in np.flatnonzero(parts != p)]
         new_id = type_id if p == 0 else f"{original.phase}/T{next_n + p - 1:02d}"
-        name = readable_or_honest(failure_name([texts[r] for r in order], others), new_id)
+        name = _unique(readable_or_honest(failure_name([texts[r] for r in order], others), new_id),
+                       taken | {original.name.lower()}, f"{p + 1} of {k}")
+        taken.add(name.lower())
         new_ids.append(new_id)
         new_types.append(original.model_copy(update={
             "id": new_id,
-            "name": name if name.lower() != original.name.lower() else f"{name} ({p + 1} of {k})",
+            "name": name,
             "definition": f"Part {p + 1} of {k} of '{original.name}' (split by hand): " + "; ".join(
                 f'"{texts[r][:140]}"' for r in order[:2]) + ".",
             "centroid": [float(x) for x in centroid],
@@ -163,6 +166,16 @@ def _split(
     types = [t for t in types if t.id != type_id] + new_types
     records = [(new_ids[int(parts[index[r[1]]])], *r[1:]) if r[0] == type_id else r for r in records]  # type: ignore[misc]
     return types, records
+
+
+def _unique(name: str, taken: set[str], part: str) -> str:
+    """`name`, or `name (part)` (then with a number) when another type or part already has it, case aside."""
+    if name.lower() not in taken:
+        return name
+    candidate, n = f"{name} ({part})", 2
+    while candidate.lower() in taken:
+        candidate, n = f"{name} ({part}, {n})", n + 1
+    return candidate
 
 
 def edit_taxonomy(

@@ -108,3 +108,31 @@ def test_cli_rename_and_merge(trail_store):
     assert merged.exit_code == 0, merged.output
     shown = runner.invoke(app, ["--db", db, "taxonomy", "show"], env={"COLUMNS": "200"})
     assert "Readable name" in shown.output
+
+
+def test_a_split_never_gives_two_types_one_name():
+    """Issue 42: a split whose parts say the same thing (here every insight reads alike) named both parts "Off its
+    expected value"; each part, and every other type of the taxonomy, keeps a name of its own."""
+    import numpy as np
+
+    from failatlas.taxonomy.edits import Edit, apply_edits
+    from failatlas.taxonomy.model import FailureType
+
+    def kind(type_id: str, name: str) -> FailureType:
+        return FailureType(id=type_id, phase="execution", category_id="C1", name=name, definition="", examples=[],
+                           inclusion_criteria=[], keywords=[], centroid=[1.0, 0.0], n_insights=4, merged_from=[],
+                           naming_method="offline")
+
+    types = [kind("execution/T01", "Results off the reference"), kind("execution/T02", "Off its expected value")]
+    records = [("execution/T01", f"i{n}", 0.9, "cluster") for n in range(4)]
+    text = "the metric accuracy is off its expected value"
+
+    def content(ids: list[str]) -> tuple[list[str], np.ndarray]:
+        vectors = np.array([[1.0, 0.0] if int(i[1:]) % 2 else [0.0, 1.0] for i in ids])
+        return [text] * len(ids), vectors
+
+    edit = Edit(action="split", phase="execution", anchors=[["i0", "i1", "i2", "i3"]], args={"k": 2}, made_on="t")
+    edited, _, notes = apply_edits([edit], types, records, content)
+    names = [t.name.lower() for t in edited]
+    assert "applied" in notes[0] and len(edited) == 3
+    assert len(set(names)) == len(names), names
