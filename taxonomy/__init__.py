@@ -1,7 +1,7 @@
 """Taxonomy: from clusters of failure insights to the table a paper prints.
 
 Name failure types (offline c-TF-IDF or an LLM with contrastive prompts), merge near-duplicates, group them
-into categories per phase, assign new insights without re-clustering, compute prevalence with bootstrap CIs
+into categories per phase, assign new insights without re-clustering, compute prevalence with Wilson CIs
 and export LaTeX / Markdown / CSV tables and figures. Every function works over the store's tables.
 
     taxonomy = failatlas.taxonomy.run(store, BuildParams(labeller="offline"))

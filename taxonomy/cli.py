@@ -178,8 +178,6 @@ def show(
     taxonomy_id: TaxonomyArg = None,
     by: Annotated[str | None, typer.Option(help="Break down by agent, model or benchmark.")] = None,
     unit: Annotated[str, typer.Option(help="Count insights, or runs / tasks affected.")] = "insights",
-    n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the 95% CIs.")] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     definitions: Annotated[
         bool, typer.Option(help="Also print each type's definition, an example and its objects.")
     ] = False,
@@ -196,7 +194,7 @@ def show(
 
     s = store(create=False)
     tax = load_taxonomy(s, taxonomy_id)
-    frame = prevalence(s, tax.id, by=by, unit=unit, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+    frame = prevalence(s, tax.id, by=by, unit=unit)  # type: ignore[arg-type]
     for table in prevalence_tables(frame, by, f"taxonomy v{tax.version} ({tax.id}), unit: {unit}", console.width):
         console.print(table)
     if definitions:
@@ -346,8 +344,6 @@ def export(
         str | None, typer.Option("--formats", help="Comma-separated, of: " + ",".join(export_formats())
                                  + " (default: all)")
     ] = None,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap draws for the 95% CIs.")] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
     """Write the prevalence table (LaTeX booktabs, Markdown, CSV), a types appendix and figures (PNG, PDF)."""
     from failatlas.taxonomy.export import export_taxonomy
@@ -357,8 +353,6 @@ def export(
         taxonomy_id,
         out,
         formats=None if formats is None else [f.strip() for f in formats.split(",") if f.strip()],
-        n_boot=n_boot,
-        seed=seed,
     )
     for path in result.written:
         console.print(f"wrote {path}", highlight=False)

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from failatlas.core.errors import ConfigError
 from failatlas.core.store import Store
 from failatlas.taxonomy.assign import resolve_taxonomy
+from failatlas.taxonomy.facets import with_objects
 from failatlas.taxonomy.figures import agent_heatmap, funnel_figure, prevalence_by_phase
 from failatlas.taxonomy.funnel import funnel
 from failatlas.taxonomy.prevalence import UNKNOWN_GROUP, prevalence, prevalence_table
@@ -27,7 +28,7 @@ def table_caption(version: int | str, runs: bool, view: str | None = None) -> st
     what = f"FailAtlas taxonomy v{version}" + (f", {view}" if view else "")
     return (
         f"Failure types per phase ({what}). n: insight occurrences of the type (one per statement of a failure in "
-        "a run or trace); share: of the phase's occurrences, with a 95% bootstrap CI (none where a phase has a "
+        "a run or trace); share: of the phase's occurrences, with a 95% Wilson interval (none where a phase has a "
         "single type, which holds 100% by construction)"
         + ("; runs affected: k/n, the runs with at least one such occurrence of all the runs counted." if runs
            else ".")
@@ -54,8 +55,6 @@ def export_taxonomy(
     out_dir: str | Path = "taxonomy-export",
     *,
     formats: Sequence[str] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> ExportResult:
     """Write prevalence.{tex,md,csv}, failure_types.md, and prevalence_by_phase / agent_heatmap / funnel
     figures
@@ -77,12 +76,12 @@ def export_taxonomy(
     taxonomy = load_taxonomy(store, taxonomy_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frame = prevalence_table(store, taxonomy_id, n_boot=n_boot, seed=seed)
+    frame = with_objects(store, prevalence_table(store, taxonomy_id))  # each type's objects listed beside it
     written: list[Path] = []
     skipped: dict[str, str] = {}
     comment = (
         f"FailAtlas taxonomy v{taxonomy.version} ({taxonomy_id}); {taxonomy.code_version}; "
-        f"95% bootstrap CIs, {n_boot} draws, seed {seed}."
+        "95% Wilson score intervals."
     )
     title = table_caption(taxonomy.version, has_runs(frame))
     for fmt in TABLE_FORMATS.names():
@@ -98,7 +97,7 @@ def export_taxonomy(
     if suffixes:
         if frame.height:
             written += prevalence_by_phase(frame, out / "prevalence_by_phase", suffixes)
-            by_agent = prevalence(store, taxonomy_id, by="agent", n_boot=0)
+            by_agent = prevalence(store, taxonomy_id, by="agent")
             agents = [r[0] for r in store.query("SELECT DISTINCT agent FROM runs WHERE agent IS NOT NULL")]
             named = set(by_agent["group"].unique().to_list()) - {UNKNOWN_GROUP} | set(agents)
             if len(named) >= 2:

@@ -11,13 +11,12 @@ Units:
   need not sum to 1. Runs of impossible twins count only in the phase `cheating`, whose denominator is the twin
   runs alone (so a cheat type's share of runs is the cheat rate), and in no other phase's.
 Confidence intervals (95%):
-- share of insights: percentile bootstrap, resampling the phase's occurrences (a multinomial draw, closed form per
-  draw). A phase with a single row (one failure type and nothing unassigned) holds 100% of its occurrences by
-  construction: its interval is null, and every table, page and command prints it as '–'
-  (`failatlas.core.tables.interval_text`), never as '100.0–100.0'.
-- share of runs / tasks: Wilson score interval per type (a binomial proportion: k of n runs;
-  `failatlas.core.intervals.wilson`, the one interval of the bench scores too), which keeps its width at 0 of n and
-  n of n, where a bootstrap collapses to a point.
+- every share (of insights, runs or tasks): Wilson's score interval per type, k of n (the phase's occurrences of
+  the type of all its occurrences; the runs or tasks affected of all counted), `failatlas.core.intervals.wilson`,
+  the one interval of the bench scores too: it depends on k and n alone (an edit of another type cannot move it)
+  and keeps its width at 0 of n and n of n, where a bootstrap collapses to a point. A phase with a single row (one
+  failure type and nothing unassigned) holds 100% of its occurrences by construction: its interval of insights is
+  null, and every table, page and command prints it as '–' (`failatlas.core.tables.interval_text`).
 - the difference of two groups' shares (`share_difference`): Newcombe's hybrid score interval (his method 10),
   built from the two Wilson intervals; a difference whose interval excludes 0 is significant at the 5% level.
 """
@@ -90,15 +89,6 @@ def _group_expr(by: By | None) -> pl.Expr:
     return pl.col(by).fill_null(UNKNOWN_GROUP).cast(pl.Utf8).alias("group")
 
 
-def _bootstrap_insights(counts: np.ndarray, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    total = int(counts.sum())
-    if total == 0 or n_boot == 0:
-        share = counts / max(total, 1)
-        return share, share
-    draws = rng.multinomial(total, counts / total, size=n_boot) / total
-    return np.quantile(draws, 0.025, axis=0), np.quantile(draws, 0.975, axis=0)
-
-
 def share_difference(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float, float]:
     """The difference of two independent shares k1/n1 - k2/n2 with Newcombe's hybrid score interval (method 10 of
     Newcombe 1998, "Interval estimation for the difference between independent proportions"): from the Wilson
@@ -151,12 +141,10 @@ def prevalence(
     *,
     by: By | None = None,
     unit: Unit = "insights",
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> pl.DataFrame:
     """Prevalence rows of a taxonomy (default: the newest), one per (group, phase, failure type), with
-    `count`, `total`, `share`, `ci_low`, `ci_high` (95%: for `insights` a percentile bootstrap of `n_boot` draws,
-    seeded, null for a phase's only row; for `runs`/`tasks` Wilson's score interval; see the module's notes).
+    `count`, `total`, `share`, `ci_low`, `ci_high` (95%: Wilson's score interval of count of total;
+    null for a phase's only row of insights; see the module's notes).
 
     `by` splits by agent, model, benchmark, paper or setting (the run's; missing values become '(unknown)'); the
     'unassigned' bucket is a row like any other. Rows are ordered by group, phase (paper order), category and then
@@ -171,7 +159,6 @@ def prevalence(
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     occ = query_frame(store, _OCCURRENCES_SQL, [taxonomy_id])
     types = query_frame(store, _TYPES_SQL, [taxonomy_id])
-    rng = np.random.default_rng(seed)
     occ = occ.with_columns(_group_expr(by))
     rows: list[pl.DataFrame] = []
     if unit == "insights":
@@ -180,7 +167,7 @@ def prevalence(
             ["group", "phase"], maintain_order=True
         ):
             counts = part["count"].to_numpy().astype(float)
-            low, high = _bootstrap_insights(counts, n_boot, rng)
+            low, high = wilson(counts, counts.sum())
             if part.height == 1:  # the phase's only row: 100% by construction, no interval
                 low = high = np.array([np.nan])
             rows.append(
@@ -259,16 +246,16 @@ def prevalence(
 
 
 def prevalence_table(
-    store: Store, taxonomy_id: str | None = None, *, n_boot: int = 1000, seed: int = 0
+    store: Store, taxonomy_id: str | None = None
 ) -> pl.DataFrame:
     """The paper table: per phase and failure type, the share of insights, plus the share of runs and of tasks
     affected where insights name them (columns `runs_*`, `tasks_*`; null otherwise). Every export reads
     this."""
-    base = prevalence(store, taxonomy_id, n_boot=n_boot, seed=seed).drop("unit", "group")
+    base = prevalence(store, taxonomy_id).drop("unit", "group")
     keys = ["phase", "failure_type_id"]
     for unit in ("runs", "tasks"):
         try:
-            extra = prevalence(store, taxonomy_id, unit=unit, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
+            extra = prevalence(store, taxonomy_id, unit=unit)  # type: ignore[arg-type]
         except InputError:
             extra = pl.DataFrame(
                 schema={

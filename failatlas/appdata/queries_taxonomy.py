@@ -50,22 +50,22 @@ GROUP BY ALL
 
 
 def prevalence_frame(store: Store, taxonomy_id: str, *, unit: str = "insights", dimension: str | None = None,
-                     value: str | None = None, n_boot: int = 1000) -> pl.DataFrame:
+                     value: str | None = None) -> pl.DataFrame:
     """Prevalence rows (`taxonomy.prevalence`) of the whole taxonomy, or of one agent, model or benchmark (its
     group of `prevalence(by=...)`, so the numbers equal the exports'). For one paper, which `prevalence` does not
     break down, the rows carry counts and shares of insight occurrences without intervals (ci columns null)."""
     from failatlas.taxonomy import prevalence
 
     if dimension is None or value is None:
-        return prevalence(store, taxonomy_id, unit=unit, n_boot=n_boot)  # type: ignore[arg-type]
+        return prevalence(store, taxonomy_id, unit=unit)  # type: ignore[arg-type]
     if dimension in ("agent", "model", "benchmark"):
-        frame = prevalence(store, taxonomy_id, unit=unit, by=dimension, n_boot=n_boot)  # type: ignore[arg-type]
+        frame = prevalence(store, taxonomy_id, unit=unit, by=dimension)  # type: ignore[arg-type]
         return frame.filter(pl.col("group") == value)
     if dimension != "paper":
         raise ValueError(f"unknown filter dimension {dimension!r}")
     if unit != "insights":
         raise ValueError("a paper filter is available for the share of insights only")
-    base = prevalence(store, taxonomy_id, unit="insights", n_boot=0).select(
+    base = prevalence(store, taxonomy_id, unit="insights").select(
         "taxonomy_id", "unit", "phase", "category_id", "category", "failure_type_id", "failure_type")
     counts = read_frame(store, _PAPER_COUNTS_SQL, [taxonomy_id, value])
     if counts.height == 0:
@@ -99,13 +99,13 @@ def compare_options(store: Store) -> dict[str, list[str]]:
     return out
 
 
-def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: str, unit: str = "insights",
-                  n_boot: int = 1000) -> pl.DataFrame:
+def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: str,
+                  unit: str = "insights") -> pl.DataFrame:
     """Two agents (or models, benchmarks) side by side on the same taxonomy: one row per (phase, failure type) that
     either side shows, with each side's count, total, share and interval (`prevalence(by=...)`, the exports'
-    numbers; a side without the type counts 0 of its total, with the interval its unit's method gives a zero
-    count) and the difference of shares with Newcombe's hybrid score interval (`taxonomy.prevalence.
-    share_difference`). Rows are keyed by the failure type's id, never its name, so a type is one row."""
+    numbers; a side without the type counts 0 of its total, with Wilson's interval of 0 of that total) and the
+    difference of shares with Newcombe's hybrid score interval (`taxonomy.prevalence.share_difference`). Rows
+    are keyed by the failure type's id, never its name, so a type is one row."""
     import numpy as np
 
     from failatlas.core.intervals import wilson
@@ -113,7 +113,7 @@ def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: 
     from failatlas.taxonomy.model import phase_rank
     from failatlas.taxonomy.prevalence import share_difference, unit_totals
 
-    frame = prevalence(store, taxonomy_id, unit=unit, by=by, n_boot=n_boot)  # type: ignore[arg-type]
+    frame = prevalence(store, taxonomy_id, unit=unit, by=by)  # type: ignore[arg-type]
     runs_totals = unit_totals(store, taxonomy_id, unit, by)  # type: ignore[arg-type]
     names = frame.select("phase", "failure_type_id", "failure_type", "category").unique(
         ["phase", "failure_type_id"], keep="first", maintain_order=True)
@@ -133,9 +133,6 @@ def compare_frame(store: Store, taxonomy_id: str, *, by: str, left: str, right: 
             total = (runs_totals.get(group, 0) if unit != "insights" else phase_totals[name].get(t["phase"], 0))
             if hit is not None:
                 values = {c: hit[c] for c in ("count", "total", "share", "ci_low", "ci_high")}
-            elif unit == "insights":  # the bootstrap of a zero count: always 0
-                values = {"count": 0, "total": total, "share": 0.0 if total else None,
-                          "ci_low": 0.0 if total else None, "ci_high": 0.0 if total else None}
             else:
                 low, high = (float(v) for v in wilson(0, total)) if total else (np.nan, np.nan)
                 values = {"count": 0, "total": total, "share": 0.0 if total else None,
@@ -166,7 +163,7 @@ def compare_totals(store: Store, taxonomy_id: str, *, by: str, values: tuple[str
     if unit != "insights":
         totals = unit_totals(store, taxonomy_id, unit, by)  # type: ignore[arg-type]
         return {v: int(totals.get(v, 0)) for v in values}
-    frame = prevalence(store, taxonomy_id, by=by, n_boot=0)  # type: ignore[arg-type]
+    frame = prevalence(store, taxonomy_id, by=by)  # type: ignore[arg-type]
     sums = dict(frame.group_by("group").agg(pl.col("count").sum()).iter_rows())
     return {v: int(sums.get(v, 0)) for v in values}
 
@@ -186,13 +183,13 @@ def taxonomy_types(store: Store, taxonomy_id: str) -> pl.DataFrame:
                                         dtype=pl.Utf8))
 
 
-def export_files(store: Store, taxonomy_id: str, n_boot: int = 1000) -> dict[str, bytes]:
+def export_files(store: Store, taxonomy_id: str) -> dict[str, bytes]:
     """The files `failatlas taxonomy export` writes as tables (prevalence.tex/.md/.csv, failure_types.md), made
     by `taxonomy.export_taxonomy` itself, so the app's downloads are those exports byte for byte."""
     from failatlas.taxonomy import export_taxonomy
 
     with tempfile.TemporaryDirectory(prefix="failatlas-app-export-") as tmp:
-        result = export_taxonomy(store, taxonomy_id, tmp, formats=("tex", "md", "csv"), n_boot=n_boot)
+        result = export_taxonomy(store, taxonomy_id, tmp, formats=("tex", "md", "csv"))
         return {Path(p).name: Path(p).read_bytes() for p in result.written}
 
 
@@ -203,7 +200,7 @@ def view_files(frame: pl.DataFrame, view_name: str, unit: str = "insights") -> d
     from failatlas.taxonomy.tables import TABLE_FORMATS, to_latex
 
     stem = "view-" + re.sub(r"[^A-Za-z0-9]+", "-", view_name).strip("-").lower()
-    caption = (f"Failure types per phase ({view_name}): n, share of the phase's {unit} with a 95% bootstrap CI.")
+    caption = (f"Failure types per phase ({view_name}): n, share of the phase's {unit} with a 95% Wilson interval.")
     out: dict[str, bytes] = {}
     for fmt in TABLE_FORMATS.names():
         if fmt == "tex":

@@ -72,7 +72,7 @@ def test_exports_of_imported_data_leave_out_meaningless_figures(trail_template: 
     from failatlas.taxonomy import export_taxonomy
 
     db, taxonomy_id = trail_template
-    result = export_taxonomy(Store(db), taxonomy_id, tmp_path, n_boot=50)
+    result = export_taxonomy(Store(db), taxonomy_id, tmp_path)
     names = {Path(p).name for p in result.written}
     assert "agent_heatmap.png" not in names and "agent_heatmap" in result.skipped  # one "(unknown)" agent
     assert "funnel" in result.skipped and "prevalence_by_phase.pdf" in names
@@ -83,7 +83,7 @@ def test_the_current_view_exports_as_a_paper_table_and_figure(trail_template: tu
     from tests.paper_latex import compile_latex, header_packages
 
     db, taxonomy_id = trail_template
-    frame = queries.prevalence_frame(Store(db), taxonomy_id, dimension="benchmark", value="trail-gaia", n_boot=50)
+    frame = queries.prevalence_frame(Store(db), taxonomy_id, dimension="benchmark", value="trail-gaia")
     files = queries.view_files(frame, "insights, benchmark trail-gaia")
     assert sorted(files) == [f"view-insights-benchmark-trail-gaia.{s}" for s in ("csv", "md", "pdf", "png", "tex")]
     csv_rows = files["view-insights-benchmark-trail-gaia.csv"].decode().strip().splitlines()

@@ -60,7 +60,7 @@ def test_new_agents_insights_land_in_existing_types(trail_store, trail_template)
     assert got == {ids[0]: member_type, ids[1]: UNASSIGNED}
     # Nothing new: a second call assigns nothing; the new agent now shows up in the per-agent breakdown.
     assert assign_insights(trail_store, tax.id).assigned == {}
-    by_agent = prevalence(trail_store, tax.id, by="agent", n_boot=50)
+    by_agent = prevalence(trail_store, tax.id, by="agent")
     new = by_agent.filter(by_agent["group"] == "new-agent")
     assert sorted(new["failure_type_id"].to_list()) == sorted([member_type, UNASSIGNED])
 

@@ -26,17 +26,17 @@ def test_build_list_show_assign_export(mini_store, tmp_path):
     listed = _run(db, "list")
     assert listed.exit_code == 0 and tax_id in listed.output
 
-    shown = _run(db, "show", "1", "--by", "agent", "--n-boot", "100", "--definitions")
+    shown = _run(db, "show", "1", "--by", "agent", "--definitions")
     assert shown.exit_code == 0, shown.output
     assert "react-agent" in shown.output and "openhands" in shown.output and "Unassigned" in shown.output
-    runs = _run(db, "show", tax_id, "--unit", "runs", "--n-boot", "50")
+    runs = _run(db, "show", tax_id, "--unit", "runs")
     assert runs.exit_code == 0 and "unit: runs" in runs.output
 
     assigned = _run(db, "assign")
     assert assigned.exit_code == 0 and "no new insights" in assigned.output
 
     out = tmp_path / "paper"
-    exported = _run(db, "export", "--out", str(out), "--n-boot", "100")
+    exported = _run(db, "export", "--out", str(out))
     assert exported.exit_code == 0, exported.output
     for name in (
         "prevalence.tex",
@@ -71,7 +71,7 @@ def test_cli_on_trail_with_options_and_errors(trail_store, tmp_path):
     assert len(tax.types) > 19 and 2 <= len(tax.categories) <= 4
     assert all(sum(t.category_id == c.id for t in tax.types) >= 2 for c in tax.categories)
     out = tmp_path / "out"
-    exported = _run(db, "export", "v1", "--out", str(out), "--formats", "csv,png", "--n-boot", "50")
+    exported = _run(db, "export", "v1", "--out", str(out), "--formats", "csv,png")
     assert exported.exit_code == 0 and "skipped funnel" in exported.output
     # the agent heatmap is export's to write or skip (issue 20); the table and the phase figure are always there
     assert {"prevalence.csv", "prevalence_by_phase.png"} <= {p.name for p in out.iterdir()}

@@ -94,9 +94,9 @@ def _check_latex(tex: Path, tmp: Path) -> str:
 def test_trail_exports_agree_and_compile(trail_store, tmp_path):
     tax = build(trail_store, TRAIL_PARAMS)
     out = tmp_path / "export"
-    result = export_taxonomy(trail_store, tax.id, out, n_boot=300)
+    result = export_taxonomy(trail_store, tax.id, out)
     n_rows = _check_agreement(out, with_runs=True)
-    frame = prevalence(trail_store, tax.id, n_boot=300)
+    frame = prevalence(trail_store, tax.id)
     assert n_rows == frame.height
     csv_counts = [int(r["count"]) for r in _csv_rows(out / "prevalence.csv")]
     assert csv_counts == frame["count"].to_list()  # the exports are the app's numbers
@@ -114,7 +114,7 @@ def test_trail_exports_agree_and_compile(trail_store, tmp_path):
 def test_mini_suite_exports_include_the_funnel(mini_store, tmp_path):
     tax = build(mini_store, BuildParams())
     out = tmp_path / "paper"
-    result = export_taxonomy(mini_store, None, out, n_boot=200)
+    result = export_taxonomy(mini_store, None, out)
     assert result.taxonomy_id == tax.id and result.skipped == {}
     _check_agreement(out, with_runs=True)
     _check_latex(out / "prevalence.tex", tmp_path)
@@ -133,7 +133,7 @@ def test_latex_escapes_special_characters(mini_store, tmp_path):
             ["100% of runs: {x}_y & $z #1 ~^\\ <end_plan> | pipe → ✓ 😀 café 数据", tax.id, tax.types[0].id],
         )
     out = tmp_path / "esc"
-    export_taxonomy(mini_store, tax.id, out, formats=["tex", "md", "csv"], n_boot=50)
+    export_taxonomy(mini_store, tax.id, out, formats=["tex", "md", "csv"])
     tex = (out / "prevalence.tex").read_text()
     assert r"100\% of runs: \{x\}\_" + BREAK_IF_NEEDED + r"y \& \$z \#1" in tex
     _check_agreement(out, with_runs=True)
@@ -152,7 +152,7 @@ def test_exports_without_runs_columns_when_no_insight_names_a_run(mini_store, tm
     with mini_store.write() as conn:
         conn.execute("UPDATE insight_sources SET run_id = NULL, task_id = NULL")
         conn.execute("DELETE FROM runs")
-    export_taxonomy(mini_store, tax.id, tmp_path, formats=["csv", "md", "tex"], n_boot=50)
+    export_taxonomy(mini_store, tax.id, tmp_path, formats=["csv", "md", "tex"])
     header = (tmp_path / "prevalence.md").read_text().splitlines()[2]
     assert "Runs affected" not in header
     _check_agreement(tmp_path, with_runs=False)
@@ -172,7 +172,7 @@ def test_a_table_format_added_by_registration_alone_is_exported(mini_store, tmp_
     try:
         assert "tsv" in export_formats()
         tax = build(mini_store, BuildParams())
-        result = export_taxonomy(mini_store, tax.id, tmp_path, formats=["tsv"], n_boot=20)
+        result = export_taxonomy(mini_store, tax.id, tmp_path, formats=["tsv"])
         (path,) = result.written
         lines = Path(path).read_text().splitlines()
         assert Path(path).name == "prevalence.tsv" and lines[0] == "failure_type\tcount" and len(lines) > 1
@@ -195,7 +195,7 @@ def test_heatmap_shows_every_agent_and_one_quantity(mini_store, tmp_path):
     from failatlas.taxonomy.figures import agent_heatmap
 
     tax = build(mini_store, BuildParams())
-    frame = prevalence(mini_store, tax.id, by="agent", n_boot=0)
+    frame = prevalence(mini_store, tax.id, by="agent")
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         (svg,) = agent_heatmap(frame, tmp_path / "heat", ("svg",), agents=["gold"])
     shown = _svg_texts(svg)
@@ -217,7 +217,7 @@ def test_prevalence_figure_has_no_empty_panel_and_no_legend_over_bars(mini_store
     from failatlas.taxonomy.prevalence import prevalence_table
 
     tax = build(mini_store, BuildParams())
-    frame = prevalence_table(mini_store, tax.id, n_boot=20)
+    frame = prevalence_table(mini_store, tax.id)
     empty_phase = frame.head(1).with_columns(pl.lit("monitor").alias("phase"),
                                              pl.lit(0, frame["count"].dtype).alias("count"))
     with matplotlib.rc_context({"svg.fonttype": "none"}):
@@ -239,7 +239,7 @@ def test_the_compiled_prevalence_table_reads_as_a_paper_table(mini_store, tmp_pa
         for t, name in zip(tax.types, names * 3, strict=False):
             conn.execute("UPDATE failure_types SET name = ? WHERE taxonomy_id = ? AND id = ?", [name, tax.id, t.id])
     out = tmp_path / "pdf"
-    export_taxonomy(mini_store, tax.id, out, formats=["tex", "csv"], n_boot=100)
+    export_taxonomy(mini_store, tax.id, out, formats=["tex", "csv"])
     text = _check_latex(out / "prevalence.tex", tmp_path)
     lines = [" ".join(line.split()) for line in text.splitlines()]
     rows = _csv_rows(out / "prevalence.csv")

@@ -193,7 +193,7 @@ def test_quality_says_how_many_cross_validated_labels_are_not_in_the_store(share
     assert kept.returncode == 0 and "kept 1 row(s)" in kept.stdout, kept.stdout + kept.stderr
     built = cli(db, "taxonomy", "build", "-c", "cl-first80", "--seed", "trail")
     assert built.returncode == 0, built.stdout + built.stderr[-3000:]
-    shown = cli(db, "taxonomy", "show", "--quality", "--n-boot", "10", columns=300)
+    shown = cli(db, "taxonomy", "show", "--quality", columns=300)
     assert shown.returncode == 0, shown.stderr
     out = " ".join(shown.stdout.split())
     assert "5-fold over 11 labelled distinct statements, 1 of them not in this store (`failatlas label list`)" in out

@@ -152,7 +152,7 @@ def render(ctx: Context) -> None:
         f"{md(right)}: {unit_count(sizes.get(right, 0), unit)} in all), in each side's column as "
         "share % [95% interval] k/n "
         f"({COUNT_HEADERS[unit]} of all), the interval by "
-        + ("bootstrap (none where a phase has one type)" if unit == "insights" else "Wilson's score method")
+        + "Wilson's score method" + (" (none where a phase has one type)" if unit == "insights" else "")
         + f"; the difference {md(left)} − {md(right)} in percentage points with its 95% interval by Newcombe's "
         "hybrid score method (the difference of two independent proportions); “differs” says whether that "
         "interval excludes 0 (a two-sided test at the 5% level, one type at a time, not corrected for the "

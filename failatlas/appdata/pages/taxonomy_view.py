@@ -111,8 +111,8 @@ def render(ctx: Context) -> None:
         _exports(ctx, None, "")
         return
     what = "insight occurrences of the phase" if unit == "insights" else unit
-    method = ("bootstrap interval (none where a phase has one type: it holds 100% by construction)"
-              if unit == "insights" else "Wilson score interval")
+    method = "Wilson score interval" + (" (none where a phase has one type: it holds 100% by construction)"
+                                        if unit == "insights" else "")
     st.caption(f"Share of {what} per failure type, 95% {method}; “{COUNT_HEADERS[unit]}” counts "
                + ("statements of the type's insights (one per run or trace that stated it); “distinct insights”, "
                   "their different texts" if unit == "insights" else

@@ -176,7 +176,7 @@ def test_a_cheat_reaches_the_taxonomy_as_its_own_kind_and_twins_add_nothing_else
     add_embeddings(store, texts, lsa_vectors(texts, dim=min(8, len(texts) - 1)))
     add_clustering(store, "cl-cheating", "cheating", ids, [0] * len(ids))
     taxonomy = build_taxonomy(store, BuildParams())
-    shares = prevalence(store, taxonomy.id, unit="runs", by="agent", n_boot=0)
+    shares = prevalence(store, taxonomy.id, unit="runs", by="agent")
     cheat = {r["group"]: r for r in shares.iter_rows(named=True) if r["phase"] == "cheating"}
     assert {r["failure_type"] for r in cheat.values()} == {"Claimed impossible results"}
     for agent in CHEATS:
