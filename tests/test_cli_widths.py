@@ -286,3 +286,34 @@ def test_every_agent_has_a_description_printed_whole():
     for name in names:
         assert name in words, name
     assert "hostile-json-forge" in words and "`json.dumps`" in words
+
+
+def _cli80(tmp_path: Path, *args: str, **env: str) -> str:
+    """`failatlas --db STORE ARGS` on 80 columns, its output to a pipe."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FAILATLAS_LLM")}
+    environ |= {"COLUMNS": "80", "FAILATLAS_NO_PROGRESS": "1", **env}
+    result = subprocess.run([sys.executable, "-m", "failatlas", "--db", str(tmp_path / "s.duckdb"), *args],
+                            capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_tasks_list_at_80_columns_prints_every_field_and_the_whole_question(tmp_path):
+    _cli80(tmp_path, "tasks", "import-mini")
+    text = _cli80(tmp_path, "tasks", "list")
+    _assert_within(text, 80)
+    joined = " ".join(text.split())
+    for path in (ROOT / "bench_core/suites/mini").glob("*/task.yaml"):
+        task = yaml.safe_load(path.read_text())
+        assert task["id"] in text and task["kind"] in text
+        assert " ".join(task["question"].split()) in joined, task["id"]  # wrapped at spaces, never cut
+
+
+def test_llm_config_at_80_columns_prints_endpoint_and_model_whole(tmp_path):
+    endpoint, model = "http://127.0.0.1:8080/v1", "qwen2.5-coder-32b-instruct-q4_k_m-gguf"
+    text = _cli80(tmp_path, "llm", "config", FAILATLAS_LLM_JUDGE_BASE_URL=endpoint, FAILATLAS_LLM_JUDGE_MODEL=model)
+    _assert_within(text, 80)
+    assert endpoint in text and model in text and "json_schema" in text
+    for role in ("agent", "judge", "monitor", "extractor", "labeller"):
+        assert role in text
+    assert text.count("not configured") == 4

@@ -9,13 +9,14 @@ from typing import Annotated, Any
 import click
 import typer
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from typer.core import TyperGroup
 
 from failatlas.bench_core.cli import options
 from failatlas.bench_core.tasks import TASK_IMPORTERS, TaskImportParams, TaskImportResult, TaskSpec, run
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks, no_match_hint, public_view
-from failatlas.core.cli import console, err_console, progress_bar, store
+from failatlas.core.cli import compact_table, console, err_console, fit_columns, progress_bar, store
 from failatlas.core.errors import ConfigError, FailAtlasError
 
 
@@ -120,32 +121,25 @@ def list_cmd(
     if not rows:
         err_console.print(f"no task matches: {escape(no_match_hint(s, paper=paper))}", highlight=False)
         return
-    table = Table(title=f"{len(rows)} task(s)")
-    widths = []
-    for name, key in (
-        ("id", "id"),
-        ("benchmark", "benchmark"),
-        ("kind", "kind"),
-        ("paper", "paper_id"),
-        ("warnings", "n_warnings"),
-    ):
-        widths.append(max([len(name)] + [len(str(r[key] or "")) for r in rows]))
-        table.add_column(
-            name, no_wrap=True, min_width=widths[-1], justify="right" if key == "n_warnings" else "left"
-        )
-    # rich squeezes no_wrap columns to nothing unless the flexible one is capped
-    room = max(10, console.width - sum(widths) - 3 * len(widths) - 4)
-    table.add_column("question", no_wrap=True, overflow="ellipsis", max_width=room)
-    for r in rows:
-        table.add_row(
-            escape(r["id"]),
-            r["benchmark"],
-            r["kind"],
-            escape(r["paper_id"] or ""),
-            str(r["n_warnings"]),
-            escape(" ".join(r["question"].split())),
-        )
-    console.print(table)
+    # at 80 columns a boxed table cut the kind and warnings off and the question with "…" (issue 42): ids and
+    # names keep their width (`fit_columns` never breaks a word) and the question wraps at its spaces, in its own
+    # column where it has room, else on the lines under its task
+    cells = [[escape(r["id"]), r["benchmark"], r["kind"], escape(r["paper_id"] or ""), str(r["n_warnings"])]
+             for r in rows]
+    questions = [escape(" ".join(r["question"].split())) for r in rows]
+    headers = ("id", "benchmark", "kind", "paper", "warnings")
+    used = sum(max(len(h), *(len(c[i]) for c in cells)) + 1 for i, h in enumerate(headers))
+    if console.width - used >= 30:
+        table = compact_table(*headers, "question", title=f"{len(rows)} task(s)")
+        table.columns[4].justify = "right"
+        for row, question in zip(cells, questions, strict=True):
+            table.add_row(*row, question)
+        console.print(fit_columns(table))
+        return
+    console.print(f"[bold]{len(rows)} task(s)[/]")
+    for row, question in zip(cells, questions, strict=True):
+        console.print(" · ".join(c for c in (row[0], row[1], row[2], row[3], f"{row[4]} warning(s)") if c))
+        console.print(Padding(question, (0, 0, 0, 2)))
 
 
 @app.command("show")

@@ -155,6 +155,11 @@ def _gaps(table: Table, columns: int | None = None) -> int:
     return max(n - 1, 0) * (1 + 2 * (table.padding[1] if table.padding else 0))
 
 
+def least_width(table: Table) -> int:
+    """The narrowest width on which `fit_columns` lays `table` out without breaking a word."""
+    return sum(_least(c) for c in table.columns) + _gaps(table)
+
+
 def fit_columns(table: Table, width: int | None = None) -> Table:
     """Lay `table` out on `width` columns (default: the console's) deliberately: every column at least as wide as
     its longest word (a name is never broken inside a word, never ends in "…"), the room left shared in

@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
-from failatlas.core.cli import console, store
+from failatlas.core.cli import compact_table, console, fit_columns, least_width, store
 
 from .config import ROLES, resolve_config
 from .usage import llm_spend
@@ -48,16 +49,31 @@ def config_command(
     if as_json:
         console.print_json(json.dumps({"roles": roles, "checks": checks}, default=str))
         return
-    table = Table("role", "endpoint", "model", "temperature", "max tokens", "key from", "structured", "check")
+    headers = ("role", "endpoint", "model", "temperature", "max tokens", "key from", "structured", "check")
+    rows = []
     for role, d in roles.items():
         if d is None:
-            table.add_row(role, "[dim]not configured[/]", "", "", "", "", "", "")
+            rows.append((role, "not configured", "", "", "", "", "", ""))
             continue
         temperature = "omitted" if d["temperature"] is None else str(d["temperature"])
         cap = "-" if d["max_tokens"] is None else f"{d['max_tokens']} ({d['max_tokens_param']})"
-        table.add_row(role, escape(d["endpoint"]), escape(d["model"]), temperature, cap,
-                      escape(d["api_key_env"] or "(no key)"), d["structured_mode"], escape(checks.get(role, "")))
-    console.print(table)
+        rows.append((role, escape(d["endpoint"]), escape(d["model"]), temperature, cap,
+                     escape(d["api_key_env"] or "(no key)"), d["structured_mode"], escape(checks.get(role, ""))))
+    table = compact_table(*headers)
+    for row in rows:
+        table.add_row(*row)
+    if least_width(table) <= console.width:
+        console.print(fit_columns(table))
+        return
+    # too narrow for one row per role without breaking an endpoint or model name (at 80 columns a table cut
+    # them with "…", issue 42): one block per role, a setting a line, long values wrapped at their spaces
+    for row in rows:
+        console.print(f"[bold]{row[0]}[/]" + (": not configured" if row[1] == "not configured" else ""),
+                      highlight=False)
+        if row[1] != "not configured":
+            for name, value in zip(headers[1:], row[1:], strict=True):
+                if value:
+                    console.print(Padding(f"{name}: {value}", (0, 0, 0, 2)), highlight=False)
 
 
 @app.command("spend")
