@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import polars as pl
 
 from failatlas.core.store import Store
 from failatlas.ingest.kinds import UNKNOWN, kind_name
@@ -219,3 +220,17 @@ def objects_text(objects: Sequence[tuple[str, int]], max_listed: int = MAX_LISTE
     cells = [readable_object(o) + (f" ({n})" if n > 1 else "") for o, n in objects[:max_listed]]
     more = len(objects) - max_listed
     return ", ".join(cells) + (f" and {more} more" if more > 0 else "")
+
+
+def with_objects(store: Store, frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (a row per failure type, with `taxonomy_id` and `failure_type_id`) with an `objects` column: each
+    type's objects with their occurrences as one cell (`objects_text`, every object listed), '' for a type
+    without objects. What the exports print beside a type's name."""
+    if not frame.height:
+        return frame.with_columns(pl.lit("").alias("objects"))
+    cells: dict[tuple[str, str], str] = {}
+    for taxonomy_id in frame["taxonomy_id"].unique().to_list():
+        for type_id, objects in objects_of(store, taxonomy_id).items():
+            cells[(taxonomy_id, type_id)] = objects_text(objects, max_listed=len(objects))
+    return frame.with_columns(pl.struct("taxonomy_id", "failure_type_id").map_elements(
+        lambda r: cells.get((r["taxonomy_id"], r["failure_type_id"]), ""), return_dtype=pl.Utf8).alias("objects"))

@@ -70,9 +70,18 @@ def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def has_objects(frame: pl.DataFrame) -> bool:
+    """Whether the frame lists objects (`facets.with_objects`) for at least one type."""
+    return "objects" in frame.columns and any(frame["objects"].fill_null("").to_list())
+
+
 def to_markdown(frame: pl.DataFrame, *, title: str | None = None) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    """A GitHub-flavoured Markdown table (pipes in cells escaped); an Objects column after the type's name where
+    the frame lists objects."""
     headers, rows = display_rows(frame)
+    if has_objects(frame):
+        headers = [*headers[:3], "Objects", *headers[3:]]
+        rows = [[*r[:3], one_line(o or ""), *r[3:]] for r, o in zip(rows, frame["objects"].to_list(), strict=True)]
     numeric = {"n (occurrences)", "Share (%)", "95% CI (%)", "Runs affected", "Runs (%)"}
 
     def line(cells: list[str]) -> str:
@@ -129,6 +138,7 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
     ends on a heading. The first float carries `caption` and `label`; each later one the caption '... (continued)'."""
     _, rows = display_rows(frame)
     runs = has_runs(frame)
+    objects = frame["objects"].fill_null("").to_list() if has_objects(frame) else [""] * frame.height
     header = ["Failure type", "$n$", _stacked("Share", r"(\%)"), _stacked(r"95\% CI", r"(\%)")]
     header += [_stacked("Runs", "affected")] if runs else []
     width = len(header)
@@ -149,7 +159,7 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
     # kept with the type under it so that no float ends on a heading
     items: list[tuple[str, str | None, str, int]] = []
     previous_phase = previous_category = None
-    for r, cells in zip(frame.iter_rows(named=True), rows, strict=True):
+    for r, cells, listed in zip(frame.iter_rows(named=True), rows, objects, strict=True):
         phase, category, name = cells[0], cells[1], cells[2]
         if phase != previous_phase:
             previous_category = None
@@ -160,8 +170,10 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
         if runs:
             numbers.append(cells[6] or "--")  # k/n says the share exactly; the name keeps the width
         indent = "0.5em" if alone else "1em"
-        row = " & ".join([rf"\leftskip={indent}\relax {latex_cell(name)}", *numbers]) + r" \\"
-        items.append((phase, heading, row, _lines(name) + (heading is not None)))
+        under = rf"\newline{{\footnotesize {latex_cell('Objects: ' + one_line(listed))}}}" if listed else ""
+        row = " & ".join([rf"\leftskip={indent}\relax {latex_cell(name)}{under}", *numbers]) + r" \\"
+        size = _lines(name) + (_lines("Objects: " + listed) if listed else 0)
+        items.append((phase, heading, row, size + (heading is not None)))
     firsts = {r["phase"]: r for r in frame.iter_rows(named=True)}
     floats: list[list[str]] = [[]]
     used = 0
@@ -202,6 +214,7 @@ CSV_COLUMNS = [
     "category",
     "failure_type_id",
     "failure_type",
+    "objects",
     "count",
     "total",
     "share",
