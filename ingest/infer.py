@@ -49,6 +49,8 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _MISSING_MODULE = re.compile(r"\bmissing (?:module|package|library) [`'\"]?(?P<module>[A-Za-z_][\w.]*)", re.IGNORECASE)
 _NO_CONCLUSION = re.compile(r"no conclusion|conclusion is missing|left unanswered|did not (?:write|give) a conclusion",
                             re.IGNORECASE)
+_NO_DESIGN = re.compile(r"\bno (?:experiment(?:al)? )?design\b|\bdesign (?:is|was) missing"
+                        r"|did not (?:write|give) (?:an? )?(?:experiment(?:al)? )?design", re.IGNORECASE)
 _DESIGN_VARIABLE = re.compile(r"\bvariables?\b|\b(?:held|kept) (?:fixed|constant)|\bnever varied\b|\bsweep",
                               re.IGNORECASE)
 
@@ -61,6 +63,8 @@ def infer_facets(phase: str, text: str, given_object: str | None = None) -> tupl
     if phase == "conclusion":
         return ("conclusion_missing" if _NO_CONCLUSION.search(text) else "conclusion_unsupported"), given_object
     if phase == "design":
+        if _NO_DESIGN.search(text):
+            return "design_missing", given_object
         return ("design_variable" if _DESIGN_VARIABLE.search(text) else UNKNOWN), given_object
     said = _MISSING_MODULE.search(text)
     for signature in error_signatures(text) or ([_said(said.group("module"))] if said else []):

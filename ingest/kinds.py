@@ -50,12 +50,13 @@ KINDS: tuple[Kind, ...] = (
     Kind("budget_exhausted", "Time or memory budget exhausted",
          "the run passed its time limit or ran out of memory"),
     Kind("no_output", "Expected output not produced",
-         "an output the task asks for (results file, run script, experiment design, applicable code change) is "
-         "missing or unusable; a missing conclusion is `conclusion_missing`"),
+         "an output the task asks for (results file, run script, applicable code change) is missing or unusable; "
+         "a missing design is `design_missing`, a missing conclusion `conclusion_missing`"),
     Kind("result_not_produced", "Result not produced by the code",
          "results were reported that the clean re-run did not produce (written by hand, carried in the change)"),
     Kind("design_variable", "Design variable missing or misassigned",
          "a variable of the ground-truth design is missing from the agent's design or given the wrong role"),
+    Kind("design_missing", "No experiment design written", "the agent wrote no experiment design"),
     Kind("conclusion_missing", "No conclusion written", "the agent gave no conclusion"),
     Kind("conclusion_unsupported", "Conclusion not supported",
          "the conclusion states a finding or numbers the results do not support"),

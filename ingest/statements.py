@@ -67,7 +67,7 @@ def design_statements(judgement: dict[str, Any]) -> list[Statement]:
     wrote none. Extraneous variables are not failures (the judge's score ignores them)."""
     analysis = judgement.get("error_analysis") or ""
     if analysis.startswith(NO_DESIGN):
-        return [Statement("no_output", "design", "No experiment design written")]
+        return [Statement("design_missing", "design", "No experiment design written")]
     rows = _variable_rows(_loads(judgement.get("verdict")))
     if rows is None:
         return free_text("design", analysis)

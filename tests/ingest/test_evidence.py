@@ -192,7 +192,7 @@ def test_design_failures_are_one_statement_per_variable_so_runs_aggregate(runs, 
     assert insights == [
         ("design_variable", "cv", "Design variable `cv` missing", 5),
         ("design_variable", "estimator", "Design variable `estimator` treated as constant instead of independent", 5),
-        ("no_output", "design", "No experiment design written", 1),
+        ("design_missing", "design", "No experiment design written", 1),
     ]
 
 

@@ -29,7 +29,7 @@ ROWS = {  # phase -> [(text, kind, object, cluster)]
            m, 0) for m in ("accuracy", "recall", "f1")],
     ],
     "design": [
-        ("No experiment design written", "no_output", "design", 0),
+        ("No experiment design written", "design_missing", "design", 0),
         ("The experiment design file is missing", "no_output", "design", 0),
         *[(f"Design variable `{v}` is missing from the agent's design", "design_variable", v, 1)
           for v in ("learning_rate", "n_clusters", "max_depth")],
