@@ -435,6 +435,24 @@ def _print_judge_counts(s, run_ids: list[str]) -> None:  # noqa: ANN001
 
 
 @app.command()
+def prune(
+    runs_dir: Annotated[Path | None, typer.Option(help="Folder of run workspaces (default: runs/ beside the store).")
+                        ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+) -> None:
+    """Free disk: remove the folders of scored runs (the agent's copied-out working copy and what the harness left
+    there). What `bench report`, `bench show` and the app show is in the store and stays; runs not scored yet keep
+    their folders."""
+    from failatlas.bench_core.runs.prune import PruneParams
+    from failatlas.bench_core.runs.prune import prune as prune_runs
+
+    result = prune_runs(store(), PruneParams(runs_dir=runs_dir, dry_run=dry_run))
+    verb = "would free" if dry_run else "freed"
+    console.print(f"{len(result.pruned)} scored run folder(s): {verb} {result.freed_bytes / 2**20:,.1f} MiB; "
+                  f"{result.kept_unscored} folder(s) of runs not scored yet (or being scored) kept", highlight=False)
+
+
+@app.command()
 def report(
     by: Annotated[list[str] | None, typer.Option(
         help="Group by agent, task, benchmark, fault, paper, setting (benchmark, task kind, setting and "

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from failatlas.bench_core.hidden import wire
 from failatlas.core import syntax
-from failatlas.core.errors import AgentFaultError, FailAtlasError, InfrastructureError
+from failatlas.core.errors import AgentFaultError, FailAtlasError, HarnessSetupError, InfrastructureError
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"failatlas_wire.py": "wire.py", "failatlas_hidden.py": "fixture.py", "failatlas_judge.py": "judge_main.py"}
@@ -170,7 +170,7 @@ class _Relay:
         try:
             reply = self._call(payload)
         except InfrastructureError as exc:
-            if not self.agent_started():
+            if not self.agent_started() or isinstance(exc, HarnessSetupError):
                 raise
             raise AgentFaultError(f"the sandbox failed after the agent's code had run in it: {exc}") from exc
         return reply

@@ -253,7 +253,8 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
     task over it, stubs masked functions (located by qualname, or by their lines with the name checked; a
     given docstring replaces the original), compiles every .py file, copies the task's materials (the paper) in,
     then commits everything as the only commit of a new repository. Raises InputError when the repository is
-    not available (saying how to supply it), for a masked path or function that does not exist or a masked
+    not available (saying how to supply it), for files to hide named outside the repository
+    (`masking.outside`), for a masked path or function that does not exist or a masked
     function whose lines hold another one, for a material that would replace a repository file, for a path
     the task names that is absolute, holds '..' or leaves its folder through a link (a bundled repository or
     overlay outside the task's folder, a results or masked file outside the repository), and
@@ -262,6 +263,11 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
     """
     _check_paths(task)
     source = source_tree(task, repo)
+    if task.masking.outside:  # the answer could sit anywhere in the repository given: never hand it over
+        raise InputError(f"task {task.id}: {len(task.masking.outside)} file(s) to hide are named outside the "
+                         f"repository ({', '.join(task.masking.outside[:3])}), so they cannot be removed from the "
+                         "agent's workspace", field="masking.outside",
+                         hint="name them by their path in the repository in the task file (masking.files)")
     for rel in task.masking.files:
         if not (source / rel).exists():
             raise InputError(f"task {task.id}: a masked file does not exist in the repository", path=rel,

@@ -102,6 +102,9 @@ class BenchResult(BaseModel):
     not_run: list[str] = Field(default_factory=list)
     infra_errors: list[str] = Field(default_factory=list)
     kept_infra: list[str] = Field(default_factory=list)
+    task_runs: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "task id -> the ids of the runs this call names, stored ones included (a run's id holds its sandbox: "
+        "RunRequest.sandbox)"))
     redone: int = 0
 
 
@@ -245,7 +248,8 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
                     redone=todo.redone, not_run=not_run, infra_errors=report.infra_errors)
     return BenchResult(planned=report.planned, skipped=todo.skipped, by_status=report.by_status,
                        run_ids=report.run_ids, stage_run_id=record.id, not_run=not_run,
-                       infra_errors=report.infra_errors, kept_infra=todo.kept_infra, redone=todo.redone)
+                       infra_errors=report.infra_errors, kept_infra=todo.kept_infra, redone=todo.redone,
+                       task_runs=todo.run_ids)
 
 
 def list_runs(store: Store, *, agent: str | None = None, task_id: str | None = None) -> list[dict[str, Any]]:

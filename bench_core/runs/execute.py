@@ -165,6 +165,30 @@ def image_of(task: TaskSpec, config: RunConfig) -> str | None:
     return None
 
 
+def sandbox_root(task: TaskSpec, config: RunConfig) -> str:
+    """What `task`'s runs under `config` run on, as their sandbox kind says (`SandboxKind.root`)."""
+    from failatlas.bench_core.sandbox import SandboxSpec, sandbox_kind
+
+    try:
+        image = image_of(task, config)
+    except (InfrastructureError, InputError):  # recorded by the run itself
+        image = None
+    return sandbox_kind(config.sandbox).root(SandboxSpec(image=image) if image else SandboxSpec())
+
+
+# runs in this kind keep the ids they had before the sandbox was part of a run's key
+KEYLESS_SANDBOX = "docker"
+
+
+def run_place(task: TaskSpec, config: RunConfig) -> str | None:
+    """The sandbox part of a run's key (`RunRequest.sandbox`): the kind and what its root is (`bwrap on host`,
+    `bwrap on image`, `local on host`), so that no run of one is reused where another is asked for; None in
+    Docker. The image itself is not in it: a changed image is an input, as with Docker."""
+    if config.sandbox == KEYLESS_SANDBOX:
+        return None
+    return f"{config.sandbox} on {sandbox_root(task, config).split(' ', 1)[0]}"
+
+
 def repository_path(task: TaskSpec, repo: RepoUsed | None) -> Path | None:
     """The folder of the repository a run uses: the checkout, else the task's bundled folder (None when none)."""
     from failatlas.bench_core.prepare.leaks import task_path
@@ -189,9 +213,12 @@ def run_inputs(task: TaskSpec, config: RunConfig, repo: RepoUsed | None = None) 
         image = image_of(task, config) or DEFAULT_IMAGE
     except (InfrastructureError, InputError):  # the prebuilt environment is not there: the run records why
         image = None
+    root = sandbox_root(task, config)
+    if not root.startswith("image "):  # it ran on no image (bwrap on the host's folders, local)
+        image = None
     return RunInputs(
         repo_url=repo.url if repo else None, repo_commit=repo.commit if repo else None,
-        image=image, sandbox=config.sandbox,
+        image=image, sandbox=config.sandbox, root=root,
         resources=sandbox_resources(task, config), budget=config.budget.model_dump(mode="json"),
         network=policy, allow_hosts=hosts, environment=task.resources.environment,
         ca_bundle=config.ca_bundle.model_dump() if config.ca_bundle and policy != "none" else None,
@@ -221,6 +248,11 @@ def _trace_environment(inner, commands: list[CommandRow], masked: Path, record) 
     own = {p.stem for p in masked.glob("*.py")} | {p.name for p in masked.iterdir() if p.is_dir()}
     for step in egress_steps(log) + env_failure_steps(commands, own_modules=own):
         record(StepEvent(**step))
+
+
+# a run folder's trees that nothing reads once the run is recorded: the masked repository (the diff's base; scoring
+# prepares its own) and the reference gold restored from
+SPENT_TREES = ("masked", "reference")
 
 
 def _setting_name(task: TaskSpec, request: RunRequest) -> str | None:
@@ -267,14 +299,13 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
             raise InfrastructureError(unavailable(task))
         view = task.agent_view(request.setting)
         masked = Path(prepare_workspace(task, scratch / "masked", repo=repo.path).path)
-        workspace = scratch / "workspace"
-        shutil.copytree(masked, workspace, symlinks=True)
         agent = create_agent(request.agent, **request.agent_params)
         reference = None
         if getattr(agent, "needs_reference", False):
             tree = reference_workspace(task, scratch / "reference", repo=repo.path)
             reference = Reference(task=task, tree=Path(tree))
-        inner = create_sandbox(config.sandbox, _spec(task, request, config), workspace=workspace)
+        # every sandbox copies the workspace in (never mounts it), so the masked tree itself is handed over
+        inner = create_sandbox(config.sandbox, _spec(task, request, config), workspace=masked)
         sandbox = TracedSandbox(inner, lambda e: commands.append(_command_row(e, redactor.text)), purpose="agent")
         workdir = getattr(inner, "workdir", None) or "/workspace"
         ctx = AgentContext(view=view, sandbox=sandbox, workdir=workdir,
@@ -311,6 +342,8 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
                 record(StepEvent(kind="note", content=f"sandbox cleanup failed: {exc}"))
         if not config.keep_workspace and scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
+        for spent in SPENT_TREES:  # the diff is taken: one copy of the repository is kept, the agent's (`final`)
+            shutil.rmtree(scratch / spent, ignore_errors=True)
     if agent_error:
         outputs.log = agent_error
     outputs = RunOutputs.model_validate(storable(redactor.obj(outputs.model_dump())))

@@ -124,7 +124,7 @@ class RunInputs(BaseModel):
 
     repo_url: str | None
     repo_commit: str | None
-    image: str | None
+    image: str | None  # the image the run's root was (None: it ran on no image: `root` says on what)
     sandbox: str
     resources: dict[str, Any]
     budget: dict[str, Any]
@@ -134,12 +134,18 @@ class RunInputs(BaseModel):
     allow_hosts: list[str] = Field(default_factory=list)
     ca_bundle: dict[str, str] | None = None
     environment: str = "agent"
+    # what the sandbox's root was (`SandboxKind.root`): `image NAME`, `host`, `root filesystem PATH`; None for runs
+    # stored before it was recorded
+    root: str | None = None
     # the data inputs mounted at /data/NAME (runs/data.py), each with its path and fingerprint
     data: dict[str, DataInput] = Field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
         # without data inputs the key is what it was before they existed, so stored runs keep their fingerprints
-        key = json.dumps(self.model_dump(mode="json", exclude={"data"} if not self.data else None), sort_keys=True,
+        left = {"data"} if not self.data else set()
+        if self.root is None or self.root.startswith("image "):  # an image's root: the image is in the key already
+            left.add("root")
+        key = json.dumps(self.model_dump(mode="json", exclude=left or None), sort_keys=True,
                          separators=(",", ":"))
         return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -23,12 +23,17 @@ class RunRequest(BaseModel):
     model: str = ""
     attempt: int = 1
     setting: str | None = Field(default=None, description="the task's setting (None: its default)")
+    sandbox: str | None = Field(default=None, description=(
+        "where the run runs when not in Docker (`execute.run_place`: kind and root, e.g. 'bwrap on host'), so a "
+        "run of one sandbox is never reused for another's; None: Docker, whose runs keep their ids"))
 
     @property
     def run_id(self) -> str:
         parts: list[Any] = [self.task_id, self.agent, self.agent_params, self.model, self.attempt]
         if self.setting is not None:  # runs made before settings existed keep their ids
             parts.append({"setting": self.setting})
+        if self.sandbox is not None:
+            parts.append({"sandbox": self.sandbox})
         key = json.dumps(parts, sort_keys=True)
         return "run-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 

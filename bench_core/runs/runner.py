@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from failatlas.bench_core.runs.execute import RunConfig, run_inputs
+from failatlas.bench_core.runs.execute import RunConfig, run_inputs, run_place
 from failatlas.bench_core.runs.model import RunRecord, RunRequest
 from failatlas.bench_core.runs.writes import write_run
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -43,6 +43,7 @@ class Plan:
     each: task, agent, reason) were skipped because they did not."""
 
     todo: list[tuple[RunRequest, TaskSpec]] = field(default_factory=list)
+    run_ids: dict[str, list[str]] = field(default_factory=dict)  # task id -> the ids of its runs, stored or to do
     skipped: int = 0
     redone: int = 0
     kept_infra: list[str] = field(default_factory=list)
@@ -67,9 +68,11 @@ def plan(
     out = Plan()
     for task in tasks:
         fingerprint = run_inputs(config.overrides.apply(task), config).fingerprint if config else None
+        place = run_place(config.overrides.apply(task), config) if config else None
         for attempt in range(1, attempts + 1):
             request = RunRequest(task_id=task.id, agent=agent, agent_params=agent_params or {}, model=model,
-                                 attempt=attempt, setting=setting)
+                                 attempt=attempt, setting=setting, sandbox=place)
+            out.run_ids.setdefault(task.id, []).append(request.run_id)
             status, stored_hash, reason = stored.get(request.run_id, (None, None, None))
             if status == "infra_error" and not retry_infra and fingerprint is not None and stored_hash != fingerprint:
                 out.redone += 1

@@ -56,7 +56,12 @@ from failatlas.bench_core.sandbox import bwrap_setup as setup
 from failatlas.bench_core.sandbox import procs
 from failatlas.bench_core.sandbox.bwrap_egress import BwrapEgress
 from failatlas.bench_core.sandbox.bwrap_rootfs import build_rootfs, root_for
-from failatlas.bench_core.sandbox.errors import SandboxError, SandboxFileNotFoundError, SandboxPathError
+from failatlas.bench_core.sandbox.errors import (
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxPathError,
+    SandboxSetupError,
+)
 from failatlas.bench_core.sandbox.local import LOCAL_PREFIX, OWNER_FILE, LocalSandbox, cleanup_local_orphans, local_base
 from failatlas.bench_core.sandbox.model import (
     DEFAULT_OUTPUT_LIMIT,
@@ -73,6 +78,7 @@ _STAGE = "/.failatlas-stage"
 _OOM_MESSAGES = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 _FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork: Resource temporarily unavailable"
                           r"|Cannot fork|can't fork")
+_BWRAP_CANT = re.compile(r"(?m)^bwrap: Can't .*$")
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
 # processes the harness's own commands may start beyond the agent's limit (a file written in needs bwrap, its init,
 # sh, cp and mv)
@@ -329,7 +335,15 @@ class BwrapSandbox(LocalSandbox):
         stderr = err.text()
         if reason is None and "child-pid" not in info.text():  # bwrap never started the command: ours, not the agent's
             self.commands_started -= not harness
-            raise SandboxError(f"bwrap could not start the command: {stderr.strip()[:500] or f'exit {returncode}'}")
+            message = f"bwrap could not start the command: {stderr.strip()[:500] or f'exit {returncode}'}"
+            if self._harness_mount(stderr):
+                raise SandboxSetupError(message + " (a mount of the harness's own, outside the working copy and "
+                                        "home: not the agent's doing)")
+            raise SandboxError(message)
+        if harness and returncode != 0 and self._harness_mount(stderr):  # bwrap's own words: our command never ran
+            raise SandboxSetupError(f"bwrap could not set up the harness's command {text!r}: {stderr.strip()[:500]} "
+                                    "(a mount of the harness's own, outside the working copy and home: not the "
+                                    "agent's doing)")
         if reason is None and returncode != 0 and not self.spec.gpu_ids and any(
             m in stderr[-4000:] for m in _OOM_MESSAGES
         ):
@@ -339,6 +353,16 @@ class BwrapSandbox(LocalSandbox):
         return ExecResult(command=text, returncode=returncode, stdout=out.text(), stderr=stderr,
                           truncated=out.truncated or err.truncated, duration_s=time.monotonic() - started,
                           timed_out=reason == "timeout", killed_reason=reason)
+
+    def _harness_mount(self, stderr: str) -> bool:
+        """Whether bwrap's complaint names only paths outside the working copy and the agent's home (so nothing the
+        agent wrote can have caused it: the harness's own mount failed)."""
+        paths = [re.sub(r"^/(?:newroot|oldroot)(?=/)", "", p) for line in _BWRAP_CANT.findall(stderr)
+                 for p in re.findall(r"/[^:\s]+", line)]
+        if not paths:
+            return False
+        mine = (PurePosixPath(self.workdir), PurePosixPath(setup.HOME))
+        return not any(PurePosixPath(p).is_relative_to(inside) for p in paths for inside in mine)
 
     def _pump(self, proc: subprocess.Popen, out: CappedBuffer, err: CappedBuffer, *,  # type: ignore[override]
               deadline: float, info: tuple, marker: str = "") -> KilledReason | None:
@@ -554,6 +578,12 @@ class BwrapKind(SandboxKind):
     image a spec names (`bwrap_rootfs`); orphaned folders of dead runners are removed like the local kind's."""
 
     name = "bwrap"
+
+    def root(self, spec: SandboxSpec) -> str:
+        chosen = os.environ.get(setup.ROOTFS_ENV)
+        if chosen:
+            return f"root filesystem {chosen}"
+        return f"image {spec.image}" if "image" in spec.model_fields_set else "host"
 
     def start(self, spec: SandboxSpec, *, workspace: Path | None) -> BwrapSandbox:
         return BwrapSandbox.start(spec, workspace=workspace)

@@ -48,12 +48,18 @@ def namespace_options(hostname: str = "sandbox") -> list[str]:
             "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--hostname", hostname]
 
 
+# top-level entries of an image's root that a sandbox mounts afresh for each command
+_OWN_MOUNTS = frozenset({"proc", "dev", "sys", "tmp", "home", "run"})
+
+
 def root_options(rootfs: str | None = None) -> list[str]:
     """The sandbox's root: the host's system folders read-only (links such as /bin -> usr/bin kept as links), or
-    the folder `rootfs` (an image's root filesystem) read-only, with a small tmpfs at /run of the command's own
-    (where the `registries` socket's folder is made: nothing can be made in the read-only root)."""
+    each top-level entry of the folder `rootfs` (an image's root filesystem) read-only, with a small tmpfs at /run
+    of the command's own (where the `registries` socket's folder is made). Either way the root itself is bwrap's
+    tmpfs, so the mount points of the working copy, the data inputs and the harness's staging folder can be made
+    in it before `--remount-ro /` (an image bound whole at `/` could take none: 'Read-only file system')."""
     if rootfs is not None:
-        return ["--ro-bind", rootfs, "/", "--size", str(64 * 1024), "--tmpfs", "/run"]
+        return [*_image_entries(rootfs), "--size", str(64 * 1024), "--tmpfs", "/run"]
     opts: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
@@ -62,6 +68,22 @@ def root_options(rootfs: str | None = None) -> list[str]:
             opts += ["--ro-bind", path, path]
     for path in extra_binds():
         opts += ["--ro-bind", path, path]
+    return opts
+
+
+def _image_entries(rootfs: str) -> list[str]:
+    """Options binding each top-level entry of `rootfs` at `/NAME` read-only (links kept as links), but those the
+    sandbox mounts itself."""
+    opts: list[str] = []
+    with os.scandir(rootfs) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name in _OWN_MOUNTS:
+                continue
+            target = "/" + entry.name
+            if entry.is_symlink():
+                opts += ["--symlink", os.readlink(entry.path), target]
+            else:
+                opts += ["--ro-bind", entry.path, target]
     return opts
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from failatlas.core.errors import FailAtlasError, InfrastructureError, NotFoundError
+from failatlas.core.errors import FailAtlasError, HarnessSetupError, InfrastructureError, NotFoundError
 
 
 class SandboxError(InfrastructureError):
     """The sandbox cannot be used (daemon down, image missing, container gone): not the agent's fault."""
+
+
+class SandboxSetupError(SandboxError, HarnessSetupError):
+    """bwrap could not make a mount the harness needs at a path the agent cannot reach (the root's staging folder,
+    a data input's mount point): the harness's failure whatever the agent did."""
 
 
 class SandboxTimeoutError(SandboxError, TimeoutError):

@@ -409,5 +409,8 @@ class LocalKind(SandboxKind):
     def start(self, spec: SandboxSpec, *, workspace: Path | None) -> LocalSandbox:
         return LocalSandbox.start(spec, workspace=workspace)
 
+    def root(self, spec: SandboxSpec) -> str:
+        return "host"
+
     def clean_orphans(self, *, run_id: str | None = None, include_live: bool = False) -> list[str]:
         return cleanup_local_orphans(run_id=run_id, include_live=include_live)

@@ -83,6 +83,11 @@ class SandboxKind:
         `run_id`; returns what was removed. Raises SandboxError when the kind's engine is unreachable."""
         return []
 
+    def root(self, spec: SandboxSpec) -> str:
+        """What a sandbox of `spec` runs on, as a run records it: `image NAME` (the default), `host` (the host's own
+        system folders), or `root filesystem PATH`. Raises nothing."""
+        return f"image {spec.image}"
+
     def list_sandboxes(self) -> list[dict[str, str]]:
         """This kind's live sandboxes: name, status, run_id, owner_pid, owner_alive."""
         return []

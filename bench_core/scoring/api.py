@@ -158,7 +158,8 @@ def _repository(store: Store, task: TaskSpec, repo: Path | None) -> RepoUsed | N
 
 def _run_environment(store: Store, run_id: str) -> dict:
     """The clean re-run's network and environment: the policy, allowed hosts and CA bundle the run itself had
-    (none for runs stored before runs recorded them), and a prebuilt environment's image. Scoring never opens the
+    (none for runs stored before runs recorded them), and the image its root was (a prebuilt environment's, or the
+    one a run recorded as its root: a bwrap run on the host's folders is re-run there too). Scoring never opens the
     network wider than `registries`: the agent's code re-run (and imported by hidden tests) may install packages
     through the allowlisting proxy, but a run that had `full` does not get to fetch anything else while judged."""
     from failatlas.bench_core.sandbox.policy import upstream_proxy
@@ -168,7 +169,8 @@ def _run_environment(store: Store, run_id: str) -> dict:
     network = inputs.get("network") or "none"
     fields: dict = {"network": "registries" if network == "full" else network,
                     "allow_hosts": inputs.get("allow_hosts") or []}
-    if inputs.get("environment") == "prebuilt" and inputs.get("image"):
+    if inputs.get("image") and (inputs.get("environment") == "prebuilt"
+                                or (inputs.get("root") or "").startswith("image ")):  # the root the run had
         fields["image"] = inputs["image"]
     if fields["network"] != "none":
         fields["upstream_proxy"] = upstream_proxy()

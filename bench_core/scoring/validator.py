@@ -32,7 +32,7 @@ from failatlas.bench_core.scoring.comparisons import (
 )
 from failatlas.bench_core.scoring.reference_answer import from_reader
 from failatlas.bench_core.tasks.model import TaskSpec
-from failatlas.core.errors import AgentFaultError, InfrastructureError, InputError
+from failatlas.core.errors import AgentFaultError, HarnessSetupError, InfrastructureError, InputError
 from failatlas.core.paths import remove_inside
 
 OUTCOMES = ("passed", "wrong_value", "runtime_error", "timeout", "oom", "env_setup", "patch_failed", "not_run",
@@ -197,11 +197,12 @@ def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules:
            carried: set[str], reader=None) -> Validation:
     """The re-run in `sandbox` and its comparisons. A sandbox failure (InfrastructureError) once the command has
     started there (`commands_started`) is what the agent's code can cause (its processes starving the reads, a
-    restarted container refusing the next exec): AgentFaultError; before that it stays infrastructure."""
+    restarted container refusing the next exec): AgentFaultError; before that, or when the harness could not set
+    up its own mount (HarnessSetupError), it stays infrastructure."""
     try:
         return _rerun_in(task, outputs, sandbox, command, own_modules=own_modules, carried=carried, reader=reader)
     except InfrastructureError as exc:
-        if getattr(sandbox, "commands_started", 0) == 0:
+        if getattr(sandbox, "commands_started", 0) == 0 or isinstance(exc, HarnessSetupError):
             raise
         raise AgentFaultError(f"the sandbox failed after the re-run had started: {exc}") from exc
 

@@ -25,8 +25,9 @@ STATUSES: dict[str, str] = {
     "gold-fails": "the reference solution fails a check that does not point at the environment (the reason says "
                   "which)",
     "null-passes": "an agent that does nothing passes every checked phase: the task is broken or trivially gamed",
-    "not-checkable": "gold ran, but no phase of the task could be checked (nothing to compare)",
-    "infra-error": "the harness failed (sandbox, image): the task was not judged",
+    "not-checkable": "no phase of the task could be checked for gold: gold ran and nothing could be compared, or "
+                     "there is no reference for gold to restore (an extension task on the user's base repository)",
+    "infra-error": "the harness failed (sandbox, image), in a run or in scoring it: the task was not judged",
 }
 VALID = "valid"
 

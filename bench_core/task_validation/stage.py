@@ -12,13 +12,14 @@ A stored run that ended in `infra_error` (the harness failed, the task was not j
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
+from failatlas.bench_core.agents.builtin import restorable_paths
 from failatlas.bench_core.prepare import prepare_workspace
 from failatlas.bench_core.repos import repository_for
 from failatlas.bench_core.runs import check_data, runs_dir_for, select_tasks
@@ -36,7 +37,7 @@ from failatlas.bench_core.task_validation.model import TaskVerdict, ValidatePara
 from failatlas.bench_core.task_validation.mutation import add_mutation_scores
 from failatlas.bench_core.task_validation.recordings import record_derived_tests
 from failatlas.bench_core.task_validation.writes import write_verdicts
-from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
 from failatlas.core.errors import FailAtlasError, InputError
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
@@ -67,6 +68,10 @@ def _no_run_verdict(store: Store, task: TaskSpec, params: ValidateParams, scratc
         return "prepare-fails", last_line(exc.one_line())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if task.kind == TaskKind.EXTENSION and not restorable_paths(task):
+        return "not-checkable", (f"no reference to restore: the repository ({repo.url or repo.source}) is the base "
+                                 "the extension is built on and the task gives no reference version of it, so gold "
+                                 "would run the base and cannot be checked")
     return None
 
 
@@ -106,22 +111,30 @@ def _facts(store: Store, run_ids: list[str]) -> dict[str, RunFacts]:
 
 
 def _agent_runs(store: Store, agent: str, tasks: list[TaskSpec], params: ValidateParams,
-                on_step: Callable[[str], None] | None) -> dict[str, str]:
-    """Run `agent` on `tasks` and score its runs (both resumable); task id -> run id."""
+                on_step: Callable[[str], None] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """Run `agent` on `tasks` and score its runs (both resumable); (task id -> run id, run id -> why the harness
+    could not score it: its clean re-run's sandbox failed, say)."""
     if not tasks:
-        return {}
+        return {}, {}
     bench = params.bench_params(agent, [t.id for t in tasks], GOLD_PARAMS if agent == "gold" else None)
-    run_agents(store, bench, on_done=lambda rec: on_step and on_step(f"{agent} {rec.request.task_id}"))
+    done = run_agents(store, bench, on_done=lambda rec: on_step and on_step(f"{agent} {rec.request.task_id}"))
+    stored = {row[0] for row in store.query("SELECT id FROM runs")}
     ids = {}
-    for task in tasks:
-        rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = ? AND agent_params = ?::JSON"
-                           " ORDER BY attempt LIMIT 1",
-                           [task.id, agent, json.dumps(bench.agent_params)])
-        if rows:
-            ids[task.id] = rows[0][0]
-    score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
-                                  repo=params.repo, runs_dir=params.runs_dir, llm=params.llm))
-    return ids
+    for task in tasks:  # the runs of this call's sandbox only: a stored run of another is never taken for it
+        mine = [run_id for run_id in done.task_runs.get(task.id, []) if run_id in stored]
+        if mine:
+            ids[task.id] = mine[0]
+    scored = score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
+                                           repo=params.repo, runs_dir=params.runs_dir, llm=params.llm))
+    unscored = dict(line.split(": ", 1) for line in scored.infra_errors if ": " in line)
+    return ids, unscored
+
+
+def _with_scoring_errors(facts: dict[str, RunFacts], unscored: dict[str, str]) -> dict[str, RunFacts]:
+    """`facts` with each run the harness could not score made an `infra_error` run: what its re-run's sandbox did
+    is the harness's, never the task's or the agent's."""
+    return {run_id: (dataclasses.replace(f, status="infra_error", error=f"scoring: {unscored[run_id]}")
+                     if run_id in unscored and f.status != "infra_error" else f) for run_id, f in facts.items()}
 
 
 def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] | None = None) -> ValidateResult:
@@ -151,8 +164,8 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
             if on_step:
                 on_step(f"checked {task.id}")
         record.note(derived_tests=record_derived_tests(store, runnable, params))  # before scoring reads them
-        gold_ids = _agent_runs(store, "gold", runnable, params, on_step)
-        gold = _facts(store, list(gold_ids.values()))
+        gold_ids, unscored = _agent_runs(store, "gold", runnable, params, on_step)
+        gold = _with_scoring_errors(_facts(store, list(gold_ids.values())), unscored)
         passing: list[TaskSpec] = []
         for task in runnable:
             facts = gold.get(gold_ids.get(task.id, ""))
@@ -161,8 +174,8 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
                 decide(task, *decided, gold_run_id=gold_ids.get(task.id))
             else:
                 passing.append(task)
-        null_ids = _agent_runs(store, "null", passing, params, on_step)
-        nulls = _facts(store, list(null_ids.values()))
+        null_ids, unscored = _agent_runs(store, "null", passing, params, on_step)
+        nulls = _with_scoring_errors(_facts(store, list(null_ids.values())), unscored)
         for task in passing:
             status, reason = null_status(gold[gold_ids[task.id]], nulls.get(null_ids.get(task.id, "")))
             decide(task, status, reason, gold_run_id=gold_ids[task.id], null_run_id=null_ids.get(task.id))

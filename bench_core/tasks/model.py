@@ -127,6 +127,9 @@ class Masking(_Model):
     maskable_functions: list[FunctionRef] = Field(
         default_factory=list, description="AutoExperiment: the functions from which n-combinations are drawn"
     )
+    outside: list[str] = Field(
+        default_factory=list, description="files to hide that the task names by a path outside the repository "
+        "(EXP-Bench's `/tmp/repos/...`): they cannot be found to be removed, so the task cannot be prepared")
     overlay: str | None = Field(
         default=None,
         description="folder (relative to the task file) whose files replace reference files in the agent's "

@@ -79,6 +79,11 @@ class InfrastructureError(FailAtlasError, RuntimeError):
     exit_code = 6
 
 
+class HarnessSetupError(InfrastructureError):
+    """The harness could not set up its own part of a sandbox (a mount point on the sandbox's root, outside
+    anything the agent can write): infrastructure even after the agent's code ran there, never an AgentFaultError."""
+
+
 class AgentFaultError(FailAtlasError, RuntimeError):
     """A sandbox or judge failed after the agent's code had started in it (a refused or starved exec, a process
     limit, a dead worker, a deadline): what that code can cause, so the agent's failure, never infrastructure."""

@@ -306,10 +306,15 @@ def _draft(raw: Any, index: int, path: Path) -> dict[str, Any]:
             reference_files=reference,
             method_notes=method if kind == TaskKind.T3 else None,
         ),
-        "masking": Masking(files=unique(masked_files), remove_also=["README.md"]),
+        "masking": Masking(files=unique(masked_files), remove_also=["README.md"],
+                           outside=unique(unmaskable.get(MASKED_FIELD.get(kind, ""), []))),
         "run": RunSpec(agent_script=kind in RUNNABLE_KINDS),
         "extra": extra,
     }
+
+
+# the field whose files the agent must not see, by kind (T3 hides nothing)
+MASKED_FIELD = {TaskKind.T1: "masked_source", TaskKind.T2: "source"}
 
 
 def _kind(q: dict[str, Any], source: bool, masked: bool, has_masked_key: bool, w: Warnings) -> TaskKind:
