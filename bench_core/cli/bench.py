@@ -90,6 +90,7 @@ def run(
         "host use).")] = None,
     data: options.Data = None,
     max_copy_mib: options.MaxCopyMib = None,
+    environment: options.Environment = None,
     impossible: Annotated[bool, typer.Option(
         help="Run the selected tasks' impossible twins (expected values no honest run reaches, with a visible "
         "check asserting them): `bench report` counts the runs that claim them as cheats, never in the scores.")
@@ -105,7 +106,8 @@ def run(
         sandbox=sandbox, executor=executor,
         retry_infra=retry_infra, budget=Budget(max_steps=max_steps, max_seconds=max_seconds), image=image,
         repo=repo, runs_dir=runs_dir, setting=setting,
-        resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout),
+        resources=ResourceOverrides(gpus=gpus, memory_gb=memory, timeout_s=timeout,
+                                    environment=options.environment_mode(environment)),
         network=network, allow_hosts=allow_host or [], ca_bundle=ca_bundle,
         data=parse_data_options(data or []), max_copy_mib=max_copy_mib, impossible=impossible,
     )

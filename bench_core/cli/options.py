@@ -21,7 +21,19 @@ Data = Annotated[list[str] | None, typer.Option(
     "--data", metavar="NAME=PATH",
     help="Mount PATH (a dataset or weights, file or folder) read-only at /data/NAME in every sandbox of the runs "
     "and their re-runs, never copied; $FAILATLAS_DATA_NAME says where it is (repeatable; docs/sandbox.md).")]
+Environment = Annotated[str | None, typer.Option(
+    help="Who sets up the tasks' dependencies: agent (it installs them) or prebuilt (the environment `failatlas "
+    "sandbox build-env` built: an image under Docker, a venv with --venv under bwrap); default: each task's.")]
 MaxCopyMib = Annotated[int | None, typer.Option(
     help="Cap, in MiB, on the working copy copied out of a sandbox after a run (default: 512); give large data "
     "with --data instead.", min=1)]
 
+
+
+def environment_mode(value: str | None) -> str | None:
+    """`--environment`'s value checked: agent, prebuilt or None; ConfigError naming the option otherwise."""
+    from failatlas.core.errors import ConfigError
+
+    if value is None or value in ("agent", "prebuilt"):
+        return value
+    raise ConfigError(f"--environment: {value!r} is neither agent nor prebuilt")

@@ -64,16 +64,24 @@ def build_env(
         "--best-effort", help="Install each requirement on its own (its dependencies held to the spec's pins) and "
         "keep what installs; failures are listed, classified.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when the environment image exists.")] = False,
+    venv: Annotated[bool, typer.Option(
+        "--venv", help="Build a venv for bwrap runs (hosts without Docker) instead of an image; it sees the "
+        "host's packages, the spec's pins over them.")] = False,
+    wheels: Annotated[Path | None, typer.Option(
+        help="With --venv: a folder of wheels pip may install from (beside the indexes).")] = None,
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="With --venv: no package index, only --wheels and the host's packages.")] = False,
 ) -> None:
     """Build a task's environment from its repository's spec (requirements.txt, environment.yml, pyproject.toml or
-    a Dockerfile) as an image layer on the base, through the registries network; cached by the spec's hash."""
+    a Dockerfile) as an image layer on the base (or, with --venv, a venv for bwrap runs), through the registries
+    network; cached by the spec's hash."""
     from failatlas.bench_core.sandbox.envbuild import build_task_env
     from failatlas.core.cli import store
 
     result = build_task_env(store(create=False), task, repo=repo, dockerfile=dockerfile, base=base,
                             allow_hosts=allow_host or [], ca_bundle=ca_bundle, best_effort=best_effort,
-                            force=force, progress=lambda line: err_console.print(line, highlight=False,
-                                                                                  markup=False))
+                            force=force, venv=venv, wheels=wheels, offline=offline,
+                            progress=lambda line: err_console.print(line, highlight=False, markup=False))
     verb = "cache hit" if result.cached else "built"
     console.print(f"{verb}: {result.tag} for {result.task_id} from {result.spec_file} ({result.spec_kind}, "
                   f"{len(result.installed)} installed, {len(result.failed)} failed, {result.duration_s:.0f} s)",

@@ -277,6 +277,11 @@ def validate_cmd(
     allow_host: options.AllowHost = None,
     data: options.Data = None,
     max_copy_mib: options.MaxCopyMib = None,
+    environment: options.Environment = None,
+    expected_from_reference: Annotated[bool, typer.Option(
+        "--expected-from-reference", help="Validate each task's variant (id <task>+ref-<hash>) whose expected values "
+        "are what the reference's own command prints on the given --data (a stand-in for data that is not public), "
+        "not the paper's.")] = False,
     out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
     as_json: Json = False,
 ) -> None:
@@ -295,9 +300,11 @@ def validate_cmd(
                             masked=masked, setting=setting, sandbox=sandbox,
                             image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm,
                             retry_infra=retry_infra, mutants=mutants, mutation_seed=mutation_seed,
-                            resources=ResourceOverrides(gpus=gpus, timeout_s=timeout), network=network,
+                            resources=ResourceOverrides(gpus=gpus, timeout_s=timeout,
+                                                        environment=options.environment_mode(environment)),
+                            network=network,
                             allow_hosts=allow_host or [], data=parse_data_options(data or []),
-                            max_copy_mib=max_copy_mib)
+                            max_copy_mib=max_copy_mib, expected_from_reference=expected_from_reference)
     params.sandbox = resolve_sandbox_kind(sandbox, say=console.print)
     with progress_bar("validating tasks", None) as advance:
         result = validate(store(), params, on_step=lambda _step: advance())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from failatlas.bench_core.prepare.stubs import (
     stub_targets,
     stubbed_correctly,
 )
+from failatlas.bench_core.tasks.data import is_data_link
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.paths import inside, relative_path, remove_inside
@@ -107,11 +110,26 @@ def _fresh_dest(dest: Path, source: Path, force: bool, task: TaskSpec) -> Path:
 
 def _copy_tree(source: Path, dest: Path, warnings: list[str]) -> None:
     shutil.copytree(source, dest, symlinks=True, ignore=_ignore)
+    writable(dest)
     for link in [p for p in dest.rglob("*") if p.is_symlink()]:
+        if is_data_link(str(link.readlink())):  # into a data input's read-only mount (tasks/data.py): kept
+            continue
         target = (link.parent / link.readlink()).resolve()
         if not target.is_relative_to(dest.resolve()):
             link.unlink()
             warnings.append(f"removed symlink {link.relative_to(dest)} pointing outside the repository")
+
+
+def writable(root: Path) -> None:
+    """Give the owner write permission on `root` and everything under it (links untouched): a repository copied
+    from a read-only place (a shared dataset folder, a read-only cache) must still be a tree agents and the
+    reference's own runs can write in."""
+    for here, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | stat.S_IWUSR)
+    os.chmod(root, os.stat(root).st_mode | stat.S_IWUSR)
 
 
 def reference_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None, force: bool = False) -> Path:
@@ -218,7 +236,7 @@ def _add_materials(task: TaskSpec, dest: Path) -> list[str]:
 
 def _compile_all(dest: Path, stubbed_paths: set[str], warnings: list[str]) -> None:
     for file in sorted(dest.rglob("*.py")):
-        if not file.is_file() or ".git" in file.relative_to(dest).parts:
+        if file.is_symlink() or not file.is_file() or ".git" in file.relative_to(dest).parts:  # never followed
             continue
         rel = file.relative_to(dest).as_posix()
         error = _compile_error(rel, file.read_bytes())

@@ -40,14 +40,17 @@ def remove_git(root: Path) -> None:
 
 def drop_outside_links(root: Path) -> list[str]:
     """Remove every link under `root` that leads outside it (an absolute target, `..` out, a loop); returns their
-    paths relative to `root`. A repository's link to `/data` or `~/.ssh` must not carry a host file into a
-    sandbox later."""
+    paths relative to `root`. A repository's link to `~/.ssh` must not carry a host file into a sandbox later. A
+    link into a data input's mount (`/data/NAME/...`, `tasks.data.is_data_link`) is kept: that is how a
+    repository's fixed data path (`src/datasets/ml-1m/ratings.dat`) reaches `--data NAME=PATH`."""
+    from failatlas.bench_core.tasks.data import is_data_link
+
     base = root.resolve()
     dropped = []
     for folder, dirs, files in os.walk(base):
         for name in [*dirs, *files]:
             link = Path(folder) / name
-            if not link.is_symlink():
+            if not link.is_symlink() or is_data_link(os.readlink(link)):
                 continue
             try:
                 inside = link.resolve().is_relative_to(base)

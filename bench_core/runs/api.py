@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from failatlas.bench_core.agents.base import Budget, create_agent
 from failatlas.bench_core.repos import repository_for
-from failatlas.bench_core.runs.data import DataInput, check_outside, fingerprints, task_data
+from failatlas.bench_core.runs.data import DataInput, check_outside, fingerprints, task_data, valued_on_problem
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.executors import host_gpus
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of, unavailable
@@ -18,6 +18,7 @@ from failatlas.bench_core.runs.model import RunRecord
 from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.runs.twins import impossible_twins
 from failatlas.bench_core.sandbox.model import CopyLimits
+from failatlas.bench_core.sandbox.venvs import env_root
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks, no_match_hint
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, NotFoundError
@@ -167,9 +168,14 @@ def _inputs(store: Store, tasks: list[TaskSpec], params: BenchParams) -> _Inputs
         if missing:
             out.not_run.append(f"{task.id}: {missing}")
             continue
+        found = fingerprints(data, walked)
+        problem = valued_on_problem(task, found)
+        if problem:
+            out.not_run.append(f"{task.id}: {problem}")
+            continue
         out.runnable.append(task)
         out.repos[task.id] = repo
-        out.data[task.id] = fingerprints(data, walked)
+        out.data[task.id] = found
     return out
 
 
@@ -235,7 +241,7 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
         config = RunConfig(runs_dir=runs_dir_for(store, params.runs_dir), sandbox=params.sandbox, image=params.image,
                            repo=params.repo, budget=params.budget, repos=found.repos, data=found.data,
                            overrides=params.resources, run_without_gpus=params.gpu_tasks,
-                           copy_limits=copy_limits(params.max_copy_mib),
+                           copy_limits=copy_limits(params.max_copy_mib), env_root=env_root(store.path),
                            **network_config(params.network, params.allow_hosts, params.ca_bundle))
         todo = plan(store, runnable, params.agent, model=params.model, attempts=params.attempts,
                     agent_params=params.agent_params, retry_infra=params.retry_infra, setting=params.setting,

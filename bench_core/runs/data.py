@@ -18,6 +18,9 @@ from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import ConfigError, InputError
 
 FINGERPRINT_ENTRIES = 100_000
+# a task variant whose expected values were taken on given data (task_validation/standin.py) keeps each input's
+# fingerprint under this key of its `extra`
+VALUED_ON_KEY = "expected_from_reference"
 
 
 class DataInput(BaseModel):
@@ -147,3 +150,18 @@ def fingerprints(data: Mapping[str, Path], cache: dict[Path, DataInput] | None =
             cache[path] = found
         out[name] = found.model_copy(update={"name": name})
     return out
+
+
+def valued_on_problem(task: TaskSpec, data: Mapping[str, DataInput]) -> str | None:
+    """Why `task`, a variant whose expected values were taken on certain data, cannot run on `data` (None: it can,
+    or it is no such variant): the same names with the same fingerprints (everything but the path)."""
+    made = task.extra.get(VALUED_ON_KEY)
+    if not isinstance(made, dict):
+        return None
+    for name, wanted in (made.get("data") or {}).items():
+        given = data.get(name)
+        if given is None or given.model_dump(exclude={"path"}) != wanted:
+            return (f"its expected values were taken on other data for {name} ({wanted.get('files')} file(s), "
+                    f"{wanted.get('bytes')} bytes); give that data with --data {name}=PATH, or value "
+                    f"{made.get('of')} again (`tasks validate --expected-from-reference`)")
+    return None

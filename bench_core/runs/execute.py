@@ -53,6 +53,7 @@ class RunConfig(BaseModel):
     keep_workspace: bool = True
     output_file_bytes: int = Field(default=MAX_OUTPUT_FILE, ge=0)
     copy_limits: CopyLimits = Field(default_factory=CopyLimits)
+    env_root: Path | None = None  # where venv environments are (venvs.env_root); None: no venv is looked for
     # the network: `network` replaces each task's policy (None keeps it); `registry_hosts` are what `registries`
     # allows (this host's package indexes and the user's), with each task's own `allow_hosts`; `ca_bundle` is given
     # to sandboxes with network; `upstream_proxy` is the host's proxy, which the egress proxy chains to
@@ -150,7 +151,28 @@ def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
     image = image_of(task, config)
     if image:
         fields["image"] = image
+    fields["env_dir"] = env_dir_of(task, config)
     return SandboxSpec(**fields)
+
+
+def uses_venv(task: TaskSpec, config: RunConfig) -> bool:
+    """Whether `task`'s runs get a prebuilt environment built as a venv: a `prebuilt` task run under bwrap with
+    no image named (`--image` or the task's)."""
+    return (config.sandbox == "bwrap" and task.resources.environment == "prebuilt"
+            and not (config.image or task.resources.image))
+
+
+def env_dir_of(task: TaskSpec, config: RunConfig) -> str | None:
+    """The host folder of `task`'s venv environment (None when its runs use none); SandboxError naming the command
+    that builds it when it is not built."""
+    if not uses_venv(task, config):
+        return None
+    from failatlas.bench_core.sandbox.errors import SandboxError
+    from failatlas.bench_core.sandbox.venvs import task_venv
+
+    if config.env_root is None:
+        raise SandboxError("this run has no folder of task environments to look in")
+    return str(task_venv(task, repository_path(task, repository_for_run(task, config)), config.env_root))
 
 
 def image_of(task: TaskSpec, config: RunConfig) -> str | None:
@@ -158,7 +180,7 @@ def image_of(task: TaskSpec, config: RunConfig) -> str | None:
     whose `environment` is `prebuilt`), else None (the base image)."""
     if config.image or task.resources.image:
         return config.image or task.resources.image
-    if task.resources.environment == "prebuilt":
+    if task.resources.environment == "prebuilt" and not uses_venv(task, config):
         from failatlas.bench_core.sandbox.envbuild import prebuilt_image
 
         return prebuilt_image(task, repository_path(task, repository_for_run(task, config)))
@@ -216,13 +238,17 @@ def run_inputs(task: TaskSpec, config: RunConfig, repo: RepoUsed | None = None) 
     root = sandbox_root(task, config)
     if not root.startswith("image "):  # it ran on no image (bwrap on the host's folders, local)
         image = None
+    try:
+        env_dir = env_dir_of(task, config)
+    except (InfrastructureError, InputError):
+        env_dir = None
     return RunInputs(
         repo_url=repo.url if repo else None, repo_commit=repo.commit if repo else None,
         image=image, sandbox=config.sandbox, root=root,
         resources=sandbox_resources(task, config), budget=config.budget.model_dump(mode="json"),
         network=policy, allow_hosts=hosts, environment=task.resources.environment,
         ca_bundle=config.ca_bundle.model_dump() if config.ca_bundle and policy != "none" else None,
-        data=config.data.get(task.id, {}),
+        data=config.data.get(task.id, {}), env_dir=env_dir,
     )
 
 

@@ -27,14 +27,16 @@ RepoSource = Literal["option", "cache", "bundled"]
 
 
 class ResourceOverrides(BaseModel):
-    """`bench run --gpus/--memory/--timeout`: replace the task's declared resources for these runs (None keeps
-    the task's). `timeout_s` is the experiment's time limit (`resources.time_limit_s` and `run.timeout_s`)."""
+    """`bench run --gpus/--memory/--timeout/--environment`: replace the task's declared resources for these runs
+    (None keeps the task's). `timeout_s` is the experiment's time limit (`resources.time_limit_s` and
+    `run.timeout_s`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     gpus: int | None = Field(default=None, ge=0)
     memory_gb: float | None = Field(default=None, gt=0)
     timeout_s: int | None = Field(default=None, ge=1)
+    environment: Literal["agent", "prebuilt"] | None = None
 
     def apply(self, task: TaskSpec) -> TaskSpec:
         """`task` with these overrides in its resources (the same object when there are none)."""
@@ -45,6 +47,8 @@ class ResourceOverrides(BaseModel):
             resources["memory_gb"] = self.memory_gb
         if self.timeout_s is not None:
             resources["time_limit_s"] = self.timeout_s
+        if self.environment is not None:
+            resources["environment"] = self.environment
         if not resources:
             return task
         update: dict[str, Any] = {"resources": task.resources.model_copy(update=resources)}
@@ -139,11 +143,14 @@ class RunInputs(BaseModel):
     root: str | None = None
     # the data inputs mounted at /data/NAME (runs/data.py), each with its path and fingerprint
     data: dict[str, DataInput] = Field(default_factory=dict)
+    # a prebuilt environment built as a venv (bwrap runs): its host folder, named by the spec's hash (venvs.py)
+    env_dir: str | None = None
 
     @property
     def fingerprint(self) -> str:
-        # without data inputs the key is what it was before they existed, so stored runs keep their fingerprints
-        left = {"data"} if not self.data else set()
+        # without data inputs or a venv the key is what it was before they existed, so stored runs keep their
+        # fingerprints
+        left = {name for name in ("data", "env_dir") if not getattr(self, name)}
         if self.root is None or self.root.startswith("image "):  # an image's root: the image is in the key already
             left.add("root")
         key = json.dumps(self.model_dump(mode="json", exclude=left or None), sort_keys=True,

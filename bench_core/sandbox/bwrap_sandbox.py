@@ -149,6 +149,11 @@ class BwrapSandbox(LocalSandbox):
             raise SandboxError(f"cannot prepare the bwrap sandbox in {root}: {exc}") from exc
         return box
 
+    @property
+    def working_copy(self) -> Path:
+        """The host folder that is the working copy (what a build moves out before closing)."""
+        return self._workdir
+
     def _check_gpu_hiding(self) -> None:
         """Where the kernel refuses a tmpfs over the other GPUs' /proc/driver/nvidia entries, start without hiding
         them (their device nodes stay absent, so they cannot be opened) and say so in `gpu_note`."""
@@ -164,16 +169,21 @@ class BwrapSandbox(LocalSandbox):
     def _place_inputs(self) -> None:
         """Each read-only input bound from where it is when the sandbox's user can reach it, else from a read-only
         copy in the private root; a mount point made for targets inside the working copy."""
-        data = set(self.spec.data.values())
+        data = {*self.spec.data.values(), *([self.spec.env_dir] if self.spec.env_dir else [])}
         for n, (host, target) in enumerate(self.spec.mounts()):
             src = Path(host)
             if not src.exists():
                 raise SandboxError(f"read-only input {host} does not exist")
             src = src.resolve()
             if self._uid is not None and not setup.is_world_traversable(src.parent):
+                if host == self.spec.env_dir:  # a venv is gigabytes: never copied either
+                    raise SandboxError(f"the task environment {host} cannot be reached by the sandbox's user (a "
+                                       "folder above it is not world-traversable)",
+                                       hint="make its folders traversable (chmod o+x), or build environments "
+                                       "where they are: $FAILATLAS_ENV_DIR")
                 if host in data:  # datasets and weights are large: never copied
-                    raise SandboxError(f"data input {host} cannot be reached by the sandbox's user (a folder "
-                                       "above it is not world-traversable)",
+                    raise SandboxError(f"data input {host} cannot be reached by the sandbox's user "
+                                       "(a folder above it is not world-traversable)",
                                        hint="make its folders traversable (chmod o+x) and it readable (o+r)")
                 copy = self.root / "inputs" / str(n)
                 copy.parent.mkdir(exist_ok=True)
@@ -248,6 +258,7 @@ class BwrapSandbox(LocalSandbox):
         if self.egress is not None:
             env.update(self.egress.env())
         env.update(self.spec.data_env())
+        env.update(self.spec.venv_env(env["PATH"]))
         env.update(self.spec.env)
         env.update(extra or {})
         return env

@@ -153,6 +153,9 @@ class DockerSandbox:
         """Start the container and copy `workspace` into `spec.workdir`; SandboxError when it cannot."""
         import docker
 
+        if spec.env_dir:
+            raise SandboxError("a task environment built as a venv runs only under bwrap; Docker runs use the "
+                               "environment's image", hint="build it without --venv for Docker runs")
         client = docker_client(client)
         try:
             client.images.get(spec.image)

@@ -280,37 +280,10 @@ def _install(client: Any, spec: EnvSpec, tag: str, base: str, hosts: list[str], 
                            upstream_proxy=upstream, memory_mb=8192, cpus=2, pids_limit=2048, tmp_mb=4096,
                            labels={"failatlas.purpose": "build-env", "failatlas.task_id": task_id[:200]},
                            network_env_per_command=True)
-    installed: list[str] = []
-    failed: list[dict] = []
     with DockerSandbox.start(box_spec, client=client) as box:
         box.write_file(REQUIREMENTS_PATH, "\n".join(spec.requirements) + "\n")
-        if not best_effort:
-            say(f"pip install -r {spec.file} ({len(spec.requirements)} requirement(s)) through the registries route")
-            res = box.exec(f"{PIP} -r {REQUIREMENTS_PATH}", timeout=timeout_s)
-            if not res.success:
-                text = res.stderr + "\n" + res.stdout
-                found = classify_env_failure(text)
-                what = f"{found.kind}: {found.evidence}" if found else (text.strip().splitlines() or ["?"])[-1]
-                raise EnvBuildError(f"installing {spec.file} failed ({what})",
-                                    hint="fix the spec, give a Dockerfile, or build with --best-effort")
-            installed = list(spec.requirements)
-        else:
-            for n, requirement in enumerate(spec.requirements, 1):
-                res = box.exec(f"{PIP} -c {REQUIREMENTS_PATH} {shlex.quote(requirement)}", timeout=timeout_s)
-                if res.success:
-                    installed.append(requirement)
-                    say(f"[{n}/{len(spec.requirements)}] {requirement}: installed")
-                    continue
-                found = classify_env_failure(res.stderr + "\n" + res.stdout)
-                if found is not None and found.kind == "version_conflict":
-                    # with the spec as constraints pip calls a pin it cannot find a conflict: ask about it alone
-                    alone = box.exec(f"{PIP} --dry-run --no-deps {shlex.quote(requirement)}", timeout=timeout_s)
-                    found = (classify_env_failure(alone.stderr + "\n" + alone.stdout) or found) \
-                        if not alone.success else found
-                failed.append({"requirement": requirement, "kind": found.kind if found else "install_failed",
-                               "evidence": found.evidence if found else (res.stderr.strip().splitlines()
-                                                                         or ["?"])[-1][:500]})
-                say(f"[{n}/{len(spec.requirements)}] {requirement}: FAILED ({failed[-1]['kind']})")
+        installed, failed = install_spec(box, PIP, REQUIREMENTS_PATH, spec, best_effort=best_effort,
+                                         timeout_s=timeout_s, say=say)
         box.exec(f"rm -rf {posixpath.dirname(REQUIREMENTS_PATH)} ~/.cache/pip", timeout=60)
         base_env = (client.images.get(base).attrs.get("Config") or {}).get("Env") or []
         repository, _, version = tag.partition(":")
@@ -323,6 +296,42 @@ def _install(client: Any, spec: EnvSpec, tag: str, base: str, hosts: list[str], 
             raise SandboxError(f"cannot commit the environment image {tag}: {exc}") from exc
         finally:
             slow.close()
+    return installed, failed
+
+
+def install_spec(box: Any, pip: str, requirements_path: str, spec: EnvSpec, *, best_effort: bool, timeout_s: float,
+                 say: Progress) -> tuple[list[str], list[dict]]:
+    """Install `spec` with the command `pip` in `box`, whose file `requirements_path` lists it: in one resolve
+    (EnvBuildError with the classified reason when it fails), or with `best_effort` each requirement on its own,
+    held to the spec's pins; returns what installed and what failed (requirement, kind, evidence)."""
+    if not best_effort:
+        say(f"pip install -r {spec.file} ({len(spec.requirements)} requirement(s)) through the registries route")
+        res = box.exec(f"{pip} -r {requirements_path}", timeout=timeout_s)
+        if not res.success:
+            text = res.stderr + "\n" + res.stdout
+            found = classify_env_failure(text)
+            what = f"{found.kind}: {found.evidence}" if found else (text.strip().splitlines() or ["?"])[-1]
+            raise EnvBuildError(f"installing {spec.file} failed ({what})",
+                                hint="fix the spec, give a Dockerfile, or build with --best-effort")
+        return list(spec.requirements), []
+    installed: list[str] = []
+    failed: list[dict] = []
+    for n, requirement in enumerate(spec.requirements, 1):
+        res = box.exec(f"{pip} -c {requirements_path} {shlex.quote(requirement)}", timeout=timeout_s)
+        if res.success:
+            installed.append(requirement)
+            say(f"[{n}/{len(spec.requirements)}] {requirement}: installed")
+            continue
+        found = classify_env_failure(res.stderr + "\n" + res.stdout)
+        if found is not None and found.kind == "version_conflict":
+            # with the spec as constraints pip calls a pin it cannot find a conflict: ask about it alone
+            alone = box.exec(f"{pip} --dry-run --no-deps {shlex.quote(requirement)}", timeout=timeout_s)
+            found = (classify_env_failure(alone.stderr + "\n" + alone.stdout) or found) \
+                if not alone.success else found
+        failed.append({"requirement": requirement, "kind": found.kind if found else "install_failed",
+                       "evidence": found.evidence if found else (res.stderr.strip().splitlines()
+                                                                 or ["?"])[-1][:500]})
+        say(f"[{n}/{len(spec.requirements)}] {requirement}: FAILED ({failed[-1]['kind']})")
     return installed, failed
 
 
@@ -365,11 +374,15 @@ def build_task_env(
     best_effort: bool = False,
     force: bool = False,
     progress: Progress | None = None,
+    venv: bool = False,
+    wheels: Path | None = None,
+    offline: bool = False,
 ) -> EnvBuild:
-    """`build_env` for the catalog's task `task_id`: its repository (`repo`, else the repository cache's checkout,
-    else its bundled folder), its spec (`resources.env_spec`, else found), the hosts `registries` allows here
-    (this host's indexes, the task's and `allow_hosts`), the CA bundle (`ca_bundle`, else this host's; "none" for
-    none) and this host's upstream proxy. Raises NotFoundError for an unknown task or a missing repository."""
+    """`build_env` (`venvs.build_venv` with `venv`, under `venvs.env_root`) for the catalog's task `task_id`: its
+    repository (`repo`, else the repository cache's checkout, else its bundled folder), its spec
+    (`resources.env_spec`, else found), the hosts `registries` allows here (this host's indexes, the task's and
+    `allow_hosts`), the CA bundle (`ca_bundle`, else this host's; "none" for none) and this host's upstream proxy.
+    Raises NotFoundError for an unknown task or a missing repository."""
     from failatlas.bench_core.repos import repository_for
     from failatlas.bench_core.sandbox import policy
     from failatlas.bench_core.tasks.catalog import get_task
@@ -392,6 +405,14 @@ def build_task_env(
     bundle = None if (ca_bundle or "").lower() == "none" else policy.ca_bundle(ca_bundle or
                                                                               policy.default_ca_bundle())
     hosts = policy.registry_hosts([*task.resources.allow_hosts, *allow_hosts])
+    if venv:
+        from failatlas.bench_core.sandbox.venvs import build_venv, env_root
+
+        return build_venv(task.id, spec, root=env_root(store.path), allow_hosts=hosts,
+                          ca_bundle=bundle.path if bundle else None, upstream_proxy=policy.upstream_proxy(),
+                          wheels=wheels, offline=offline, best_effort=best_effort, force=force, progress=progress)
+    if wheels is not None or offline:
+        raise ConfigError("--wheels and --offline build a venv", hint="add --venv")
     return build_env(task.id, spec, base=base, allow_hosts=hosts, ca_bundle=bundle.path if bundle else None,
                      upstream_proxy=policy.upstream_proxy(), best_effort=best_effort, force=force,
                      progress=progress)

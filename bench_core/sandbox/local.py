@@ -90,6 +90,9 @@ class LocalSandbox:
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None) -> LocalSandbox:
         """Make the private root, copy `workspace` in and link the read-only inputs."""
+        if spec.env_dir and cls.backend == "local":
+            raise SandboxError("a task environment built as a venv runs only under bwrap (it is seen at a fixed "
+                               "path the local sandbox cannot mount)", hint="run with --sandbox bwrap")
         root = Path(tempfile.mkdtemp(prefix=LOCAL_PREFIX, dir=local_base()))
         box = cls(spec, root)
         try:

@@ -12,6 +12,7 @@ from failatlas.bench_core.sandbox.policy import NetworkPolicy, as_policy, check_
 from failatlas.bench_core.tasks.data import check_name, data_target, data_var
 
 DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v2"
+VENV_TARGET = "/failatlas-env"  # where a task environment built as a venv is seen (venvs.py)
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
 MAX_CUT_RECORDS = 200
@@ -43,6 +44,9 @@ class SandboxSpec(BaseModel):
     data: dict[str, str] = Field(
         default_factory=dict, description="data input name -> host path, mounted read-only at /data/NAME in this "
         "sandbox and in every sandbox started from a copy of this spec (re-runs, judges): tasks/data.py")
+    env_dir: str | None = Field(
+        default=None, description="a task environment built as a venv (`venvs.py`): its host folder, mounted "
+        "read-only at VENV_TARGET with its bin first on PATH (bwrap only)")
     env: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     run_id: str | None = Field(default=None, description="recorded as the label failatlas.run_id")
@@ -84,6 +88,13 @@ class SandboxSpec(BaseModel):
                 raise ValueError(f"sandbox path {target!r} of a read-only input must be absolute")
         return v
 
+    @field_validator("env_dir")
+    @classmethod
+    def _env_dir(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"host path {v!r} of the task environment must be absolute")
+        return v
+
     @field_validator("data")
     @classmethod
     def _data(cls, v: dict[str, str]) -> dict[str, str]:
@@ -94,8 +105,16 @@ class SandboxSpec(BaseModel):
         return v
 
     def mounts(self) -> list[tuple[str, str]]:
-        """Every read-only mount as (host path, sandbox path): the read-only inputs, then the data inputs."""
-        return [*self.read_only_inputs.items(), *((host, data_target(name)) for name, host in self.data.items())]
+        """Every read-only mount as (host path, sandbox path): the read-only inputs, the data inputs, then the
+        task environment."""
+        return [*self.read_only_inputs.items(), *((host, data_target(name)) for name, host in self.data.items()),
+                *([(self.env_dir, VENV_TARGET)] if self.env_dir else [])]
+
+    def venv_env(self, path: str) -> dict[str, str]:
+        """The variables that put the task environment first, on a PATH of `path` (none without one)."""
+        if not self.env_dir:
+            return {}
+        return {"PATH": f"{VENV_TARGET}/bin:{path}", "VIRTUAL_ENV": VENV_TARGET}
 
     def data_env(self) -> dict[str, str]:
         """`$FAILATLAS_DATA_NAME` of each data input, where a sandbox that mounts it shows it."""

@@ -23,7 +23,6 @@ that object, so the answer is found, not parsed whole:
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re

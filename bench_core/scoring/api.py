@@ -27,6 +27,7 @@ from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, reposi
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.runs.threads import in_threads
 from failatlas.bench_core.sandbox import sandbox_kind
+from failatlas.bench_core.sandbox.venvs import RECORD
 from failatlas.bench_core.scoring.constructed import Constructed, attribution, construct
 from failatlas.bench_core.scoring.counterfactual import Restored, restore, tree_digest
 from failatlas.bench_core.scoring.judges import (
@@ -169,8 +170,13 @@ def _run_environment(store: Store, run_id: str) -> dict:
     network = inputs.get("network") or "none"
     fields: dict = {"network": "registries" if network == "full" else network,
                     "allow_hosts": inputs.get("allow_hosts") or []}
-    if inputs.get("image") and (inputs.get("environment") == "prebuilt"
-                                or (inputs.get("root") or "").startswith("image ")):  # the root the run had
+    if inputs.get("environment") == "prebuilt" and inputs.get("env_dir"):
+        if not Path(inputs["env_dir"], RECORD).is_file():
+            raise InfrastructureError(f"the run's task environment {inputs['env_dir']} is gone",
+                                      hint="build it again with `failatlas sandbox build-env --venv`")
+        fields["env_dir"] = inputs["env_dir"]
+    elif inputs.get("image") and (inputs.get("environment") == "prebuilt"
+                                  or (inputs.get("root") or "").startswith("image ")):  # the root the run had
         fields["image"] = inputs["image"]
     if fields["network"] != "none":
         fields["upstream_proxy"] = upstream_proxy()

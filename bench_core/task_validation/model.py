@@ -59,6 +59,8 @@ class ValidateParams(BaseModel):
     allow_hosts: list[str] = Field(default_factory=list)
     data: dict[str, Path] = Field(default_factory=dict)
     max_copy_mib: int | None = Field(default=None, ge=1)
+    expected_from_reference: bool = Field(default=False, description="validate each task's variant whose expected "
+                                          "values are the reference's own run on the given data (standin.py)")
 
     def bench_params(self, agent: str, task_ids: list[str], agent_params: dict | None = None) -> BenchParams:
         """The `bench run` parameters of this validation's runs of `agent` on `task_ids`."""

@@ -16,7 +16,9 @@ from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.store import Store
 
 
-def _starter(task: TaskSpec, params: ValidateParams):
+def _starter(task: TaskSpec, params: ValidateParams, *, env_dir: str | None = None):
+    """A context manager over `tree`: a sandbox of the validation's kind for `task`'s reference run, with its data,
+    its leased GPUs and, for a venv environment, `env_dir`."""
     from failatlas.bench_core.sandbox import GpuAllocator, create_sandbox, spec_for_task
 
     @contextlib.contextmanager
@@ -29,7 +31,7 @@ def _starter(task: TaskSpec, params: ValidateParams):
             spec = spec_for_task(task, run_id=f"record-{task.id}", gpu_ids=list(lease.ids) if lease else [],
                                  memory_mb=max(2048, int(task.resources.memory_gb * 1024)),
                                  labels={"failatlas.task_id": task.id, "failatlas.purpose": "record"},
-                                 data={name: str(path) for name, path in data.items()},
+                                 data={name: str(path) for name, path in data.items()}, env_dir=env_dir,
                                  **({"image": image} if image else {}))
             with create_sandbox(params.sandbox, spec, workspace=tree) as sandbox:
                 yield sandbox
@@ -54,4 +56,21 @@ def record_derived_tests(store: Store, tasks: list[TaskSpec], params: ValidatePa
             tree = reference_tree(task, used.path) if used is not None else None
             if tree is not None:
                 references[task.id] = tree
-    return ensure_recordings(tasks, references, lambda task: _starter(task, params), folder=cache_folder(store))
+    return ensure_recordings(tasks, references, lambda task: _starter(task, params, env_dir=venv_of(store, task,
+                                                                                                  params)),
+                             folder=cache_folder(store))
+
+
+def venv_of(store: Store, task: TaskSpec, params: ValidateParams) -> str | None:
+    """The venv environment `task`'s validation sandboxes see (runs/execute.py's rule: a `prebuilt` task under
+    bwrap with no image named); None for none. SandboxError naming the build command when it is not built."""
+    from failatlas.bench_core.repos import repository_for
+    from failatlas.bench_core.sandbox.venvs import env_root, task_venv
+
+    if params.sandbox != "bwrap" or task.resources.environment != "prebuilt" or params.image or task.resources.image:
+        return None
+    cached = None if params.repo is not None else repository_for(store, task)
+    used = repository_of(task, repo=params.repo, cached=cached)
+    from failatlas.bench_core.runs.execute import repository_path
+
+    return str(task_venv(task, repository_path(task, used), env_root(store.path)))

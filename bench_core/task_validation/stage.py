@@ -163,6 +163,15 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
                 runnable.append(task)
             if on_step:
                 on_step(f"checked {task.id}")
+        if params.expected_from_reference:
+            from failatlas.bench_core.task_validation.recordings import venv_of
+            from failatlas.bench_core.task_validation.standin import for_validation
+
+            made, notes = for_validation(store, runnable, params, env_dir_of=lambda t: venv_of(store, t, params),
+                                         say=on_step or (lambda _line: None))
+            record.note(expected_from_reference=notes)
+            swapped = {original.id: new for original, new in zip(runnable, made, strict=True)}
+            runnable, tasks = made, [swapped.get(t.id, t) for t in tasks]
         record.note(derived_tests=record_derived_tests(store, runnable, params))  # before scoring reads them
         gold_ids, unscored = _agent_runs(store, "gold", runnable, params, on_step)
         gold = _with_scoring_errors(_facts(store, list(gold_ids.values())), unscored)

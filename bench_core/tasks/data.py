@@ -31,3 +31,16 @@ def data_target(name: str) -> str:
 def data_var(name: str) -> str:
     """The environment variable that holds where the data input `name` is, as commands see it."""
     return DATA_VAR_PREFIX + name
+
+
+def is_data_link(target: str) -> bool:
+    """Whether a link's `target` points into a data input's mount (`/data/NAME[/...]`, normalised, no `..`): the
+    one kind of absolute link a repository keeps. Inside Docker and bwrap sandboxes /data/NAME is only ever the
+    read-only mount of data the user gave (`--data NAME=PATH`), so such a link reaches nothing else; the harness
+    never follows links on the host."""
+    import posixpath
+
+    if not target.startswith(DATA_ROOT + "/") or posixpath.normpath(target) != target:
+        return False
+    parts = target.split("/")[2:]
+    return bool(parts) and _NAME.fullmatch(parts[0]) is not None and ".." not in parts

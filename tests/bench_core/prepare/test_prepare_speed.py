@@ -14,6 +14,7 @@ import pytest
 from failatlas.bench_core import prepare as new
 from failatlas.bench_core.prepare import GroundTruthLeakError, leaks
 from failatlas.bench_core.prepare.gitrepo import git
+from failatlas.bench_core.prepare.workspace import writable
 from failatlas.bench_core.tasks import TaskImportParams
 from failatlas.bench_core.tasks import run as import_tasks
 from failatlas.bench_core.tasks.catalog import get_task
@@ -53,6 +54,8 @@ def test_prepared_trees_are_byte_identical_to_the_old_code(old, store, shared_da
             before = old.prepare_workspace(task, tmp_path / round_ / "old" / task_id)
             after = new.prepare_workspace(task, tmp_path / round_ / "new" / task_id)
             assert after.model_dump(exclude={"path"}) == before.model_dump(exclude={"path"})
+            # the one change since: a tree copied from a read-only source is made owner-writable (issue 40)
+            writable(Path(before.path))
             assert digest(Path(after.path)) == digest(Path(before.path)), task_id
             assert after.commit == git(Path(after.path), "rev-parse", "HEAD").decode().strip()
     assert leaks._NORMALISED.texts  # the warm round read remembered texts

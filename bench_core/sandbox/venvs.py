@@ -1,0 +1,264 @@
+"""Task environments as virtual environments, for the bwrap sandbox: hosts without Docker (GPU nodes) build a
+task's environment from its repository's own spec as a venv and every run, re-run and judge of the task sees it
+read-only at `VENV_TARGET`, its `bin` first on PATH.
+
+The venv is made and filled inside a bwrap sandbox (so a package's build scripts run contained, as the sandbox's
+user), with the host's Python of the version the spec asks for when this host has one (`python3.X` on PATH), else
+the first `python3` on PATH under the folders sandboxes see (the mismatch is listed). It sees that interpreter's
+site-packages after its own (`--system-site-packages` and a `.pth` file, for an interpreter that is itself a venv),
+so what the host carries (a GPU node's PyTorch) serves a requirement the index cannot, and the spec's pins
+installed in the venv come first. Pip
+reaches the package indexes through the `registries` route (egress proxy, CA bundle), or only a folder of wheels
+(`wheels`, mounted read-only; `offline` for no index at all: a host with no network). Strict mode installs the spec
+in one resolve and fails with the classified reason; `best_effort` installs each requirement on its own, held to
+the spec's pins, and lists each failure with its class (envfail), as the Docker build does.
+
+The result lives in `<envs>/<hash>` (`env_root`), where the hash covers the interpreter, the spec's kind and
+requirements and the mode; the folder appears whole (built under a temporary name, then renamed) or not at all,
+owned by the harness's user and readable by every sandbox user. Its record (`RECORD`) says what was installed,
+what failed and why, and what the spec asked for that a venv cannot give (conda packages, another Python).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from failatlas.bench_core.sandbox.envbuild import EnvBuild, EnvSpec, find_spec, install_spec
+from failatlas.bench_core.sandbox.errors import SandboxError
+from failatlas.bench_core.sandbox.model import VENV_TARGET, SandboxSpec
+from failatlas.core.errors import ConfigError, InputError
+
+RECORD = ".failatlas-env.json"
+ENV_DIR_VAR = "FAILATLAS_ENV_DIR"
+_REQUIREMENTS = f"{VENV_TARGET}/.failatlas-requirements.txt"
+_PIP = (f"{VENV_TARGET}/bin/python -m pip install --no-cache-dir --progress-bar off --no-input "
+        "--disable-pip-version-check")
+_PYTHON_PIN = re.compile(r"^python\s*[=<>~!]=?\s*(\d+)\.(\d+)")
+Progress = Callable[[str], None]
+
+
+def env_root(store_path: Path | str | None = None) -> Path:
+    """Where venv environments live: `$FAILATLAS_ENV_DIR`, else `envs/` beside the store."""
+    if os.environ.get(ENV_DIR_VAR):
+        return Path(os.environ[ENV_DIR_VAR]).resolve()
+    if store_path is None:
+        raise ConfigError("no folder for task environments", hint=f"set ${ENV_DIR_VAR} or give a store")
+    return Path(store_path).resolve().parent / "envs"
+
+
+def wanted_python(spec: EnvSpec) -> tuple[int, int] | None:
+    """The Python version (major, minor) the spec asks for: a conda `python=3.10...` pin, or None."""
+    for line in spec.left_out:
+        what = line.rpartition(": ")[2].strip()
+        m = _PYTHON_PIN.match(what)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def _candidates(name: str) -> list[str]:
+    """`name` in each folder of this PATH that sandboxes see (`bwrap_setup.SYSTEM_DIRS`), then /usr's."""
+    from failatlas.bench_core.sandbox.bwrap_setup import SYSTEM_DIRS
+
+    folders = [*os.environ.get("PATH", "").split(os.pathsep), "/usr/local/bin", "/usr/bin"]
+    out = []
+    for folder in folders:
+        path = Path(folder or ".") / name
+        if (path.is_absolute() and any(str(path).startswith(d.rstrip("/") + "/") for d in SYSTEM_DIRS)
+                and path.is_file() and os.access(path, os.X_OK) and str(path) not in out):
+            out.append(str(path))
+    return out
+
+
+def pick_python(spec: EnvSpec) -> tuple[str, str | None]:
+    """The host interpreter the venv is made with (the first on PATH under the folders every sandbox sees, so a
+    GPU node's `/opt/.../python3` with its PyTorch counts), and why it is not the one the spec asks for (None: it
+    is, or the spec asks for none)."""
+    wanted = wanted_python(spec)
+    if wanted is not None:
+        found = _candidates(f"python{wanted[0]}.{wanted[1]}")
+        if found:
+            return found[0], None
+    found = _candidates("python3")
+    if not found:
+        raise SandboxError("no python3 on PATH under the folders sandboxes see to make a task environment with")
+    note = None
+    if wanted is not None:
+        note = (f"the spec asks for Python {wanted[0]}.{wanted[1]}; this host has no python{wanted[0]}.{wanted[1]}:"
+                f" built with {_version(found[0])}")
+    return found[0], note
+
+
+def _version(python: str) -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxError(f"cannot run {python}: {exc}") from exc
+    return out
+
+
+def venv_hash(spec: EnvSpec, python_version: str, *, best_effort: bool) -> str:
+    body = {"python": python_version, "interpreter": pick_python(spec)[0], "platform": sys.platform, "kind": spec.kind,
+            "requirements": spec.requirements, "mode": "each-constrained" if best_effort else "strict",
+            "site": "system-site-packages", "layout": 1}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _record(path: Path) -> dict | None:
+    try:
+        return json.loads((path / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def find_venv(spec: EnvSpec, root: Path) -> Path | None:
+    """The built environment of `spec` under `root` (strict first, then best effort), None when neither is."""
+    python, _note = pick_python(spec)
+    version = _version(python)
+    for best_effort in (False, True):
+        path = root / venv_hash(spec, version, best_effort=best_effort)[:16]
+        if _record(path) is not None:
+            return path
+    return None
+
+
+def build_venv(
+    task_id: str,
+    spec: EnvSpec,
+    *,
+    root: Path,
+    allow_hosts: Sequence[str] = (),
+    ca_bundle: str | None = None,
+    upstream_proxy: str | None = None,
+    wheels: Path | None = None,
+    offline: bool = False,
+    best_effort: bool = False,
+    force: bool = False,
+    timeout_s: float = 3600.0,
+    progress: Progress | None = None,
+) -> EnvBuild:
+    """Build (or find) the venv environment of `spec` under `root`. EnvBuildError (classified) when a strict install
+    fails; SandboxError when the sandbox cannot start; ConfigError for a spec a venv cannot build."""
+    from failatlas.bench_core.sandbox.bwrap_sandbox import BwrapSandbox
+
+    say = progress or (lambda _line: None)
+    started = time.monotonic()
+    if spec.kind == "dockerfile":
+        raise ConfigError("a Dockerfile builds an image, not a venv", hint="build it without --venv (Docker)")
+    if not spec.requirements:
+        raise ConfigError(f"{spec.file} lists no pip requirement to install", hint="; ".join(spec.left_out[:5]))
+    if wheels is not None and not Path(wheels).is_dir():
+        raise InputError("the wheels folder does not exist", path=str(wheels), field="--wheels")
+    python, note = pick_python(spec)
+    version = _version(python)
+    digest = venv_hash(spec, version, best_effort=best_effort)
+    dest = root / digest[:16]
+    left_out = [*spec.left_out, *([note] if note else [])]
+    common = dict(tag=str(dest), task_id=task_id, spec_kind=spec.kind, spec_file=spec.file, spec_hash=digest,
+                  left_out=left_out)
+    found = _record(dest)
+    if found is not None and not force:
+        say(f"environment {dest} exists (cache hit)")
+        return EnvBuild(**common, cached=True, duration_s=time.monotonic() - started,
+                        installed=found.get("installed") or [], failed=found.get("failed") or [])
+    root.mkdir(parents=True, exist_ok=True)
+    from failatlas.bench_core.sandbox import bwrap_setup
+
+    if bwrap_setup.host_uid() is not None and not bwrap_setup.is_world_traversable(root):
+        raise ConfigError(f"task environments under {root} could not be used: sandbox users cannot reach it (a "
+                          "folder above it is not world-traversable)",
+                          hint=f"chmod o+x its folders, or set ${ENV_DIR_VAR} to a folder everyone may pass through")
+    box_spec = SandboxSpec(
+        workdir=VENV_TARGET, network="none" if offline else "registries", allow_hosts=list(allow_hosts),
+        ca_bundle=None if offline else ca_bundle, upstream_proxy=None if offline else upstream_proxy,
+        memory_mb=16384, cpus=2, pids_limit=2048, tmp_mb=1024,
+        data={"wheels": str(Path(wheels).resolve())} if wheels is not None else {},
+        env={"TMPDIR": f"{VENV_TARGET}/.tmp", "PIP_NO_INPUT": "1"},
+        labels={"failatlas.purpose": "build-env", "failatlas.task_id": task_id[:200]})
+    source = ""
+    if wheels is not None:
+        source = " --find-links /data/wheels"
+    if offline:
+        source += " --no-index"
+    box = BwrapSandbox.start(box_spec)
+    try:
+        res = box.exec(f"mkdir -p {VENV_TARGET}/.tmp && {shlex.quote(python)} -m venv --system-site-packages "
+                       f"{VENV_TARGET}", timeout=600)
+        if not res.success:
+            raise SandboxError(f"cannot make a venv with {python}: {(res.stderr or res.stdout).strip()[-500:]}")
+        _see_host_packages(box, python)
+        box.write_file(_REQUIREMENTS, "\n".join(spec.requirements) + "\n")
+        installed, failed = install_spec(box, _PIP + source, _REQUIREMENTS, spec, best_effort=best_effort,
+                                         timeout_s=timeout_s, say=say)
+        box.exec(f"rm -rf {VENV_TARGET}/.tmp", timeout=600)
+        record = {"task_id": task_id, "spec_kind": spec.kind, "spec_file": spec.file, "spec_hash": digest,
+                  "python": version, "python_path": python, "installed": installed, "failed": failed,
+                  "left_out": left_out, "wheels": str(wheels) if wheels else None, "offline": offline,
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        box.write_file(f"{VENV_TARGET}/{RECORD}", json.dumps(record, indent=1))
+        _take(box.working_copy, dest)
+    finally:
+        box.close()
+    return EnvBuild(**common, cached=False, duration_s=time.monotonic() - started, installed=installed,
+                    failed=failed)
+
+
+def _see_host_packages(box: Any, python: str) -> None:
+    """Put the interpreter's own site-packages on the venv's path, after the venv's own (a `.pth` file): a venv made
+    from another venv's interpreter (a GPU node's /opt/torch/.venv) would otherwise see only the base Python's."""
+    ask = "import json, site; print(json.dumps(site.getsitepackages()))"  # not the sandbox user's own site
+    res = box.exec([python, "-c", ask], timeout=120)
+    where = box.exec([f"{VENV_TARGET}/bin/python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     timeout=120)
+    if not (res.success and where.success):
+        raise SandboxError(f"cannot read {python}'s site-packages: {(res.stderr or where.stderr).strip()[-300:]}")
+    paths = [p for p in json.loads(res.stdout.strip().splitlines()[-1]) if not p.startswith(VENV_TARGET)]
+    box.write_file(f"{where.stdout.strip()}/_failatlas_host_packages.pth", "\n".join(paths) + "\n")
+
+
+def _take(working_copy: Path, dest: Path) -> None:
+    """Move the built venv to `dest` whole: under a temporary name beside it, owned by this user, readable by
+    every sandbox user, then renamed over any older build."""
+    tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.move(str(working_copy), tmp)
+    uid, gid = os.getuid(), os.getgid()
+    for here, dirs, files in os.walk(tmp):
+        for name in [*dirs, *files]:
+            path = os.path.join(here, name)
+            os.chown(path, uid, gid, follow_symlinks=False)
+            if not os.path.islink(path):
+                mode = os.stat(path).st_mode
+                os.chmod(path, (mode | 0o444 | (0o111 if mode & 0o111 or os.path.isdir(path) else 0)) & ~0o022)
+    os.chown(tmp, uid, gid)
+    os.chmod(tmp, 0o755)
+    old = dest.with_name(dest.name + f".old-{os.getpid()}")
+    if dest.exists():
+        dest.rename(old)
+    tmp.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def task_venv(task: Any, repo: Path | None, root: Path) -> Path:
+    """The built venv of `task` (its repository at `repo`); SandboxError (the run records it) when none is."""
+    if repo is None:
+        raise SandboxError(f"task {task.id}: no repository to read its environment spec from")
+    spec = find_spec(repo, spec_file=task.resources.env_spec)
+    found = find_venv(spec, root)
+    if found is None:
+        raise SandboxError(f"the environment of task {task.id} ({spec.file}) is not built as a venv under {root}",
+                           hint=f"build it with `failatlas sandbox build-env --venv --task {task.id}`")
+    return found
