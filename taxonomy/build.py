@@ -50,6 +50,7 @@ from failatlas.taxonomy.model import (
 )
 from failatlas.taxonomy.read import load_taxonomy
 from failatlas.taxonomy.scoped import label_effects, label_effects_of, learn_within_kinds
+from failatlas.taxonomy.seed_joins import join_seed_duplicates, variant_label
 from failatlas.taxonomy.seeding import prototypes
 from failatlas.taxonomy.writes import write_assignments, write_snapshot
 
@@ -315,6 +316,7 @@ def _build(
     facets = load_facets(store, [i for ci in inputs for i in ci.members["insight_id"].to_list()])
     placed: dict[str, str] = {}  # outliers placed in a type of their kind: insight id -> method
     effects: list[LabelEffect] = []
+    joins: list[dict] = []  # new types merged into the seed category they duplicate
     for ci in inputs:
         vectors = require_vectors(store, ci.members["text"].to_list(), embedding_set, f"insights of {ci.id}")
         whole, whole_vectors = ci, vectors
@@ -354,12 +356,19 @@ def _build(
             phase_drafts, out_ids, found_effects = learn_within_kinds(phase_drafts, out_ids, whole, whole_vectors,
                                                                       phase, facets, params, learner)
             effects += found_effects
+        if any(d.seed_category is not None for d in phase_drafts):  # a new type the seed has already joins it
+            phase_drafts, found_joins = join_seed_duplicates(phase_drafts, whole.members["insight_id"].to_list(),
+                                                             whole.members["text"].to_list(), whole_vectors, facets)
+            joins += found_joins
+            if found_joins and phase in reports:  # what joined a seed type is explained by the seed too
+                reports[phase] = reports[phase].model_copy(update={
+                    "n_explained": reports[phase].n_explained + sum(j["n_insights"] for j in found_joins)})
         drafts.extend(phase_drafts)
         row_of = {i: r for r, i in enumerate(whole.members["insight_id"].to_list())}
         outliers.extend((i, whole.members["phase"][row_of[i]], whole_vectors[row_of[i]]) for i in out_ids)
     if params.seed_taxonomy is not None or learner is not None:
         record.note(seed=params.seed_taxonomy.name if params.seed_taxonomy else None,
-                    seed_reports=[r.model_dump() for r in reports.values()])
+                    seed_reports=[r.model_dump() for r in reports.values()], seed_joins=joins)
     if learner is not None:
         record.note(learned=learner.notes, label_effects=[e.model_dump() for e in effects])
 
@@ -378,8 +387,8 @@ def _build(
             labeller.label(ev)
             for d, ev in zip(mine, _evidence(mine, type_ids), strict=True)
         ]
-        labels = [lab if d.seed_category is not None else facet_label(lab, d, facets) for d, lab in zip(mine, labels,
-                                                                                                         strict=True)]
+        labels = [lab if d.seed_category is not None else variant_label(facet_label(lab, d, facets), d)
+                  for d, lab in zip(mine, labels, strict=True)]
         names = _unique_names([lab.name for lab in labels], [d.keywords for d in mine])
         cats, cat_ids = _categories(phase, mine, labels, names, labeller, params)
         cats, cat_ids = facet_categories(phase, mine, facets, cats, cat_ids)  # by kind, where all types have one

@@ -30,6 +30,7 @@ class Draft:
     origin: str = "cluster"
     seed_category: SeedCategory | None = None
     report: SeedReport | None = None  # a learned category's: how it was learned
+    nearest_seed: tuple[str, float] | None = None  # a new type's nearest seed category and the cosine to it
 
 
 def _centroid(vectors: np.ndarray) -> np.ndarray:

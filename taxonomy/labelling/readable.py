@@ -149,6 +149,11 @@ def honest_name(evidence: TypeEvidence | str) -> str:
     return f"{_HONEST}{key} (no readable common phrase)"
 
 
+def is_honest(name: str) -> bool:
+    """Whether `name` is the honest name of a type no readable name was found for (`honest_name`)."""
+    return name.startswith(_HONEST)
+
+
 def readable_or_honest(name: str, key: str) -> str:
     """`name` when it is readable, else the honest name of type `key`."""
     return name if unreadable_reason(name) is None else honest_name(key)
