@@ -358,7 +358,8 @@ def _build(
             effects += found_effects
         if any(d.seed_category is not None for d in phase_drafts):  # a new type the seed has already joins it
             phase_drafts, found_joins = join_seed_duplicates(phase_drafts, whole.members["insight_id"].to_list(),
-                                                             whole.members["text"].to_list(), whole_vectors, facets)
+                                                             whole.members["text"].to_list(), whole_vectors, facets,
+                                                             join=params.seed_taxonomy is not None)
             joins += found_joins
             if found_joins and phase in reports:  # what joined a seed type is explained by the seed too
                 reports[phase] = reports[phase].model_copy(update={

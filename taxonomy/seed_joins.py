@@ -1,13 +1,16 @@
 """A new type that duplicates a seed category joins it, so that no failure appears twice in a table (issue 41).
 
-In a phase a seed (or learned categories) explains, the statements the seed leaves become new types. A new type
+In a phase a seed explains (its prototypes, or categories learned with it), the statements the seed leaves become
+new types. A new type
 of a kind the evidence decided (ingest/kinds.py) joins the seed type that holds the most insights of that kind:
 the same cause, found again, so a kind is never listed both under the seed's name and under its own. A new type
 of free text (kind `unknown`) whose centroid is nearer to a seed type's centroid than any two distinct seed types
 of the phase are to each other is that seed category too, and joins it. Neither rule looks at a label; the second
 is calibrated on the phase's own seed types, so it follows any model's cosine scale. Every new type that stays
 records its nearest seed category and the cosine, so a type no readable phrase names is named as a variant of
-that category with the similarity shown (`variant_name`), never "Unnamed type".
+that category with the similarity shown (`variant_name`), never "Unnamed type". Categories that labels or
+examples alone name (no seed) join nothing: nothing says they cover the domain (taxonomy/learned.py), and a few
+categories far apart would let the threshold take most of it; their nearest one still names a type's variant.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ def join_threshold(seeded: list[Draft]) -> float | None:
 
 
 def join_seed_duplicates(drafts: list[Draft], ids: list[str], texts: list[str], vectors: np.ndarray,
-                         facets: Facets) -> tuple[list[Draft], list[dict]]:
-    """One phase's drafts with each new free-text type that duplicates a seed type merged into it (see the module
+                         facets: Facets, *, join: bool = True) -> tuple[list[Draft], list[dict]]:
+    """One phase's drafts with each new type that duplicates a seed type merged into it (see the module
     docstring), and a note per join (the new type's first member, its size, the category, the cosine and the
     threshold). The new types that stay get `nearest_seed`. `ids`, `texts` and `vectors` cover every insight of
-    the drafts (the phase's whole clustering)."""
+    the drafts (the phase's whole clustering). Without `join` (categories that labels alone name: nothing says
+    they cover the domain, and a few of them are far apart, so the threshold would take most of it), nothing
+    joins; the nearest category is only recorded."""
     seeded = [d for d in drafts if d.seed_category is not None]
     new = [d for d in drafts if d.seed_category is None]
     if not seeded or not new:
@@ -54,11 +59,11 @@ def join_seed_duplicates(drafts: list[Draft], ids: list[str], texts: list[str], 
     for d in new:
         sims = centroids @ (d.centroid / max(float(np.linalg.norm(d.centroid)), 1e-12))
         kind = draft_kind(d, facets)
-        if kind != UNKNOWN:
+        if kind != UNKNOWN:  # a type of a known kind is named by its kind: it joins or stays as it is
             # learned categories of a kind (taxonomy/scoped.py) take only what their labels are about: never more
             held = [0 if s.report is not None and s.report.method == "learned" else
                     sum(facets.of(i) == kind for i in s.insight_ids) for s in seeded]
-            if max(held) > 0:
+            if join and max(held) > 0:
                 best = int(np.argmax(held))
                 joined.setdefault(best, []).append(d)
                 notes.append({"type_of": d.texts[0], "n_insights": len(d.insight_ids), "kind": kind,
@@ -68,7 +73,7 @@ def join_seed_duplicates(drafts: list[Draft], ids: list[str], texts: list[str], 
         cosine = float(sims[best])
         target = seeded[best]
         assert target.seed_category is not None
-        if threshold is not None and cosine >= threshold:
+        if join and threshold is not None and cosine >= threshold:
             joined.setdefault(best, []).append(d)
             notes.append({"type_of": d.texts[0], "n_insights": len(d.insight_ids),
                           "joined": target.seed_category.name, "cosine": round(cosine, 4),
