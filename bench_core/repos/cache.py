@@ -109,6 +109,12 @@ def repository_for(store: Store, task: TaskSpec) -> CachedRepo | None:
     A task that names a commit gets only a checkout pinned at that commit. A row whose folder is gone (deleted
     by hand) counts as none. Reads the store once, read-only."""
     repo = task.repository
+    for origin in made_from(task):  # a variant of a task runs on that task's repository
+        if origin != task.id:
+            found = repository_for(store, task.model_copy(update={"id": origin, "extra": {}}))
+            if found is not None and not any(task.id in row.task_ids for row in _entries(
+                    store, "WHERE list_contains(task_ids, ?)", [task.id])):
+                return found
     if repo.local_path:
         bound = _entries(store, "WHERE list_contains(task_ids, ?)", [task.id])
         return next((row.cached() for row in bound if row.path.is_dir()), None)
@@ -123,6 +129,18 @@ def repository_for(store: Store, task: TaskSpec) -> CachedRepo | None:
         if row.path.is_dir():
             return row.cached()
     return None
+
+
+# the keys of a task's `extra` under which a variant that runs on its origin's repository names that task (`of`): a
+# task valued on given data (task_validation/standin.py). An impossible twin is not one: its folder holds its own
+# copy, with the visible check (tasks/twins.py)
+VARIANT_KEYS = ("expected_from_reference",)
+
+
+def made_from(task: TaskSpec) -> list[str]:
+    """The ids of the tasks `task` is a variant of (none for a task of its own)."""
+    return [str(made["of"]) for key in VARIANT_KEYS if isinstance(made := task.extra.get(key), dict)
+            and isinstance(made.get("of"), str)]
 
 
 def fits(entry: CacheEntry | None, commit: str | None) -> bool:

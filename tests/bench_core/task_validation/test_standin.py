@@ -5,6 +5,7 @@ constructed tree reproduces the reference and null fails; the variant is stored,
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +122,27 @@ def test_the_cli_takes_the_option(store, tmp_path, nums):
                                    f"nums={nums / 'nums'}", "--expected-from-reference"])
     assert res.exit_code == 0, res.output
     assert f"{task.id}{SUFFIX}" in res.output and "valid" in res.output
+
+
+def test_a_variant_runs_on_the_repository_its_task_was_given(store, tmp_path, nums):
+    """`repos add COPY --task T` (a copy whose data paths are links into /data) serves T's variant too; a repository
+    bound to the variant itself still wins."""
+    from failatlas.bench_core.repos import AddParams, add, repository_for
+    from failatlas.bench_core.runs.data import fingerprints
+    from failatlas.bench_core.task_validation.standin import variant
+
+    task = _task(tmp_path)
+    save_tasks(store, [task], source="toy")
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(task.source).parent / "repo", copy)
+    add(store, AddParams(source=str(copy), task_ids=[task.id]))
+    made = variant(task, {"Experiment 1.mean": 4.0, "Experiment 1.spread": 9.0},
+                   fingerprints({"nums": nums / "nums"}), exit_code=0, seconds=1.0)
+    save_tasks(store, [made], source="toy")
+    original = repository_for(store, task)
+    assert original is not None and repository_for(store, made).path == original.path
+    other = tmp_path / "other"
+    shutil.copytree(copy, other)
+    (other / "marker.txt").write_text("the variant's own\n")
+    add(store, AddParams(source=str(other), task_ids=[made.id]))
+    assert repository_for(store, made).path != original.path
