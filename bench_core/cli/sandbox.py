@@ -76,12 +76,25 @@ def build_env(
     a Dockerfile) as an image layer on the base (or, with --venv, a venv for bwrap runs), through the registries
     network; cached by the spec's hash."""
     from failatlas.bench_core.sandbox.envbuild import build_task_env
+    from failatlas.bench_core.sandbox.venvs import build_task_venv
     from failatlas.core.cli import store
+    from failatlas.core.errors import ConfigError
 
-    result = build_task_env(store(create=False), task, repo=repo, dockerfile=dockerfile, base=base,
-                            allow_hosts=allow_host or [], ca_bundle=ca_bundle, best_effort=best_effort,
-                            force=force, venv=venv, wheels=wheels, offline=offline,
-                            progress=lambda line: err_console.print(line, highlight=False, markup=False))
+    def say(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False)
+
+    if venv:
+        if dockerfile is not None:
+            raise ConfigError("--dockerfile builds an image, not a venv", hint="leave out --venv")
+        result = build_task_venv(store(create=False), task, repo=repo, allow_hosts=allow_host or [],
+                                 ca_bundle=ca_bundle, wheels=wheels, offline=offline, best_effort=best_effort,
+                                 force=force, progress=say)
+    elif wheels is not None or offline:
+        raise ConfigError("--wheels and --offline build a venv", hint="add --venv")
+    else:
+        result = build_task_env(store(create=False), task, repo=repo, dockerfile=dockerfile, base=base,
+                                allow_hosts=allow_host or [], ca_bundle=ca_bundle, best_effort=best_effort,
+                                force=force, progress=say)
     verb = "cache hit" if result.cached else "built"
     console.print(f"{verb}: {result.tag} for {result.task_id} from {result.spec_file} ({result.spec_kind}, "
                   f"{len(result.installed)} installed, {len(result.failed)} failed, {result.duration_s:.0f} s)",

@@ -362,27 +362,23 @@ def _build_dockerfile(client: Any, spec: EnvSpec, tag: str, base: str, hosts: li
         egress.close()
 
 
-def build_task_env(
-    store: Any,
-    task_id: str,
-    *,
-    repo: Path | None = None,
-    dockerfile: Path | None = None,
-    base: str = DEFAULT_IMAGE,
-    allow_hosts: Sequence[str] = (),
-    ca_bundle: str | None = None,
-    best_effort: bool = False,
-    force: bool = False,
-    progress: Progress | None = None,
-    venv: bool = False,
-    wheels: Path | None = None,
-    offline: bool = False,
-) -> EnvBuild:
-    """`build_env` (`venvs.build_venv` with `venv`, under `venvs.env_root`) for the catalog's task `task_id`: its
-    repository (`repo`, else the repository cache's checkout, else its bundled folder), its spec
-    (`resources.env_spec`, else found), the hosts `registries` allows here (this host's indexes, the task's and
-    `allow_hosts`), the CA bundle (`ca_bundle`, else this host's; "none" for none) and this host's upstream proxy.
-    Raises NotFoundError for an unknown task or a missing repository."""
+class TaskEnvInputs(BaseModel):
+    """What a task's environment is built from here: the task's id, its spec, the hosts `registries` allows, the
+    CA bundle's path (None: none) and this host's upstream proxy."""
+
+    task_id: str
+    spec: EnvSpec
+    hosts: list[str]
+    ca_bundle: str | None
+    upstream_proxy: str | None
+
+
+def task_env_inputs(store: Any, task_id: str, *, repo: Path | None = None, dockerfile: Path | None = None,
+                    allow_hosts: Sequence[str] = (), ca_bundle: str | None = None) -> TaskEnvInputs:
+    """The catalog's task `task_id`'s environment inputs: its repository (`repo`, else the repository cache's
+    checkout, else its bundled folder), its spec (`resources.env_spec`, else found), the hosts `registries` allows
+    here (this host's indexes, the task's and `allow_hosts`), the CA bundle (`ca_bundle`, else this host's; "none"
+    for none) and this host's upstream proxy. Raises NotFoundError for an unknown task or a missing repository."""
     from failatlas.bench_core.repos import repository_for
     from failatlas.bench_core.sandbox import policy
     from failatlas.bench_core.tasks.catalog import get_task
@@ -404,15 +400,26 @@ def build_task_env(
     spec = find_spec(path or Path("."), spec_file=task.resources.env_spec, dockerfile=dockerfile)
     bundle = None if (ca_bundle or "").lower() == "none" else policy.ca_bundle(ca_bundle or
                                                                               policy.default_ca_bundle())
-    hosts = policy.registry_hosts([*task.resources.allow_hosts, *allow_hosts])
-    if venv:
-        from failatlas.bench_core.sandbox.venvs import build_venv, env_root
+    return TaskEnvInputs(task_id=task.id, spec=spec,
+                         hosts=policy.registry_hosts([*task.resources.allow_hosts, *allow_hosts]),
+                         ca_bundle=bundle.path if bundle else None, upstream_proxy=policy.upstream_proxy())
 
-        return build_venv(task.id, spec, root=env_root(store.path), allow_hosts=hosts,
-                          ca_bundle=bundle.path if bundle else None, upstream_proxy=policy.upstream_proxy(),
-                          wheels=wheels, offline=offline, best_effort=best_effort, force=force, progress=progress)
-    if wheels is not None or offline:
-        raise ConfigError("--wheels and --offline build a venv", hint="add --venv")
-    return build_env(task.id, spec, base=base, allow_hosts=hosts, ca_bundle=bundle.path if bundle else None,
-                     upstream_proxy=policy.upstream_proxy(), best_effort=best_effort, force=force,
-                     progress=progress)
+
+def build_task_env(
+    store: Any,
+    task_id: str,
+    *,
+    repo: Path | None = None,
+    dockerfile: Path | None = None,
+    base: str = DEFAULT_IMAGE,
+    allow_hosts: Sequence[str] = (),
+    ca_bundle: str | None = None,
+    best_effort: bool = False,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> EnvBuild:
+    """`build_env` for the catalog's task `task_id` with its inputs (`task_env_inputs`)."""
+    got = task_env_inputs(store, task_id, repo=repo, dockerfile=dockerfile, allow_hosts=allow_hosts,
+                          ca_bundle=ca_bundle)
+    return build_env(got.task_id, got.spec, base=base, allow_hosts=got.hosts, ca_bundle=got.ca_bundle,
+                     upstream_proxy=got.upstream_proxy, best_effort=best_effort, force=force, progress=progress)

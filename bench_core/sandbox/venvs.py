@@ -262,3 +262,15 @@ def task_venv(task: Any, repo: Path | None, root: Path) -> Path:
         raise SandboxError(f"the environment of task {task.id} ({spec.file}) is not built as a venv under {root}",
                            hint=f"build it with `failatlas sandbox build-env --venv --task {task.id}`")
     return found
+
+
+def build_task_venv(store: Any, task_id: str, *, repo: Path | None = None, allow_hosts: Sequence[str] = (),
+                    ca_bundle: str | None = None, wheels: Path | None = None, offline: bool = False,
+                    best_effort: bool = False, force: bool = False, progress: Progress | None = None) -> EnvBuild:
+    """`build_venv` for the catalog's task `task_id` (`envbuild.task_env_inputs`), under `env_root`."""
+    from failatlas.bench_core.sandbox.envbuild import task_env_inputs
+
+    got = task_env_inputs(store, task_id, repo=repo, allow_hosts=allow_hosts, ca_bundle=ca_bundle)
+    return build_venv(got.task_id, got.spec, root=env_root(store.path), allow_hosts=got.hosts,
+                      ca_bundle=got.ca_bundle, upstream_proxy=got.upstream_proxy, wheels=wheels, offline=offline,
+                      best_effort=best_effort, force=force, progress=progress)

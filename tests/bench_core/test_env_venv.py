@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.sandbox.bwrap_setup import bwrap_binary, bwrap_problem
-from failatlas.bench_core.sandbox.envbuild import EnvSpec, build_task_env
+from failatlas.bench_core.sandbox.envbuild import EnvSpec
 from failatlas.bench_core.sandbox.errors import SandboxError
-from failatlas.bench_core.sandbox.venvs import RECORD, build_venv
+from failatlas.bench_core.sandbox.venvs import RECORD, build_task_venv, build_venv
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.cli import app
@@ -56,7 +56,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, reachable_envs: Path):
     [task] = load_suite("failatlas-env")
     save_tasks(store, [task.model_copy(update={"resources": task.resources.model_copy(
         update={"environment": "prebuilt"})})], source="failatlas-env")
-    first = build_task_env(store, TASK, force=True, venv=True)
+    first = build_task_venv(store, TASK, force=True)
     yield store, root, first
 
 
