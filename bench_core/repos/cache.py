@@ -138,9 +138,11 @@ VARIANT_KEYS = ("expected_from_reference",)
 
 
 def made_from(task: TaskSpec) -> list[str]:
-    """The ids of the tasks `task` is a variant of (none for a task of its own)."""
-    return [str(made["of"]) for key in VARIANT_KEYS if isinstance(made := task.extra.get(key), dict)
-            and isinstance(made.get("of"), str)]
+    """The ids of the tasks `task` is a variant of (none for a task of its own): the `of` a variant names, when its
+    own id is that task's id and the variant's suffix (`<of>+ref-...`), so a task file cannot borrow another
+    task's repository by naming it."""
+    return [made["of"] for key in VARIANT_KEYS if isinstance(made := task.extra.get(key), dict)
+            and isinstance(made.get("of"), str) and task.id.startswith(made["of"] + "+ref-")]
 
 
 def fits(entry: CacheEntry | None, commit: str | None) -> bool:

@@ -146,3 +146,17 @@ def test_a_variant_runs_on_the_repository_its_task_was_given(store, tmp_path, nu
     (other / "marker.txt").write_text("the variant's own\n")
     add(store, AddParams(source=str(other), task_ids=[made.id]))
     assert repository_for(store, made).path != original.path
+
+
+def test_a_task_file_cannot_borrow_another_tasks_repository(store, tmp_path):
+    """A task that only claims, in its `extra`, to be made from another task does not get that task's repository."""
+    from failatlas.bench_core.repos import AddParams, add, repository_for
+
+    task = _task(tmp_path)
+    save_tasks(store, [task], source="toy")
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(task.source).parent / "repo", copy)
+    add(store, AddParams(source=str(copy), task_ids=[task.id]))
+    claimer = task.model_copy(update={"id": "toy-claimer", "extra": {KEY: {"of": task.id, "data": {}}}})
+    save_tasks(store, [claimer], source="toy")
+    assert repository_for(store, task) is not None and repository_for(store, claimer) is None
