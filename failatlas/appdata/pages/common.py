@@ -3,6 +3,7 @@ parameters, formatting, and the "what to run next" notice for empty or partial s
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -160,3 +161,58 @@ def paginate(total: int, key: str, page_size: int = 50) -> tuple[int, int]:
         return page_size, 0
     page = st.number_input(f"Page (of {pages}, {total:,} rows)", min_value=1, max_value=pages, value=1, key=key)
     return page_size, (int(page) - 1) * page_size
+
+
+# Tables are laid out for the researcher's screen of issues 34 and 42: 1440 px wide, beside the sidebar, the main
+# column holds about TABLE_WIDTH px (main.py narrows the page's side padding). Glide's grid draws 14 px Source Sans;
+# CHAR_PX over-estimates its mean character width, so a column sized by it holds its text.
+TABLE_WIDTH = 1060
+CHAR_PX = 7.4
+CELL_PADDING = 20
+LINE_PX = 20
+
+
+def text_px(texts: list[object]) -> int:
+    """The width a grid column needs to show each of these texts on one line."""
+    return math.ceil(max((len(str(t)) for t in texts if t is not None), default=1) * CHAR_PX) + CELL_PADDING
+
+
+def fit_text_columns(frame: pl.DataFrame, names: dict[str, str], fixed: int, *, most: int = 520
+                     ) -> tuple[dict[str, Any], int | None]:
+    """Column configs (pixel widths) for the text columns `names` (column -> header) of a grid whose other columns
+    take `fixed` px, and the row height it needs: each column as wide as its longest text (at most `most` px);
+    where the columns do not fit TABLE_WIDTH, the room is shared by need and the texts wrap at their spaces on as
+    many lines as the longest needs (Streamlit wraps a grid's text only in rows taller than 4rem). No name is cut:
+    a table either fits or wraps (issue 42)."""
+    need = {c: min(max(text_px([h]), text_px(frame[c].to_list())), most) for c, h in names.items()}
+    space, left = float(max(TABLE_WIDTH - fixed, 0)), dict(need)
+    while left:  # the columns that need less than an equal share get what they need; the others share the rest
+        share = space / len(left)
+        small = {c: n for c, n in left.items() if n <= share}
+        if not small:
+            need |= {c: max(int(share), _longest_word_px(frame[c].to_list() + [names[c]])) for c in left}
+            break
+        space -= sum(small.values())
+        left = {c: n for c, n in left.items() if c not in small}
+    lines = 1
+    for c, width in need.items():
+        for text in frame[c].to_list():
+            lines = max(lines, _wrapped_lines(str(text or ""), width - CELL_PADDING))
+    configs = {c: st.column_config.TextColumn(names[c], width=need[c]) for c in names}
+    return configs, None if lines == 1 else max(66, 10 + LINE_PX * lines)
+
+
+def _longest_word_px(texts: list[object]) -> int:
+    return math.ceil(max((len(w) for t in texts for w in str(t or "").split()), default=1) * CHAR_PX) + CELL_PADDING
+
+
+def _wrapped_lines(text: str, room: float) -> int:
+    """Lines `text` takes in `room` px, wrapped at spaces, by the CHAR_PX estimate."""
+    lines, used = 1, 0.0
+    for word in text.split():
+        width = len(word) * CHAR_PX
+        if used and used + CHAR_PX + width > room + 0.5:
+            lines, used = lines + 1, width
+        else:
+            used = used + CHAR_PX + width if used else width
+    return lines

@@ -15,6 +15,7 @@ from failatlas.appdata.pages import editing
 from failatlas.appdata.pages.common import (
     Context,
     code,
+    fit_text_columns,
     go,
     keep,
     md,
@@ -173,11 +174,15 @@ def _type_and_insights(ctx: Context) -> None:
     page = page.with_columns(pl.col("text").replace_strict({t: v["label"] for t, v in labelled.items()},
                                                            default=None, return_dtype=pl.Utf8).alias("your_label"))
     page = page.select("text", "your_label", "n_occurrences", "phase", "similarity", "method", "insight_id")
+    # the insight's text wraps in its column, never cut (issue 42); the numbers keep fixed widths
+    texts, row_height = fit_text_columns(page.with_columns(pl.col("your_label").fill_null("")), {
+        "text": "insight", "your_label": "your label", "phase": "phase", "method": "method", "insight_id": "id"},
+        fixed=35 + 125 + 95)
     event = st.dataframe(page, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                         key=f"drill_insights_{chosen}_{offset}_{within}",
-                         column_config={"text": st.column_config.TextColumn("insight", width="large"),
-                                        "your_label": "your label", "n_occurrences": "× (occurrences)",
-                                        "insight_id": "id"})
+                         key=f"drill_insights_{chosen}_{offset}_{within}", row_height=row_height,
+                         column_config={**texts, "n_occurrences": st.column_config.NumberColumn(
+                             "× (occurrences)", width=125), "similarity": st.column_config.NumberColumn(
+                             "similarity", width=95)})
     rows = event.selection.rows if event is not None else []
     if rows:
         picked = page["insight_id"][rows[0]]
@@ -259,7 +264,30 @@ def _insight(ctx: Context, insight_id: str, failure_type: str | None) -> None:
     _records(ctx, insight_id)
     editing.insight_label(ctx, insight_id, info["text"])
     with st.expander(f"Where it was stated ({counted(sources.height, 'source row')})"):
-        st.dataframe(sources, hide_index=True, width="stretch")
+        _sources_table(sources)
+
+
+def _sources_table(sources: pl.DataFrame) -> None:
+    """The insight's source rows, one column per thing a reader looks for (the 16 stored fields made a table twice
+    the page's width, issue 42): run, task, agent, model, outcome, where it was stated and label; columns every
+    row leaves empty are left out, and the texts wrap. Each row's detail (a JSON record) follows, whole."""
+    where = pl.concat_str([pl.col("extractor"), pl.lit(": "), pl.col("source_field")], ignore_nulls=True)
+    shown = sources.select(
+        pl.col("run_id").alias("run"), pl.col("task_id").alias("task"), "agent", "model", "benchmark",
+        pl.coalesce("validator_outcome", "run_status").alias("outcome"),
+        pl.when(pl.col("source_file").is_not_null())
+        .then(pl.concat_str([where, pl.lit(" ("), pl.col("source_file"), pl.lit(":"),
+                             pl.col("source_line").cast(pl.Utf8).fill_null("?"), pl.lit(")")]))
+        .otherwise(where).alias("stated in"),
+        pl.col("label").cast(pl.Utf8))
+    shown = shown.select(c for c in shown.columns if shown[c].null_count() < shown.height)
+    texts, row_height = fit_text_columns(shown.with_columns(pl.all().fill_null("")), {c: c for c in shown.columns},
+                                         fixed=40)  # inside an expander: its padding
+    st.dataframe(shown, hide_index=True, width="stretch", row_height=row_height, column_config=texts)
+    for k, (run_id, detail) in enumerate(zip(sources["run_id"], sources["detail"], strict=True)):
+        if detail:
+            st.caption(f"Detail of source row {k + 1}" + (f" (run {code(run_id)})" if run_id else "") + ":")
+            st.code(str(detail), language="json", wrap_lines=True)
 
 
 def render(ctx: Context) -> None:

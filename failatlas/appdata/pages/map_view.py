@@ -8,7 +8,7 @@ from typing import Any
 import altair as alt
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, go, keep, param, request_scroll, show_next_steps
+from failatlas.appdata.pages.common import CHAR_PX, Context, go, keep, param, request_scroll, show_next_steps
 from failatlas.core.tables import counted
 
 
@@ -68,11 +68,15 @@ def render(ctx: Context) -> None:
     pick = alt.selection_point(fields=["insight_id"], name="pick", on="click")
     n_colours = points[field].n_unique()
     scheme = "tableau10" if n_colours <= 10 else "tableau20"
+    # two legend columns only while two of the longest names fit the chart's width (about 1,000 px at 1440x900):
+    # a longer name pushed the second column past the chart's edge, where it was cut (issue 42)
+    longest = max((len(str(v)) for v in points[field].unique().to_list()), default=0)
+    columns = 2 if longest * CHAR_PX <= 440 else 1
     chart = (alt.Chart(points.to_pandas()).mark_circle(size=55, opacity=0.9)
              .encode(x=alt.X("x:Q", axis=None, scale=_spread(points["x"])),
                      y=alt.Y("y:Q", axis=None, scale=_spread(points["y"])),
                      color=alt.Color(f"{field}:N", scale=alt.Scale(scheme=scheme),
-                                     legend=alt.Legend(title=title, orient="bottom", columns=2, labelLimit=0,
+                                     legend=alt.Legend(title=title, orient="bottom", columns=columns, labelLimit=0,
                                                        symbolLimit=0)),
                      tooltip=["failure_type", "human_label", "text", "insight_id"])
              .add_params(pick).properties(height=560))

@@ -103,8 +103,9 @@ def render(ctx: Context) -> None:
             if part is None:
                 col.caption(f"{md(r['agent'])}'s run does not change this file.")
             else:
-                col.code(part.text, language="diff", wrap_lines=True,  # two columns: long lines wrap, not cut
-                         height=420 if part.text.count("\n") > 24 else "content")
+                # two columns, each whole: long lines wrap, and neither side scrolls inside a box (a fixed height
+                # for the longer side clipped it at 420 of 1017 px beside a whole left side, issue 42)
+                col.code(part.text, language="diff", wrap_lines=True, height="content")
     st.subheader("Diff of the diffs", anchor="diff-of-diffs")
     st.caption("A unified diff from the left run's diff to the right run's: the lines only one of them holds.")
     both = diff_of_diffs(a["diff"], b["diff"], left_name=f"{a['agent']} ({left})", right_name=f"{b['agent']} ({right})")

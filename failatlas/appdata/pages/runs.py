@@ -29,6 +29,7 @@ SORT_LABELS = {"finished": "finished (newest first)", "agent": "agent", "task": 
                "time": "time", "cost": "cost"}
 FILTERS = (("agent", "Agent", "agent"), ("task", "Task", "task"), ("outcome", "Outcome", "outcome"),
            ("monitor", "Monitor", "monitor"))
+SCORE_CHIPS = {"1": "1", "0": "0", "none": "–"}  # SCORE_VALUES as the table prints them
 URL_KEYS = ("agent", "task", "outcome", "monitor", *SCORE_KEYS, "sort", "order", "p")
 
 
@@ -60,7 +61,7 @@ def runs_grid(rows: pl.DataFrame, key: str, *, show_task: bool = True) -> str | 
             **{s: st.column_config.TextColumn(s, width=80 if len(s) > 1 else 40) for s in SCORES},
             "duration_s": st.column_config.NumberColumn("time (s)", format="%.1f", width=70),
             "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.4f", width=70),
-            "diff": st.column_config.LinkColumn("vs gold", display_text="diff", width=55),
+            "diff": st.column_config.LinkColumn("vs gold", display_text="diff", width=70),
         })
     picked = event.selection.rows if event is not None else []
     return shown["run_id"][picked[0]] if picked else None
@@ -76,21 +77,25 @@ def _multi(column, label: str, name: str, options: list[str], wanted: tuple[str,
 
 def _query_from_widgets(table: pl.DataFrame, query: RunQuery) -> RunQuery:
     options = run_options(table)
-    cols = st.columns([2, 2, 2, 1])
+    # Streamlit's multiselect keeps its chips on one line and squeezes them to their "×" in a narrow box (issue
+    # 42: the E filter showed only "×"): agent and task get half the page each, outcome, monitor and the sort box
+    # a row of their own, and the six scores a sixth each, their chips short ("1", "0", "–", as the table prints
+    # scores)
+    cols = [*st.columns(2), *st.columns([1, 1, 1, 0.6])]
     chosen = {name: _multi(col, label, name, options[key], getattr(query, f"{name}s"))
-              for col, (name, label, key) in zip(cols, FILTERS, strict=True)}
-    cols = st.columns(len(SCORE_KEYS) + 2)
+              for col, (name, label, key) in zip(cols, FILTERS, strict=False)}
+    sort = cols[4].selectbox("Sort by", list(SORTS), index=list(SORTS).index(query.sort), key="runs_sort",
+                             format_func=SORT_LABELS.get)
+    descending = cols[5].radio("Order", ["desc", "asc"], index=0 if query.descending else 1, key="runs_order",
+                               horizontal=True) == "desc"
     current = dict(query.scores)
     scores = []
-    for col, (key, name) in zip(cols, SCORE_KEYS.items(), strict=False):
+    for col, (key, name) in zip(st.columns(len(SCORE_KEYS)), SCORE_KEYS.items(), strict=True):
         picked = col.multiselect(name, list(SCORE_VALUES), default=list(current.get(key, ())), key=f"runs_{key}",
-                                 format_func=SCORE_VALUES.get, placeholder="any")
+                                 format_func=SCORE_CHIPS.get, placeholder="any",
+                                 help="1 passed, 0 failed, – not scored")
         if picked:
             scores.append((key, tuple(v for v in SCORE_VALUES if v in picked)))
-    sort = cols[-2].selectbox("Sort by", list(SORTS), index=list(SORTS).index(query.sort), key="runs_sort",
-                              format_func=SORT_LABELS.get)
-    descending = cols[-1].radio("Order", ["desc", "asc"], index=0 if query.descending else 1, key="runs_order",
-                                horizontal=True) == "desc"
     return RunQuery(agents=tuple(chosen["agent"]), tasks=tuple(chosen["task"]), outcomes=tuple(chosen["outcome"]),
                     monitors=tuple(chosen["monitor"]), scores=tuple(scores), sort=sort, descending=descending)
 

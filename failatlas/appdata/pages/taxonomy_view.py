@@ -13,6 +13,7 @@ from failatlas.appdata.pages import editing
 from failatlas.appdata.pages.common import (
     Context,
     code,
+    fit_text_columns,
     go,
     keep,
     link,
@@ -141,16 +142,17 @@ def render(ctx: Context) -> None:
                        "construction, so no interval.")
         part = part.join(sizes, on="failure_type_id", how="left")
         extra = ["distinct_insights"] + (["occurrences"] if unit != "insights" else [])
+        shown = part.select(pl.col("category").fill_null("–"), "failure_type", (100 * pl.col("share")).alias("share"),
+                            "count", "95% CI (%)", *extra, "failure_type_id", "drill")
+        # the numbers' pixel widths fixed; category and type as wide as their names, wrapped where they do not fit
+        names, row_height = fit_text_columns(shown, {"category": "category", "failure_type": "failure type"},
+                                             fixed=110 + 115 + 95 + 110 + 75 + (90 if unit != "insights" else 0))
         st.dataframe(
-            part.select(pl.col("category").fill_null("–"), "failure_type", (100 * pl.col("share")).alias("share"),
-                        "count", "95% CI (%)", *extra, "failure_type_id", "drill"),
-            hide_index=True, width="stretch", key=f"tx_table_{phase}",
-            # pixel widths that fit the 1440 px layout with every column whole (the type's id is in its link)
+            shown, hide_index=True, width="stretch", key=f"tx_table_{phase}", row_height=row_height,
             column_order=["category", "failure_type", "share", "count", "95% CI (%)", *extra, "drill"],
             column_config={
-                "category": st.column_config.TextColumn("category", width=120),
-                "failure_type": st.column_config.TextColumn("failure type", width=265),
-                "count": st.column_config.NumberColumn(COUNT_HEADERS[unit], width=95),
+                **names,
+                "count": st.column_config.NumberColumn(COUNT_HEADERS[unit], width=115),
                 "95% CI (%)": st.column_config.TextColumn("95% CI (%)", width=95),
                 "distinct_insights": st.column_config.NumberColumn("distinct insights", width=110),
                 "occurrences": st.column_config.NumberColumn("occurrences", width=90),
