@@ -10,7 +10,9 @@ agent's code in the run's sandbox, one worker process per call, and brings back 
 `agent.call("module:qualname", *args, **kwargs)` calls a function of the agent's working copy and returns what it
 returned; `agent.run(code, **inputs)` runs a snippet there with `inputs` as its variables and returns its variable
 `result`. Arguments and results are plain data (`failatlas_wire`): None, bool, int, float, str, lists, dicts with
-string keys and numpy arrays of numeric dtypes. An exception in the agent's code, a result that is not plain data,
+string keys, numpy arrays and scalars of numeric dtypes and torch tensors (a result's tensor comes back as
+`failatlas_wire.TensorData`: `.array`, `.dtype`, `.requires_grad`, `.device`; a result's numpy scalar as the Python
+number it holds). An exception in the agent's code, a result that is not plain data,
 a crash or a deadline comes back as `AgentError` naming the exception type, the agent's function and the message.
 """
 
@@ -89,7 +91,7 @@ class Agent:
         if not (isinstance(reply, dict) and isinstance(reply.get("ok"), bool)):
             raise AgentError("MalformedReply", label, "the agent's process sent no readable reply")
         if reply["ok"]:
-            return reply.get("value")
+            return wire.python_scalars(reply.get("value"))
         error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
         raise AgentError(_text(error.get("exception"), 100) or "UnknownError",
                          _text(error.get("object"), 300) or label, _text(error.get("message")))

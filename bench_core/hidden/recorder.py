@@ -12,7 +12,7 @@ Per function, call number n is recorded when n <= 3 or n is a power of two (spre
 For the first `perturb_calls` recorded calls of a function, the function is called again (recording off) on two
 fresh copies of the recorded inputs (a method on an instance made by `Cls.__new__` with the recorded `__dict__`):
 when both give exactly the recorded result, it is deterministic in its inputs, and `perturbations` perturbed
-copies (float arrays scaled and jittered by a seeded generator, everything else unchanged) are called and
+copies (float arrays and tensors scaled and jittered by a seeded generator, everything else unchanged) are called and
 recorded with `perturbed: true`, within a time budget per function.
 """
 
@@ -202,7 +202,7 @@ class _Recorder:
 
     def _call(self, case, func, inputs):
         """Call `func` on fresh copies of `inputs` (args, kwargs, state) the way the replay does; its outputs."""
-        args, kwargs, state = (self.wire.decode(json.dumps(inputs[k])) for k in ("args", "kwargs", "state"))
+        args, kwargs, state = (self.wire.decode(json.dumps(inputs[k]), torch=True) for k in ("args", "kwargs", "state"))
         if case["kind"] == "method":
             owner = self._owner(func, case)
             instance = owner.__new__(owner)
@@ -243,7 +243,7 @@ class _Recorder:
 
         rng = np.random.default_rng([self.seed, index, self.perturbed_from.get(index, 0)])
         for _ in range(self.perturbations):
-            decoded = {k: self.wire.decode(json.dumps(v)) for k, v in inputs.items()}
+            decoded = {k: self.wire.decode(json.dumps(v), torch=True) for k, v in inputs.items()}
             changed = {k: self.wire.to_plain(_perturbed(v, rng, np)) for k, v in decoded.items()}
             if json.dumps(changed) == json.dumps(inputs):
                 self._line({"t": index, "skip": "unperturbable", "why": "no float array among the inputs"})
@@ -291,7 +291,11 @@ class _Recorder:
 
 
 def _perturbed(value, rng, np):
-    """`value` with every float array scaled by U(0.7, 1.3) and jittered by 10% of its spread."""
+    """`value` with every float array or tensor scaled by U(0.7, 1.3) and jittered by 10% of its spread."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+        array = _perturbed(value.detach().to("cpu", torch.float64).numpy(), rng, np)
+        return torch.from_numpy(array).to(dtype=value.dtype, device=value.device).requires_grad_(value.requires_grad)
     if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
         finite = value[np.isfinite(value)]
         spread = float(finite.std()) if finite.size else 0.0

@@ -6,7 +6,9 @@ the run's sandbox), and compared here, in the judge process, with what the refer
 function's case: its module (imported with `root`, relative to the working copy, first on sys.path), the
 arguments, and for a method the instance's recorded `__dict__`: the instance is made with `Cls.__new__(Cls)` and
 that `__dict__`, the method is called, and the return value (or that it returned the instance itself) and the
-attributes the reference set are compared: numbers within RTOL/ATOL, integers, booleans and strings exactly.
+attributes the reference set are compared: numbers within RTOL/ATOL, integers, booleans and strings exactly;
+arrays and tensors (`wire.TensorData`: this process never imports torch) elementwise by the same rule, their
+shapes and dtypes equal, NaN matching only NaN; a numpy scalar by its value, as the Python number it holds.
 Imports only the standard library, numpy, pytest and the judge's own modules.
 """
 
@@ -48,14 +50,36 @@ else:
 
 def _show(value) -> str:
     if isinstance(value, np.ndarray):
-        return f"array{list(value.shape)}"
+        return f"array {value.dtype.name}{list(value.shape)}"
+    if isinstance(value, wire.TensorData):
+        return f"tensor {value.dtype}{list(value.shape)}"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _numeric(value) -> bool:
-    return isinstance(value, int | float | np.ndarray) and not isinstance(value, bool) and (
-        not isinstance(value, np.ndarray) or value.dtype.kind in "iuf")
+    return isinstance(value, int | float | np.integer | np.floating | np.ndarray) and not isinstance(value, bool) \
+        and (not isinstance(value, np.ndarray) or value.dtype.kind in "iuf")
+
+
+def _close(want, have):
+    """Elementwise `math.isclose(have, want, rel_tol=RTOL, abs_tol=ATOL)`, and NaN where both are NaN."""
+    with np.errstate(all="ignore"):
+        want, have = want.astype(np.float64), have.astype(np.float64)
+        bound = np.maximum(RTOL * np.maximum(np.abs(want), np.abs(have)), ATOL)
+        return (want == have) | (np.abs(have - want) <= bound) | (np.isnan(want) & np.isnan(have))
+
+
+def _array_difference(want, have, where: str) -> str | None:
+    if want.shape != have.shape:
+        return f"{where}: expected shape {list(want.shape)}, got {list(have.shape)}"
+    exact = "b" in (want.dtype.kind, have.dtype.kind) or (want.dtype.kind in "iu" and have.dtype.kind in "iu")
+    bad = np.argwhere(want != have) if exact else np.argwhere(~_close(want, have))
+    if len(bad):
+        at = tuple(int(i) for i in bad[0])
+        return (f"{where}{list(at) if at else ''}: expected {want[at].item()!r}, got {have[at].item()!r} "
+                f"({len(bad)} of {want.size} values differ)")
+    return None
 
 
 def _as_array(value):
@@ -68,23 +92,27 @@ def _as_array(value):
 
 def first_difference(expected, got, where: str) -> str | None:
     """Where `got` first differs from `expected` (the reference's), in words; None when it matches."""
-    if isinstance(expected, np.ndarray) or (isinstance(got, np.ndarray) and isinstance(expected, list)):
+    if isinstance(expected, wire.TensorData):
+        if not isinstance(got, wire.TensorData):
+            return f"{where}: expected {_show(expected)}, got {_show(got)}"
+        if got.dtype != expected.dtype:
+            return f"{where}: expected a {expected.dtype} tensor, got {got.dtype}"
+        return _array_difference(expected.array, got.array, where)
+    if isinstance(expected, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            return f"{where}: expected {_show(expected)}, got {_show(got)}"
+        if got.dtype != expected.dtype:
+            return f"{where}: expected a {expected.dtype.name} array, got {got.dtype.name}"
+        return _array_difference(expected, got, where)
+    if isinstance(got, np.ndarray) and isinstance(expected, list):
         want, have = _as_array(expected), _as_array(got)
         if want is None or have is None:
             return f"{where}: expected {_show(expected)}, got {_show(got)}"
-        if want.shape != have.shape:
-            return f"{where}: expected shape {list(want.shape)}, got {list(have.shape)}"
-        exact = "b" in (want.dtype.kind, have.dtype.kind) or (want.dtype.kind in "iu" and have.dtype.kind in "iu")
-        if exact:
-            bad = np.argwhere(want != have)
-        else:
-            close = np.isclose(have.astype(float), want.astype(float), rtol=RTOL, atol=ATOL, equal_nan=True)
-            bad = np.argwhere(~close)
-        if len(bad):
-            at = tuple(int(i) for i in bad[0])
-            return (f"{where}{list(at) if at else ''}: expected {want[at].item()!r}, got {have[at].item()!r} "
-                    f"({len(bad)} of {want.size} values differ)")
-        return None
+        return _array_difference(want, have, where)
+    if isinstance(expected, np.generic):  # a numpy scalar, compared as the Python number it holds
+        expected = expected.item()
+    if isinstance(got, np.generic):
+        got = got.item()
     if isinstance(expected, bool) or expected is None or isinstance(expected, str):
         same = type(got) is type(expected) and got == expected
         return None if same else f"{where}: expected {_show(expected)}, got {_show(got)}"

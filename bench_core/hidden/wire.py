@@ -1,12 +1,19 @@
-"""Plain data across the hidden-test boundary: JSON holding None, bool, int, float, str, list, dict (str keys) and
-numpy arrays of numeric dtypes, nothing else, within size, depth and number limits.
+"""Plain data across the hidden-test boundary: JSON holding None, bool, int, float, str, list, dict (str keys),
+numpy arrays and scalars of numeric dtypes and torch tensors of numeric dtypes, nothing else, within size, depth
+and number limits.
 
-This file is copied beside the hidden-test judge and the sandbox worker (as `failatlas_wire.py`), so it imports
-the standard library and numpy only. The judge decodes what the agent's side sent with `decode`, which accepts
-the data above or raises `WireError` (huge integers, bad arrays, lone surrogates, too deep or too large): the test
-that asked then fails as the agent's failure. The element count is bounded before parsing (MAX_ELEMENTS, counted as
-the commas and opening brackets of the text), so a flood of tiny values cannot hold the judge for minutes.
-Tuples travel as lists; numpy scalars as Python numbers.
+This file is copied beside the hidden-test judge, the sandbox worker and the recorder (as `failatlas_wire.py`), so
+it imports the standard library and numpy only; torch only in `decode(..., torch=True)` of data holding a tensor.
+The judge decodes what the agent's side sent with `decode`, which accepts the data above or raises `WireError`
+(huge integers, bad arrays or tensors, lone surrogates, too deep or too large): the test that asked then fails as
+the agent's failure. The element count is bounded before parsing (MAX_ELEMENTS, counted as the commas and opening
+brackets of the text), so a flood of tiny values cannot hold the judge for minutes. Tuples travel as lists.
+
+Arrays travel as dtype, shape and little-endian bytes; a numpy scalar as its dtype and bytes (it decodes as the
+same numpy scalar); a torch tensor as its CPU array (bfloat16 as float32, exactly) with its torch dtype, shape,
+`requires_grad` and device. Where the values are compared (the judge, the harness) a tensor decodes as
+`TensorData`, never importing torch; where code is called on them (the worker, the recorder: `torch=True`) as a
+`torch.Tensor` on the recorded device when this process has it, else on the CPU. Only dense (strided) tensors.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
+import sys
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_ELEMENTS = 1_000_000  # JSON values (counted as commas and opening brackets) in one decoded message
@@ -21,12 +30,53 @@ MAX_DEPTH = 32
 MAX_ITEMS = 2_000_000
 MAX_INT = 2**63
 ARRAY_TAG = "__ndarray__"
+SCALAR_TAG = "__npscalar__"
+TENSOR_TAG = "__tensor__"
+TAGS = frozenset({ARRAY_TAG, SCALAR_TAG, TENSOR_TAG})
 DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
                     "float32", "float64"})
+TORCH_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32",
+                          "float64"})
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu)(:[0-9]{1,3})?")
 
 
 class WireError(ValueError):
     """A value that is not plain data within the limits."""
+
+
+class TensorData:
+    """A torch tensor as data, without torch: `array` (its values on the CPU; bfloat16 as float32), `dtype` (the
+    torch dtype's name), `requires_grad` and `device` (where it was made)."""
+
+    __slots__ = ("array", "dtype", "requires_grad", "device")
+
+    def __init__(self, array, dtype: str, requires_grad: bool = False, device: str = "cpu") -> None:
+        self.array, self.dtype, self.requires_grad, self.device = array, dtype, requires_grad, device
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.array.shape)
+
+    def __repr__(self) -> str:
+        return f"tensor({self.dtype}{list(self.shape)}, device={self.device!r})"
+
+    def to_torch(self):
+        """This tensor as a `torch.Tensor`: on `device` when this process has that device, else on the CPU."""
+        import torch
+
+        value = torch.from_numpy(self.array.copy()).to(getattr(torch, self.dtype))
+        if _has_device(torch, self.device):
+            value = value.to(self.device)
+        if self.requires_grad and value.is_floating_point():
+            value.requires_grad_(True)
+        return value
+
+
+def _has_device(torch, device: str) -> bool:
+    kind, _, index = device.partition(":")
+    if kind == "cuda":
+        return bool(torch.cuda.is_available()) and int(index or 0) < torch.cuda.device_count()
+    return False  # cpu: already there; mps, xpu: replayed on the CPU
 
 
 def _check_str(text: str) -> str:
@@ -47,11 +97,50 @@ def _encode_array(value, np) -> dict:
     return {ARRAY_TAG: [dtype, list(value.shape), base64.b64encode(data).decode("ascii")]}
 
 
+def _encode_scalar(value, np) -> dict:
+    dtype, _shape, data = _encode_array(np.asarray(value), np)[ARRAY_TAG]
+    return {SCALAR_TAG: [dtype, data]}
+
+
+def _tensor_spec(array, dtype: str, requires_grad: bool, device: str, np) -> dict:
+    if dtype not in TORCH_DTYPES:
+        raise WireError(f"a tensor of dtype {dtype[:40]} is not plain data (numeric dtypes only)")
+    if array.dtype.name != ("float32" if dtype == "bfloat16" else dtype):
+        raise WireError(f"a {dtype} tensor whose values are {array.dtype.name}")
+    _stored, shape, data = _encode_array(array, np)[ARRAY_TAG]
+    return {TENSOR_TAG: [dtype, shape, data, bool(requires_grad), device]}
+
+
+def _encode_tensor(value, torch, np) -> dict:
+    try:
+        if value.layout != torch.strided or getattr(value, "is_nested", False) or value.is_quantized:
+            raise WireError(f"a tensor of layout {value.layout} is not plain data (dense tensors only)")
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype not in TORCH_DTYPES:
+            raise WireError(f"a tensor of dtype {dtype} is not plain data (numeric dtypes only)")
+        if value.numel() > MAX_ITEMS:
+            raise WireError(f"a tensor of {value.numel()} items is larger than {MAX_ITEMS}")
+        device = str(value.device)
+        if not _DEVICE.fullmatch(device):
+            raise WireError(f"a tensor on device {device[:40]} is not plain data")
+        data = value.detach()
+        if dtype == "bfloat16":
+            data = data.to(torch.float32)
+        array = data.cpu().resolve_conj().resolve_neg().numpy()
+        return _tensor_spec(array, dtype, value.requires_grad, device, np)
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a tensor subclass or device that misbehaves is not plain data
+        raise WireError(f"a tensor that cannot be read: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
 def to_plain(value, depth: int = 0):
     """`value` as JSON-ready plain data; raises WireError for anything else."""
     if depth > MAX_DEPTH:
         raise WireError(f"nested deeper than {MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool | str | float):
+    numpy = sys.modules.get("numpy")
+    if value is None or isinstance(value, bool | str) or (  # numpy.float64 is a float: it keeps its dtype
+            isinstance(value, float) and not (numpy is not None and isinstance(value, numpy.floating))):
         return _check_str(value) if isinstance(value, str) else value
     if isinstance(value, int):
         if abs(value) >= MAX_INT:
@@ -62,7 +151,7 @@ def to_plain(value, depth: int = 0):
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if not isinstance(key, str) or key == ARRAY_TAG:
+            if not isinstance(key, str) or key in TAGS:
                 raise WireError(f"a dict key {str(key)[:40]!r} is not a plain string")
             out[_check_str(key)] = to_plain(item, depth + 1)
         return out
@@ -73,13 +162,26 @@ def to_plain(value, depth: int = 0):
     if np is not None:
         if isinstance(value, np.ndarray):
             return _encode_array(value, np)
-        if isinstance(value, np.bool_):
-            return bool(value)
-        if isinstance(value, np.integer):
-            return to_plain(int(value), depth)
-        if isinstance(value, np.floating):
-            return float(value)
+        if isinstance(value, np.bool_ | np.integer | np.floating):
+            return _encode_scalar(value, np)
+        if isinstance(value, TensorData):
+            return _tensor_spec(value.array, value.dtype, value.requires_grad, value.device, np)
+        torch = sys.modules.get("torch")  # a tensor exists only where torch is imported
+        if torch is not None and isinstance(value, torch.Tensor):
+            return _encode_tensor(value, torch, np)
     raise WireError(f"a value of type {type(value).__name__} is not plain data")
+
+
+def python_scalars(value):
+    """`value` (decoded) with every numpy scalar as the Python number it holds (what hand-written hidden tests
+    read)."""
+    import numpy as np
+
+    if isinstance(value, list):
+        return [python_scalars(v) for v in value]
+    if isinstance(value, dict):
+        return {k: python_scalars(v) for k, v in value.items()}
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def encode(value) -> bytes:
@@ -132,24 +234,56 @@ def _decode_array(spec):
     return np.frombuffer(raw, dtype=dt).astype(np.dtype(dtype), copy=True).reshape(shape)
 
 
-def _walk(value, depth: int):
+def _decode_scalar(spec):
+    if not (isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], str)):
+        raise WireError("a malformed numpy scalar")
+    return _decode_array([spec[0], [], spec[1]])[()]
+
+
+def _decode_tensor(spec, live: bool):
+    if not (isinstance(spec, list) and len(spec) == 5 and isinstance(spec[0], str) and isinstance(spec[3], bool)
+            and isinstance(spec[4], str)):
+        raise WireError("a malformed tensor")
+    dtype, shape, data, requires_grad, device = spec
+    if dtype not in TORCH_DTYPES:
+        raise WireError(f"a tensor of dtype {dtype[:40]!r} is not allowed")
+    if not _DEVICE.fullmatch(device):
+        raise WireError(f"a tensor on device {device[:40]!r} is not allowed")
+    array = _decode_array(["float32" if dtype == "bfloat16" else dtype, shape, data])
+    value = TensorData(array, dtype, requires_grad, device)
+    if not live:
+        return value
+    try:
+        return value.to_torch()
+    except ImportError:
+        raise WireError("a tensor, and torch is not installed here") from None
+    except Exception as exc:  # noqa: BLE001 - torch refusing the values is a malformed tensor, never a crash
+        raise WireError(f"a tensor torch cannot make: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _walk(value, depth: int, live: bool):
     if depth > MAX_DEPTH:
         raise WireError(f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
         return _check_str(value)
     if isinstance(value, list):
-        return [_walk(v, depth + 1) for v in value]
+        return [_walk(v, depth + 1, live) for v in value]
     if isinstance(value, dict):
-        if ARRAY_TAG in value:
+        tags = TAGS.intersection(value)
+        if tags:
             if len(value) != 1:
-                raise WireError("an array tag beside other keys")
-            return _decode_array(value[ARRAY_TAG])
-        return {_check_str(k): _walk(v, depth + 1) for k, v in value.items()}
+                raise WireError("an array, scalar or tensor tag beside other keys")
+            tag = next(iter(tags))
+            if tag == ARRAY_TAG:
+                return _decode_array(value[tag])
+            return _decode_scalar(value[tag]) if tag == SCALAR_TAG else _decode_tensor(value[tag], live)
+        return {_check_str(k): _walk(v, depth + 1, live) for k, v in value.items()}
     return value
 
 
-def decode(data: bytes | str):
-    """The plain data in wire bytes; raises WireError for anything else (never another exception)."""
+def decode(data: bytes | str, *, torch: bool = False):
+    """The plain data in wire bytes; raises WireError for anything else (never another exception). Tensors
+    decode as `TensorData`, or with `torch` as `torch.Tensor`s (torch is imported only when one is there)."""
     if len(data) > MAX_BYTES:
         raise WireError(f"{len(data)} bytes is more than the {MAX_BYTES} allowed")
     marks = (b",", b"[", b"{") if isinstance(data, bytes) else (",", "[", "{")
@@ -160,7 +294,7 @@ def decode(data: bytes | str):
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         value = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant,
                            object_pairs_hook=_no_duplicates)
-        return _walk(value, 0)
+        return _walk(value, 0, torch)
     except WireError:
         raise
     except RecursionError:

@@ -51,7 +51,7 @@ def _answer(request_file: str, here: str, wire) -> str:
     """Run one request with the working copy first on sys.path; the reply's wire text."""
     workdir = os.path.realpath(os.getcwd())
     with open(request_file, "rb") as handle:
-        request = wire.decode(handle.read())
+        request = wire.decode(handle.read(), torch=True)  # tensors as torch.Tensor: the code called wants them
     os.unlink(request_file)
     sys.path.insert(0, workdir)
     label = request.get("target") or "<hidden test snippet>"
