@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from failatlas.bench_core.sandbox.model import CopyLimits, CopyReport
+from failatlas.bench_core.tasks.data import is_data_link
 
 _CHUNK = 1024 * 1024
 # host failures that are the host's, not the tree's: they must surface as errors, never as a quietly smaller copy
@@ -77,7 +78,8 @@ def _stays_inside(top: str, parts: list[str], target: str, hops: list[int]) -> b
 
 def drop_escaping_links(root: Path, links: list[Path]) -> list[tuple[Path, str]]:
     """Remove every link among `links` whose resolution climbs above `root` at any step (or loops), judged on the
-    finished tree; returns the removed links with their targets.
+    finished tree; returns the removed links with their targets. A link into a data input's mount (`/data/NAME/...`,
+    `tasks.data.is_data_link`) stays, as in the repository it came from: it is never followed on the host.
 
     Following stays below `root` throughout, so a kept link stays inside wherever the tree is moved (a link that
     leaves and comes back in by the folder's name, `../top/x`, is removed). Each round judges all remaining links
@@ -92,7 +94,8 @@ def drop_escaping_links(root: Path, links: list[Path]) -> list[tuple[Path, str]]
         for link in remaining:
             folder = os.path.relpath(link.parent, top)
             parts = [] if folder == "." else folder.split(os.sep)
-            if not _stays_inside(top, parts, os.readlink(link), [0]):
+            target = os.readlink(link)
+            if not is_data_link(target) and not _stays_inside(top, parts, target, [0]):
                 bad.append(link)
         if not bad:
             return dropped
@@ -215,10 +218,11 @@ class TreeWriter:
         return True
 
     def symlink(self, rel: str, target: str) -> None:
-        """A symbolic link; created at `finish()`, and kept only if it resolves inside the finished tree."""
+        """A symbolic link; created at `finish()`, and kept only if it resolves inside the finished tree (or into a
+        data input's mount)."""
         if self._admit(rel, create=False) is None:
             return
-        if not target or "\0" in target or target.startswith("/"):
+        if not target or "\0" in target or (target.startswith("/") and not is_data_link(target)):
             self.cut(rel, f"a symlink to the absolute path {target!r}, outside the copy")
             return
         self._links.append((rel, target))

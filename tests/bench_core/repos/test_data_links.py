@@ -63,3 +63,26 @@ def test_the_prepared_workspace_keeps_data_links_in_its_commit(tmp_path: Path) -
     tracked = subprocess.run(["git", "-C", str(dest), "ls-files", "-s", "src/datasets/ratings.dat"],
                              capture_output=True, text=True, check=True).stdout
     assert tracked.startswith("120000")  # a link in the single commit: part of the baseline, not the agent's diff
+
+
+@pytest.mark.parametrize("kind", ["local", "bwrap", "docker"])
+def test_a_sandbox_copy_out_keeps_data_links_and_cuts_the_rest(tmp_path: Path, kind: str) -> None:
+    """The agent's tree comes out with the repository's data links as they were, so its diff never shows them
+    deleted (a re-run on the agent's own tree keeps its data); links leading anywhere else are still cut."""
+    from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+
+    tree = tmp_path / "tree"
+    (tree / "src" / "datasets").mkdir(parents=True)
+    os.symlink("/data/ml1m/ratings.dat", tree / "src" / "datasets" / "ratings.dat")
+    with create_sandbox(kind, SandboxSpec(), workspace=tree) as box:
+        made = box.exec("ln -s /etc/passwd src/passwd && ln -s /data/../etc/shadow src/shadow && "
+                        "ln -s ../../outside src/up && ln -s /data/ml1m/new.csv src/new.csv", timeout=60,
+                        cwd=box.workdir)
+        assert made.success, made.stderr
+        report = box.copy_out(box.workdir, tmp_path / "out")
+    out = tmp_path / "out"
+    assert os.readlink(out / "src" / "datasets" / "ratings.dat") == "/data/ml1m/ratings.dat"
+    assert os.readlink(out / "src" / "new.csv") == "/data/ml1m/new.csv"
+    for gone in ("passwd", "shadow", "up"):
+        assert not os.path.lexists(out / "src" / gone)
+    assert {c.path for c in report.cut} >= {"src/passwd", "src/shadow", "src/up"}
