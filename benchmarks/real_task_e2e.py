@@ -74,6 +74,9 @@ def main() -> int:
     ap.add_argument("--wheels", type=Path, help="a folder of wheels the venv may install from")
     ap.add_argument("--offline", action="store_true", help="no package index (a host without network)")
     ap.add_argument("--gpus", type=int, help="GPUs for the runs (the rows declare none)")
+    ap.add_argument("--users", type=int, default=100, help="the stand-in's users (benchmarks/standin_ml1m.py)")
+    ap.add_argument("--items", type=int, default=170, help="the stand-in's movies: 100 x 170 keeps each call of "
+                    "the masked II_F under the derived tests' 1 MiB per-call cap, so I is checked")
     args = ap.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -81,8 +84,10 @@ def main() -> int:
     steps = [_cli(out, "tasks", "import", str(args.mlrc.resolve()))]
     data = out / "data" / "ml1m"
     started = time.monotonic()
-    gen = subprocess.run([sys.executable, str(HERE / "standin_ml1m.py"), str(data)], capture_output=True, text=True)
-    steps.append({"command": f"python benchmarks/standin_ml1m.py {data}", "exit": gen.returncode,
+    sizes = ["--users", str(args.users), "--items", str(args.items)]
+    gen = subprocess.run([sys.executable, str(HERE / "standin_ml1m.py"), str(data), *sizes], capture_output=True,
+                         text=True)
+    steps.append({"command": f"python benchmarks/standin_ml1m.py {data} {' '.join(sizes)}", "exit": gen.returncode,
                   "seconds": round(time.monotonic() - started, 1), "tail": gen.stdout.strip().splitlines()[-3:]})
     (out / "data").chmod(0o755)
     repo = _repository(args.mlrc.resolve(), out / "jme-code")
@@ -104,7 +109,7 @@ def main() -> int:
     verdicts = json.loads((out / "validate" / "task_validation.json").read_text()) \
         if (out / "validate" / "task_validation.json").is_file() else None
     gold = None
-    for row in (verdicts or {}).get("verdicts", verdicts if isinstance(verdicts, list) else []):
+    for row in (verdicts or {}).get("tasks", []):
         gold = gold or row.get("gold_run_id")
     if gold:
         steps.append(_cli(out, "bench", "show", gold))
