@@ -16,7 +16,8 @@ from pathlib import Path
 from failatlas.bench_core.prepare.stubs import StubError, StubTarget, function_bodies, target_bodies
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.bench_core.tasks.paths import task_path
-from failatlas.core.errors import FailAtlasError
+from failatlas.core.errors import FailAtlasError, InputError
+from failatlas.core.paths import inside
 
 MIN_SECRET_CHARS = 30
 
@@ -90,8 +91,10 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
             secrets.add(f"hidden test {hidden}", text)
             secrets.add_python(f"hidden test {hidden}", text, hard=False)
     for rel in task.masking.files:
-        path = reference / rel
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        path = _not_a_link(reference, rel)
+        if path is None:
+            continue
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.is_dir() else [path]
         for file in files:
             text = file.read_text(errors="replace")
             secrets.add(f"masked file {file.relative_to(reference)}", text)
@@ -99,7 +102,10 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
                 # A masked file's helpers may be copied elsewhere in the repository on purpose: warn only.
                 secrets.add_python(f"masked file {file.relative_to(reference)}", text, hard=False)
     for rel, targets in function_targets(task).items():
-        source = (reference / rel).read_text(errors="replace")
+        path = _not_a_link(reference, rel)
+        if path is None or not path.is_file():
+            continue
+        source = path.read_text(errors="replace")
         try:
             bodies = target_bodies(source, targets, filename=rel)
         except (SyntaxError, StubError):
@@ -109,6 +115,17 @@ def task_secrets(task: TaskSpec, reference: Path) -> SecretSet:
     if task.masking.overlay:
         _overlay_secrets(secrets, reference, task_path(task, task.masking.overlay, field="masking.overlay"))
     return secrets
+
+
+def _not_a_link(reference: Path, rel: str) -> Path | None:
+    """`reference / rel` when neither it nor a folder on the way is a link leading out of `reference`, and it is
+    no link itself; else None. A repository keeps its links into /data/NAME (`tasks.data.is_data_link`), which on
+    the host may reach a FIFO or a file of gigabytes: what they point at is never the repository's to scan."""
+    try:
+        path = inside(reference, rel, follow_last=False)
+    except InputError:
+        return None
+    return None if path.is_symlink() else path
 
 
 def function_targets(task: TaskSpec) -> dict[str, list[StubTarget]]:
@@ -124,8 +141,8 @@ def _overlay_secrets(secrets: SecretSet, reference: Path, overlay: Path) -> None
     """Bodies of reference functions that the overlay's base version lacks or writes differently."""
     for base_file in sorted(p for p in overlay.rglob("*.py") if p.is_file()):
         rel = base_file.relative_to(overlay)
-        ref_file = reference / rel
-        if not ref_file.is_file():
+        ref_file = _not_a_link(reference, rel.as_posix())
+        if ref_file is None or not ref_file.is_file():
             continue
         try:
             base_bodies = function_bodies(base_file.read_text(errors="replace"))

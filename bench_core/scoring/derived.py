@@ -48,6 +48,7 @@ from failatlas.bench_core.prepare.stubs import StubError, StubTarget, locate, pa
 from failatlas.bench_core.scoring.judges import JUDGES, JudgeInput, JudgeOptions, Verdict
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import AgentFaultError, InfrastructureError, InputError
+from failatlas.core.paths import inside
 
 NAME = "derived-tests"
 CACHE_FOLDER = "derived-tests"
@@ -73,7 +74,7 @@ def targets_of(task: TaskSpec, reference: Path) -> tuple[list[dict], list[str]]:
                 targets.append(item)
             continue
         try:
-            source = (reference / ref.path).read_text(errors="replace")
+            source = inside(reference, ref.path, field="masking.functions").read_text(errors="replace")
             found, _note = locate(parse_python(source, ref.path), StubTarget(ref.qualname, ref.line_start,
                                                                            ref.line_end), ref.path)
         except (OSError, StubError, SyntaxError, ValueError, RecursionError) as exc:

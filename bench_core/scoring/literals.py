@@ -34,6 +34,8 @@ from pathlib import Path
 from failatlas.bench_core.scoring.monitor import Finding
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core import syntax
+from failatlas.core.errors import InputError
+from failatlas.core.paths import inside
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])|0x[0-9a-fA-F.]+p[-+]?\d+")
 _B64 = re.compile(r"^[A-Za-z0-9+/=_-]{8,}$")
@@ -234,7 +236,10 @@ def reference_values(task: TaskSpec, reference_tree: Path | None) -> set[float]:
     names |= {ref.path for ref in task.masking.functions}
     values: set[float] = set()
     for rel in sorted(names):
-        path = reference_tree / rel
+        try:  # a folder on the way may be the repository's link into /data/NAME: never followed on the host
+            path = inside(reference_tree, rel, follow_last=False, field="implementation.reference_files")
+        except InputError:
+            continue
         if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
             try:
                 values.update(file_values(rel, path.read_text(errors="replace")))
