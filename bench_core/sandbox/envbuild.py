@@ -43,6 +43,12 @@ REQUIREMENTS_PATH = "/home/agent/.failatlas-env/requirements.txt"  # docker cann
 PIP = "python3 -m pip install --user --no-cache-dir --progress-bar off --no-input"
 _ROOT_SPECS = ("requirements.txt", "environment.yml", "environment.yaml", "pyproject.toml")
 _LOCAL = re.compile(r"^(-e\b|--editable\b|-r\b|-c\b|--requirement\b|--constraint\b|\.|/|file:)")
+# a requirement is one line of printable text (a NUL, a newline or another control character would crash the
+# command that installs it, or slip a line of its own into the requirements file pip reads) of a length a command
+# line holds; a spec of more requirements than this is no task's (each is installed on its own with --best-effort)
+MAX_REQUIREMENT_CHARS = 4096
+MAX_REQUIREMENTS = 2000
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 
 SpecKind = Literal["requirements", "conda", "pyproject", "dockerfile"]
 Progress = Callable[[str], None]
@@ -102,6 +108,22 @@ def _requirement_lines(text: str) -> tuple[list[str], list[str]]:
     return keep, left
 
 
+def _installable(requirements: list[str], path: Path) -> tuple[list[str], list[str]]:
+    """`requirements` split into those a command may install and notes on those it may not (control characters,
+    too long); InputError naming the spec file when it lists more than MAX_REQUIREMENTS."""
+    if len(requirements) > MAX_REQUIREMENTS:
+        raise InputError(f"lists {len(requirements)} requirements, more than the {MAX_REQUIREMENTS} a task "
+                         "environment installs", path=str(path))
+    keep, notes = [], []
+    for requirement in requirements:
+        if _UNPRINTABLE.search(requirement) or len(requirement) > MAX_REQUIREMENT_CHARS:
+            notes.append(f"unreadable requirement (control characters or over {MAX_REQUIREMENT_CHARS} characters): "
+                         f"{_UNPRINTABLE.sub('?', requirement[:80])!r}")
+        else:
+            keep.append(requirement)
+    return keep, notes
+
+
 def parse_spec(path: Path, rel: str) -> EnvSpec:
     """The environment spec in the file `path` (named `rel` in records). InputError naming the file when it
     cannot be read or gives nothing to install."""
@@ -121,7 +143,8 @@ def parse_spec(path: Path, rel: str) -> EnvSpec:
         if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
             raise InputError("no [project] dependencies list (only PEP 621 metadata is read)", path=str(path),
                              field="project.dependencies")
-        return EnvSpec(kind="pyproject", file=rel, requirements=deps)
+        keep, notes = _installable(deps, path)
+        return EnvSpec(kind="pyproject", file=rel, requirements=keep, left_out=notes)
     if name.endswith((".yml", ".yaml")):
         import yaml
 
@@ -141,12 +164,14 @@ def parse_spec(path: Path, rel: str) -> EnvSpec:
             elif isinstance(dep, str):
                 conda.append(dep)
         keep, local = _requirement_lines("\n".join(pip))
+        keep, notes = _installable(keep, path)
         return EnvSpec(kind="conda", file=rel, requirements=keep,
                        left_out=[f"conda package (not installed by pip): {c}" for c in conda]
-                       + [f"local requirement: {x}" for x in local])
+                       + [f"local requirement: {x}" for x in local] + notes)
     keep, local = _requirement_lines(text)
+    keep, notes = _installable(keep, path)
     return EnvSpec(kind="requirements", file=rel, requirements=keep,
-                   left_out=[f"local requirement: {x}" for x in local])
+                   left_out=[f"local requirement: {x}" for x in local] + notes)
 
 
 def _is_conda_env(path: Path) -> bool:
