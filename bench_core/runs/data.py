@@ -158,7 +158,11 @@ def valued_on_problem(task: TaskSpec, data: Mapping[str, DataInput]) -> str | No
     made = task.extra.get(VALUED_ON_KEY)
     if not isinstance(made, dict):
         return None
-    for name, wanted in (made.get("data") or {}).items():
+    valued_on = made.get("data") or {}
+    if not isinstance(valued_on, dict) or not all(isinstance(w, dict) for w in valued_on.values()):
+        # a task file's own `extra` (the harness writes a dict of fingerprints): refused, never a crash of the batch
+        return f"its record of the data its expected values were taken on ({VALUED_ON_KEY}.data) is unreadable"
+    for name, wanted in valued_on.items():
         given = data.get(name)
         if given is None or given.model_dump(exclude={"path"}) != wanted:
             return (f"its expected values were taken on other data for {name} ({wanted.get('files')} file(s), "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -59,12 +60,22 @@ def variant(task: TaskSpec, values: Mapping[str, float], data: Mapping[str, Data
 
 
 def reference_values(task: TaskSpec, stdout: str) -> tuple[dict[str, float], list[str]]:
-    """Every expected metric's value as the reference's printed answer names it, and what it does not name."""
+    """Every expected metric's value as the reference's printed answer names it, and what it does not name as a
+    finite number (text, null, a list, true/false, NaN or infinity is no expected value: the reference's output
+    is the repository's, and a variant must never be valued on it, nor may it stop the validation)."""
     from failatlas.bench_core.scoring.reference_answer import _printed
 
-    found = _printed(task, stdout)
-    missing = [m.name for m in task.expected_results if m.name not in found]
-    return {k: float(v) for k, v in found.items()}, missing
+    values = {}
+    for name, value in _printed(task, stdout).items():
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            continue
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            continue
+        if math.isfinite(number):
+            values[name] = number
+    return values, [m.name for m in task.expected_results if m.name not in values]
 
 
 def make_variants(tasks: list[TaskSpec], data_of: Callable[[TaskSpec], dict[str, Path]],

@@ -160,3 +160,54 @@ def test_a_task_file_cannot_borrow_another_tasks_repository(store, tmp_path):
     claimer = task.model_copy(update={"id": "toy-claimer", "extra": {KEY: {"of": task.id, "data": {}}}})
     save_tasks(store, [claimer], source="toy")
     assert repository_for(store, task) is not None and repository_for(store, claimer) is None
+
+
+def test_a_task_file_cannot_borrow_a_repository_by_naming_itself_a_variant(store, tmp_path):
+    """A task file that takes a variant's id (`<task>+ref-<anything>`) and claims that task as its origin, but
+    runs something else on it (another command, masking, hidden tests), gets no repository: a variant borrows its
+    origin's repository only when it is that task in all but its expected values (what `variant` makes)."""
+    from failatlas.bench_core.repos import AddParams, add, repository_for
+    from failatlas.bench_core.runs.data import DataInput
+
+    task = _task(tmp_path)
+    save_tasks(store, [task], source="toy")
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(task.source).parent / "repo", copy)
+    add(store, AddParams(source=str(copy), task_ids=[task.id]))
+    claim = {KEY: {"of": task.id, "data": {}}}
+    for update in ({"run": task.run.model_copy(update={"command": "cat secrets.txt"})},
+                   {"masking": Masking()}, {"question": "another question"}):
+        claimer = task.model_copy(update={"id": f"{task.id}{SUFFIX}00000000", "extra": claim, **update})
+        save_tasks(store, [claimer], source="toy")
+        assert repository_for(store, claimer) is None, update
+    from failatlas.bench_core.task_validation.standin import variant
+
+    made = variant(task, {m.name: m.value + 1 for m in task.expected_results},
+                   {"movielens": DataInput(name="movielens", path="/x", files=1, bytes=3, mtime_ns=0)},
+                   exit_code=0, seconds=1.0)
+    save_tasks(store, [made], source="tasks validate --expected-from-reference")
+    assert repository_for(store, made) is not None  # the harness's own variant still runs on its task's repository
+
+
+@pytest.mark.parametrize("printed", ['{"acc": "high"}', '{"acc": null}', '{"acc": true}', '{"acc": NaN}',
+                                     '{"acc": 1e999}', '{"acc": ' + "9" * 400 + "}", '{"acc": [1, 2]}',
+                                     '{"acc": {"a": 1}}'])
+def test_a_printed_answer_that_is_no_finite_number_values_nothing(printed):
+    """The reference's output is the repository's: text, null, a boolean, NaN, infinity or a number past float's
+    range is no expected value (it crashed the whole validation with ValueError or TypeError, or became one)."""
+    from failatlas.bench_core.task_validation.standin import reference_values
+
+    task = TaskSpec(id="t", benchmark="toy", kind="full_code", question="q?", repository=RepoRef(local_path="r"),
+                    run=RunSpec(command="c"), expected_results=[ExpectedMetric(name="acc", value=1.0)])
+    assert reference_values(task, printed) == ({}, ["acc"])
+    assert reference_values(task, '{"acc": "0.5"}') == ({"acc": 0.5}, [])
+
+
+@pytest.mark.parametrize("data", [[1], "x", {"movielens": "x"}, {"movielens": [1]}])
+def test_a_task_files_malformed_variant_record_is_refused_not_a_crash(data):
+    from failatlas.bench_core.runs.data import valued_on_problem
+
+    task = TaskSpec(id="t+ref-00000000", benchmark="toy", kind="full_code", question="q?",
+                    repository=RepoRef(local_path="r"), run=RunSpec(command="c"),
+                    extra={KEY: {"of": "t", "data": data}})
+    assert "unreadable" in valued_on_problem(task, {})
