@@ -1,0 +1,197 @@
+"""Every page of the explorer, cold and warm, on the demo's store and on a synthetic store of 20,000 runs, printed
+side by side (issue 42's targets: under 0.5 s warm on the demo, under 1.5 s on 20,000 runs).
+
+Two measures. The script: each page rendered through Streamlit's AppTest (the page script run as the server runs
+it, in this process, so `st.cache_data` is shared between renders as between a server's sessions); cold with the
+query cache cleared first, warm with the cache answering. The browser: headless Chromium at 1440x900 against the
+real server (`failatlas app`), from the action to the script's end with nothing left loading: cold (the rerun
+"Reload data" starts after clearing the cache: the page's queries read the store, in the session already open) and
+warm load (the page's URL opened afresh, the cache answering: a new session, the app's JavaScript loaded and its
+websocket opened first, so it is more than a click inside the app costs). Warm: best and median of
+`--repeats`.
+
+    failatlas --db demo.duckdb demo                        # a fresh demo store (minutes: real Docker runs)
+    python benchmarks/app_pages.py --demo demo.duckdb [--runs 20000] [--insights 40000] [--repeats 3]
+        [--keep large.duckdb] [--no-browser | --browser-only]
+
+The synthetic store is `app_render.build`'s (runs judged and validated, insights on 500 tasks, a 100-type
+taxonomy with a 2-D map), each run given a small diff so that Run diff has something to draw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PAGES = ("overview", "runs", "task", "diff", "taxonomy", "drill", "map", "compare")
+DIFF = ("diff --git a/model.py b/model.py\n--- a/model.py\n+++ b/model.py\n@@ -1,3 +1,3 @@\n def fit(x):\n"
+        "-    raise NotImplementedError\n+    return x.mean()\n")
+
+
+def page_params(path: Path, page: str) -> dict[str, str]:
+    """The URL parameters a page needs to show something: a task with runs, a run with a gold run beside it."""
+    from failatlas.core.store import Store
+
+    store = Store(path)
+    if page == "task":
+        (task,) = store.query("SELECT task_id FROM runs GROUP BY task_id ORDER BY count(*) DESC, task_id LIMIT 1")[0]
+        return {"task": task}
+    if page == "diff":
+        rows = store.query("SELECT id FROM runs WHERE agent <> 'gold' AND task_id IN (SELECT task_id FROM runs"
+                           " WHERE agent = 'gold') ORDER BY id LIMIT 1") or store.query(
+                               "SELECT id FROM runs ORDER BY id LIMIT 1")
+        return {"right": rows[0][0]}
+    return {}
+
+
+@functools.cache
+def _components():  # noqa: ANN202
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    manager = BidiComponentManager()
+    manager.discover_and_register_components(start_file_watching=False)
+    return manager
+
+
+def render(path: Path, page: str, params: dict[str, str]) -> float:
+    """Seconds to run the app's script once for `page`; raises when the page failed or showed nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["FAILATLAS_DB"] = str(path)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=600)
+    # AppTest scans every installed package's metadata for components on each new instance (3 s on this machine,
+    # more than any page): a server does that once when it starts, so one scan serves every render here
+    at._bidi_component_manager = _components()  # noqa: SLF001
+    at.query_params.update({"page": page, **params})
+    started = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - started
+    if at.exception:
+        raise RuntimeError(f"{page}: {at.exception[0].value}")
+    if not (len(at.main.dataframe) + len(at.get("vega_lite_chart")) + len(at.get("arrow_vega_lite_chart"))
+            + len(at.main.code)):
+        raise RuntimeError(f"the {page} page showed no data: {[i.value for i in at.main.info]}")
+    return elapsed
+
+
+def time_pages(path: Path, repeats: int) -> dict[str, tuple[float, list[float]]]:
+    """page -> (cold seconds, warm seconds of each repeat)."""
+    import streamlit as st
+
+    out = {}
+    for page in PAGES:
+        params = page_params(path, page)
+        st.cache_data.clear()
+        cold = render(path, page, params)
+        out[page] = (cold, [render(path, page, params) for _ in range(repeats)])
+    return out
+
+
+DONE = ("() => { const app = document.querySelector('[data-testid=stApp]');"
+        " return app && app.getAttribute('data-test-script-state') === 'notRunning'"
+        " && !document.querySelector('[data-testid=stSkeleton]'); }")
+
+
+def browser_times(path: Path, repeats: int) -> dict[str, tuple[float, list[float]]]:
+    """page -> (cold, warm loads: seconds) in headless Chromium at 1440x900 against the real server
+    (`failatlas app`), each until the script's end with nothing left loading (see the module's notes)."""
+    import signal
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.app.server import free_port, start, wait_healthy
+
+    port = free_port()
+    proc = start(path, port)
+    url = f"http://127.0.0.1:{port}"
+    out = {}
+    try:
+        wait_healthy(url, proc)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+
+            running = ("() => document.querySelector('[data-testid=stApp]')"
+                       ".getAttribute('data-test-script-state') === 'running'")
+
+            def load(target: str) -> float:
+                started = time.perf_counter()
+                page.goto(target)
+                page.wait_for_function(DONE, timeout=120_000, polling=20)
+                return time.perf_counter() - started
+
+            for name in PAGES:
+                target = f"{url}/?{urlencode({'page': name, **page_params(path, name)})}"
+                load(target)
+                started = time.perf_counter()
+                page.get_by_role("button", name="Reload data").click()
+                page.wait_for_function(running, polling=5)
+                page.wait_for_function(DONE, timeout=120_000, polling=20)
+                cold = time.perf_counter() - started
+                out[name] = (cold, [load(target) for _ in range(repeats)])
+            browser.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    return out
+
+
+def build_large(path: Path, n_runs: int, n_insights: int) -> None:
+    """`app_render.build`'s store, plus a gold agent on a tenth of the runs and a small diff in every run."""
+    from app_render import build
+
+    from failatlas.core.store import Store
+
+    build(path, n_insights, n_runs)
+    with Store(path).write() as conn:
+        conn.execute("UPDATE runs SET agent = 'gold' WHERE hash(id) % 10 = 0")
+        conn.execute("UPDATE runs SET outputs = json_object('diff', ?::VARCHAR, 'diff_truncated', false)", [DIFF])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--demo", type=Path, required=True, help="the store `failatlas demo` filled")
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--insights", type=int, default=40_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-browser", action="store_true", help="time the page scripts only")
+    parser.add_argument("--browser-only", action="store_true", help="time the pages in the browser only")
+    parser.add_argument("--keep", type=Path, help="build the large store here and keep it (reused when present)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        large = args.keep or Path(tmp) / "app-pages.duckdb"
+        if not large.exists():
+            started = time.perf_counter()
+            build_large(large, args.runs, args.insights)
+            print(f"built {args.runs:,} runs, {args.insights:,} insights in {time.perf_counter() - started:.1f} s")
+        stores = {"demo": args.demo, f"{args.runs:,} runs": large}
+        for how, timer in (("script (AppTest)", time_pages), ("browser (Chromium, 1440x900)", browser_times)):
+            if how.startswith("browser") and args.no_browser:
+                continue
+            if how.startswith("script") and args.browser_only:
+                continue
+            results = {name: timer(store, args.repeats) for name, store in stores.items()}
+            kinds = ["cold", "warm"] if how.startswith("script") else ["cold", "warm load"]
+            print(f"\n{how}; load average {os.getloadavg()[0]:.1f}; warm: best / median of {args.repeats}")
+            print(f"| page | {' | '.join(f'{n} {k}' for n in results for k in kinds)} |")
+            print("|---|" + "---|" * len(kinds) * len(results))
+            for page in PAGES:
+                cells = []
+                for name in results:
+                    cold, *warm = results[name][page]
+                    cells += [f"{cold:.2f} s", *(f"{min(w):.2f} / {statistics.median(w):.2f} s" for w in warm)]
+                print(f"| {page} | {' | '.join(cells)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
