@@ -151,11 +151,15 @@ def show_cmd(
     as_json: Json = False,
 ) -> None:
     """Show one task: what the agent is told, resources, warnings; ground truth only with --ground-truth."""
-    task = get_task(store(create=False), task_id)
+    from failatlas.bench_core.sandbox.venvs import describe_env
+
+    s = store(create=False)
+    task = get_task(s, task_id)
     if as_json:
-        console.print_json(json.dumps(public_view(task, ground_truth=ground_truth)))
+        console.print_json(json.dumps({**public_view(task, ground_truth=ground_truth),
+                                       "environment_built": describe_env(s, task)}))
         return
-    _print_task(task, ground_truth)
+    _print_task(task, ground_truth, describe_env(s, task))
 
 
 @app.command("prepare")
@@ -187,7 +191,7 @@ def prepare_cmd(
         err_console.print(f"warning: {escape(str(warning))}", highlight=False, soft_wrap=True)
 
 
-def _print_task(task: TaskSpec, ground_truth: bool) -> None:
+def _print_task(task: TaskSpec, ground_truth: bool, environment: list[str] | None = None) -> None:
     view = task.agent_view()
 
     def section(title: str, body: str | None) -> None:
@@ -216,6 +220,7 @@ def _print_task(task: TaskSpec, ground_truth: bool) -> None:
     for level, hint in enumerate(view.hints, start=1):
         section(f"hint level {level}", hint)
     section("run", view.run_command)
+    section("environment", "\n".join(environment or []))
     if task.warnings:
         section(f"warnings ({len(task.warnings)})", "\n".join(f"- {w}" for w in task.warnings))
     if not ground_truth:

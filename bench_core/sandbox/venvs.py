@@ -274,3 +274,65 @@ def build_task_venv(store: Any, task_id: str, *, repo: Path | None = None, allow
     return build_venv(got.task_id, got.spec, root=env_root(store.path), allow_hosts=got.hosts,
                       ca_bundle=got.ca_bundle, upstream_proxy=got.upstream_proxy, wheels=wheels, offline=offline,
                       best_effort=best_effort, force=force, progress=progress)
+
+
+def describe_env(store: Any, task: Any) -> list[str]:
+    """Lines saying which environment `task`'s runs get and what is built of it here: who sets it up, its spec
+    (with what a venv or image cannot give), and the image (Docker) and venv (bwrap) built from it, each with its
+    installed and failed counts; a spec that cannot be read says why, never a traceback."""
+    from failatlas.bench_core.sandbox.envbuild import task_env_inputs
+    from failatlas.core.errors import FailAtlasError
+
+    mode = task.resources.environment
+    lines = [f"{mode}: " + ("the agent installs what it needs (bench run --environment prebuilt to use a built "
+                            "one)" if mode == "agent" else "runs start from the environment built from the spec")]
+    if task.resources.image:
+        return [*lines, f"image {task.resources.image} (the task's own)"]
+    try:
+        got = task_env_inputs(store, task.id)
+    except (FailAtlasError, OSError) as exc:
+        return [*lines, f"spec: none usable ({str(exc).splitlines()[0][:200]})"]
+    spec = got.spec
+    lines.append(f"spec: {spec.file} ({spec.kind}, {len(spec.requirements)} pip requirement(s)"
+                 + (f", {len(spec.left_out)} left out" if spec.left_out else "") + ")")
+    lines.append(_image_line(spec))
+    try:
+        found = find_venv(spec, env_root(store.path))
+    except (FailAtlasError, OSError) as exc:
+        found, why = None, str(exc).splitlines()[0][:200]
+    else:
+        why = ""
+    record = _record(found) if found is not None else None
+    if record is not None:
+        lines.append(f"venv (bwrap): {found} ({len(record.get('installed') or [])} installed, "
+                     f"{len(record.get('failed') or [])} failed)")
+    else:
+        lines.append(f"venv (bwrap): not built{f' ({why})' if why else ''}; `failatlas sandbox build-env --venv "
+                     f"--task {task.id}`")
+    return lines
+
+
+def _image_line(spec: EnvSpec) -> str:
+    from failatlas.bench_core.sandbox.envbuild import LABEL_FAILED, env_tag
+
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+    except Exception as exc:  # noqa: BLE001 - no Docker here is an answer, not an error
+        return f"image (Docker): unknown, Docker is not reachable ({type(exc).__name__})"
+    try:
+        for best_effort in (False, True):
+            tag = env_tag(spec, best_effort=best_effort)
+            try:
+                image = client.images.get(tag)
+            except docker.errors.ImageNotFound:
+                continue
+            failed = json.loads((image.labels or {}).get(LABEL_FAILED) or "[]")
+            mode = "best effort" if best_effort else "strict"
+            return f"image (Docker): {tag} ({mode}, {len(failed)} failed)"
+        return "image (Docker): not built; `failatlas sandbox build-env --task ID`"
+    except docker.errors.DockerException as exc:
+        return f"image (Docker): unknown ({str(exc)[:120]})"
+    finally:
+        client.close()

@@ -161,3 +161,14 @@ def test_docker_and_local_refuse_a_venv(tmp_path):
     for kind in ("local", "docker"):
         with pytest.raises(SandboxError, match="venv"):
             create_sandbox(kind, spec)
+
+
+def test_tasks_show_says_which_environment_the_task_gets(built):
+    store, root, first = built
+    result = CliRunner().invoke(app, ["--db", str(root / "store.duckdb"), "tasks", "show", TASK])
+    assert result.exit_code == 0, result.output
+    said = result.output.split("environment", 1)[1]
+    assert "prebuilt: runs start from the environment built from the spec" in said
+    assert "spec: requirements.txt (requirements, 1 pip requirement(s))" in said
+    assert f"venv (bwrap): {first.tag} (1 installed, 0 failed)" in said
+    assert "image (Docker):" in said
