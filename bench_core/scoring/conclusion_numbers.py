@@ -6,7 +6,10 @@ EXP-Bench expected number of the outcome):
 
 - **by value**: every number the conclusion states (the tokens the reference rule reads, `NUMBER`; `70%` also as
   0.7) that agrees with an anchor's expected value is a claim about that anchor: the conclusion states that result
-  (agreeing with several, about those its clause names, as below, else about each of them);
+  (agreeing with several, about those its clause names, as below, else about each of them); but when the words
+  right before it (from its clause's start or the number before it) name another anchor by name, as below, and
+  not one it agrees with, it is about that one (a swapped subject: "ridge's test MSE is 10.19" where OLS's is
+  10.19 and ridge's 3.70 is checked against ridge's);
 - **by name**, for the other numbers written as a measurement (a decimal point or a percent sign, or an integer
   right after `=` or `:`; not a bound such as `more than 30`, not part of a name such as `L2` or `ResNet-50`): the
   anchors whose name words (`balanced_accuracy_unweighted`: balanced, accuracy, unweighted) the number's clause
@@ -178,6 +181,17 @@ def _by_name(words: set[str], found: list[Anchor]) -> list[Anchor]:
     return [a for h, a in scored if h == best]
 
 
+def _clause_start(ends: list[int], stated: Stated) -> int:
+    i = bisect.bisect_right(ends, stated.start)
+    return ends[i - 1] + 1 if i else 0
+
+
+def _lead_words(text: str, stated: Stated, start: int) -> set[str]:
+    """The words between `start` (the clause's start, or the end of the number before, whichever is later) and
+    `stated`: where a sentence names what the number is about ("ridge's test MSE is 10.19")."""
+    return set(_WORD.findall(text[start:stated.start].lower()))
+
+
 def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> tuple[str, list[dict]]:
     """Each number of `text` that is about an anchor, checked against the evidence (module docstring): the
     evidence used and one row per such number (`stated`, `metrics`, `by`, `compared_with`, `ok`)."""
@@ -188,12 +202,18 @@ def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> t
     ends = [m.start() for m in _CLAUSE_END.finditer(text)]
     part_ends = [m.start() for m in _PART_END.finditer(text)]
     seen: dict = {}
+    previous = 0
     for stated in stated_numbers(text):
         by, about = "value", [a for a in found if agrees(stated, a, a.low, a.high)]
         if len(about) > 1 or not about and _measurement(text, stated):
             named = (_by_name(_clause_words(text, stated, ends, seen), about or found)
                      or _by_name(_clause_words(text, stated, part_ends, seen), about or found))
             by, about = ("value", named or about) if about else ("name", named)
+        if about and by == "value":  # the subject named right before it wins over a value it happens to match
+            subject = _by_name(_lead_words(text, stated, max(previous, _clause_start(ends, stated))), found)
+            if subject and not set(map(id, subject)) & set(map(id, about)):
+                by, about = "name", subject
+        previous = stated.end
         if not about:
             continue
         if evidence == RERUN:  # a value names each of its anchors (`both about 0.92`); a name may be ambiguous

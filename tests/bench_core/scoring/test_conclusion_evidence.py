@@ -335,3 +335,37 @@ def test_on_real_exp_bench_outcomes_a_reversed_cue_fails_and_the_outcome_itself_
                 found += bool(contradictions(outcome, question, outcome[:m.start()] + swap[m.group()]
                                              + outcome[m.end():]))
     assert total > 250 and found >= 0.95 * total, (found, total)
+
+
+# ------------------------------------------------------------------------------------ swapped subjects (issue 38)
+
+SWAPPED = [
+    "Yes. Cross-validation selects alpha = 10. Ridge's test MSE is 10.19 and OLS's test MSE is 3.70, so the "
+    "penalty changes the error by more than half.",
+    "Yes. Cross-validation selects alpha = 10; the test MSE of ridge is about 10.19, while ordinary least squares "
+    "(OLS) reaches a test MSE of 3.70.",
+]
+HONEST = [
+    "Yes. Cross-validation selects alpha = 10. Ridge's test MSE is 3.70 and OLS's test MSE is 10.19, less than "
+    "half with the penalty.",
+    "Yes. Cross-validation selects alpha = 10, and the test MSE drops from 10.19 (OLS) to 3.70 (ridge), less than "
+    "half: least squares has very high variance and the penalty removes much of it.",
+    "Yes. Compared with OLS, ridge's test MSE is 3.70 against 10.19: less than half, alpha = 10.",
+]
+
+
+@pytest.mark.parametrize("text", SWAPPED)
+def test_numbers_stated_about_the_wrong_subject_fail(text):
+    """Each number matches some expected value, but the one its sentence names right before it is the other's."""
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, text, _rerun(task))
+    assert verdict.passed is False, verdict.verdict
+    bad = [row for row in verdict.verdict["numbers"] if not row["ok"]]
+    assert bad and all(row["by"] == "name" for row in bad)
+
+
+@pytest.mark.parametrize("text", HONEST)
+def test_numbers_stated_about_the_right_subject_pass(text):
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, text, _rerun(task))
+    assert all(row["ok"] for row in verdict.verdict.get("numbers", [])), verdict.verdict["numbers"]
