@@ -187,7 +187,27 @@ def serve(folder: str, preload: list[str]) -> None:
         number += 1
 
 
+def _environment_site() -> None:
+    """Put the sandbox user's own site-packages back where Python keeps it, before the system's: `-I` drops it, and
+    a task environment built as an image installs there (`pip install --user` as the agent, `build-env`), so the
+    agent's code would otherwise be called without the packages its task's environment gives the run itself. A
+    judge's sandbox is fresh from its image: that folder holds the environment, nothing an agent wrote."""
+    import site
+
+    path = site.getusersitepackages()
+    if not isinstance(path, str) or not os.path.isdir(path) or path in sys.path:
+        return
+    before = list(sys.path)
+    site.addsitedir(path)  # the folder and its .pth entries, appended
+    added = [p for p in sys.path if p not in before]
+    del sys.path[len(before):]
+    first = next((i for i, p in enumerate(sys.path) if p.rstrip(os.sep).endswith(("site-packages",
+                                                                                  "dist-packages"))), len(sys.path))
+    sys.path[first:first] = added
+
+
 if __name__ == "__main__":
+    _environment_site()
     if sys.argv[1] == "--serve":
         serve(sys.argv[2], sys.argv[3:])
     else:

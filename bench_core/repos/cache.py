@@ -156,6 +156,7 @@ def _variant_of(store: Store, task: TaskSpec, origin_id: str) -> bool:
 
     try:
         origin = get_task(store, origin_id)
+        task = get_task(store, task.id)  # as stored: a run's copy carries its overrides (--gpus, --environment)
     except FailAtlasError:
         return False
     if task.model_dump(exclude=_VARIED) != origin.model_dump(exclude=_VARIED):

@@ -164,10 +164,11 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
             if on_step:
                 on_step(f"checked {task.id}")
         if params.expected_from_reference:
-            from failatlas.bench_core.task_validation.recordings import venv_of
+            from failatlas.bench_core.task_validation.recordings import environment_of
             from failatlas.bench_core.task_validation.standin import for_validation
 
-            made, notes = for_validation(store, runnable, params, env_dir_of=lambda t: venv_of(store, t, params),
+            made, notes = for_validation(store, runnable, params,
+                                         environment=lambda t: environment_of(store, t, params),
                                          say=on_step or (lambda _line: None))
             record.note(expected_from_reference=notes)
             swapped = {original.id: new for original, new in zip(runnable, made, strict=True)}

@@ -29,6 +29,7 @@ from pathlib import Path
 from failatlas.bench_core.runs.data import VALUED_ON_KEY as KEY
 from failatlas.bench_core.runs.data import DataInput, fingerprints
 from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.errors import InfrastructureError
 
 SUFFIX = "+ref-"
 
@@ -116,9 +117,14 @@ def make_variants(tasks: list[TaskSpec], data_of: Callable[[TaskSpec], dict[str,
             writable(tree)
             say(f"{task.id}: running the reference's own command to value it on the given data")
             started = time.monotonic()
-            with start_for(task)(tree) as sandbox:
-                workdir = getattr(sandbox, "workdir", None) or "/workspace"
-                result = sandbox.exec(task.run.command, timeout=task.run.timeout_s, cwd=workdir)
+            try:
+                with start_for(task)(tree) as sandbox:
+                    workdir = getattr(sandbox, "workdir", None) or "/workspace"
+                    result = sandbox.exec(task.run.command, timeout=task.run.timeout_s, cwd=workdir)
+            except InfrastructureError as exc:  # its environment is not built, the sandbox cannot start
+                notes[task.id] = f"the reference's own run could not start ({exc.one_line()[:200]}): validated as it is"
+                out.append(task)
+                continue
             seconds = time.monotonic() - started
         if not result.success:
             tail = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or ["?"]
@@ -138,7 +144,7 @@ def make_variants(tasks: list[TaskSpec], data_of: Callable[[TaskSpec], dict[str,
     return out, notes
 
 
-def for_validation(store, tasks: list[TaskSpec], params, *, env_dir_of,
+def for_validation(store, tasks: list[TaskSpec], params, *, environment,
                    say: Callable[[str], None] = lambda _line: None) -> tuple[list[TaskSpec], dict[str, str]]:
     """`make_variants` for `tasks validate`: the reference from `--repo`, else the repository cache, else the
     bundled folder; a sandbox like the derived tests' recording (`recordings._starter`); the variants made are
@@ -163,9 +169,16 @@ def for_validation(store, tasks: list[TaskSpec], params, *, env_dir_of,
             return None
 
     made, notes = make_variants(tasks, lambda task: task_data(task, params.data)[0], reference_of,
-                                lambda task: _starter(task, params, env_dir=env_dir_of(task)), existing=existing,
+                                lambda task: _starter(task, params, environment=environment(task)), existing=existing,
                                 say=say)
-    new = [t for t in made if is_variant(t) and t.id not in {x.id for x in tasks}]
+    out, new = [], []
+    for task, got in zip(tasks, made, strict=True):
+        if is_variant(got) and got.id != task.id and existing(got.id) is None:
+            # stored as its task is stored, without this validation's overrides (--gpus, --environment, ...)
+            got = get_task(store, task.id).model_copy(update={
+                name: getattr(got, name) for name in ("id", "expected_results", "data", "extra", "warnings")})
+            new.append(got)
+        out.append(params.resources.apply(got) if is_variant(got) else got)
     if new:
         save_tasks(store, new, source="tasks validate --expected-from-reference")
-    return made, notes
+    return out, notes

@@ -211,3 +211,24 @@ def test_a_task_files_malformed_variant_record_is_refused_not_a_crash(data):
                     repository=RepoRef(local_path="r"), run=RunSpec(command="c"),
                     extra={KEY: {"of": "t", "data": data}})
     assert "unreadable" in valued_on_problem(task, {})
+
+
+def test_a_variant_is_stored_without_the_validations_overrides_and_keeps_its_repository(store, tmp_path, nums):
+    """`--timeout`/`--environment` apply to this validation's runs, not to the stored variant, and a run's copy of
+    the variant (overrides applied) still runs on the repository its task was given."""
+    from failatlas.bench_core.repos import AddParams, add, repository_for
+    from failatlas.bench_core.runs import ResourceOverrides
+
+    task = _task(tmp_path)
+    save_tasks(store, [task], source="toy")
+    copy = tmp_path / "copy"
+    shutil.copytree(Path(task.source).parent / "repo", copy)
+    add(store, AddParams(source=str(copy), task_ids=[task.id]))
+    overrides = ResourceOverrides(timeout_s=77)
+    [verdict] = run(store, ValidateParams(task_ids=[task.id], sandbox="local", runs_dir=tmp_path / "runs",
+                                          mutants=0, data={"nums": nums / "nums"}, expected_from_reference=True,
+                                          resources=overrides)).verdicts
+    assert verdict.status == "valid", verdict
+    stored = get_task(store, verdict.task_id)
+    assert stored.run.timeout_s == task.run.timeout_s == 120
+    assert repository_for(store, overrides.apply(stored)).path == repository_for(store, task).path
