@@ -137,7 +137,25 @@ def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
                          + ", ".join(why))
     lines += _environment_lines(scores)
     lines += _attribution_lines(store, scores)
+    lines += _valued_on_data_lines(store, scores)
     return lines
+
+
+def _valued_on_data_lines(store: Store, scores: pl.DataFrame) -> list[str]:
+    """The scored runs of tasks whose expected values were taken from the reference's own run on given data
+    (`tasks validate --expected-from-reference`, a stand-in for data that is not public): a reader must not take
+    their scores for the paper's."""
+    ids = scores["run_id"].to_list()
+    if not ids:
+        return []
+    marks = ", ".join("?" for _ in ids)
+    [(runs, tasks)] = store.query(
+        f"SELECT count(*), count(DISTINCT r.task_id) FROM runs r JOIN tasks t ON t.id = r.task_id "
+        f"WHERE r.id IN ({marks}) AND json_extract(t.spec, '$.extra.expected_from_reference.of') IS NOT NULL", ids)
+    if not runs:
+        return []
+    return [f"{runs} scored run(s) of {tasks} task(s) are judged against the reference's own run on the data given "
+            "(`+ref-` tasks: a stand-in for data that is not public), not against the paper's values"]
 
 
 def _attribution_lines(store: Store, scores: pl.DataFrame) -> list[str]:

@@ -90,6 +90,11 @@ def test_a_stand_in_gold_fails_on_paper_values_and_is_valid_on_the_references(st
     assert any("not the paper's" in w for w in variant.warnings)
     assert get_task(store, task.id).expected_results[0].value == 123.4  # the paper-valued task is unchanged
 
+    from failatlas.bench_core.scoring.report import report_notes
+
+    said = [line for line in report_notes(store) if "+ref-" in line]
+    assert said and said[0].startswith("2 scored run(s) of 1 task(s) are judged against the reference's own run")
+
     [again] = run(store, ValidateParams(**common, expected_from_reference=True)).verdicts
     assert again.task_id == verdict.task_id  # the same data: the stored variant, not a new one
     [(count,)] = store.query(f"SELECT count(*) FROM tasks WHERE id LIKE '{task.id}{SUFFIX}%'")
