@@ -80,7 +80,7 @@ def test_list_with_filters(run, imported):
     ]
     table = run("list", "--benchmark", "rexbench")
     assert table.exit_code == 0
-    assert "2 task(s)" in table.stdout and "rexbench-othello" in table.stdout and "warnings" in table.stdout
+    assert "2 task(s)" in table.stdout and "rexbench-othello" in table.stdout and "2 warning(s)" in table.stdout
 
 
 def test_show_hides_ground_truth_unless_asked(run, imported):
