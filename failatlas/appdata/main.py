@@ -22,13 +22,16 @@ from failatlas.appdata.pages.common import Context, code, md, param
 from failatlas.core.errors import FailAtlasError, StoreLockedError
 from failatlas.core.store import Store
 
+# our one piece of HTML: a constant, no text of a run or task in it (tests/reliability/test_attack_app.py)
+PAGE_STYLE = "<style>[data-testid='stMainBlockContainer']{padding-left:2rem;padding-right:2rem}</style>"
+
 
 def main() -> None:
     """Render the page the URL asks for. Streamlit re-runs the script on every interaction."""
     st.set_page_config(page_title="FailAtlas", layout="wide")
     # Streamlit's wide layout keeps 5rem on each side of the page: at 1440x900, beside the sidebar, 980 px for
     # tables of a dozen columns. 2rem gives them 96 px more (issue 42: columns cut at the right edge).
-    st.html("<style>[data-testid='stMainBlockContainer']{padding-left:2rem;padding-right:2rem}</style>")
+    st.html(PAGE_STYLE)
     path = str(Store(os.environ.get("FAILATLAS_DB")).path.resolve())
     ctx = Context(path=path, status=None, taxonomy_id=None)  # type: ignore[arg-type]
     ctx.status = ctx.q("store_status")

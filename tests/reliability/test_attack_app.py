@@ -395,10 +395,11 @@ def test_texts_reach_streamlit_as_escaped_markdown(app_db, monkeypatch):
         markdown, text = _markdown_sources(at)
         sources += markdown
         unparsed += text
+    from failatlas.appdata.main import PAGE_STYLE
     from failatlas.appdata.pages.run_view import SECTIONS, run_links
 
     # our own links, no text: the run view's sections, and its links to its task and its diff against gold
-    ours = {"Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS)}
+    ours = {"Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS), PAGE_STYLE}
     runs = Store(app_db).query("SELECT id, task_id, agent FROM runs")
     ours |= {run_links(run, task, gold) for run, task, _ in runs
              for gold in [None, *(g for g, t, a in runs if a == "gold" and t == task and g != run)]}
