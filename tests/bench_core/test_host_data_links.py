@@ -154,8 +154,17 @@ class _GoldDataLinkAgent(GoldAgent):
         return outcome
 
 
-register_agent(_DataLinkAgent.name)(_DataLinkAgent)
-register_agent(_GoldDataLinkAgent.name)(_GoldDataLinkAgent)
+@pytest.fixture(autouse=True)
+def _test_agents():
+    """The two agents are registered only while this module's tests run: registered at import, they were in every
+    other test's registry (`failatlas agents --all` is checked whole in tests/test_cli_widths.py)."""
+    from failatlas.bench_core.agents.base import AGENTS
+
+    for agent in (_DataLinkAgent, _GoldDataLinkAgent):
+        register_agent(agent.name)(agent)
+    yield
+    for agent in (_DataLinkAgent, _GoldDataLinkAgent):
+        AGENTS.unregister(agent.name)
 
 
 @pytest.mark.parametrize("agent", [_DataLinkAgent.name, _GoldDataLinkAgent.name])
