@@ -15,19 +15,15 @@ from failatlas.bench_core.sandbox.envbuild import build_task_env
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.cli import app
+from tests.bench_core.envtask import env_task_store
 
 TASK = "env-typo-similarity"
 
 
 @pytest.fixture(scope="module")
 def built(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
-    from failatlas.store import open_store
-
     root = tmp_path_factory.mktemp("env-build")
-    store = open_store(root / "store.duckdb")
-    [task] = load_suite("failatlas-env")
-    save_tasks(store, [task.model_copy(update={"resources": task.resources.model_copy(
-        update={"environment": "prebuilt"})})], source="failatlas-env")
+    store = env_task_store(root)
     first = build_task_env(store, TASK, force=True)
     yield store, root, first
     docker.from_env().images.remove(first.tag, force=True)

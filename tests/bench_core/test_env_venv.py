@@ -20,9 +20,8 @@ from failatlas.bench_core.sandbox.bwrap_setup import bwrap_binary, bwrap_problem
 from failatlas.bench_core.sandbox.envbuild import EnvSpec
 from failatlas.bench_core.sandbox.errors import SandboxError
 from failatlas.bench_core.sandbox.venvs import RECORD, build_task_venv, build_venv
-from failatlas.bench_core.suites import load_suite
-from failatlas.bench_core.tasks import save_tasks
 from failatlas.cli import app
+from tests.bench_core.envtask import env_task_store
 
 TASK = "env-typo-similarity"
 
@@ -56,13 +55,8 @@ def reachable_envs():
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, reachable_envs: Path):
-    from failatlas.store import open_store
-
     root = tmp_path_factory.mktemp("env-venv")
-    store = open_store(root / "store.duckdb")
-    [task] = load_suite("failatlas-env")
-    save_tasks(store, [task.model_copy(update={"resources": task.resources.model_copy(
-        update={"environment": "prebuilt"})})], source="failatlas-env")
+    store = env_task_store(root)
     first = build_task_venv(store, TASK, force=True)
     yield store, root, first
 
@@ -101,11 +95,8 @@ def test_the_same_run_without_the_environment_fails(built, tmp_path):
     """The venv is what makes it pass: the task left to the agent, under bwrap with no network, cannot import."""
     # the sandbox's python3 is the one under /usr (not a root-only pyenv): it has no textdistance of its own
     assert subprocess.run(["/usr/bin/python3", "-c", "import textdistance"], capture_output=True).returncode != 0
-    from failatlas.store import open_store
 
-    store = open_store(tmp_path / "store.duckdb")
-    [task] = load_suite("failatlas-env")
-    save_tasks(store, [task], source="failatlas-env")
+    store = env_task_store(tmp_path, prebuilt=False)
     runs.run(store, runs.BenchParams(agent="gold", task_ids=[TASK], runs_dir=tmp_path / "runs", network="none",
                                      sandbox="bwrap"))
     [row] = store.query_dicts("SELECT id, inputs FROM runs")
@@ -116,16 +107,12 @@ def test_the_same_run_without_the_environment_fails(built, tmp_path):
 
 
 def test_a_missing_venv_names_the_command_that_builds_it(tmp_path, reachable_envs, monkeypatch):
-    from failatlas.store import open_store
 
     empty = reachable_envs / "none-built-here"
     empty.mkdir()
     monkeypatch.setenv("FAILATLAS_ENV_DIR", str(empty))
 
-    store = open_store(tmp_path / "store.duckdb")
-    [task] = load_suite("failatlas-env")
-    save_tasks(store, [task.model_copy(update={"resources": task.resources.model_copy(
-        update={"environment": "prebuilt"})})], source="failatlas-env")
+    store = env_task_store(tmp_path)
     runs.run(store, runs.BenchParams(agent="gold", task_ids=[TASK], runs_dir=tmp_path / "runs", network="none",
                                      sandbox="bwrap"))
     [row] = store.query_dicts("SELECT status, infra_error AS error FROM runs")

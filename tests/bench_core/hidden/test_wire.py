@@ -73,7 +73,7 @@ def test_what_is_not_plain_data_cannot_be_encoded(value):
 
 
 # ------------------------------------------------------------------------------------------------ torch tensors
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402 - scripts/setup.sh installs it (with sentence-transformers); a missing one fails
 
 
 def _tensors() -> dict:
