@@ -22,7 +22,7 @@ from failatlas.bench_core.hidden.relay import HERE, JudgeError, run_judge
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
-RECORDER_VERSION = 3  # 3: numpy scalars keep their dtype, torch tensors are recorded
+RECORDER_VERSION = 4  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh sandbox
 RECORD_DIR = ".failatlas-record"
 CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")

@@ -170,7 +170,8 @@ def _lock(key: str) -> threading.Lock:
 def make_recording(task: TaskSpec, reference: Path, targets: list[dict], start: StartTree,
                    limits: Limits = LIMITS) -> Recording:
     """Record the reference's calls in a fresh sandbox (`start(tree)`) holding a copy of `reference`, and keep
-    those it reproduces and the masked stubs do not pass (the masked repository in another fresh sandbox).
+    those an unrun copy of it reproduces in another fresh sandbox (as a judge's is) and the masked stubs do not
+    pass (the masked repository in a third).
     Raises InfrastructureError when a sandbox or the judge fails."""
     try:
         return _record(task, reference, targets, start, limits)
@@ -185,7 +186,13 @@ def _record(task: TaskSpec, reference: Path, targets: list[dict], start: StartTr
         with start(tree) as sandbox:
             recording = record_calls(sandbox, command=task.run.command or "", targets=targets, timeout_s=timeout,
                                      limits=limits)
-            recording = self_check(recording, sandbox, timeout_s=max(60.0, timeout))
+        if recording.cases:
+            # reproduced where a judge replays them: a fresh sandbox on an unrun copy of the reference, so nothing
+            # the run command left behind (packages it installed, files it wrote) makes a case pass here that a
+            # judge's sandbox cannot pass (the run's side effects are not the environment)
+            fresh = reference_workspace(task, Path(tmp) / "reference-check", repo=reference)
+            with start(fresh) as sandbox:
+                recording = self_check(recording, sandbox, timeout_s=max(60.0, timeout))
         if recording.cases:
             masked = Path(prepare_workspace(task, Path(tmp) / "masked", repo=reference).path)
             with start(masked) as sandbox:

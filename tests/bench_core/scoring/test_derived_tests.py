@@ -300,3 +300,31 @@ def test_a_recording_whose_reference_failed_is_kept_for_scoring_and_made_again_b
     assert counter.read_text().count("ran") == 1
     assert ensure_recording(task, _reference(RIDGE), start, folder=folder, redo_failed=True)[2] is True
     assert counter.read_text().count("ran") == 2
+
+
+def test_a_case_that_needs_what_the_run_command_left_behind_is_not_kept(tmp_path):
+    """The recording is reproduced where a judge replays it (a fresh sandbox on an unrun copy of the reference):
+    a masked function that reads a file its run command wrote first (or a package the command installed) cannot
+    be replayed on a judged tree, so its cases are dropped and gold is not failed for it (CI, failatlas-env: gold's
+    textdistance, installed by `pip install --user` in the run command, was missing from the judge's sandbox)."""
+    reference = tmp_path / "reference"
+    shutil.copytree(_reference(RIDGE), reference)
+    source = (reference / "ridge.py").read_text()
+    fit = "    def fit(self, X, y):\n"
+    source = source.replace(fit, fit + "        _scale = float((__import__('pathlib').Path(__file__).parent"
+                                       " / 'written_by_the_run.txt').read_text())\n", 1)
+    (reference / "ridge.py").write_text(source)
+    task = _task(RIDGE)
+    task = task.model_copy(update={"run": task.run.model_copy(
+        update={"command": "echo 1.0 > written_by_the_run.txt && python3 run.py"})})
+
+    def start(tree):
+        return create_sandbox("local", SandboxSpec(run_id="derived-test"), workspace=tree)
+
+    _key, recording, made = ensure_recording(task, reference, start, folder=tmp_path / "cache")
+    assert made and recording.exit_code == 0 and recording.cases == []
+    assert recording.unreproducible > 0 and any("written_by_the_run.txt" in n for n in recording.notes)
+    gold = tmp_path / "gold"
+    shutil.copytree(reference, gold)
+    verdict = _judge(task, gold, tmp_path / "cache", reference)
+    assert verdict.status == "not_run" and verdict.passed is None, verdict
