@@ -418,8 +418,11 @@ def attribute(task: TaskSpec, tree: Path | None, pristine: Path | None, changed:
             verdicts = [failed if v is hidden else v for v in verdicts]
             hidden = failed
     if hidden is not None and hidden.passed is False and validation is not None and validation.outcome == "passed":
-        done = hidden.verdict.get("passed"), hidden.verdict.get("total")
-        why = f"{CONSISTENCY}: the hidden tests of the masked code fail ({done[0]}/{done[1]} passed)"
+        v = hidden.verdict  # hand-written hidden tests count passed/total, derived ones matched/cases
+        done = (v.get("passed", v.get("matched")), v.get("total", v.get("cases")))
+        which = "derived tests" if hidden.judge == "derived-tests" else "hidden tests"
+        why = f"{CONSISTENCY}: the {which} of the masked code fail" + \
+            (f" ({done[0]}/{done[1]} passed)" if None not in done else "")
         if hidden.verdict.get("rebound") or (hidden.verdict.get("counterfactual") or {}).get("status") == \
                 "passed_without_implementation" or (hidden.verdict.get("transplant") or {}).get("status") == \
                 "failed_without_the_rest_of_the_diff":
