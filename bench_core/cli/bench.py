@@ -290,6 +290,10 @@ def show(
                   f"status={run['status']} fault={run['fault_injected'] or '-'}", highlight=False)
     if run["infra_error"]:
         console.print(f"infra error: {escape(run['infra_error'])}", highlight=False)
+    if run.get("sandbox") == "local":
+        from failatlas.bench_core.sandbox.bwrap_select import UNISOLATED
+
+        console.print(f"[yellow]sandbox: local: {UNISOLATED}[/]", highlight=False)
     if verdicts.get("cheat"):
         _print_cheat(verdicts["cheat"])
     else:

@@ -28,10 +28,17 @@ def docker_problem() -> str | None:
     return None
 
 
+UNISOLATED = ("the agent's code runs as host processes with this user's permissions, unisolated: it can write the "
+              "harness's own files (the store, the derived tests' recordings), so a score holds only for a trusted "
+              "agent (bench report and bench show mark such runs)")
+
+
 def resolve_sandbox_kind(kind: str | None, *, say: Callable[[str], None] = lambda _text: None) -> str:
     """The sandbox kind to use for `kind`: itself when named, and for None or 'auto' docker where the engine
     answers, else bwrap where it works (saying so through `say`). Raises ConfigError when neither works: `local`
     isolates nothing and is only used when asked for."""
+    if kind == "local":
+        say(f"sandbox: local: {UNISOLATED}")
     if kind not in (None, "", AUTO):
         return kind
     docker_why = docker_problem()

@@ -138,7 +138,25 @@ def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
     lines += _environment_lines(scores)
     lines += _attribution_lines(store, scores)
     lines += _valued_on_data_lines(store, scores)
+    lines += _unisolated_lines(store, scores)
     return lines
+
+
+def _unisolated_lines(store: Store, scores: pl.DataFrame) -> list[str]:
+    """The scored runs made in `local` sandboxes, per agent: their agents' code ran on the host, where it could
+    write what judges it (docs/sandbox.md), so their scores hold only for trusted agents."""
+    ids = scores["run_id"].to_list()
+    if not ids:
+        return []
+    marks = ", ".join("?" for _ in ids)
+    rows = store.query(f"SELECT agent, count(*) FROM runs WHERE id IN ({marks}) AND sandbox = 'local' "
+                       "GROUP BY agent ORDER BY agent", ids)
+    if not rows:
+        return []
+    named = ", ".join(f"{agent} {n}" for agent, n in rows)
+    return [f"warning: {sum(n for _a, n in rows)} scored run(s) ran in local sandboxes, unisolated ({named}): the "
+            "agent's code could write the harness's own files, so these scores hold only for trusted agents "
+            "(use --sandbox docker or bwrap for any other)"]
 
 
 def _valued_on_data_lines(store: Store, scores: pl.DataFrame) -> list[str]:

@@ -236,8 +236,11 @@ def test_auto_takes_bwrap_when_docker_is_absent(monkeypatch: pytest.MonkeyPatch,
     said: list[str] = []
     assert resolve_sandbox_kind("auto", say=said.append) == "bwrap"
     assert len(said) == 1 and "Docker is not reachable" in said[0] and "bwrap" in said[0]
-    assert resolve_sandbox_kind("local", say=said.append) == "local"  # a named kind is kept, silently
+    assert resolve_sandbox_kind("bwrap", say=said.append) == "bwrap"  # a named kind is kept, silently
     assert len(said) == 1
+    # local is kept too, with the one line that its runs are unisolated (bench report and show mark them)
+    assert resolve_sandbox_kind("local", say=said.append) == "local"
+    assert len(said) == 2 and said[1].startswith("sandbox: local: ") and "unisolated" in said[1]
 
 
 def test_auto_never_falls_back_to_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -99,3 +99,25 @@ def test_the_report_states_each_denominator_and_warns_about_runs_in_no_score(env
     assert res.exit_code == 0, res.output
     assert "warning: null: 2 of 4 stored run(s) are in no score" in " ".join(res.output.split())
     assert "2 of 4" in res.output  # the runs column: scored of stored
+
+
+def test_runs_made_in_local_sandboxes_are_marked_unisolated_in_the_report_and_in_bench_show(env_store):
+    """`--sandbox local` runs the agent's code as host processes: it could write the store or the derived tests'
+    recordings, so its scores hold only for a trusted agent, and every place that shows them says so."""
+    from failatlas.cli import app
+
+    warning = next(line for line in report_notes(env_store) if "local sandboxes" in line)
+    scored = run_scores(env_store)
+    assert warning.startswith(f"warning: {scored.height} scored run(s) ran in local sandboxes, unisolated")
+    assert "command 1" in warning and "gold 2" in warning and "null 2" in warning and "trusted" in warning
+    # a run made elsewhere is not counted
+    with env_store.write() as conn:
+        conn.execute("UPDATE runs SET sandbox = 'docker' WHERE agent = 'command'")
+    assert "command" not in next(line for line in report_notes(env_store) if "local sandboxes" in line)
+    [(local,)] = env_store.query("SELECT id FROM runs WHERE agent = 'gold' AND sandbox = 'local' LIMIT 1")
+    [(other,)] = env_store.query("SELECT id FROM runs WHERE agent = 'command' LIMIT 1")
+    shown = CliRunner().invoke(app, ["--db", str(env_store.path), "bench", "show", local])
+    assert shown.exit_code == 0, shown.output
+    assert "sandbox: local: the agent's code runs as host processes" in " ".join(shown.output.split())
+    assert "sandbox: local" not in CliRunner().invoke(app, ["--db", str(env_store.path), "bench", "show",
+                                                             other]).output
