@@ -6,19 +6,48 @@ Stage CLIs stay thin: parse flags, call `store()`, call the stage's function, pr
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from failatlas.core.errors import StoreError
 from failatlas.core.store import Migration, Store, resolve_db_path
 
-console = Console()
-err_console = Console(stderr=True)
+# C0 controls but newline and tab, DEL and C1 controls: an escape sequence in text an agent, a task file or an
+# imported file wrote (a conclusion, a question, a requirement) could recolour, clear or retitle the reader's
+# terminal, or write its clipboard (OSC 52); printed as \xNN instead
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class SafeConsole(Console):
+    """A rich Console whose printed text never carries a control character from the data it shows: each segment's
+    text is cleaned before layout (`render_str`) and again after rendering (`Text` objects made elsewhere), so
+    tables, panels and plain strings are covered alike; the console's own styles and cursor moves (segment
+    styles and control segments, added after) are kept."""
+
+    def render_str(self, text: str, **kwargs):  # noqa: ANN003, ANN201 - rich's signature
+        return super().render_str(_visible(text), **kwargs)  # before layout, so widths count what is shown
+
+    def render(self, renderable, options=None):  # noqa: ANN001, ANN201 - rich's signature
+        for segment in super().render(renderable, options):
+            if segment.control is None and _CONTROL.search(segment.text):
+                yield Segment(_visible(segment.text), segment.style, segment.control)
+            else:
+                yield segment
+
+
+console = SafeConsole()
+err_console = SafeConsole(stderr=True)
 
 T = TypeVar("T")
 
