@@ -18,6 +18,7 @@ from failatlas.core.tables import (  # one of each
     counted,
     interval_text,
     latex_cell,
+    one_line,
     paper_table,
 )
 
@@ -39,12 +40,6 @@ def pct(x: float | None) -> str:
 
 def has_runs(frame: pl.DataFrame) -> bool:
     return "runs_total" in frame.columns and frame["runs_total"].drop_nulls().len() > 0
-
-
-def one_line(text: str) -> str:
-    """Text as one line: any run of whitespace (line breaks included) becomes one space, so a name with a line
-    break cannot split a Markdown row or end a LaTeX paragraph inside the tabular."""
-    return " ".join(text.split())
 
 
 def display_rows(frame: pl.DataFrame) -> tuple[list[str], list[list[str]]]:

@@ -15,9 +15,19 @@ _LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "
 _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIALS))
 
 
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: object) -> str:
+    """Text as one line: any run of whitespace (line breaks included) becomes one space and other control
+    characters are dropped, so a name with a line break cannot split a Markdown row or end a LaTeX paragraph inside
+    a tabular, and no escape sequence reaches a file a reader will `cat`."""
+    return " ".join(_CONTROLS.sub("", " ".join(str(text).split())).split())
+
+
 def latex_escape(text: object) -> str:
-    """Escape LaTeX's special characters in a cell."""
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], str(text))
+    """Escape LaTeX's special characters in a cell, on one line (`one_line`)."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], one_line(text))
 
 
 def fmt(value: object, digits: int = 2) -> str:
@@ -47,7 +57,7 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
 
 def to_markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     def cell(v: object) -> str:
-        return fmt(v).replace("|", r"\|")
+        return one_line(fmt(v)).replace("|", r"\|")
 
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
