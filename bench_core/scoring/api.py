@@ -244,7 +244,7 @@ class _Trees:
 
     def __init__(self, task: TaskSpec, outputs: dict, scratch: Path, repo: Path | None, starter,
                  memo: dict | None = None) -> None:
-        self.task, self.scratch, self.starter, self.memo = task, scratch, starter, memo
+        self.task, self.scratch, self.starter, self.memo, self.repo = task, scratch, starter, memo, repo
         self.workspace, self.pristine, self.patch_error = clean_trees(
             task, outputs.get("diff") or "", scratch=scratch, repo=repo)
         self.constructed: Constructed | None = None
@@ -348,10 +348,15 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
         validation.evidence["notes"] = [no_reader]
     if validation.outcome != "passed":
         return validation
-    if literals and script:  # on a constructed tree the agent's files are not there: what they write is moot
-        named = ", ".join(sorted({f"{name} ({value:g}) in {path}" for path, name, value in literals})[:5])
+    # on a constructed tree only what it carries of the agent's (its masked definitions and their support; for a
+    # task masking nothing, its changed files) can write an expected value: a masked body returning the expected
+    # values is no implementation, and no counterfactual can tell it from one (the stubs fail either way)
+    written = literals if script else _carried_literals(task, outputs, trees)
+    if written:
+        named = ", ".join(sorted({f"{name} ({value:g}) in {path}" for path, name, value in written})[:5])
         validation.outcome = "fabricated_result"
-        validation.detail += f"; not trusted: the agent's files write expected values literally: {named}"
+        whose = "files write" if script else "code the judged tree carries writes"
+        validation.detail += f"; not trusted: the agent's {whose} expected values literally: {named}"
         return validation
     restored, again_tree = trees.counterfactual_tree(of_agent_tree=script)
     if again_tree is None:
@@ -490,6 +495,38 @@ def _literals(task: TaskSpec, outputs: dict, workspace: Path | None, repo: Path 
     if outputs.get("run_script"):
         files[".failatlas/run.sh"] = str(outputs["run_script"])
     return literal_matches(task, files, reference_values(task, repo), notes=notes)
+
+
+def _carried_literals(task: TaskSpec, outputs: dict, trees: _Trees) -> list[tuple[str, str, float]]:
+    """`literals.literal_matches` over what the judged (constructed) tree holds of the agent's: each changed file
+    as the judged tree has it where that differs from the pristine repository's, less what the pristine copy of
+    the same file already matches (a paper's number in a README the agent touched is not the agent's)."""
+    if trees.patch_error is not None:
+        return []
+    judged, pristine = trees.judged.resolve(), trees.pristine.resolve()
+    outputs_files = {task.run.results_file, *(c.file for c in task.checks)}
+    mine: dict[str, str] = {}
+    theirs: dict[str, str] = {}
+    for rel in outputs.get("changed_files") or []:
+        if not isinstance(rel, str) or rel in outputs_files:
+            continue
+        path, base = judged / rel, pristine / rel
+        if not path.resolve().is_relative_to(judged) or path.is_symlink() or not path.is_file() \
+                or path.stat().st_size > MAX_FILE_BYTES:
+            continue
+        text = path.read_text(errors="replace")
+        before = base.read_text(errors="replace") if base.is_file() and not base.is_symlink() \
+            and base.resolve().is_relative_to(pristine) and base.stat().st_size <= MAX_FILE_BYTES else None
+        if text != before:
+            mine[rel] = text
+            if before is not None:
+                theirs[rel] = before
+    if not mine:
+        return []
+    reference = reference_values(task, trees.repo)
+    notes: list[str] = []
+    already = set(literal_matches(task, theirs, reference, notes=notes)) if theirs else set()
+    return [m for m in literal_matches(task, mine, reference, notes=notes) if m not in already]
 
 
 def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str]]:
