@@ -22,7 +22,8 @@ from failatlas.bench_core.hidden.relay import HERE, JudgeError, run_judge
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
-RECORDER_VERSION = 4  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh sandbox
+RECORDER_VERSION = 5  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh
+# sandbox; 5: arguments a call changes in place are recorded and compared
 RECORD_DIR = ".failatlas-record"
 CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")
@@ -151,7 +152,10 @@ def _read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
         label = f"{line['t']}.{line['qualname']}" if unique else str(line["qualname"])
         case = {k: line[k] for k in CASE_FIELDS}
         duration = line.get("duration")
-        case.update(after=line.get("after") if line["kind"] == "method" else None, number=number,
+        mutated = line.get("mutated")
+        if not (isinstance(mutated, dict) and all(isinstance(mutated.get(k), dict) for k in ("args", "kwargs"))):
+            mutated = None
+        case.update(after=line.get("after") if line["kind"] == "method" else None, number=number, mutated=mutated,
                     id=_ID_UNSAFE.sub("_", f"{label}-{kind}-{number}"),
                     duration=float(duration) if isinstance(duration, int | float) and duration >= 0 else 0.0)
         recording.cases.append(case)

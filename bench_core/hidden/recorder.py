@@ -142,7 +142,7 @@ class _Recorder:
             start = time.monotonic()
             value = func(*args, **kwargs)
             if case is not None:
-                recorder._finish(case, func, args, value, time.monotonic() - start)
+                recorder._finish(case, func, args, value, time.monotonic() - start, kwargs)
             return value
 
         return wrapper
@@ -165,18 +165,31 @@ class _Recorder:
             self._line({"t": index, "skip": "unencodable", "why": f"inputs: {type(exc).__name__}: {exc}"[:300]})
             return None
 
-    def _outputs(self, case, args, value):
+    def _outputs(self, case, args, value, kwargs=None, before=None):
+        """The call's results as plain data: the return value (or that it returned the instance), a method's
+        instance `__dict__` after, and each argument the call changed in place (`mutated`: its value after, by
+        position or keyword, compared with `before`, the inputs as recorded), so an in-place function is judged on
+        what it does to its arguments, not only on its None."""
         instance = args[0] if case["kind"] == "method" else None
         is_self = instance is not None and value is instance
         out = {"self": is_self, "ret": None if is_self else self.wire.to_plain(value)}
         if instance is not None:
             out["after"] = self.wire.to_plain(dict(vars(instance)))
+        before = before if before is not None else case
+        plain_args = self.wire.to_plain(list(args[1:] if instance is not None else args))
+        plain_kwargs = self.wire.to_plain(dict(kwargs or {}))
+        pairs = zip(plain_args, before["args"], strict=False)
+        mutated = {"args": {str(i): v for i, (v, b) in enumerate(pairs) if v != b},
+                   "kwargs": {k: v for k, v in plain_kwargs.items() if k in before["kwargs"]
+                              and v != before["kwargs"][k]}}
+        if mutated["args"] or mutated["kwargs"]:
+            out["mutated"] = mutated
         return out
 
-    def _finish(self, case, func, args, value, duration):
+    def _finish(self, case, func, args, value, duration, kwargs=None):
         index = case["t"]
         try:
-            case.update(self._outputs(case, args, value), duration=duration, perturbed=False)
+            case.update(self._outputs(case, args, value, kwargs), duration=duration, perturbed=False)
             text = json.dumps(case, separators=(",", ":"))
         except Exception as exc:  # noqa: BLE001 - a result that is not plain data
             self._line({"t": index, "skip": "unencodable", "why": f"result: {type(exc).__name__}: {exc}"[:300]})
@@ -209,7 +222,7 @@ class _Recorder:
             vars(instance).update(state)
             args = [instance, *args]
         value = func(*args, **kwargs)
-        return self._outputs(case, args, value)
+        return self._outputs(case, args, value, kwargs, before=inputs)
 
     def _owner(self, func, case):
         module = sys.modules.get(func.__module__)
@@ -223,7 +236,8 @@ class _Recorder:
 
     def _perturb_case(self, case, func, text):
         index = case["t"]
-        recorded = {"self": case["self"], "ret": case["ret"], "after": case.get("after")}
+        recorded = {"self": case["self"], "ret": case["ret"], "after": case.get("after"),
+                    "mutated": case.get("mutated")}
         inputs = {k: case[k] for k in ("args", "kwargs", "state")}
         want = json.dumps(recorded, separators=(",", ":"))
         cost = max(case["duration"], 0.001)
@@ -256,14 +270,15 @@ class _Recorder:
                 continue
             finally:
                 self.spent[index] = self.spent.get(index, 0.0) + time.monotonic() - start
-            line = {**case, **changed, **out, "perturbed": True, "duration": time.monotonic() - start}
+            line = {**{k: v for k, v in case.items() if k != "mutated"}, **changed, **out, "perturbed": True,
+                    "duration": time.monotonic() - start}
             text = json.dumps(line, separators=(",", ":"))
             if len(text) > self.max_call_bytes or not self._write(text):
                 return
 
     @staticmethod
     def _ret_after(out):
-        return {"self": out["self"], "ret": out["ret"], "after": out.get("after")}
+        return {"self": out["self"], "ret": out["ret"], "after": out.get("after"), "mutated": out.get("mutated")}
 
     # ------------------------------------------------------------------------------------------------- output
     def _write(self, text, note=False):

@@ -5,8 +5,9 @@ the run's sandbox), and compared here, in the judge process, with what the refer
 `record.replay_source` writes this file's text after one line `CASES_DATA = "<base64 of zlib of wire data>"`. A
 function's case: its module (imported with `root`, relative to the working copy, first on sys.path), the
 arguments, and for a method the instance's recorded `__dict__`: the instance is made with `Cls.__new__(Cls)` and
-that `__dict__`, the method is called, and the return value (or that it returned the instance itself) and the
-attributes the reference set are compared: numbers within RTOL/ATOL, integers, booleans and strings exactly;
+that `__dict__`, the method is called, and the return value (or that it returned the instance itself), the
+attributes the reference set and each argument the reference changed in place (`mutated`) are compared:
+numbers within RTOL/ATOL, integers, booleans and strings exactly;
 arrays and tensors (`wire.TensorData`: this process never imports torch) elementwise by the same rule, their
 shapes and dtypes equal, NaN matching only NaN; a numpy scalar by its value, as the Python number it holds.
 Imports only the standard library, numpy, pytest and the judge's own modules.
@@ -45,6 +46,8 @@ if kind == "method":
               "after": {k: now[k] for k in keys if k in now}}
 else:
     result = {"self": False, "ret": target(*args, **kwargs), "after": None}
+result["mutated"] = {"args": {str(i): args[i] for i in arg_keys if i < len(args)},
+                     "kwargs": {k: kwargs[k] for k in kwarg_keys if k in kwargs}}
 """
 
 
@@ -162,6 +165,9 @@ def check(case: dict, got) -> str | None:
         found = first_difference(case["ret"], got.get("ret"), "the return value")
         if found:
             return found
+    found = _mutated_difference(case.get("mutated") or {}, got.get("mutated"))
+    if found:
+        return found
     if case["kind"] != "method":
         return None
     after, have = case.get("after") or {}, got.get("after")
@@ -176,6 +182,23 @@ def check(case: dict, got) -> str | None:
     return None
 
 
+def _mutated_difference(want: dict, have) -> str | None:
+    """The first argument the reference changed in place that the agent's call left different (None: none)."""
+    if not want.get("args") and not want.get("kwargs"):
+        return None
+    if not isinstance(have, dict):
+        return "the arguments after the call did not come back"
+    for part, word in (("args", "argument"), ("kwargs", "keyword argument")):
+        mine = have.get(part) if isinstance(have.get(part), dict) else {}
+        for key, value in (want.get(part) or {}).items():
+            if key not in mine:
+                return f"{word} {key} after the call: missing"
+            found = first_difference(value, mine[key], f"{word} {key} after the call")
+            if found:
+                return found
+    return None
+
+
 def _label(case: dict) -> str:
     kind = "perturbed" if case["perturbed"] else "recorded"
     return f"{case['qualname']} ({kind} call {case['number']})"
@@ -186,6 +209,8 @@ def test_derived(agent, index):
     case = CASES[index]
     got = agent.run(SNIPPET, module=case["module"], root=case["root"], qualname=case["qualname"],
                     kind=case["kind"], args=case["args"], kwargs=case["kwargs"], state=case.get("state") or {},
-                    keys=sorted(case.get("after") or {}))
+                    keys=sorted(case.get("after") or {}),
+                    arg_keys=sorted(int(i) for i in ((case.get("mutated") or {}).get("args") or {})),
+                    kwarg_keys=sorted((case.get("mutated") or {}).get("kwargs") or {}))
     found = check(case, got)
     assert found is None, f"{_label(case)}: {found}"

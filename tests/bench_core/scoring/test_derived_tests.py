@@ -328,3 +328,36 @@ def test_a_case_that_needs_what_the_run_command_left_behind_is_not_kept(tmp_path
     shutil.copytree(reference, gold)
     verdict = _judge(task, gold, tmp_path / "cache", reference)
     assert verdict.status == "not_run" and verdict.passed is None, verdict
+
+
+INPLACE = Path(__file__).resolve().parents[2] / "fixtures" / "inplace_task"
+
+
+def test_a_function_that_works_in_place_is_judged_on_what_it_does_to_its_arguments(tmp_path):
+    """Red team (issue 38): `standardize_(X)` standardises X in place and returns None; the derived tests compared
+    only the return value, so a body of `return None` passed every case, perturbed ones too. The arguments a call
+    changes are recorded after it and compared."""
+    from failatlas.bench_core.tasks.importers.suite import load_task
+
+    task = load_task(INPLACE / "task.yaml")
+    reference = INPLACE / "repo"
+    folder = tmp_path / "cache"
+    gold = tmp_path / "gold"
+    shutil.copytree(reference, gold)
+    passed = _judge(task, gold, folder, reference)
+    assert passed.passed is True and passed.verdict["cases"] >= 3, passed
+    _key, recording, _made = ensure_recording(task, reference, lambda tree: pytest.fail("recorded again"),
+                                              folder=folder)
+    assert all(case["mutated"]["args"]["0"] is not None for case in recording.cases)
+    for body, why in (("    return None\n", "argument 0 after the call"),
+                      ("    X -= X.mean(axis=0)\n", "argument 0 after the call"),       # centred, not scaled
+                      ("    return (X - X.mean(axis=0)) / X.std(axis=0)\n", "the return value")):  # a copy
+        tree = tmp_path / f"agent-{len(body)}"
+        shutil.copytree(reference, tree)
+        source = (tree / "prep.py").read_text()
+        start = source.index('    """Standardise the columns')
+        end = source.index("def fit_predict")
+        (tree / "prep.py").write_text(source[:start] + '    """Agent."""\n' + body + "\n\n" + source[end:])
+        verdict = _judge(task, tree, folder, reference)
+        assert verdict.passed is False and verdict.verdict["matched"] == 0, (body, verdict)
+        assert why in verdict.error_analysis, (body, verdict.error_analysis)
