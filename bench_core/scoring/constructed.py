@@ -442,6 +442,11 @@ class _Scope:
         bad = [ast.unparse(d) for d in node.decorator_list if not self._decorator_ok(d)]
         if bad:
             raise _Refused(f"its decorator {bad[0][:80]} is not one of the inert ones")
+        if len(node.decorator_list) > 1 and any(isinstance(d, ast.Name) and d.id == "classmethod"
+                                                for d in node.decorator_list):
+            # classmethod over property (Python <= 3.12) makes a class property: reading it, as an attribute chain
+            # of a carried constant does at import, runs the function
+            raise _Refused("classmethod stacked with another decorator runs code when the class attribute is read")
         built = copy.copy(node)
         args = copy.deepcopy(node.args)
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:

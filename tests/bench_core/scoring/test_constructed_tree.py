@@ -217,6 +217,10 @@ def _agent_ridge(new_fit: str, tail: str) -> str:
     ("\ndef _helper(x=print('default runs')):\n    return 1\n", "_helper"),
     ("\nclass _helper:\n    x = open('/etc/passwd').read()\n", "_helper"),
     ("\n_helper = [i for i in range(3)]\n", "_helper"),
+    # red team: classmethod over property is a class property (Python <= 3.12); a carried constant reading it
+    # would run its body at import
+    ("\nclass _helper:\n    @classmethod\n    @property\n    def ready(cls):\n        return print('runs')\n"
+     "_READY = _helper.ready\n", "_helper"),
 ])
 def test_support_that_would_run_code_at_import_is_not_carried(tmp_path, tail, refused):
     fit = ZEROS_FIT.replace("        return self\n", "        _helper\n        return self\n")
