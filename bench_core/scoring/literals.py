@@ -51,6 +51,10 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
 
+# builtins folded when every argument is a constant: int('101878') / 10000 and float('10.18' '78') are literals
+_CALLS = {"int": int, "float": float, "abs": abs, "round": round}
+
+
 class _Exhausted(Exception):
     """The scan's work budget is spent."""
 
@@ -111,7 +115,8 @@ def _decoded(text: str) -> str:
 
 
 def _fold(node: ast.AST, budget: _Budget, depth: int = 0) -> object:
-    """The value of a constant expression (numbers, strings, + - * / // % and unary minus), else None."""
+    """The value of a constant expression (numbers, strings, + - * / // % **, unary minus, and int, float, abs
+    and round of constants), else None."""
     budget.spend(1)
     if depth > 50:
         return None
@@ -122,6 +127,23 @@ def _fold(node: ast.AST, budget: _Budget, depth: int = 0) -> object:
         value = _fold(node.operand, budget, depth + 1)
         if isinstance(value, int | float):
             return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS \
+            and not node.keywords and 1 <= len(node.args) <= 2:
+        values = [_fold(a, budget, depth + 1) for a in node.args]
+        if all(isinstance(v, int | float | str) for v in values) and not (len(values) == 2 and node.func.id != "round"):
+            try:
+                return _CALLS[node.func.id](*values)
+            except (ArithmeticError, ValueError, TypeError):
+                return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        base, exponent = _fold(node.left, budget, depth + 1), _fold(node.right, budget, depth + 1)
+        if isinstance(base, int | float) and isinstance(exponent, int | float) and abs(exponent) <= 400 \
+                and abs(base) <= 1e300:
+            try:
+                value = float(base) ** float(exponent)
+            except (ArithmeticError, ValueError):
+                return None
+            return value if isinstance(value, float) else None  # a negative base's fractional power is complex
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
         left, right = _fold(node.left, budget, depth + 1), _fold(node.right, budget, depth + 1)
         if isinstance(left, str) and isinstance(right, str) and isinstance(node.op, ast.Add):

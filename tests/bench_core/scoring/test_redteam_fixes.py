@@ -487,3 +487,20 @@ def test_rewiring_the_repository_already_holds_is_not_the_agents(tmp_path, ridge
     (tree / "ridge.py").write_text((tree / "ridge.py").read_text() + "globals().update({'fit': None})\n")
     found = rebindings(ridge, tree, pristine, ["ridge.py"])
     assert len(found) == 1 and "writes into globals()" in found[0], found
+
+
+@pytest.mark.parametrize("source", ["Y = 101878 * 10 ** -4", "Y = int('101878') / 10000",
+                                    "Y = float('10.18' + '78')", "Y = round(10.18781, 4)", "Y = abs(-10.1878)"])
+def test_powers_and_builtin_conversions_of_constants_are_folded(ridge, source):
+    """Red team (issue 38): `101878 * 10 ** -4` and `int('101878') / 10000` wrote an expected value that the
+    literal scan did not see (no ** and no calls folded), and a script-attributed E passed with no finding."""
+    assert literals.literal_matches(ridge, {"run.py": source}, set(), notes=[]) == [
+        ("run.py", "test_mse_ols", 10.1878)]
+
+
+@pytest.mark.parametrize("source", ["Y = 2 ** 10 ** 10", "Y = (-8) ** 0.5", "Y = int('9' * 5000)",
+                                    "Y = float('1e400')", "Y = round(1, 2, 3)", "Y = int(x='1')"])
+def test_folding_odd_constants_neither_raises_nor_matches(ridge, source):
+    notes: list[str] = []
+    assert literals.literal_matches(ridge, {"run.py": source}, set(), notes=notes) == []
+    assert notes == []
