@@ -50,9 +50,11 @@ _AXES = {
     "magnitude": ("less lower smaller fewer below low lowest smallest",
                   "more greater higher larger above high highest largest greatest exceeds exceed"),
     "quality": ("worse hurts hurt degrades degrade degraded degradation deteriorates deteriorated deterioration "
-                "worsens worsen worsened underperforms underperform inferior",
-                "better improves improve improved improvement improvements outperforms outperform beats beat helps "
-                "help superior enhances enhance enhanced surpasses surpass"),
+                "worsens worsen worsened underperforms underperform underperformed inferior poorer poorest weaker "
+                "weakest lags lag lagged lagging trails trailed",
+                "better improves improve improved improvement improvements outperforms outperform outperformed "
+                "beats beat helps help superior enhances enhance enhanced surpasses surpass surpassed stronger "
+                "strongest preferable"),
     "change": ("decreases decrease decreased decreasing falls fall fell falling drops drop dropped declines decline "
                "declined reduces reduce reduced shrinks shrink shrank lowers lowered",
                "increases increase increased increasing rises rise rose rising raises raise raised grows grow grew "

@@ -246,6 +246,13 @@ CONTRADICTIONS = [
     ("mini-ridge-cv", "Ridge regression with a cross-validated penalty does not predict held-out data better than "
                       "ordinary least squares.", "reversed"),
     ("mini-ridge-cv", "Ordinary least squares predicts held-out data better than ridge regression.", "reversed"),
+    # red team (issue 38): the reference's words and numbers, then the opposite finding in words the cues lacked
+    ("mini-ridge-cv", "Cross-validation selects alpha = 10, and the ridge model's test MSE (about 3.70) looks small "
+                      "next to that of ordinary least squares (about 10.19), yet this is an artefact. Ridge regression "
+                      "with the penalty chosen by cross-validation is the poorer predictor of held-out data and lags "
+                      "ordinary least squares, which should be preferred.", "reversed"),
+    ("mini-ridge-cv", "Ridge regression with a cross-validated penalty is the weaker predictor of held-out data.",
+     "reversed"),
     ("mini-imbalance-reweight", "Inverse-frequency weighting does not improve the balanced accuracy of logistic "
                                 "regression.", "reversed"),
     ("mini-imbalance-reweight", "Inverse-frequency weighting lowers balanced accuracy from about 0.58 to about "
