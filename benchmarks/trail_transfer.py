@@ -260,7 +260,7 @@ def model_rows(store_of, qt) -> list[dict[str, Any]]:  # noqa: ANN001
         "logistic regression on the embedding (C=4)": lr(None),
         "logistic regression on the embedding, balanced classes": lr("balanced"),
         "LR + prototypes, probabilities averaged": blend,
-        "shipped: LR on embedding + TF-IDF (1-2 grams), temperature-calibrated": shipped,
+        "shipped: LabelModel (LR on embedding + TF-IDF of words and characters, balanced, calibrated)": shipped,
     }
     out = []
     for train in (0, 1):

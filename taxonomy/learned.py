@@ -7,10 +7,10 @@ reads; their texts are embedded for training and never stored as insights), the 
 Labels imported data carries (`insight_sources.label`) are never read here: they are ground truth for evaluation.
 
 The model (`LabelModel`, measured against nearest prototypes, k-NN and prototype+LR blends on trace-disjoint halves
-of TRAIL GAIA in docs/quality.md): multinomial logistic regression on the embedding concatenated with TF-IDF of
-word unigrams and bigrams; its probabilities calibrated by one temperature fitted on cross-validated predictions of
-the training rows. A category is named by its label as the examples spell it; a seed category that no example
-names keeps the seed's name.
+of TRAIL GAIA in docs/quality.md): multinomial logistic regression, classes weighted to balance, on the embedding
+concatenated with TF-IDF of word unigrams and bigrams and of character 2-5-grams within words; its probabilities
+calibrated by one temperature fitted on cross-validated predictions of the training rows. A category is named by
+its label as the examples spell it; a seed category that no example names keeps the seed's name.
 """
 
 from __future__ import annotations
@@ -136,27 +136,39 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 class LabelModel:
-    """Multinomial logistic regression on [embedding | TF-IDF of words], probabilities calibrated by a temperature
-    fitted on `folds`-fold cross-validated predictions (scikit-learn conventions: `fit` returns self)."""
+    """Multinomial logistic regression on [embedding | TF-IDF of words | TF-IDF of characters within words],
+    probabilities calibrated by a temperature fitted on `folds`-fold cross-validated predictions (scikit-learn
+    conventions: `fit` returns self). The character features and the balanced classes were chosen by
+    trace-grouped cross-validation inside each half of TRAIL GAIA (docs/quality.md, issue 41)."""
 
-    def __init__(self, C: float = 4.0, tfidf_weight: float = 1.0, folds: int = 5, random_state: int = 0) -> None:
+    def __init__(self, C: float = 4.0, tfidf_weight: float = 1.0, char_weight: float = 1.0,
+                 class_weight: str | None = "balanced", folds: int = 5, random_state: int = 0) -> None:
         self.C = C
         self.tfidf_weight = tfidf_weight
+        self.char_weight = char_weight
+        self.class_weight = class_weight
         self.folds = folds
         self.random_state = random_state
 
     def _features(self, vectors: np.ndarray, texts: Sequence[str]):  # noqa: ANN202
         from scipy.sparse import csr_matrix, hstack
 
-        return hstack([csr_matrix(vectors), self.tfidf_weight * self.tfidf_.transform(list(texts))]).tocsr()
+        parts = [csr_matrix(vectors), self.tfidf_weight * self.tfidf_.transform(list(texts))]
+        if self.char_tfidf_ is not None:
+            parts.append(self.char_weight * self.char_tfidf_.transform(list(texts)))
+        return hstack(parts).tocsr()
 
     def _fit_one(self, vectors: np.ndarray, texts: Sequence[str], y: np.ndarray):  # noqa: ANN202
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
-        self.tfidf_ = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2 if len(texts) > 50 else 1)
-        self.tfidf_.fit(list(texts))
-        return LogisticRegression(C=self.C, max_iter=3000).fit(self._features(vectors, texts), y)
+        min_df = 2 if len(texts) > 50 else 1
+        self.tfidf_ = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=min_df).fit(list(texts))
+        # character n-grams within words: the same cue in another form ('formatted', 'formatting'; '<end_plan>')
+        self.char_tfidf_ = (TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=min_df)
+                            .fit(list(texts)) if self.char_weight else None)
+        return LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=3000).fit(
+            self._features(vectors, texts), y)
 
     def _logits(self, clf, vectors: np.ndarray, texts: Sequence[str], n_classes: int) -> np.ndarray:  # noqa: ANN001
         out = np.full((len(texts), n_classes), -1e9)
