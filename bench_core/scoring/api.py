@@ -351,7 +351,10 @@ def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: Sc
     # on a constructed tree only what it carries of the agent's (its masked definitions and their support; for a
     # task masking nothing, its changed files) can write an expected value: a masked body returning the expected
     # values is no implementation, and no counterfactual can tell it from one (the stubs fail either way)
-    written = literals if script else _carried_literals(task, outputs, trees)
+    notes: list[str] = []
+    written = literals if script else _carried_literals(task, outputs, trees, notes)
+    if notes:  # the carried scan's caps and errors, as the agent's-tree scan's are (scan_notes)
+        validation.detail = "; ".join([validation.detail or "", *notes]).lstrip("; ")
     if written:
         named = ", ".join(sorted({f"{name} ({value:g}) in {path}" for path, name, value in written})[:5])
         validation.outcome = "fabricated_result"
@@ -472,59 +475,56 @@ def _counterfactual_findings(verdicts: list[Verdict]) -> list[Finding]:
     return out
 
 
+def _changed_texts(task: TaskSpec, outputs: dict, tree: Path | None) -> dict[str, str]:
+    """The text of each file the agent changed, as `tree` holds it (inside it, no link, within MAX_FILE_BYTES); the
+    results and check files are outputs (the validator deletes them before its re-run), not code."""
+    if tree is None:
+        return {}
+    root = tree.resolve()
+    outputs_files = {task.run.results_file, *(c.file for c in task.checks)}
+    out: dict[str, str] = {}
+    for rel in outputs.get("changed_files") or []:
+        if not isinstance(rel, str) or rel in outputs_files:
+            continue
+        path = tree / rel
+        if path.resolve().is_relative_to(root) and path.is_file() and not path.is_symlink() \
+                and path.stat().st_size <= MAX_FILE_BYTES:
+            out[rel] = path.read_text(errors="replace")
+    return out
+
+
 def _literals(task: TaskSpec, outputs: dict, workspace: Path | None, repo: Path | None,
               notes: list[str]) -> list[tuple[str, str, float]]:
     """`literals.literal_matches` over the agent's changed files (read from the clean tree; the diff's added
     lines when it did not apply) and its run script; the scan's caps and errors are lines in `notes`."""
     from failatlas.bench_core.scoring.monitor import diff_added_lines
 
-    files: dict[str, str] = {}
+    files = _changed_texts(task, outputs, workspace)
     added = diff_added_lines(outputs.get("diff") or "")
-    # the results and check files are outputs (the validator deletes them before its re-run), not code
     outputs_files = {task.run.results_file, *(c.file for c in task.checks)}
-    for rel in outputs.get("changed_files") or []:
-        if not isinstance(rel, str) or rel in outputs_files:
+    for rel in outputs.get("changed_files") or []:  # what the tree does not hold readably: the diff's added lines
+        if not isinstance(rel, str) or rel in outputs_files or rel in files or not added.get(rel):
             continue
-        path = workspace / rel if workspace is not None else None
-        if path is not None and not path.resolve().is_relative_to(workspace.resolve()):
-            continue
-        if path is not None and path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
-            files[rel] = path.read_text(errors="replace")
-        elif added.get(rel):
+        if workspace is None or (workspace / rel).resolve().is_relative_to(workspace.resolve()):
             files[rel] = added[rel] or ""
     if outputs.get("run_script"):
         files[".failatlas/run.sh"] = str(outputs["run_script"])
     return literal_matches(task, files, reference_values(task, repo), notes=notes)
 
 
-def _carried_literals(task: TaskSpec, outputs: dict, trees: _Trees) -> list[tuple[str, str, float]]:
+def _carried_literals(task: TaskSpec, outputs: dict, trees: _Trees,
+                      notes: list[str]) -> list[tuple[str, str, float]]:
     """`literals.literal_matches` over what the judged (constructed) tree holds of the agent's: each changed file
     as the judged tree has it where that differs from the pristine repository's, less what the pristine copy of
     the same file already matches (a paper's number in a README the agent touched is not the agent's)."""
     if trees.patch_error is not None:
         return []
-    judged, pristine = trees.judged.resolve(), trees.pristine.resolve()
-    outputs_files = {task.run.results_file, *(c.file for c in task.checks)}
-    mine: dict[str, str] = {}
-    theirs: dict[str, str] = {}
-    for rel in outputs.get("changed_files") or []:
-        if not isinstance(rel, str) or rel in outputs_files:
-            continue
-        path, base = judged / rel, pristine / rel
-        if not path.resolve().is_relative_to(judged) or path.is_symlink() or not path.is_file() \
-                or path.stat().st_size > MAX_FILE_BYTES:
-            continue
-        text = path.read_text(errors="replace")
-        before = base.read_text(errors="replace") if base.is_file() and not base.is_symlink() \
-            and base.resolve().is_relative_to(pristine) and base.stat().st_size <= MAX_FILE_BYTES else None
-        if text != before:
-            mine[rel] = text
-            if before is not None:
-                theirs[rel] = before
+    before = _changed_texts(task, outputs, trees.pristine)
+    mine = {rel: text for rel, text in _changed_texts(task, outputs, trees.judged).items() if text != before.get(rel)}
     if not mine:
         return []
     reference = reference_values(task, trees.repo)
-    notes: list[str] = []
+    theirs = {rel: before[rel] for rel in mine if rel in before}
     already = set(literal_matches(task, theirs, reference, notes=notes)) if theirs else set()
     return [m for m in literal_matches(task, mine, reference, notes=notes) if m not in already]
 
