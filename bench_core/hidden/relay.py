@@ -49,7 +49,8 @@ from failatlas.core import syntax
 from failatlas.core.errors import AgentFaultError, FailAtlasError, HarnessSetupError, InfrastructureError
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = {"failatlas_wire.py": "wire.py", "failatlas_hidden.py": "fixture.py", "failatlas_judge.py": "judge_main.py"}
+SCRIPTS = {"failatlas_wire.py": "wire.py", "failatlas_hidden.py": "fixture.py", "failatlas_judge.py": "judge_main.py",
+           "failatlas_compare.py": "compare.py"}
 WORKER_DIR = ".failatlas-hidden"
 WORKER = f"{WORKER_DIR}/failatlas_worker.py"
 REPLY_MARKER = "FAILATLAS_REPLY "

@@ -1,26 +1,14 @@
-"""How a derived test compares the agent's reply with the reference's recorded one (`hidden/replay.py`, run in the
-judge process): tensors and arrays elementwise within the replay's tolerance, shapes and dtypes equal, NaN only
-where both are NaN; numpy scalars by value."""
+"""How a derived test compares the agent's reply with the reference's recorded one (`hidden/compare.py`, run in the
+judge process beside `replay.py`, and by scoring for the calls observed in E's re-run): tensors and arrays
+elementwise within the replay's tolerance, shapes and dtypes equal, NaN only where both are NaN; numpy scalars by
+value."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
 
 import numpy as np
 import pytest
 
-from failatlas.bench_core.hidden import wire
-from failatlas.bench_core.hidden.relay import HERE
-
-
-@pytest.fixture(scope="module")
-def replay():
-    sys.modules.setdefault("failatlas_wire", wire)  # the name the judge's copy is imported by
-    spec = importlib.util.spec_from_file_location("failatlas_replay_under_test", HERE / "replay.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from failatlas.bench_core.hidden import compare, wire
 
 
 def _tensor(values, dtype="float32") -> wire.TensorData:
@@ -44,8 +32,8 @@ EXPECTED = [_tensor(0.3125), _tensor([[1.0, -2.0], [np.nan, 1e-3]], "float64"), 
                      np.float32(0.5), np.arange(3.0) + 1e-9]),
     ("a Python float for a numpy scalar", [*EXPECTED[:2], 0.5, EXPECTED[3]]),
 ])
-def test_within_the_tolerance_passes(replay, label, got):
-    assert replay.check(_case(EXPECTED), _reply(got)) is None, label
+def test_within_the_tolerance_passes(label, got):
+    assert compare.check(_case(EXPECTED), _reply(got)) is None, label
 
 
 @pytest.mark.parametrize(("label", "got", "says"), [
@@ -61,6 +49,6 @@ def test_within_the_tolerance_passes(replay, label, got):
      "expected a float64 array, got float32"),
     ("a scalar off", [*EXPECTED[:2], np.float32(0.75), EXPECTED[3]], "[2]: expected 0.5, got 0.75"),
 ])
-def test_past_the_tolerance_or_of_another_kind_fails(replay, label, got, says):
-    found = replay.check(_case(EXPECTED), _reply(got))
+def test_past_the_tolerance_or_of_another_kind_fails(label, got, says):
+    found = compare.check(_case(EXPECTED), _reply(got))
     assert found is not None and says in found, (label, found)
