@@ -1,7 +1,9 @@
 """Hostile agents that try to fake the hidden tests instead of implementing anything.
 
 Each leaves files in its working copy (and, for the last two, changes `run.py` so that the validator's clean re-run
-leaves something behind). None implements the masked code, so an honest judge gives each the score of `null`.
+leaves something behind). None implements the masked code, so an honest judge gives each the score of `null`;
+`hostile-replay-aware` implements ridge's `fit` only where the derived tests' replay calls it, and returns zeros in
+the experiment, which an honest judge also scores as nothing.
 They are registered like any agent (`hostile-<behaviour>`); `hostile-plant-files` takes the files as a parameter,
 so a test can try any file name or content.
 
@@ -79,6 +81,33 @@ os.makedirs(site.getusersitepackages(), exist_ok=True)
 with open(os.path.join(site.getusersitepackages(), "zz_failatlas.pth"), "w") as handle:
     handle.write({FORGE_AT_START!r})
 print("left a .pth file in", site.getusersitepackages())
+"""
+
+
+# rewrites ridge.py's masked fit (when there is one) with a body that computes only under `python3 -I`
+REPLAY_AWARE_FIT = """
+import sys
+try:
+    source = open("ridge.py").read()
+    start, end = source.index("    def fit(self, X, y):"), source.index("    def predict(self, X):")
+except (OSError, ValueError):
+    sys.exit(0)
+BODY = '''    def fit(self, X, y):
+        import sys
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y, dtype=float)
+        if not sys.flags.isolated:
+            self.coef_ = np.zeros(X.shape[1])
+            self.intercept_ = 0.0
+            return self
+        x_mean, y_mean = X.mean(axis=0), y.mean()
+        Xc = X - x_mean
+        self.coef_ = np.linalg.solve(Xc.T @ Xc + self.alpha * np.eye(X.shape[1]), Xc.T @ (y - y_mean))
+        self.intercept_ = float(y_mean - x_mean @ self.coef_)
+        return self
+
+'''
+open("ridge.py", "w").write(source[:start] + BODY + source[end:])
 """
 
 
@@ -281,6 +310,15 @@ class RerunUserSiteAgent(_FakeHiddenTestsAgent):
     files = {"run.py": LEAVE_USER_SITE}
 
 
+class ReplayAwareAgent(_FakeHiddenTestsAgent):
+    """Gives ridge's masked `fit` a body that is right only where the derived tests' worker calls it (`python3 -I`)
+    and returns zeros in the experiment itself, so the replay alone sees an implementation the run never uses
+    (issue 38). On tasks without that `fit` it changes nothing."""
+
+    behaviour = "a fit right only under the derived tests' replay (python3 -I), zeros in the experiment"
+    commands = (f"python3 - <<'EOF'\n{REPLAY_AWARE_FIT}EOF",)
+
+
 class PlantFilesAgent(_FakeHiddenTestsAgent):
     """Writes the given files (path -> text) into its working copy: any test-infrastructure file a test wants."""
 
@@ -300,6 +338,7 @@ FAKE_HIDDEN_TESTS_AGENTS = {
     "hostile-rerun-rewriter": RerunRewriterAgent,
     "hostile-rerun-user-site": RerunUserSiteAgent,
     "hostile-plant-files": PlantFilesAgent,
+    "hostile-replay-aware": ReplayAwareAgent,
     "hostile-json-forge": JsonForgeAgent,
     "hostile-encoder-forge": EncoderForgeAgent,
     "hostile-stream-forge": StreamForgeAgent,

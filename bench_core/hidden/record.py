@@ -82,11 +82,9 @@ def _spec(workdir: str, targets: list[dict], limits: Limits) -> dict:
             **asdict(limits)}
 
 
-def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float,
-                 limits: Limits = Limits()) -> Recording:
-    """Run `command` in `sandbox` (started from the reference tree; trusted code only) with the recorder
-    installed for `targets` (dicts of `path`, `qualname`), and read back what it recorded. Raises
-    InfrastructureError (SandboxError) when the sandbox fails."""
+def install_recorder(sandbox, targets: list[dict], limits: Limits) -> tuple[dict, dict[str, str]]:
+    """Write the recorder for `targets` into `sandbox`'s working copy; its spec and the environment a command
+    needs to run under it."""
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
     spec = _spec(workdir, targets, limits)
     sandbox.write_file(f"{RECORD_DIR}/sitecustomize.py", (HERE / "recorder.py").read_bytes())
@@ -94,6 +92,16 @@ def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float
     sandbox.write_file(f"{RECORD_DIR}/spec.json", json.dumps(spec).encode())
     env = {"PYTHONPATH": f"{workdir}/{RECORD_DIR}", "FAILATLAS_RECORD_SPEC": f"{workdir}/{RECORD_DIR}/spec.json",
            "PYTHONDONTWRITEBYTECODE": "1"}
+    return spec, env
+
+
+def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float,
+                 limits: Limits = Limits()) -> Recording:
+    """Run `command` in `sandbox` (started from the reference tree; trusted code only) with the recorder
+    installed for `targets` (dicts of `path`, `qualname`), and read back what it recorded. Raises
+    InfrastructureError (SandboxError) when the sandbox fails."""
+    workdir = getattr(sandbox, "workdir", None) or "/workspace"
+    spec, env = install_recorder(sandbox, targets, limits)
     result = sandbox.exec(command, timeout=timeout_s, cwd=workdir, env=env)
     recording = Recording(targets=targets, exit_code=result.returncode)
     if result.timed_out or result.killed_reason:
@@ -110,11 +118,11 @@ def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float
     except (FailAtlasError, OSError, ValueError) as exc:  # no file: nothing was recorded
         recording.notes.append(f"no call was recorded ({type(exc).__name__})")
         return recording
-    _read_lines(recording, data, limits)
+    read_lines(recording, data, limits)
     return recording
 
 
-def _read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
+def read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
     """Fill `recording` from the recorder's JSON lines, within `limits` (several processes may have written)."""
     per_target: dict[tuple[int, bool], int] = {}
     names = [t["qualname"] for t in recording.targets]

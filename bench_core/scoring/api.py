@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from failatlas.bench_core.hidden.observe import Watch
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of
 from failatlas.bench_core.runs.inputs import unavailable as repository_unavailable
 from failatlas.bench_core.runs.threads import in_threads
@@ -120,21 +121,21 @@ def _sandbox_starter(backend: str, spec: dict, workspace: Path, run_id: str, mem
 
 
 def _validate(task: TaskSpec, outputs: dict, tree: Path, patch_error: str | None, params: ScoreParams, spec: dict,
-              memo: dict | None, reader: Reader | None = None) -> Validation:
+              memo: dict | None, reader: Reader | None = None, watch: Watch | None = None) -> Validation:
     """`validate`, reusing within one scoring batch the result of an identical re-run (same task, tree, run
-    script, changed files and sandbox settings)."""
+    script, changed files, sandbox settings and observation)."""
     key = None
     if memo is not None and patch_error is None:
         digest = tree_digest(tree)
         if digest is not None:
             settings = {k: v for k, v in spec.items() if k not in ("run_id", "labels")}
-            key = ("validate", task.id, digest, params.sandbox, reader is not None, json.dumps(
+            key = ("validate", task.id, digest, params.sandbox, reader is not None, watch is not None, json.dumps(
                 [outputs.get("run_script"), sorted(map(str, outputs.get("changed_files") or [])), settings],
                 sort_keys=True, default=str))
             if key in memo:
                 return copy.deepcopy(memo[key])
     validation = validate(task, outputs, workspace=tree, patch_error=patch_error, sandbox_backend=params.sandbox,
-                          spec_fields=spec, reader=reader)
+                          spec_fields=spec, reader=reader, watch=watch)
     if key is not None and validation.outcome not in ("timeout", "oom"):
         memo[key] = copy.deepcopy(validation)
     return validation
@@ -323,22 +324,33 @@ def _answer_reader(store: Store, task: TaskSpec, trees: _Trees, repo: Path | Non
     return reader, ""
 
 
+def _watch(store: Store, task: TaskSpec, trees: _Trees, repo: Path | None) -> Watch | None:
+    """What E's re-run on the constructed tree observes (`derived.watch_of`); None on another tree."""
+    if trees.constructed is None or not trees.from_pristine:
+        return None
+    from failatlas.bench_core.scoring.derived import cache_folder, reference_tree, watch_of
+
+    return watch_of(task, reference_tree(task, repo), lambda tree: trees.starter(tree)({}),
+                    folder=cache_folder(store), memo=trees.memo)
+
+
 def _checked_validation(task: TaskSpec, outputs: dict, trees: _Trees, params: ScoreParams, spec: dict,
                         literals: list[tuple[str, str, float]], reader: Reader | None = None,
-                        no_reader: str = "") -> Validation:
+                        no_reader: str = "", watch: Watch | None = None) -> Validation:
     """The validator's clean re-run, on the constructed tree with the task's own command (the agent's tree and
     run script when E is script-attributed), and, after a pass, the same re-run on the counterfactual tree.
     Passing there too: on a constructed tree the task's check does not depend on the masked code (`not_scored`);
     on the agent's tree its results did not come from the implementation (`fabricated_result`, with a monitor
     finding). On the agent's tree, a pass whose expected values the agent's files write literally (`literals`) is
-    `fabricated_result` without a second re-run."""
+    `fabricated_result` without a second re-run. `watch`: the masked functions the re-run of the task's command
+    on a constructed tree observes (`hidden.observe`; the derived-tests judge compares their calls)."""
     script = attribution(task) == "script" or trees.constructed is None or (needs_reader(task) and reader is None)
     tree = trees.workspace if script else trees.judged
     # on the constructed tree the agent's script is not run; what its diff carried (a results file) stays known, so
     # a failed re-run of a run that wrote its results without computing them is `fabricated_result`
     judged_outputs = outputs if script else {**outputs, "run_script": None}
     validation = _validate(task, judged_outputs, tree, trees.patch_error, params, spec, trees.memo,
-                           reader=None if script else reader)
+                           reader=None if script else reader, watch=None if script else watch)
     validation.evidence = {"tree": "script" if script else trees.constructed.attribution,
                            **({} if script or trees.constructed is None else trees.constructed.evidence())}
     if reader is not None and not script:
@@ -430,7 +442,8 @@ def _score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, para
             findings += literal_findings(literals)
             if "execution" in task.judgeable_phases:
                 reader, no_reader = _answer_reader(store, task, trees, repo)
-                validation = _checked_validation(task, outputs, trees, params, spec, literals, reader, no_reader)
+                validation = _checked_validation(task, outputs, trees, params, spec, literals, reader, no_reader,
+                                                 watch=_watch(store, task, trees, repo))
                 if scan_notes:
                     validation.detail = "; ".join([validation.detail or "", *scan_notes]).lstrip("; ")
             inp = dataclasses.replace(inp, validated=True, validation=validation, pristine=trees.pristine,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from failatlas.bench_core.hidden import JudgeError, JudgeRun
+from failatlas.bench_core.hidden.observe import Agreement, Watch, agreement
 from failatlas.bench_core.hidden.record import (
     RECORDER_VERSION,
     Limits,
@@ -256,8 +257,10 @@ def _counts(recording: Recording) -> dict:
             "calls_seen": recording.calls_seen}
 
 
-def verdict_of(recording: Recording, key: str, run: JudgeRun) -> Verdict:
-    """The verdict of one replay: passed only when every case matched; the score is the share matched."""
+def verdict_of(recording: Recording, key: str, run: JudgeRun, in_run: Agreement | str = "") -> Verdict:
+    """The verdict of one replay and of E's observed re-run (`in_run`: how its calls agree with the reference's,
+    or why they were not checked): passed only when every case matched and the run's calls agree; the score is
+    the share of replayed and observed calls that gave the reference's results."""
     cases = {c["id"]: c for c in recording.cases}
     passed = {test_id(n) for n in run.passed} & set(cases)
     functions: dict[str, dict] = {}
@@ -274,8 +277,8 @@ def verdict_of(recording: Recording, key: str, run: JudgeRun) -> Verdict:
             row["first_failure"] = (text if failure["exception"] == "AssertionError"
                                     else f"{failure['exception']}{where}: {text}".rstrip(": "))[:300]
     total = len(recording.cases)
-    score = len(passed) / total if total else 0.0
     ok = run.ok and len(passed) == total
+    agreed, checked = len(passed), total
     sentences = []
     for name, row in functions.items():
         if row["matched"] < row["cases"]:
@@ -283,8 +286,15 @@ def verdict_of(recording: Recording, key: str, run: JudgeRun) -> Verdict:
             sentences.append(f"Derived tests of {name}: {row['matched']} of {row['cases']} calls recorded from the "
                              f"reference give the reference's result{first}.")
     sentences += [p[0].upper() + p[1:] + "." for p in run.problems]
+    if isinstance(in_run, Agreement):
+        failures = in_run.failures()
+        ok = ok and not failures
+        sentences += [f"{text}." for text in failures]
+        agreed, checked = agreed + in_run.agreed, checked + in_run.checked
+    score = agreed / checked if checked else 0.0
     verdict = {"recording": key, "cases": total, "matched": len(passed), **_counts(recording),
-               "functions": functions, "failures": run.failures[:50], "calls": run.calls}
+               "functions": functions, "failures": run.failures[:50], "calls": run.calls,
+               "in_run": in_run.summary() if isinstance(in_run, Agreement) else {"checked": False, "reason": in_run}}
     if run.problems:
         verdict["problems"] = run.problems
     return Verdict("implementation", NAME, score=score, passed=ok, verdict=verdict, error_analysis=" ".join(sentences))
@@ -300,10 +310,54 @@ def _reference_starter(sandbox) -> StartTree:
     return lambda tree: create_sandbox(sandbox.backend, spec, workspace=tree)
 
 
-def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, folder: Path | None) -> Verdict:
+def _key(task: TaskSpec, reference: Path, memo: dict | None) -> str:
+    """The recording key of `task` (the reference is hashed once per scoring batch)."""
+    ref_key = (NAME, "reference", task.id, str(reference))
+    if memo is not None and ref_key in memo:
+        return memo[ref_key]
+    key = recording_key(task, reference, targets_of(task, reference)[0])
+    if memo is not None:
+        memo[ref_key] = key
+    return key
+
+
+def watch_of(task: TaskSpec, reference: Path | None, start: StartTree, *, folder: Path | None,
+             memo: dict | None = None) -> Watch | None:
+    """What E's re-run observes (`hidden.observe`): the masked functions of the task's recording, made with
+    `start` on first need; None when the task gets no derived tests, no call could be recorded, or the recording
+    cannot be made now (the judge then tries again and says why)."""
+    if recordable(task) or reference is None:
+        return None
+    key = _key(task, reference, memo)
+    recording = load_recording(folder, key)
+    if recording is None:
+        try:
+            _key_made, recording, _made = ensure_recording(task, reference, start, folder=folder)
+        except (OSError, LookupError, InfrastructureError):
+            return None
+    return Watch(recording.targets, LIMITS) if any(not c["perturbed"] for c in recording.cases) else None
+
+
+def in_run(recording: Recording, validation) -> Agreement | str:
+    """How E's re-run (`validation`) agrees with the reference's recorded calls, or why that was not checked."""
+    if validation is None:
+        return "the task has no execution phase, so no run of its command was observed"
+    if (validation.evidence or {}).get("tree") == "script":
+        return "E re-ran the agent's own script, whose calls are not the reference's"
+    if validation.observed is None:
+        return (f"E's re-run ({validation.outcome}) was not observed: it did not run the task's command, or no "
+                "recording of the reference's calls could be made before it ran")
+    if not any(not c["perturbed"] for c in recording.cases):
+        return "only perturbed calls of the reference were kept, and a run makes none of those"
+    return agreement(recording.cases, validation.observed)
+
+
+def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, folder: Path | None,
+                  validation=None) -> Verdict:
     """Replay the reference's recorded calls on the tree `start_sandbox` starts (None: the agent's changes did not
-    apply); the recording is read from `folder`, or made from `reference` on first need. Raises
-    InfrastructureError (SandboxError, JudgeError) when a sandbox or the judge fails before the agent's code ran."""
+    apply), and compare the calls E's re-run (`validation`) observed with them (`in_run`); the recording is read
+    from `folder`, or made from `reference` on first need. Raises InfrastructureError (SandboxError, JudgeError)
+    when a sandbox or the judge fails before the agent's code ran."""
     why = recordable(task)
     if why:
         return _not_run(why)
@@ -313,13 +367,7 @@ def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, fold
         return Verdict("implementation", NAME, score=0.0, passed=False,
                        error_analysis="The agent's changes could not be applied, so no derived test could run.")
     memo, tree = getattr(start_sandbox, "memo", None), getattr(start_sandbox, "tree", None)
-    ref_key = (NAME, "reference", task.id, str(reference))  # the reference is hashed once per scoring batch
-    if memo is not None and ref_key in memo:
-        key = memo[ref_key]
-    else:
-        key = recording_key(task, reference, targets_of(task, reference)[0])
-        if memo is not None:
-            memo[ref_key] = key
+    key = _key(task, reference, memo)
     recording = load_recording(folder, key)
     memo_key = None
     if memo is not None and tree is not None and recording is not None:
@@ -327,8 +375,8 @@ def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, fold
 
         digest = judged_digest(Path(tree))
         memo_key = (NAME, task.id, key, digest) if digest else None
-        if memo_key in memo:
-            return copy.deepcopy(memo[memo_key])
+        if memo_key in memo:  # the same tree replayed earlier in this batch; its run is observed anew
+            return verdict_of(recording, key, copy.deepcopy(memo[memo_key]), in_run(recording, validation))
     with start_sandbox({}) as sandbox:
         if recording is None:
             key, recording, _made = ensure_recording(task, reference, _reference_starter(sandbox), folder=folder)
@@ -338,10 +386,9 @@ def judge_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, fold
             return _not_run(f"{reason}: {detail}" if detail else reason, recording=key, **_counts(recording))
         run = replay(recording.cases, sandbox,
                      timeout_s=replay_timeout(recording.cases, max(60.0, float(task.run.timeout_s))))
-    verdict = verdict_of(recording, key, run)
     if memo_key is not None and not run.problems:
-        memo[memo_key] = copy.deepcopy(verdict)
-    return verdict
+        memo[memo_key] = copy.deepcopy(run)
+    return verdict_of(recording, key, run, in_run(recording, validation))
 
 
 @JUDGES.register(NAME)
@@ -363,7 +410,7 @@ class DerivedTestsJudge:
         for attempt in range(2):  # the agent's code broke its sandbox (AgentFaultError): once more in a fresh one
             try:
                 return [judge_derived(inp.task, inp.start_sandbox, reference_tree(inp.task, inp.repository),
-                                      folder=folder)]
+                                      folder=folder, validation=inp.validation)]
             except AgentFaultError as exc:  # then its failure, never judge_failed
                 if attempt:
                     return [Verdict("implementation", NAME, score=0.0, passed=False,

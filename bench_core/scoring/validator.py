@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from failatlas.bench_core.agents.base import OUTPUT_DIR, RUN_SCRIPT
+from failatlas.bench_core.hidden.observe import Observed, Watch, collect, install
 from failatlas.bench_core.scoring.comparisons import (
     Compared,
     claimed_results,
@@ -70,6 +71,9 @@ class Validation:
     # what the re-run was decided on (`constructed.Constructed.evidence`): its `tree` (constructed, diff, script),
     # what of the agent's was carried into it and what was left out
     evidence: dict = field(default_factory=dict)
+    # the masked functions' calls the re-run made (`hidden.observe`), when it was observed; the derived-tests
+    # judge compares them with the reference's (not stored: the judge's verdict says what they showed)
+    observed: Observed | None = field(default=None, repr=False)
 
 
 def apply_diff(workspace: Path, diff: str) -> str | None:
@@ -152,12 +156,13 @@ def _remove_outputs(task: TaskSpec, workspace: Path, changed: set[str]) -> set[s
 
 
 def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str | None, sandbox_backend: str,
-             spec_fields: dict, reader=None) -> Validation:
+             spec_fields: dict, reader=None, watch: Watch | None = None) -> Validation:
     """Re-execute the run described by `outputs` in a fresh sandbox started from `workspace` (the clean tree of
     `patched_workspace`, whose git apply error is `patch_error`), closed before this returns. Deletes the results
     and check files from `workspace`; raises InputError when one is not a path inside the repository. `reader`
     (`reference_answer.Reader`): run the task's own command and read its answer where the reference's own run
-    showed it, instead of the agent's script and a printed JSON answer."""
+    showed it, instead of the agent's script and a printed JSON answer. `watch`: the masked functions whose calls
+    the re-run records (`hidden.observe`), into `Validation.observed`."""
     from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
     if patch_error is not None:
@@ -186,21 +191,25 @@ def validate(task: TaskSpec, outputs: dict, *, workspace: Path, patch_error: str
         try:
             with create_sandbox(sandbox_backend, SandboxSpec(**spec_fields), workspace=workspace) as sandbox:
                 return _rerun(task, outputs, sandbox, command, own_modules=own_modules, carried=carried,
-                              reader=reader)
+                              reader=reader, watch=watch)
         except AgentFaultError as exc:
             fault = exc
-    return Validation("runtime_error", command=command, detail=f"the re-run failed twice, each time in a fresh "
-                      f"sandbox, after the agent's code had started there (the agent's failure): {fault}")
+    failed = Validation("runtime_error", command=command, detail=f"the re-run failed twice, each time in a fresh "
+                        f"sandbox, after the agent's code had started there (the agent's failure): {fault}")
+    if watch is not None:  # nothing observed, for a reason the agent's code caused: not a run left unobserved
+        failed.observed = Observed(notes=["the re-run failed twice after the agent's code had started"])
+    return failed
 
 
 def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
-           carried: set[str], reader=None) -> Validation:
+           carried: set[str], reader=None, watch: Watch | None = None) -> Validation:
     """The re-run in `sandbox` and its comparisons. A sandbox failure (InfrastructureError) once the command has
     started there (`commands_started`) is what the agent's code can cause (its processes starving the reads, a
     restarted container refusing the next exec): AgentFaultError; before that, or when the harness could not set
     up its own mount (HarnessSetupError), it stays infrastructure."""
     try:
-        return _rerun_in(task, outputs, sandbox, command, own_modules=own_modules, carried=carried, reader=reader)
+        return _rerun_in(task, outputs, sandbox, command, own_modules=own_modules, carried=carried, reader=reader,
+                         watch=watch)
     except InfrastructureError as exc:
         if getattr(sandbox, "commands_started", 0) == 0 or isinstance(exc, HarnessSetupError):
             raise
@@ -208,13 +217,16 @@ def _rerun(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules:
 
 
 def _rerun_in(task: TaskSpec, outputs: dict, sandbox, command: str, *, own_modules: set[str],
-              carried: set[str], reader=None) -> Validation:
+              carried: set[str], reader=None, watch: Watch | None = None) -> Validation:
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
-    result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir)
+    env = install(sandbox, watch) if watch is not None else None
+    result = sandbox.exec(command, timeout=task.run.timeout_s, cwd=workdir, env=env)
     stdout, stderr = result.stdout or "", result.stderr or ""
     results_in_diff = task.run.results_file in carried
     v = Validation("passed", command=command, exit_code=result.returncode, duration_s=result.duration_s,
                    stdout_tail=stdout[-TAIL:], stderr_tail=stderr[-TAIL:], results_in_diff=results_in_diff)
+    if watch is not None:
+        v.observed = collect(sandbox, watch, completed=result.success)
     if not result.success:
         v.outcome = classify_failure(result, results_in_diff, own_modules=own_modules)
         v.detail = f"the re-run exited with {result.returncode}"

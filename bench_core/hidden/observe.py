@@ -1,0 +1,176 @@
+"""The masked functions observed in E's own re-run, and whether they computed there what the reference computed.
+
+A derived test replays a recorded call in a fresh worker process, which a function can tell from the experiment
+(the interpreter's flags, its callers, its working directory) and answer correctly only there. The calls made by
+the experiment itself cannot be told from the experiment. So the clean re-run of the task's command on the
+constructed tree (E's evidence) runs with the recorder installed (`install`): the same calls are recorded as in the
+reference's run (numbers 1-3 and the powers of two, up to `max_calls` a function), and nothing is called twice or
+perturbed, so the run does exactly what it would do unobserved. `agreement` then looks, for each call the
+reference recorded and reproduced, for the run's call of the same function on the same inputs (within the
+comparison's tolerance) and checks its results with the derived tests' own rule (`compare.check`).
+
+What comes back is the agent's data: its code ran in that process and may have rewritten or emptied the file. It
+is decoded strictly (`wire`), within the recording's caps (`record.read_lines`), and never believed by itself: a
+call counts only where its inputs are the reference's and its results are the reference's, which no line can
+claim without computing them. A run whose recording is missing, emptied or flooded therefore meets none of the
+reference's calls, and that fails, as a run whose functions were never called does.
+
+The rule (docs/metrics.md, "Derived tests"): every recorded call of the reference the run met must agree; when the
+run's command exited 0, every one must have been met (a deterministic experiment makes the same calls); when it did
+not, a function must have been met at least once, and the calls after the stop are reported as not reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from failatlas.bench_core.hidden.compare import check, first_difference, keys_difference
+from failatlas.bench_core.hidden.record import RECORD_DIR, Limits, Recording, install_recorder, read_lines
+from failatlas.core.errors import FailAtlasError, InfrastructureError
+
+CALLS_FILE = f"{RECORD_DIR}/calls.jsonl"
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What an observed run records: the masked functions (the reference recording's `targets`, so a call's
+    target index means the same function) within the recording's `limits`."""
+
+    targets: list[dict]
+    limits: Limits
+
+
+@dataclass
+class Observed:
+    """The calls of the masked functions that E's re-run recorded (`cases`, decoded), what was skipped, and
+    whether its command exited 0 (`completed`)."""
+
+    cases: list[dict] = field(default_factory=list)
+    completed: bool = False
+    skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def observing(limits: Limits) -> Limits:
+    """`limits` for an observed run: the same calls recorded, none made again or perturbed."""
+    return dataclasses.replace(limits, perturb_calls=0, perturbations=0)
+
+
+def install(sandbox, watch: Watch) -> dict[str, str]:
+    """Install the recorder for `watch` in `sandbox`; the environment the observed command runs with."""
+    return install_recorder(sandbox, watch.targets, observing(watch.limits))[1]
+
+
+def collect(sandbox, watch: Watch, *, completed: bool) -> Observed:
+    """What the observed run recorded, read from `sandbox` as the agent's data. Raises InfrastructureError when
+    the sandbox fails; a file that is gone or unreadable is an empty observation, with the reason."""
+    limits = observing(watch.limits)
+    workdir = getattr(sandbox, "workdir", None) or "/workspace"
+    out = Observed(completed=completed)
+    try:
+        data = sandbox.read_file(f"{workdir}/{CALLS_FILE}", max_bytes=limits.max_total_bytes + (512 << 10))
+    except InfrastructureError:
+        raise
+    except (FailAtlasError, OSError, ValueError) as exc:
+        out.notes.append(f"no call was recorded in the run ({type(exc).__name__})")
+        return out
+    recording = Recording(targets=watch.targets)
+    read_lines(recording, data, limits)
+    out.cases = [c for c in recording.cases if not c["perturbed"]]  # an observed run perturbs nothing
+    out.skipped, out.notes = dict(recording.skipped), recording.notes[:10]
+    return out
+
+
+def _inputs_difference(case: dict, seen: dict) -> str | None:
+    """Where the observed call's inputs differ from the reference's (an instance's attributes: those the
+    reference's had, so an implementation may keep more of its own)."""
+    for part in ("args", "kwargs"):
+        found = first_difference(case[part], seen.get(part), part)
+        if found:
+            return found
+    if case["kind"] == "method":
+        state, have = case.get("state") or {}, seen.get("state")
+        if not isinstance(have, dict):
+            return "state: not recorded"
+        return keys_difference(state, have, "state.")
+    return None
+
+
+def _reply(seen: dict) -> dict:
+    mutated = seen.get("mutated") or {"args": {}, "kwargs": {}}
+    return {"self": seen.get("self") is True, "ret": seen.get("ret"), "after": seen.get("after"), "mutated": mutated}
+
+
+@dataclass
+class Agreement:
+    """How the run's calls compare with the reference's recorded ones, per function: `cases` (the reference's),
+    `agreed`, `differed` (met on the same inputs, other results; `first_difference` in words) and `unmet`."""
+
+    functions: dict[str, dict] = field(default_factory=dict)
+    completed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def checked(self) -> int:
+        return sum(row["cases"] for row in self.functions.values())
+
+    @property
+    def agreed(self) -> int:
+        return sum(row["agreed"] for row in self.functions.values())
+
+    def failures(self) -> list[str]:
+        """One sentence per function that fails the rule (module docstring); none when the run agrees."""
+        out = []
+        for name, row in self.functions.items():
+            if row["differed"]:
+                out.append(f"In E's re-run, {name} gave other results than the reference on the reference's inputs "
+                           f"({row['differed']} of {row['cases']} calls): {row['first_difference']}")
+            elif row["unmet"] and (self.completed or not row["agreed"]):
+                how = ("the run finished" if self.completed else "the run stopped before any was")
+                out.append(f"In E's re-run, {row['unmet']} of {row['cases']} calls of {name} the reference made "
+                           f"are not in the run's record (made on other inputs, never made, or their record "
+                           f"removed), and {how}: the function was not observed computing the reference's results")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return self.checked > 0 and not self.failures()
+
+    def summary(self) -> dict:
+        return {"completed": self.completed, "cases": self.checked, "agreed": self.agreed,
+                "functions": self.functions, **({"notes": self.notes} if self.notes else {})}
+
+
+def agreement(reference: list[dict], observed: Observed) -> Agreement:
+    """Compare each recorded (not perturbed) call of the reference with the observed run's calls of the same
+    function on the same inputs."""
+    out = Agreement(completed=observed.completed, notes=list(observed.notes))
+    by_target: dict = {}
+    for seen in observed.cases:
+        by_target.setdefault(seen["t"], []).append(seen)
+    for case in reference:
+        if case["perturbed"]:
+            continue
+        row = out.functions.setdefault(case["qualname"], {"cases": 0, "agreed": 0, "differed": 0, "unmet": 0,
+                                                          "first_difference": None})
+        row["cases"] += 1
+        met = [seen for seen in by_target.get(case["t"], []) if _safe(_inputs_difference, case, seen) is None]
+        if not met:
+            row["unmet"] += 1
+            continue
+        differences = [_safe(check, case, _reply(seen)) for seen in met]
+        if any(d is None for d in differences):
+            row["agreed"] += 1
+        else:
+            row["differed"] += 1
+            row["first_difference"] = row["first_difference"] or f"call {case['number']}: {differences[0]}"[:300]
+    return out
+
+
+def _safe(compare, case: dict, seen: dict) -> str | None:
+    """`compare`, with values of the agent's that the comparison cannot handle a difference, never an exception."""
+    try:
+        return compare(case, seen)
+    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError, LookupError) as exc:
+        return f"cannot be compared: {type(exc).__name__}"
