@@ -22,8 +22,8 @@ from failatlas.bench_core.hidden.relay import HERE, JudgeError, run_judge
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
-RECORDER_VERSION = 5  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh
-# sandbox; 5: arguments a call changes in place are recorded and compared
+RECORDER_VERSION = 6  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh
+# sandbox; 5: arguments a call changes in place are recorded and compared; 6: numbers among the arguments perturbed
 RECORD_DIR = ".failatlas-record"
 CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")

@@ -12,8 +12,11 @@ Per function, call number n is recorded when n <= 3 or n is a power of two (spre
 For the first `perturb_calls` recorded calls of a function, the function is called again (recording off) on two
 fresh copies of the recorded inputs (a method on an instance made by `Cls.__new__` with the recorded `__dict__`):
 when both give exactly the recorded result, it is deterministic in its inputs, and `perturbations` perturbed
-copies (float arrays and tensors scaled and jittered by a seeded generator, everything else unchanged) are called and
-recorded with `perturbed: true`, within a time budget per function.
+copies are called and recorded with `perturbed: true`, within a time budget per function: float arrays and tensors
+scaled and jittered by a seeded generator, and the numbers passed as arguments themselves changed (an integer such
+as a seed or a count by 1, then 2; a float scaled); where the reference refuses that copy (an integer that must
+match an array's size), the arrays alone are changed, else the numbers alone. Strings, booleans and the instance's
+own attributes stay as recorded.
 """
 
 import contextlib
@@ -256,20 +259,34 @@ class _Recorder:
         import numpy as np
 
         rng = np.random.default_rng([self.seed, index, self.perturbed_from.get(index, 0)])
-        for _ in range(self.perturbations):
-            decoded = {k: self.wire.decode(json.dumps(v), torch=True) for k, v in inputs.items()}
-            changed = {k: self.wire.to_plain(_perturbed(v, rng, np)) for k, v in decoded.items()}
-            if json.dumps(changed) == json.dumps(inputs):
-                self._line({"t": index, "skip": "unperturbable", "why": "no float array among the inputs"})
+        original = json.dumps(inputs)
+        for shift in range(self.perturbations):
+            candidates = []  # arrays and scalars changed; else arrays only; else scalars only
+            for arrays, scalars in ((True, True), (True, False), (False, True)):
+                decoded = {k: self.wire.decode(json.dumps(v), torch=True) for k, v in inputs.items()}
+                changed = {k: self.wire.to_plain(_perturbed(v, rng, np) if arrays else v)
+                           for k, v in decoded.items()}
+                if scalars:
+                    changed = _scalars_shifted(changed, shift, rng)
+                if json.dumps(changed) not in (original, *map(json.dumps, candidates)):
+                    candidates.append(changed)
+            if not candidates:
+                self._line({"t": index, "skip": "unperturbable", "why": "no float array, tensor or number among "
+                            "the arguments"})
                 return
+            out = None
             start = time.monotonic()
             try:
-                out = self._call(case, func, changed)
-            except Exception as exc:  # noqa: BLE001 - the reference refuses this input: no case
-                self._line({"t": index, "skip": "perturbed_raised", "why": f"{type(exc).__name__}"})
-                continue
+                for changed in candidates:
+                    try:
+                        out = self._call(case, func, changed)
+                        break
+                    except Exception as exc:  # noqa: BLE001 - the reference refuses this input: the next one
+                        self._line({"t": index, "skip": "perturbed_raised", "why": f"{type(exc).__name__}"})
             finally:
                 self.spent[index] = self.spent.get(index, 0.0) + time.monotonic() - start
+            if out is None:
+                continue
             line = {**{k: v for k, v in case.items() if k != "mutated"}, **changed, **out, "perturbed": True,
                     "duration": time.monotonic() - start}
             text = json.dumps(line, separators=(",", ":"))
@@ -303,6 +320,21 @@ class _Recorder:
 
     def _summary(self):
         self._line({"seen": {str(k): v for k, v in self.seen.items()}, "pid": os.getpid()})
+
+
+def _scalars_shifted(inputs, shift, rng):
+    """`inputs` (plain data) with each number among the arguments themselves changed: an integer (a seed, a count,
+    an index; not a boolean) by 1 + `shift`, a float scaled by U(0.7, 1.3); the instance's state unchanged."""
+
+    def changed(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        return value + 1 + shift if isinstance(value, int) else value * float(rng.uniform(0.7, 1.3))
+
+    out = dict(inputs)
+    out["args"] = [changed(v) for v in inputs["args"]]
+    out["kwargs"] = {k: changed(v) for k, v in inputs["kwargs"].items()}
+    return out
 
 
 def _perturbed(value, rng, np):

@@ -361,3 +361,29 @@ def test_a_function_that_works_in_place_is_judged_on_what_it_does_to_its_argumen
         verdict = _judge(task, tree, folder, reference)
         assert verdict.passed is False and verdict.verdict["matched"] == 0, (body, verdict)
         assert why in verdict.error_analysis, (body, verdict.error_analysis)
+
+
+def test_a_kfold_that_ignores_its_seed_fails_on_the_perturbed_seed(tmp_path):
+    """Red team attack 4: `kfold_indices(n_samples, n_folds, seed)` takes no array, so no float could be perturbed
+    and its one recorded call was all there was; a body that shuffles with a fixed seed passed it. The numbers
+    among the arguments are now perturbed too (the seed by 1, then 2, within what the reference accepts)."""
+    task = _task(RIDGE)
+    kfold = [f for f in task.masking.maskable_functions if f.qualname == "kfold_indices"]
+    task = task.model_copy(update={"masking": task.masking.model_copy(update={"functions": kfold})})
+    folder = tmp_path / "cache"
+    assert _judge(task, _reference_copy(tmp_path), folder).passed is True
+    recording = load_recording(folder, recording_key(task, _reference(RIDGE), targets_of(task, _reference(RIDGE))[0]))
+    seeds = {c["args"][2] for c in recording.cases if c["perturbed"]}
+    assert len(recording.cases) >= 2 and seeds - {0}, recording.cases
+    tree = Path(prepare_workspace(task, tmp_path / "fixed-seed", repo=_reference(RIDGE)).path)
+    source = (tree / "ridge.py").read_text()
+    start = source.index("def kfold_indices(")
+    end = source.index("def cross_validate_alpha(")
+    fixed = (_reference(RIDGE) / "ridge.py").read_text()
+    body = fixed[fixed.index("def kfold_indices("):fixed.index("def cross_validate_alpha(")]
+    (tree / "ridge.py").write_text(source[:start] + body.replace("RandomState(seed)", "RandomState(0)")
+                                   + source[end:])
+    verdict = _judge(task, tree, folder)
+    failed = {f["test"] for f in verdict.verdict["failures"]}
+    assert verdict.passed is False
+    assert failed and failed <= {f"test_derived[{c['id']}]" for c in recording.cases if c["perturbed"]}
