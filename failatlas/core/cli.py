@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from rich.console import Console
-from rich.segment import Segment
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.segment import Segment
 from rich.table import Table
 
 from failatlas.core.errors import StoreError

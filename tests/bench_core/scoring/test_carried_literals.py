@@ -16,7 +16,8 @@ from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
-RUN_SCRIPT = "mkdir -p .failatlas && printf '#!/usr/bin/env bash\\npython3 run.py\\n' > .failatlas/run.sh && python3 run.py"
+RUN_SCRIPT = ("mkdir -p .failatlas && printf '#!/usr/bin/env bash\\npython3 run.py\\n' > .failatlas/run.sh"
+              " && python3 run.py")
 
 LOGREG = '''cat > experiment.py <<'PY'
 """Standardisation experiment."""
@@ -101,7 +102,7 @@ def scored(tmp_path_factory):
     store = open_store(root / "store.duckdb")
     tasks = _tasks()
     save_tasks(store, [t for t, _ in tasks.values()], source="failatlas-mini")
-    for label, (task, command) in tasks.items():
+    for task, command in tasks.values():
         runs.run(store, runs.BenchParams(agent="command", agent_params={"command": command}, task_ids=[task.id],
                                          sandbox="local", runs_dir=root / "runs"))
     ids = [t.id for t, _ in tasks.values()]
