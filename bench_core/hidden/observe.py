@@ -59,7 +59,7 @@ def observing(limits: Limits) -> Limits:
 
 def install(sandbox, watch: Watch) -> dict[str, str]:
     """Install the recorder for `watch` in `sandbox`; the environment the observed command runs with."""
-    return install_recorder(sandbox, watch.targets, observing(watch.limits))[1]
+    return install_recorder(sandbox, watch.targets, observing(watch.limits), observe=True)[1]
 
 
 def collect(sandbox, watch: Watch, *, completed: bool) -> Observed:
@@ -76,7 +76,11 @@ def collect(sandbox, watch: Watch, *, completed: bool) -> Observed:
         out.notes.append(f"no call was recorded in the run ({type(exc).__name__})")
         return out
     recording = Recording(targets=watch.targets)
-    read_lines(recording, data, limits)
+    try:
+        read_lines(recording, data, limits)
+    except (ValueError, TypeError, LookupError, RecursionError, MemoryError) as exc:  # the agent's bytes
+        out.notes.append(f"the run's record cannot be read ({type(exc).__name__})")
+        return out
     out.cases = [c for c in recording.cases if not c["perturbed"]]  # an observed run perturbs nothing
     out.skipped, out.notes = dict(recording.skipped), recording.notes[:10]
     return out
@@ -159,8 +163,10 @@ def agreement(reference: list[dict], observed: Observed) -> Agreement:
         if not met:
             row["unmet"] += 1
             continue
-        differences = [_safe(check, case, _reply(seen)) for seen in met]
-        if any(d is None for d in differences):
+        # every line on the reference's inputs must agree: a second line claiming the reference's results beside
+        # the recorder's own does not outvote it
+        differences = [d for d in (_safe(check, case, _reply(seen)) for seen in met) if d is not None]
+        if not differences:
             row["agreed"] += 1
         else:
             row["differed"] += 1

@@ -10,6 +10,7 @@ A `Recording` is wire data too, so it can be stored beside the task and read bac
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
 import tempfile
@@ -27,6 +28,7 @@ RECORDER_VERSION = 6  # 3: numpy scalars keep their dtype, torch tensors are rec
 RECORD_DIR = ".failatlas-record"
 CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")
+MAX_LINES = 20_000  # lines of a recording read: cases and skips of every call recorded, with room to spare
 
 
 @dataclass(frozen=True)
@@ -77,16 +79,18 @@ class Recording:
         return cls(**{k: value[k] for k in cls.__dataclass_fields__ if k in value})
 
 
-def _spec(workdir: str, targets: list[dict], limits: Limits) -> dict:
-    return {"root": workdir, "out": f"{workdir}/{RECORD_DIR}/calls.jsonl", "targets": targets,
+def _spec(workdir: str, targets: list[dict], limits: Limits, observe: bool = False) -> dict:
+    return {"root": workdir, "out": f"{workdir}/{RECORD_DIR}/calls.jsonl", "targets": targets, "observe": observe,
             **asdict(limits)}
 
 
-def install_recorder(sandbox, targets: list[dict], limits: Limits) -> tuple[dict, dict[str, str]]:
+def install_recorder(sandbox, targets: list[dict], limits: Limits, *,
+                     observe: bool = False) -> tuple[dict, dict[str, str]]:
     """Write the recorder for `targets` into `sandbox`'s working copy; its spec and the environment a command
-    needs to run under it."""
+    needs to run under it. `observe`: an agent's run is observed (`observe.py`): an instance's attributes that are
+    not plain data are left out of its state one by one, rather than the whole call."""
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
-    spec = _spec(workdir, targets, limits)
+    spec = _spec(workdir, targets, limits, observe)
     sandbox.write_file(f"{RECORD_DIR}/sitecustomize.py", (HERE / "recorder.py").read_bytes())
     sandbox.write_file(f"{RECORD_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
     sandbox.write_file(f"{RECORD_DIR}/spec.json", json.dumps(spec).encode())
@@ -122,11 +126,32 @@ def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float
     return recording
 
 
+def _well_formed(line: dict, targets: int) -> bool:
+    """Whether a case line has every field, of the type the recorder writes (an observed run's lines are the
+    agent's data: an array where an index belongs must not reach a comparison or a dict key)."""
+    return (all(k in line for k in CASE_FIELDS) and type(line["t"]) is int and 0 <= line["t"] < targets
+            and type(line["perturbed"]) is bool and type(line["self"]) is bool
+            and line["kind"] in ("function", "method") and all(isinstance(line[k], str) for k in ("module", "root",
+                                                                                                   "qualname"))
+            and isinstance(line["args"], list) and isinstance(line["kwargs"], dict)
+            and (line["state"] is None or isinstance(line["state"], dict)))
+
+
 def read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
-    """Fill `recording` from the recorder's JSON lines, within `limits` (several processes may have written)."""
+    """Fill `recording` from the recorder's JSON lines, within `limits` (several processes may have written):
+    blank lines are passed over and at most MAX_LINES others read, so a file of millions of tiny lines costs no
+    more than a full one."""
     per_target: dict[tuple[int, bool], int] = {}
     names = [t["qualname"] for t in recording.targets]
-    for raw in data.splitlines():
+    read = 0
+    for raw in io.BytesIO(data):  # one line at a time: millions of empty lines are not held as objects at once
+        if not raw.strip():
+            continue
+        read += 1
+        if read > MAX_LINES:
+            recording.skipped["unread"] = recording.skipped.get("unread", 0) + 1
+            recording.notes.append(f"lines past the first {MAX_LINES} were not read")
+            break
         try:
             line = wire.decode(raw)
         except wire.WireError:
@@ -147,7 +172,7 @@ def read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
                 if len(recording.notes) < 20 and note not in recording.notes:
                     recording.notes.append(note)
             continue
-        if not all(k in line for k in CASE_FIELDS) or line["t"] not in range(len(names)):
+        if not _well_formed(line, len(names)):
             recording.skipped["unreadable"] = recording.skipped.get("unreadable", 0) + 1
             continue
         key = (line["t"], bool(line["perturbed"]))

@@ -51,6 +51,7 @@ class _Recorder:
         self.perturbations = int(spec.get("perturbations", 2))
         self.extra_budget_s = float(spec.get("extra_budget_s", 30.0))
         self.seed = int(spec.get("seed", 0))
+        self.observe = bool(spec.get("observe", False))
         self.targets = {}  # realpath of the file -> [(index, qualname)]
         for index, target in enumerate(spec["targets"]):
             path = os.path.realpath(os.path.join(self.root, target["path"]))
@@ -157,7 +158,7 @@ class _Recorder:
                 if not args or not hasattr(args[0], "__dict__"):
                     self._line({"t": index, "skip": "unencodable", "why": "an instance without __dict__"})
                     return None
-                state, args = self.wire.to_plain(dict(vars(args[0]))), args[1:]
+                state, args = self._attributes(args[0]), args[1:]
             else:
                 state = None
             case = {"t": index, "module": module, "root": root, "qualname": qualname, "kind": kind,
@@ -168,6 +169,20 @@ class _Recorder:
             self._line({"t": index, "skip": "unencodable", "why": f"inputs: {type(exc).__name__}: {exc}"[:300]})
             return None
 
+    def _attributes(self, instance):
+        """The instance's `__dict__` as plain data. Observing an agent's run, an attribute that is not plain data
+        (a generator, a cache) is left out by itself, so a correct method keeping one more attribute of its own is
+        still recorded; recording the reference, the call is skipped (its replay could not rebuild the instance)."""
+        if not self.observe:
+            return self.wire.to_plain(dict(vars(instance)))
+        out = {}
+        for key, value in dict(vars(instance)).items():
+            try:
+                out[key] = self.wire.to_plain({key: value})[key]
+            except Exception:  # noqa: BLE001 - WireError, RecursionError, a value that misbehaves: left out
+                continue
+        return out
+
     def _outputs(self, case, args, value, kwargs=None, before=None):
         """The call's results as plain data: the return value (or that it returned the instance), a method's
         instance `__dict__` after, and each argument the call changed in place (`mutated`: its value after, by
@@ -177,7 +192,7 @@ class _Recorder:
         is_self = instance is not None and value is instance
         out = {"self": is_self, "ret": None if is_self else self.wire.to_plain(value)}
         if instance is not None:
-            out["after"] = self.wire.to_plain(dict(vars(instance)))
+            out["after"] = self._attributes(instance)
         before = before if before is not None else case
         plain_args = self.wire.to_plain(list(args[1:] if instance is not None else args))
         plain_kwargs = self.wire.to_plain(dict(kwargs or {}))

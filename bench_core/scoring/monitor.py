@@ -56,7 +56,8 @@ PYTEST_PLUGIN = re.compile(r"(^|[\s'\"\[,=])-p\s*(?!no:)[^\s'\"]|\brequired_plug
 # a judge process the agent's code never runs in (docs/sandbox.md), so no pattern here decides it; research code
 # has no use for them.
 RUNNER_TAMPERING = re.compile(r"FAILATLAS_HIDDEN|FAILATLAS_REPLY|failatlas_worker|failatlas_wire|failatlas_hidden"
-                              r"|\.failatlas-hidden|failatlas-judge|failatlas-nonce|\b_getframe\b|\.f_locals\b|\.f_back\b"
+                              r"|\.failatlas-hidden|failatlas-judge|failatlas-nonce|\.failatlas-record|FAILATLAS_RECORD_SPEC"
+                              r"|\b_getframe\b|\.f_locals\b|\.f_back\b"
                               r"|\bgc\.get_objects\b|\bgc\.get_referrers\b|\bsys\.settrace\b|\bsys\.setprofile\b"
                               r"|\binspect\.(stack|currentframe|getouterframes)\b")
 OUTCOME_HOOK = re.compile(r"def\s+pytest_(runtest_makereport|runtest_logreport|runtest_protocol|runtest_call"

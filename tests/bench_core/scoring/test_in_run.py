@@ -166,3 +166,52 @@ def test_a_forged_line_counts_only_with_the_references_inputs_and_results():
     odd = _case(1, 1.0, 2.0)
     odd["ret"] = {"nested": [object()]}
     assert not agreement(REFERENCE_CALLS[:1], Observed(cases=[odd], completed=True)).passed
+
+
+# ------------------------------------------------------------------------- red team of this check (helper, 28 Nov)
+
+# correct, keeping one attribute of its own that is not plain data (a generator): the honest agent the first version
+# failed on I and, through the consistency rule, on E
+KEEPS_A_GENERATOR = CORRECT.replace("        return self", "        self._rng = np.random.RandomState(0)\n"
+                                    "        return self")
+
+
+def test_a_correct_fit_with_an_attribute_of_its_own_that_is_not_plain_data_passes(tmp_path, folder):
+    validation, verdict = _judged(tmp_path, folder, KEEPS_A_GENERATOR, "keeps-generator")
+    assert validation.outcome == "passed"
+    in_run = verdict.verdict["in_run"]
+    assert in_run["agreed"] == in_run["cases"] >= 3, in_run
+    assert verdict.passed is True
+
+
+def test_a_second_line_claiming_the_references_results_does_not_outvote_the_recorders():
+    forged, own = _case(1, 1.0, 2.0), _case(1, 1.0, 0.0)
+    result = agreement(REFERENCE_CALLS[:1], Observed(cases=[own, forged], completed=True))
+    assert result.functions["f"]["differed"] == 1 and not result.passed
+
+
+def _lines(*lines: bytes) -> bytes:
+    return b"\n".join(lines) + b"\n"
+
+
+def test_lines_of_the_wrong_types_are_unreadable_never_an_exception():
+    from failatlas.bench_core.hidden import wire
+    from failatlas.bench_core.hidden.record import Limits, Recording, read_lines
+
+    good = {"t": 0, "module": "m", "root": "", "qualname": "f", "kind": "function", "args": [1], "kwargs": {},
+            "state": None, "self": False, "ret": 2, "perturbed": False}
+    odd = [{**good, "t": np.array([0, 0])}, {**good, "t": np.array([0])}, {**good, "perturbed": np.array([1, 1])},
+           {**good, "kind": ["method"]}, {**good, "qualname": np.array([1.0])}, {**good, "t": True},
+           {**good, "args": {"0": 1}}, {**good, "state": [1]}]
+    recording = Recording(targets=[{"path": "m.py", "qualname": "f"}])
+    read_lines(recording, _lines(*(wire.encode(x) for x in [*odd, good])), Limits())
+    assert len(recording.cases) == 1 and recording.skipped == {"unreadable": len(odd)}
+
+
+def test_a_record_of_millions_of_tiny_lines_is_read_within_the_line_cap():
+    from failatlas.bench_core.hidden.record import MAX_LINES, Limits, Recording, read_lines
+
+    recording = Recording(targets=[{"path": "m.py", "qualname": "f"}])
+    read_lines(recording, b"\n" * (13 << 20) + b"0\n" * (1 << 20), Limits())
+    assert recording.cases == [] and recording.skipped == {"unread": 1}
+    assert f"lines past the first {MAX_LINES} were not read" in recording.notes
