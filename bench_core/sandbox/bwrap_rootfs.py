@@ -104,7 +104,10 @@ def build_rootfs(image: str, *, force: bool = False) -> tuple[Path, bool]:
         if proc.returncode != 0:
             raise SandboxError(f"cannot unpack image {image} for bwrap: docker export failed: {err.strip()[:300]}")
         os.chmod(tmp, 0o755)
-        if final.exists():  # --force, or a concurrent unpack finished first: the old one goes, then the rename
+        if (final / "etc").is_dir() and not force:
+            # a concurrent unpack finished first and sandboxes may already run on it: keep it, drop ours
+            return final, False
+        if final.exists():  # --force, or a partial folder: the old one goes, then the rename
             old = final.parent / f".{final.name}.old-{os.getpid()}"
             os.rename(final, old)
             shutil.rmtree(old, ignore_errors=True)

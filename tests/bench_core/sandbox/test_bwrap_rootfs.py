@@ -177,3 +177,28 @@ def test_links_kept_as_links_devices_skipped_setuid_dropped(tmp_path: Path) -> N
     assert (dest / "usr/bin/tool").stat().st_mode & 0o7777 == 0o755
     assert os.path.samefile(dest / "usr/bin/tool", dest / "usr/bin/tool2")
     assert not (dest / "dev/null").exists()
+
+
+def test_a_concurrent_unpack_that_finished_first_is_kept_not_swapped(monkeypatch, tmp_path: Path) -> None:
+    """Two commands unpacking the same image at once: the one that finishes second keeps the first one's root
+    (sandboxes may already run on it) and drops its own."""
+    from failatlas.bench_core.sandbox import bwrap_rootfs
+
+    if not _docker_has(DEFAULT_IMAGE):
+        pytest.fail(f"{DEFAULT_IMAGE} is missing: build it with scripts/setup.sh")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    final = rootfs_dir(DEFAULT_IMAGE)
+
+    def other_command_finishes_first(stream, dest: Path) -> None:
+        (final / "etc").mkdir(parents=True)
+        (final / "etc" / "in-use").write_text("a sandbox runs here\n")
+        for _chunk in iter(lambda: stream.read(1 << 20), b""):  # let docker export end
+            pass
+        (dest / "etc").mkdir()
+
+    monkeypatch.setattr(bwrap_rootfs, "safe_extract", other_command_finishes_first)
+    path, unpacked = build_rootfs(DEFAULT_IMAGE)
+    assert (path, unpacked) == (final, False)
+    assert (final / "etc" / "in-use").read_text() == "a sandbox runs here\n"
+    assert [p.name for p in final.parent.iterdir()] == [final.name]  # our temporary folder is gone
+
