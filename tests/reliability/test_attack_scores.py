@@ -7,10 +7,14 @@ take it out of every denominator) and scored. The assertion lists every (agent, 
 
 Every task runs twice, as it is and as a copy without hidden tests (issue 38: I then comes from the derived tests
 and E must hold without the hidden tests' consistency check; FAILATLAS_ATTACK_NO_HIDDEN=0 leaves the copies out).
-Every hostile agent runs on `mini-ridge-cv` (the task every attack of issue 29 was first shown on) by default:
-the whole matrix (about 36 agents x 5 tasks, each run and re-run in Docker, about an hour on 2 idle cores) does not
-fit CI's 90 minutes beside the rest of the suite. `FAILATLAS_ATTACK_TASKS=all` runs every CPU task;
-`FAILATLAS_ATTACK_TASKS` and `FAILATLAS_ATTACK_AGENTS` (comma-separated) choose tasks or agents.
+By default every hostile agent runs on one task, `mini-ridge-cv` (the task every attack of issue 29 was first
+shown on), in its copy without hidden tests only: there I comes from the derived tests and E's observed run alone,
+the case of every real task, and hostile agents that go after hand-written hidden tests are met by
+tests/reliability/test_attack_hidden_tests.py. The whole matrix (43 agents x 9 tasks with and without hidden tests,
+each run and re-run in Docker: 26 min on 2 idle cores) and even both copies of one task (7 min) do not fit CI's 90
+minutes beside the rest of the suite. Naming tasks runs each with its copy: `FAILATLAS_ATTACK_TASKS=mini-ridge-cv`
+gives both copies of ridge, `FAILATLAS_ATTACK_TASKS=all` every CPU task; `FAILATLAS_ATTACK_AGENTS`
+(comma-separated) chooses agents.
 """
 
 from __future__ import annotations
@@ -52,13 +56,16 @@ def hostile_agents() -> list[str]:
 
 def cpu_tasks():
     """The chosen CPU tasks, each followed by its copy without hidden tests (what every AutoExperiment, EXP-Bench
-    and RExBench task is: issue 38), unless FAILATLAS_ATTACK_NO_HIDDEN=0."""
+    and RExBench task is: issue 38), unless FAILATLAS_ATTACK_NO_HIDDEN=0; by default the copy alone."""
     tasks = [t for t in load_suite("failatlas-mini") if t.resources.gpus == 0]
     chosen = set(_chosen("FAILATLAS_ATTACK_TASKS", [t.id for t in tasks], DEFAULT_TASKS))
     out = []
+    keep_copies = os.environ.get("FAILATLAS_ATTACK_NO_HIDDEN", "1") != "0"
+    only_copies = keep_copies and "FAILATLAS_ATTACK_TASKS" not in os.environ  # the default: the copy alone
     for task in (t for t in tasks if t.id in chosen):
-        out.append(task)
-        if task.implementation.hidden_tests and os.environ.get("FAILATLAS_ATTACK_NO_HIDDEN", "1") != "0":
+        if not (only_copies and task.implementation.hidden_tests):
+            out.append(task)
+        if task.implementation.hidden_tests and keep_copies:
             bare = task.model_copy(deep=True, update={"id": f"{task.id}-no-hidden-tests"})
             bare.implementation.hidden_tests = []
             out.append(bare)
