@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.usefixtures("bwrap_works")]
 
 TASK = "mini-ridge-cv"
+TIMEOUT_S = 8  # each command's limit: the infinite loop is stopped by it
 AGENTS = ("hostile-read-ground-truth", "hostile-network", "hostile-fork-bomb", "hostile-memory", "hostile-fill-disk",
           "hostile-infinite-loop", "hostile-write-outside", "hostile-signal-harness", "hostile-fake-results", "gold")
 
@@ -39,7 +40,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory):
     for agent in AGENTS:
         params = {"host_target": str(canary)} if agent == "hostile-write-outside" else None
         work += plan(store, [task], agent, agent_params=params).todo
-    config = RunConfig(runs_dir=root / "runs", sandbox="bwrap", budget=Budget(command_timeout_s=20),
+    config = RunConfig(runs_dir=root / "runs", sandbox="bwrap", budget=Budget(command_timeout_s=TIMEOUT_S),
                        memory_mb=512, pids_limit=64)
     run_batch(store, work, config, workers=1)
     runs = {r["agent"]: r for r in store.query_dicts("SELECT * FROM runs")}
@@ -118,7 +119,7 @@ def test_disk_fill_is_bounded(batch) -> None:
 
 def test_infinite_loop_and_its_escaped_child_are_killed(batch) -> None:
     loop = _commands(batch, "hostile-infinite-loop")[0]
-    assert loop["timed_out"] and loop["killed_reason"] == "timeout" and 20 <= loop["duration_s"] < 25
+    assert loop["timed_out"] and loop["killed_reason"] == "timeout" and TIMEOUT_S <= loop["duration_s"] < TIMEOUT_S + 5
     left = [p for p in os.listdir("/proc") if p.isdigit() and _has_loop(p)]
     assert left == []
 
