@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from failatlas.bench_core import runs, scoring
+from failatlas.bench_core.scoring.derived import CACHE_FOLDER, cache_folder
 from failatlas.bench_core.scoring.judges import INFRA_FAILURE_PREFIX, disagreements
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
@@ -28,12 +29,23 @@ TASK = "mini-ridge-cv"
 
 @pytest.fixture(scope="module")
 def runs_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store holding one real `gold` and one real `null` run of mini-ridge-cv (local sandbox), not scored."""
+    """A store holding one real `gold` and one real `null` run of mini-ridge-cv (local sandbox), not scored; next
+    to it the task's derived-tests recording (content-addressed, made once here by scoring a scratch copy), which
+    each test's copy starts with instead of recording the reference again."""
     root = tmp_path_factory.mktemp("llm-path")
     store = open_store(root / "runs.duckdb")
     save_tasks(store, [t for t in load_suite("failatlas-mini") if t.id == TASK], source="failatlas-mini")
     for agent in ("gold", "null"):
         runs.run(store, runs.BenchParams(agent=agent, task_ids=[TASK], runs_dir=root / "runs", sandbox="local"))
+    scratch = root / "scratch"
+    scratch.mkdir()
+    shutil.copy(store.path, scratch / "s.duckdb")
+    scratch_store = open_store(scratch / "s.duckdb")
+    scoring.run(scratch_store, scoring.ScoreParams(sandbox="local", runs_dir=scratch / "runs", judges=["derived-tests"],
+                                                   llm=False))
+    recordings = cache_folder(scratch_store)
+    assert len(list(recordings.glob("*.wire"))) == 1
+    shutil.copytree(recordings, cache_folder(store))
     return store.path
 
 
@@ -43,7 +55,9 @@ def store(runs_store: Path, tmp_path: Path, monkeypatch):
         monkeypatch.delenv(name)
     target = tmp_path / "s.duckdb"
     shutil.copy(runs_store, target)
-    return open_store(target)
+    copy = open_store(target)
+    shutil.copytree(runs_store.parent / CACHE_FOLDER, cache_folder(copy))
+    return copy
 
 
 def _endpoint(monkeypatch, server: ScriptedOpenAIServer, *roles: str, **fields: str) -> None:
