@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from failatlas.bench_core import runs, scoring
+from failatlas.bench_core import scoring
 from failatlas.bench_core.prepare import prepare_workspace
+from failatlas.bench_core.runs.execute import RunConfig
+from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 from failatlas.bench_core.scoring.derived import (
     cache_folder,
@@ -78,10 +80,11 @@ def scored(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     store = open_store(root / "store.duckdb")
     save_tasks(store, [_task(RIDGE), _task(KMEANS)], source="failatlas-mini")
     common = {"sandbox": "docker", "image": sandbox_image, "runs_dir": root / "runs", "workers": 2}
-    for agent in ("gold", *FAILING):
-        runs.run(store, runs.BenchParams(agent=agent, task_ids=[RIDGE], **common))
-    for agent in ("gold", "null"):
-        runs.run(store, runs.BenchParams(agent=agent, task_ids=[KMEANS], **common))
+    # one batch of the 7 runs on 2 workers (a `bench run` per agent would run its single run alone)
+    work = [item for agent in ("gold", *FAILING) for item in plan(store, [_task(RIDGE)], agent).todo]
+    work += [item for agent in ("gold", "null") for item in plan(store, [_task(KMEANS)], agent).todo]
+    batch = run_batch(store, work, RunConfig(runs_dir=root / "runs", image=sandbox_image), workers=2)
+    assert batch.planned == 7 and not batch.infra_errors, batch
     assert not (cache_folder(store) or Path("/nonexistent")).exists()
     result = scoring.run(store, scoring.ScoreParams(judges=["derived-tests", "hidden-tests"], **common))
     assert result.ok, result
