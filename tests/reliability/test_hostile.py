@@ -23,6 +23,9 @@ from failatlas.store import open_store
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TASK = "mini-ridge-cv"
+# each command's deadline: what stops the infinite loop and the print flood (and the network attack's pip); well
+# above what every bounded command takes (the slowest, `find /`, about 5 s on a loaded 2-core machine)
+DEADLINE_S = 12
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,7 @@ def batch(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
         todo = plan(store, [task], agent, agent_params=params).todo
         work += todo
     before = store.query("SELECT count(*) FROM runs")[0][0]
-    config = RunConfig(runs_dir=root / "runs", image=sandbox_image, budget=Budget(command_timeout_s=20),
+    config = RunConfig(runs_dir=root / "runs", image=sandbox_image, budget=Budget(command_timeout_s=DEADLINE_S),
                        memory_mb=512, pids_limit=64)
     report = run_batch(store, work, config, workers=2)
     runs = {r["agent"]: r for r in store.query_dicts("SELECT * FROM runs")}
@@ -173,9 +176,9 @@ def test_infinite_loop(batch, table):
     loop, left = _commands(batch, agent)[:2]
     assert loop["timed_out"] and loop["killed_reason"] == "timeout"
     assert left["stdout_tail"].strip() == "0", left  # the escaped setsid loop was killed too
-    assert 20 <= loop["duration_s"] < 20 + 2 + 3 + 5
+    assert DEADLINE_S <= loop["duration_s"] < DEADLINE_S + 2 + 3 + 5
     assert _survived(batch, agent)
-    _record(batch, table, agent, f"killed_reason timeout after {loop['duration_s']:.1f} s (deadline 20 s); "
+    _record(batch, table, agent, f"killed_reason timeout after {loop['duration_s']:.1f} s (deadline {DEADLINE_S} s); "
             "0 loops left running")
 
 
