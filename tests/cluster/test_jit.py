@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIT = """
@@ -22,26 +23,53 @@ print(json.dumps(numba_cache_stats()))
 """
 
 
-def _fit(tmp_path: Path, name: str, **env: str) -> tuple[dict, np.ndarray]:
-    out = tmp_path / f"{name}.npy"
-    proc = subprocess.run(
-        [sys.executable, "-c", FIT, str(out)],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path / "numba"), **env},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), np.load(out)
+class _Fit:
+    """One fresh Python process fitting FIT, started at once; `result()` waits for it."""
+
+    def __init__(self, folder: Path, name: str, **env: str) -> None:
+        self.out, self.stdout, self.stderr = (folder / f"{name}.{ext}" for ext in ("npy", "out", "err"))
+        # files, not pipes: a full pipe would stall a process nobody reads yet
+        with self.stdout.open("w") as stdout, self.stderr.open("w") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", FIT, str(self.out)], stdout=stdout, stderr=stderr, cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(folder / "numba"), **env},
+            )
+
+    def result(self) -> tuple[dict, np.ndarray]:
+        self.proc.wait(timeout=600)
+        assert self.proc.returncode == 0, self.stderr.read_text()[-3000:]
+        return json.loads(self.stdout.read_text().strip().splitlines()[-1]), np.load(self.out)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def test_a_second_process_loads_umaps_compiled_code_from_the_cache_and_gets_the_same_result(tmp_path):
-    first, y1 = _fit(tmp_path, "first")
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory: pytest.TempPathFactory):
+    """The two fits that compile from nothing, each in a fresh process with a numba cache folder of its own (an
+    empty one with the cache on, and one with it off), started together: they share nothing, and on a 2-core
+    machine both compile at once instead of one after the other."""
+    fits = {name: (tmp_path_factory.mktemp(name), env) for name, env in
+            (("cache_on", {}), ("cache_off", {"FAILATLAS_NUMBA_CACHE": "0"}))}
+    started = {name: (folder, _Fit(folder, "first" if name == "cache_on" else "off", **env))
+               for name, (folder, env) in fits.items()}
+    yield started
+    for _, fit in started.values():
+        fit.stop()
+
+
+def test_a_second_process_loads_umaps_compiled_code_from_the_cache_and_gets_the_same_result(cold):
+    folder, started = cold["cache_on"]
+    first, y1 = started.result()
     assert first["functions"] > 100 and first["misses"] > 0 and first["hits"] == 0
-    assert list((tmp_path / "numba").rglob("*.nbi"))  # numba's index files, one per cached function
-    second, y2 = _fit(tmp_path, "second")
+    assert list((folder / "numba").rglob("*.nbi"))  # numba's index files, one per cached function
+    second, y2 = _Fit(folder, "second").result()
     assert second["hits"] > 0 and second["misses"] == 0  # nothing compiled again
     assert np.array_equal(y1, y2)
 
 
-def test_the_cache_can_be_switched_off(tmp_path):
-    stats, _ = _fit(tmp_path, "off", FAILATLAS_NUMBA_CACHE="0")
+def test_the_cache_can_be_switched_off(cold):
+    stats, _ = cold["cache_off"][1].result()
     assert stats == {"functions": 0, "hits": 0, "misses": 0}
