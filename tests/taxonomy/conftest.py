@@ -86,3 +86,12 @@ def trail_store(trail_template: TrailData, tmp_path: Path) -> Store:
 def mini_store(store: Store) -> Store:
     fill_mini_suite(store)
     return store
+
+
+@pytest.fixture(scope="session")
+def gaia_cli_store(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TRAIL GAIA ingested, embedded and clustered by the real CLI (`test_user_labels_gaia.gaia_store`), built once
+    per session; a test that writes works on its own copy (`shutil.copy` of the file)."""
+    from tests.taxonomy.test_user_labels_gaia import gaia_store
+
+    return gaia_store(tmp_path_factory.mktemp("gaia-cli") / "gaia.duckdb", shared_data)

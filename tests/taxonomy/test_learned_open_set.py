@@ -6,19 +6,20 @@ clustered into new types. Real data, real MiniLM, the real CLI."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from failatlas.store import open_store
-from tests.taxonomy.test_user_labels_gaia import cli, gaia_store
+from tests.taxonomy.test_user_labels_gaia import cli
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_few_labels_without_a_seed_leave_the_rest_to_clustering(shared_data: Path, tmp_path: Path):
-    db = gaia_store(tmp_path / "gaia.duckdb", shared_data)
+def test_a_few_labels_without_a_seed_leave_the_rest_to_clustering(gaia_cli_store: Path, tmp_path: Path):
+    db = Path(shutil.copy(gaia_cli_store, tmp_path / "gaia.duckdb"))
     store = open_store(db)
     by_label: dict[str, list[str]] = {}
     for iid, label in store.query("SELECT DISTINCT insight_id, label FROM insight_sources ORDER BY insight_id"):

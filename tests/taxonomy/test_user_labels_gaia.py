@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -71,8 +72,8 @@ def spread_over_categories(statements: dict[str, str], n: int) -> list[tuple[str
     return out
 
 
-def test_thirty_user_labels_raise_the_rebuilds_ari_on_the_held_back_half(shared_data: Path, tmp_path: Path):
-    db = gaia_store(tmp_path / "gaia.duckdb", shared_data)
+def test_thirty_user_labels_raise_the_rebuilds_ari_on_the_held_back_half(gaia_cli_store: Path, tmp_path: Path):
+    db = Path(shutil.copy(gaia_cli_store, tmp_path / "gaia.duckdb"))
     store = open_store(db)
     rows = store.query("SELECT i.id, i.text, s.label, s.task_id FROM insights i JOIN insight_sources s"
                        " ON s.insight_id = i.id ORDER BY s.source_key")
