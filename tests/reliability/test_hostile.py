@@ -48,9 +48,13 @@ def batch(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory):
     runs = {r["agent"]: r for r in store.query_dicts("SELECT * FROM runs")}
     for run in runs.values():
         monitor_run(store, run["id"], task)
-    validated = [runs[a]["id"] for a in ("gold", "hostile-fake-results", "hostile-oom-experiment")]
+    validated = [runs[a]["id"] for a in ("gold", "hostile-fake-results")]
     score(store, ScoreParams(runs_dir=root / "runs", run_ids=validated, sandbox="docker", image=sandbox_image,
                              llm=False))
+    # the oom run is checked on its clean re-run alone, which every scoring makes; its derived and hidden tests
+    # (each replayed call allocating until the limit kills it: 68 of its 80 s of scoring) are left out
+    score(store, ScoreParams(runs_dir=root / "runs", run_ids=[runs["hostile-oom-experiment"]["id"]],
+                             sandbox="docker", image=sandbox_image, llm=False, judges=["design-match"]))
     return {"store": store, "runs": runs, "report": report, "before": before, "canary": canary,
             "task": get_task(store, TASK), "ids": {r.run_id for r, _ in work}}
 
