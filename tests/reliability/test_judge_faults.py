@@ -46,7 +46,8 @@ def test_judge_failing_halfway_is_recorded_and_resumed(sandbox_image, store, tmp
     judge_env.enqueue(DESIGN, IMPLEMENTATION, CONCLUSION,                 # first run: judged
                       *[ScriptedReply.error(500)] * 3,                     # second: the endpoint fails
                       MALFORMED, MALFORMED, MALFORMED, IMPLEMENTATION, CONCLUSION)  # third: design never parses
-    score = scoring.ScoreParams(runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image)
+    # the LLM judge alone (with the clean re-run every scoring makes): the offline judges do not touch the endpoint
+    score = scoring.ScoreParams(runs_dir=tmp_path / "runs", sandbox="docker", image=sandbox_image, judges=["llm"])
     report = scoring.run(store, score)
     assert report.scored == 3 and judge_env.remaining == 0 and report.outcomes == {"runtime_error": 3}
     verdicts = _verdicts(store)
