@@ -121,6 +121,26 @@ def test_drill_down_in_a_real_browser(server: str, taxonomy_id: str) -> None:
 
 
 @pytest.mark.slow
+def test_every_click_in_the_sidebar_switches_the_page(server: str) -> None:
+    """Each page chosen in the sidebar is shown at once, also back and forth (the radio was keyed by its index,
+    became a new widget after each switch, and dropped the next click: the page stayed until a second click)."""
+    from playwright.sync_api import expect
+
+    from failatlas.appdata.pages import PAGES
+
+    keys = list(PAGES)
+    checked = "() => [...document.querySelectorAll('[data-testid=stSidebar] input[type=radio]')]" \
+              ".findIndex(e => e.checked)"
+    with _page() as page:
+        page.goto(f"{server}/?page=overview", wait_until="networkidle")
+        for key in ("taxonomy", "overview", "drill", "overview", "compare", "taxonomy", "overview"):
+            page.get_by_test_id("stSidebar").get_by_role("radiogroup").get_by_text(PAGES[key][0], exact=True).click()
+            page.wait_for_url(f"**/?page={key}", timeout=30_000)
+            expect(page.get_by_role("heading", name=PAGES[key][0]).first).to_be_visible(timeout=30_000)
+            assert page.evaluate(checked) == keys.index(key)
+
+
+@pytest.mark.slow
 def test_clicking_a_point_on_the_map_opens_it_in_the_drill_down(server: str) -> None:
     import io
 
