@@ -7,8 +7,10 @@ query cache cleared first, warm with the cache answering. The browser: headless 
 real server (`failatlas app`), from the action to the script's end with nothing left loading: cold (the rerun
 "Reload data" starts after clearing the cache: the page's queries read the store, in the session already open) and
 warm load (the page's URL opened afresh, the cache answering: a new session, the app's JavaScript loaded and its
-websocket opened first, so it is more than a click inside the app costs). Warm: best and median of
-`--repeats`.
+websocket opened first, so it is more than a click inside the app costs), and warm switch (the page chosen in
+the sidebar of the session already open, from another page: what a click inside the app costs). Beside them, the
+framework's own floor: an empty Streamlit script (one line of text) started with the same server options and
+loaded the same way. Warm: best and median of `--repeats`.
 
     failatlas --db demo.duckdb demo                        # a fresh demo store (minutes: real Docker runs)
     python benchmarks/app_pages.py --demo demo.duckdb [--runs 20000] [--insights 40000] [--repeats 3]
@@ -100,8 +102,39 @@ DONE = ("() => { const app = document.querySelector('[data-testid=stApp]');"
         " && !document.querySelector('[data-testid=stSkeleton]'); }")
 
 
-def browser_times(path: Path, repeats: int) -> dict[str, tuple[float, list[float]]]:
-    """page -> (cold, warm loads: seconds) in headless Chromium at 1440x900 against the real server
+# set before an action: the page's script ran (its state went to 'running') since; Streamlit's fastest reruns
+# start and end between two polls, so the change is watched rather than polled for
+WATCH = ("() => { window.__ran = false; new MutationObserver(() => {"
+         " const app = document.querySelector('[data-testid=stApp]');"
+         " if (app && app.getAttribute('data-test-script-state') === 'running') window.__ran = true; })"
+         ".observe(document.body, {attributes: true, subtree: true, attributeFilter: ['data-test-script-state']}); }")
+RAN = f"() => window.__ran && ({DONE})()"
+
+
+def _browser(pw):  # noqa: ANN001, ANN202
+    browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+    return browser, browser.new_page(viewport={"width": 1440, "height": 900})
+
+
+def _load(page, target: str) -> float:  # noqa: ANN001
+    """Seconds to open `target` afresh until the script has finished and nothing is loading."""
+    started = time.perf_counter()
+    page.goto(target)
+    page.wait_for_function(DONE, timeout=120_000, polling=20)
+    return time.perf_counter() - started
+
+
+def _after(page, action) -> float:  # noqa: ANN001
+    """Seconds from `action` (a click that reruns the script) to the rerun's end with nothing loading."""
+    page.evaluate(WATCH)
+    started = time.perf_counter()
+    action()
+    page.wait_for_function(RAN, timeout=120_000, polling=5)
+    return time.perf_counter() - started
+
+
+def browser_times(path: Path, repeats: int) -> dict[str, tuple[float, list[float], list[float]]]:
+    """page -> (cold, warm loads, warm switches: seconds) in headless Chromium at 1440x900 against the real server
     (`failatlas app`), each until the script's end with nothing left loading (see the module's notes)."""
     import signal
     from urllib.parse import urlencode
@@ -109,6 +142,7 @@ def browser_times(path: Path, repeats: int) -> dict[str, tuple[float, list[float
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from failatlas.appdata.pages import PAGES as TITLES
     from tests.app.server import free_port, start, wait_healthy
 
     port = free_port()
@@ -118,32 +152,60 @@ def browser_times(path: Path, repeats: int) -> dict[str, tuple[float, list[float
     try:
         wait_healthy(url, proc)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            browser, page = _browser(pw)
 
-            running = ("() => document.querySelector('[data-testid=stApp]')"
-                       ".getAttribute('data-test-script-state') === 'running'")
-
-            def load(target: str) -> float:
-                started = time.perf_counter()
-                page.goto(target)
-                page.wait_for_function(DONE, timeout=120_000, polling=20)
-                return time.perf_counter() - started
+            def choose(name: str):  # noqa: ANN202
+                return lambda: page.get_by_test_id("stSidebar").get_by_role("radiogroup").get_by_text(
+                    TITLES[name][0], exact=True).click()
 
             for name in PAGES:
                 target = f"{url}/?{urlencode({'page': name, **page_params(path, name)})}"
-                load(target)
-                started = time.perf_counter()
-                page.get_by_role("button", name="Reload data").click()
-                page.wait_for_function(running, polling=5)
-                page.wait_for_function(DONE, timeout=120_000, polling=20)
-                cold = time.perf_counter() - started
-                out[name] = (cold, [load(target) for _ in range(repeats)])
+                _load(page, target)
+                cold = _after(page, page.get_by_role("button", name="Reload data").click)
+                loads = [_load(page, target) for _ in range(repeats)]
+                other = "runs" if name == "overview" else "overview"
+                switches = []
+                for _ in range(repeats):
+                    _after(page, choose(other))
+                    switches.append(_after(page, choose(name)))
+                out[name] = (cold, loads, switches)
             browser.close()
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     return out
+
+
+def floor_times(repeats: int) -> list[float]:
+    """Warm loads of an empty Streamlit script (one line of text) served with `failatlas app`'s options: what a
+    fresh load costs before any page of ours runs."""
+    import signal
+    import subprocess
+
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from failatlas.app_launcher import app_script, command
+    from tests.app.server import free_port, wait_healthy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "empty.py"
+        script.write_text("import streamlit as st\n\nst.write('FailAtlas')\n")
+        port = free_port()
+        argv = [str(script) if a == str(app_script()) else a for a in command(port=port)]
+        proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            wait_healthy(url.rstrip("/"), proc)
+            with sync_playwright() as pw:
+                browser, page = _browser(pw)
+                _load(page, url)
+                loads = [_load(page, url) for _ in range(repeats)]
+                browser.close()
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+    return loads
 
 
 def build_large(path: Path, n_runs: int, n_insights: int) -> None:
@@ -181,8 +243,11 @@ def main() -> None:
             if how.startswith("script") and args.browser_only:
                 continue
             results = {name: timer(store, args.repeats) for name, store in stores.items()}
-            kinds = ["cold", "warm"] if how.startswith("script") else ["cold", "warm load"]
+            kinds = ["cold", "warm"] if how.startswith("script") else ["cold", "warm load", "warm switch"]
             print(f"\n{how}; load average {os.getloadavg()[0]:.1f}; warm: best / median of {args.repeats}")
+            if how.startswith("browser"):
+                floor = floor_times(args.repeats)
+                print(f"an empty Streamlit script, warm load: {min(floor):.2f} / {statistics.median(floor):.2f} s")
             print(f"| page | {' | '.join(f'{n} {k}' for n in results for k in kinds)} |")
             print("|---|" + "---|" * len(kinds) * len(results))
             for page in PAGES:
