@@ -122,3 +122,44 @@ def test_run_list_task_view_and_gold_against_a_fault_agent(demo_server: str, tmp
         (other,) = store.query("SELECT id FROM runs WHERE agent = ? AND task_id <> ? LIMIT 1", [FAULT, task_id])[0]
         page.goto(f"{demo_server}/?page=diff&left={gold_run}&right={other}", wait_until="networkidle")
         expect(page.get_by_text("The two runs are of different tasks").first).to_be_visible(timeout=60_000)
+
+
+def _pick_option(page, key: str, text: str) -> None:  # noqa: ANN001
+    """Pick the option starting with `text` in the select box whose widget key starts with `key`."""
+    box = page.locator(f"[class*='st-key-{key}']").first
+    box.locator("input").first.click()
+    box.locator("input").first.fill(text)
+    page.get_by_role("option").filter(has_text=re.compile(f"^{re.escape(text)}")).first.click()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_every_pick_of_a_task_or_a_run_takes_effect(demo_server: str, tmp_path: Path) -> None:
+    """Three tasks picked in a row on Task, then two right-hand runs in a row on Run diff: each pick shows at once
+    (the box was keyed by the URL's value, which the pick rewrote: the next pick went to a box about to be
+    replaced and was dropped, so every second pick did nothing)."""
+    from playwright.sync_api import expect
+
+    store = Store(tmp_path / "demo.duckdb")  # the copy demo_server serves
+    tasks = [t for (t,) in store.query("SELECT DISTINCT task_id FROM runs ORDER BY task_id")]
+    assert len(tasks) >= 4, tasks
+    with _page(LAPTOP) as page:
+        page.goto(f"{demo_server}/?page=task&task={tasks[0]}", wait_until="networkidle")
+        expect(page.get_by_role("heading", name="Task")).to_be_visible(timeout=60_000)
+        for task in tasks[1:4]:
+            _pick_option(page, "task_pick", task)
+            page.wait_for_url(re.compile(f"task={re.escape(task)}$"), timeout=30_000)
+            expect(page.locator("[class*='st-key-task_pick'] input").first).to_have_value(
+                re.compile(f"^{re.escape(task)} "), timeout=30_000)
+
+        task = tasks[0]
+        runs = dict(store.query("SELECT agent, id FROM runs WHERE task_id = ? AND agent IN ('null', ?, ?)",
+                                [task, FAULT, "fault-crash"]))
+        assert len(runs) == 3, runs
+        page.goto(f"{demo_server}/?page=diff&right={runs['null']}", wait_until="networkidle")
+        expect(page.get_by_role("heading", name="Run diff")).to_be_visible(timeout=60_000)
+        for agent in (FAULT, "fault-crash"):
+            _pick_option(page, "diff_right", f"{agent} · task {task}")
+            page.wait_for_url(re.compile(f"right={runs[agent]}"), timeout=30_000)
+            expect(page.locator("[class*='st-key-diff_right'] input").first).to_have_value(
+                re.compile(f"^{re.escape(agent)} "), timeout=30_000)

@@ -257,7 +257,7 @@ def test_the_diff_page_puts_gold_beside_the_agents_run(gold_db: Path, monkeypatc
     shown = texts(at)
     assert "react-agent's run does not change this file." in shown
     assert "different tasks" not in shown and "has no diff" not in shown
-    at.selectbox(key="diff_right_t1_g1_r1").set_value("o1").run()
+    at.selectbox(key="diff_right_1").set_value("o1").run()
     assert at.query_params["right"] == "o1"
     assert "This run has no diff: it changed no file of the repository." in texts(at)
 

@@ -85,6 +85,29 @@ def keep(**params: str | None) -> None:
             del st.query_params[name]
 
 
+# session state: per widget whose value the URL holds, (its key's version, the value it last wrote into the URL)
+URL_KEYS = "_url_keys"
+
+
+def url_key(name: str, url_value: object) -> str:
+    """The key of a widget whose value the URL holds (it writes each pick back, then calls wrote_url): a new key,
+    so a new widget that takes the URL's value, only when that value changed from elsewhere (a fresh load, a link,
+    go()); the same key while a person picks. A key made of the URL's value on each run made every pick, once
+    written back, a new widget, which dropped the next pick: every second pick did nothing."""
+    versions = st.session_state.setdefault(URL_KEYS, {})
+    version, written = versions.get(name, (0, None))
+    if name not in versions or written != url_value:
+        version += 1
+        versions[name] = (version, url_value)
+    return f"{name}_{version}"
+
+
+def wrote_url(name: str, value: object) -> None:
+    """The value the widget of url_key(name, ...) now holds in the URL (compared with the URL's on the next run)."""
+    versions = st.session_state.setdefault(URL_KEYS, {})
+    versions[name] = (versions.get(name, (1, None))[0], value)
+
+
 def request_scroll(anchor: str) -> None:
     """Ask the next render to bring the header with this anchor into view (e.g. a run just opened)."""
     st.session_state["_scroll_to"] = anchor

@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, code, go, keep, md, param, show_next_steps
+from failatlas.appdata.pages.common import Context, code, go, keep, md, param, show_next_steps, url_key, wrote_url
 from failatlas.appdata.pages.run_view import run_label
 from failatlas.appdata.queries_runs import REFERENCE, diff_of_diffs, file_pairs, resolve_pair
 from failatlas.core.tables import counted
@@ -35,7 +35,8 @@ def _pick(table: pl.DataFrame) -> tuple[str | None, str | None]:
     task_of = dict(zip(table["run_id"].to_list(), table["task_id"].to_list(), strict=True))
     default_task = task_of[anchor] if anchor else next(
         (t for t in tasks if table.filter(pl.col("task_id") == t).height > 1), tasks[0])
-    task_id = st.selectbox("Task", tasks, index=tasks.index(default_task), key=f"diff_task_{anchor}")
+    task_id = st.selectbox("Task", tasks, index=tasks.index(default_task), key=url_key("diff_task", default_task))
+    wrote_url("diff_task", task_id)  # the pair written below is of this task: its anchor gives it back
     if anchor and task_id != default_task:  # another task chosen: start from its default pair
         wanted = {"left": None, "right": None}
     left, right = resolve_pair(table, task_id, wanted["left"], wanted["right"])
@@ -47,8 +48,11 @@ def _pick(table: pl.DataFrame) -> tuple[str | None, str | None]:
     for col, side, default in zip(cols, SIDES, (left, right), strict=True):
         chosen.append(col.selectbox(f"{side.capitalize()} run", options, format_func=labels.get,
                                     index=options.index(default) if default in options else None,
-                                    key=f"diff_{side}_{task_id}_{left}_{right}", placeholder="choose a run"))
+                                    key=url_key(f"diff_{side}", (task_id, left, right)),
+                                    placeholder="choose a run"))
     keep(left=chosen[0], right=chosen[1])
+    for side in SIDES:  # resolve_pair gives the chosen pair back on the next run
+        wrote_url(f"diff_{side}", (task_id, *chosen))
     return chosen[0], chosen[1]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata.pages.common import Context, code, go, keep, md, param, show_next_steps
+from failatlas.appdata.pages.common import Context, code, go, keep, md, param, show_next_steps, url_key, wrote_url
 from failatlas.appdata.pages.run_view import run_label
 from failatlas.appdata.pages.runs import runs_grid
 from failatlas.appdata.queries_runs import REFERENCE, RunQuery, default_pair, select_runs
@@ -31,8 +31,9 @@ def _choose_task(ctx: Context) -> str | None:
         st.info("No task in the catalog and no run: `failatlas tasks import-mini`, then `failatlas bench run`.")
         return None
     task_id = st.selectbox("Task", ids, index=ids.index(wanted) if wanted in ids else 0, format_func=label,
-                           key=f"task_pick_{wanted}")
+                           key=url_key("task_pick", wanted))
     keep(task=task_id)
+    wrote_url("task_pick", task_id)
     return task_id
 
 
