@@ -18,13 +18,11 @@ import os
 import streamlit as st
 
 from failatlas.appdata.pages import PAGES
-from failatlas.appdata.pages.common import Context, code, md, param
+from failatlas.appdata.pages.common import Context, code, md, param, url_key, wrote_url
 from failatlas.core.errors import FailAtlasError, StoreLockedError
 from failatlas.core.store import Store
 
 # our one piece of HTML: a constant, no text of a run or task in it (tests/reliability/test_attack_app.py)
-# session state: the page radio's value, and the page the URL held when the script last ran
-PAGE_KEY, URL_PAGE = "page_radio", "_url_page"
 PAGE_STYLE = "<style>[data-testid='stMainBlockContainer']{padding-left:2rem;padding-right:2rem}</style>"
 
 
@@ -40,15 +38,14 @@ def main() -> None:
 
     current = param("page") if param("page") in PAGES else "overview"
     st.sidebar.title("FailAtlas")
-    # One radio for the session (a fixed key): the URL sets it only when the URL changed from elsewhere (a fresh
-    # load, a link, go()). A radio keyed by its index became a new widget after each switch, and the next click on
-    # it was dropped (the page stayed; a second click was needed)
-    if st.session_state.get(URL_PAGE) != current:
-        st.session_state[PAGE_KEY] = current
-    page = st.sidebar.radio("Page", list(PAGES), key=PAGE_KEY, format_func=lambda k: PAGES[k][0])
+    # the URL sets the radio only when it changed from elsewhere (url_key): a radio keyed by its index became a new
+    # widget after each switch and dropped the next click
+    keys = list(PAGES)
+    page = st.sidebar.radio("Page", keys, index=keys.index(current), format_func=lambda k: PAGES[k][0],
+                            key=url_key("page", current))
     if page != current:
         st.query_params.from_dict({"page": page})
-    st.session_state[URL_PAGE] = page
+    wrote_url("page", page)
 
     if ctx.status.has("taxonomies"):
         snapshots = ctx.q("taxonomies")
