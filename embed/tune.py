@@ -293,3 +293,94 @@ def _train(source, texts: list[str], labels: list[str], params: TuneParams, out:
     model.eval()
     model.save(str(out), create_model_card=False)
     return losses, started, steps
+
+
+class ClassifierTuneParams(BaseModel):
+    """How `tune_classifier` fine-tunes: `epochs` passes over the statements in shuffled batches of `batch_size`;
+    the encoder at `learning_rate`, the linear head at `head_learning_rate`; logits are `scale` x the cosine of the
+    statement's unit vector and the head's rows. Chosen by cross-validation inside each half of TRAIL GAIA
+    (docs/quality.md, issue 41, fourth pass)."""
+
+    model_config = {"extra": "forbid"}
+
+    epochs: int = Field(25, ge=1, le=100)
+    batch_size: int = Field(16, ge=2)
+    learning_rate: float = 5e-5
+    head_learning_rate: float = 2e-3
+    scale: float = 20.0
+    seed: int = 0
+    device: str | None = None
+
+
+def tune_classifier(model: str, texts: Sequence[str], labels: Sequence[str], params: ClassifierTuneParams
+                    ) -> tuple[Callable[[list[str]], np.ndarray], dict]:
+    """Fine-tune a copy of `model` in memory as a classifier of `labels` (mean-pooled unit vectors, a linear head,
+    cross-entropy with classes weighted to balance; AdamW, 10% warm-up then linear decay, the encoder's gradient
+    norm clipped at 1) and return its encoder (texts -> unit vectors) and what was done (steps, seconds, device,
+    first and last epoch's mean loss). Nothing is written: the tuned weights live as long as the encoder.
+    Raises InputError with fewer than two labels, MissingDependencyError without sentence-transformers."""
+    labels = list(labels)
+    classes = sorted(set(labels))
+    if len(classes) < 2:
+        raise InputError(f"fine-tuning a classifier needs statements of two labels at least, not {len(classes)}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        from failatlas.core.errors import MissingDependencyError
+
+        raise MissingDependencyError("sentence-transformers", "mining") from None
+    transformers_logging.disable_progress_bar()
+    t0 = time.perf_counter()
+    source, _ = resolve_model(model)
+    device = params.device or default_device()
+    torch.manual_seed(params.seed)
+    encoder = SentenceTransformer(str(source), device=device)
+    y = torch.as_tensor([classes.index(lab) for lab in labels], device=device)
+    counts = torch.bincount(y, minlength=len(classes)).float()
+    weight = len(labels) / (len(classes) * counts.clamp(min=1.0))
+    dimension = getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension
+    head = torch.nn.Linear(dimension(), len(classes)).to(device)
+    optimiser = torch.optim.AdamW([{"params": encoder.parameters(), "lr": params.learning_rate},
+                                   {"params": head.parameters(), "lr": params.head_learning_rate}], weight_decay=0.01)
+    n = len(texts)
+    per_epoch = -(-n // params.batch_size)
+    steps = params.epochs * per_epoch
+    warmup = 0.1 * steps
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (steps - s) / steps))
+    tokenize = getattr(encoder, "preprocess", None) or encoder.tokenize  # `tokenize` before sentence-transformers 6
+    order = torch.Generator().manual_seed(params.seed)
+    epoch_loss: list[float] = []
+    encoder.train()
+    for _ in range(params.epochs):
+        total = 0.0
+        perm = torch.randperm(n, generator=order).tolist()
+        for start in range(0, n, params.batch_size):
+            rows = perm[start:start + params.batch_size]
+            features = tokenize([texts[k] for k in rows])
+            features = {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+            emb = torch.nn.functional.normalize(encoder(features)["sentence_embedding"], dim=1)
+            loss = torch.nn.functional.cross_entropy(head(emb) * params.scale, y[rows], weight=weight)
+            optimiser.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(encoder.parameters(), 1.0)
+            optimiser.step()
+            schedule.step()
+            total += float(loss.detach()) * len(rows)
+        epoch_loss.append(round(total / n, 5))
+    encoder.eval()
+
+    def encode(batch: list[str]) -> np.ndarray:
+        if not batch:
+            return np.zeros((0, head.in_features), dtype=np.float32)
+        return encoder.encode(list(batch), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+                              show_progress_bar=False).astype(np.float32)
+
+    done = {"epochs": params.epochs, "steps": steps, "device": device, "loss_first_epoch": epoch_loss[0],
+            "loss_last_epoch": epoch_loss[-1], "seconds": round(time.perf_counter() - t0, 1)}
+    return encode, done
