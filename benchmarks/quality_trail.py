@@ -429,8 +429,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--transfer", action="store_true",
                     help="transfer mode (benchmarks/trail_transfer.py): learn from one trace-disjoint half with"
                     " --examples, evaluate on the other, both directions; then 30 user labels (--user-labels)")
-    ap.add_argument("--fine-tune", type=int, default=0, metavar="EPOCHS",
-                    help="transfer mode: also build `--seed trail --examples TRAIN --fine-tune` with this many epochs")
     ap.add_argument("--user-labels", type=int, default=30, help="transfer mode: statements a person labels")
     ap.add_argument("--tune", action="store_true",
                     help="tune mode (benchmarks/trail_tune.py): `embed tune` on one half's labels, the base and the"

@@ -9,7 +9,6 @@ the half's annotation files), exactly as a user would run
 - unsupervised: the default clustering (`cluster run --reassign-outliers`) scored as it is;
 - `--seed trail` (prototypes, no examples): the shipped seeded build;
 - `--seed trail --examples TRAIN`: the learned assignment (calibrated probability >= 0.2, the rest clustered);
-- with `--fine-tune N` (this script's option), the same with the encoder fine-tuned for N epochs;
 - the same with `--label-threshold 0` (every statement to a learned category) and without `--seed`;
 - classifiers compared on the same vectors (how the learned assignment's model was chosen): nearest prototypes,
   k-NN, logistic regression with and without balanced classes, LR + prototypes, and the shipped model;
@@ -143,9 +142,6 @@ def run_transfer(args, qt) -> dict[str, Any]:  # noqa: ANN001
                                                                    "label_threshold": 0.0}),
             ("--examples TRAIN (no seed)", {"examples": [examples]}),
         ]
-        if getattr(args, "fine_tune", 0):
-            variants.insert(2, (f"--seed trail --examples TRAIN --fine-tune (threshold 0.2, {args.fine_tune} epochs)",
-                                {"seed_taxonomy": trail, "examples": [examples], "fine_tune_epochs": args.fine_tune}))
         per: dict[str, list[dict[str, Any]]] = {}
         for seed in seeds:
             started = time.perf_counter()

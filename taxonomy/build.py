@@ -17,7 +17,6 @@ from failatlas.core.stages import StageRun, stage_run
 from failatlas.core.store import Store
 from failatlas.core.version import code_version
 from failatlas.embed import Embedder, EmbeddingSet
-from failatlas.embed.tune import ClassifierTuneParams
 from failatlas.ingest.kinds import UNKNOWN
 from failatlas.taxonomy.assign import assign_by_phase
 from failatlas.taxonomy.definitions import fit_type_definitions, with_examples
@@ -214,10 +213,8 @@ def _learner(store: Store, params: BuildParams, embedding_set: EmbeddingSet, emb
         encoders or encoders.append(_prototype_encoder(embedding_set, embedder))
         return encoders[0](texts)
 
-    fine_tune = ClassifierTuneParams(epochs=params.fine_tune_epochs, seed=params.seed) if params.fine_tune_epochs \
-        else None
     return make_learner(store, params.seed_taxonomy, params.examples, params.use_labels, params.label_threshold,
-                        embedding_set, encode, fine_tune)
+                        embedding_set, encode)
 
 
 def _seed_label(d: Draft, evidence: TypeEvidence, params: BuildParams, report: SeedReport) -> TypeLabel:

@@ -65,13 +65,6 @@ def build(
         float, typer.Option(help="With examples or labels: least calibrated probability for an insight to join a"
                             " learned category; the rest are clustered into new types.")
     ] = 0.2,
-    fine_tune: Annotated[
-        bool, typer.Option("--fine-tune", help="With examples or labels: also fine-tune the embedding model as a"
-                           " classifier of the training rows and average the two learned models (measured on TRAIL"
-                           " GAIA: docs/quality.md). Minutes on a CPU (about 1 s a step of 16 statements, 25"
-                           " epochs), seconds on a GPU.")
-    ] = False,
-    fine_tune_epochs: Annotated[int, typer.Option(help="Epochs of --fine-tune.", min=1, max=100)] = 25,
     random_seed: Annotated[int, typer.Option(help="Random seed recorded with the snapshot.")] = 0,
     fit_definitions: Annotated[
         bool, typer.Option(help="Choose each offline or seed definition's representative insights so that names"
@@ -103,11 +96,7 @@ def build(
         examples=[str(Path(e).resolve()) for e in examples or []],
         use_labels=labels,
         label_threshold=label_threshold,
-        fine_tune_epochs=fine_tune_epochs if fine_tune else 0,
     )
-    if fine_tune:
-        console.print(f"fine-tuning the embedding model ({fine_tune_epochs} epochs) for each phase that learns: on a"
-                      " CPU this takes minutes", highlight=False)
     tax = run(store(), params)
     table = Table("id", "category", "name", "n", "origin", "method", title=f"taxonomy v{tax.version} ({tax.id})")
     cats = {c.id: c.name for c in tax.categories}

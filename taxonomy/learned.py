@@ -27,7 +27,7 @@ import numpy as np
 
 from failatlas.core.store import Store
 from failatlas.embed import EmbeddingSet, vectors_of_texts
-from failatlas.embed.tune import ClassifierTuneParams, read_labelled_files, tune_classifier
+from failatlas.embed.tune import read_labelled_files
 from failatlas.ingest.kinds import UNKNOWN
 from failatlas.ingest.model import text_hash
 from failatlas.taxonomy.drafts import Draft, draft_of
@@ -212,25 +212,6 @@ class LabelModel:
         return _softmax(self._logits(self.clf_, vectors, texts, len(self.classes_)) / self.temperature_)
 
 
-class FineTunedLabelModel:
-    """A `LabelModel` on the build's vectors and one on the vectors of an encoder fine-tuned on the same rows
-    (`failatlas.embed.tune.tune_classifier`), their calibrated probabilities averaged (`taxonomy build
-    --fine-tune`). The fine-tuned encoder reads the statements' words beyond what the frozen vectors and TF-IDF
-    keep; measured in docs/quality.md (issue 41, fourth pass). Cross-validated predictions and the temperature
-    reported are the frozen model's (the tuned vectors of the training rows have seen their labels)."""
-
-    def __init__(self, base: LabelModel, tuned: LabelModel, encode: Callable[[list[str]], np.ndarray]) -> None:
-        if list(base.classes_) != list(tuned.classes_):
-            raise ValueError("the two models must know the same classes")
-        self.base, self.tuned, self.encode = base, tuned, encode
-        self.classes_, self.temperature_ = base.classes_, base.temperature_
-        self.cv_predictions_, self.cv_truth_ = base.cv_predictions_, base.cv_truth_
-
-    def predict_proba(self, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
-        tuned = self.tuned.predict_proba(self.encode(list(texts)), texts)
-        return 0.5 * self.base.predict_proba(vectors, texts) + 0.5 * tuned
-
-
 def embed_texts(store: Store, embedding_set: EmbeddingSet, texts: Sequence[str],
                 encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
     """Vectors of `texts` in the embedding set's space: the stored ones where the set has them, the rest encoded
@@ -266,13 +247,6 @@ class Learner:
     encode: Callable[[list[str]], np.ndarray]
     scopes: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     notes: dict[str, dict] = field(default_factory=dict)
-    fine_tune: ClassifierTuneParams | None = None  # also fine-tune the encoder per scope (`--fine-tune`)
-
-    def normalise(self, texts: Sequence[str]) -> list[str]:
-        """Texts as the embedding set's normaliser gives them to its model."""
-        from failatlas.embed import normaliser_named
-
-        return list(normaliser_named(self.embedding_set.normalisation)(list(texts)))
 
     def in_scope(self, phase: str, kind: str = UNKNOWN) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
         """The examples and stored labels that may teach the insights of this phase and kind."""
@@ -297,13 +271,7 @@ class Learner:
         data, categories = training_set(self.seed, examples, labels, phase, seed_rows=seed_rows)
         vectors = embed_texts(self.store, self.embedding_set, data.texts, self.encode)
         data.vectors = vectors
-        model: LabelModel | FineTunedLabelModel = LabelModel().fit(vectors, data.texts, data.labels)
-        tuned_note = None
-        if self.fine_tune is not None and len(model.classes_) > 1:
-            encode, tuned_note = tune_classifier(self.embedding_set.model, self.normalise(data.texts), data.labels,
-                                                 self.fine_tune)
-            tuned = LabelModel().fit(encode(self.normalise(data.texts)), data.texts, data.labels)
-            model = FineTunedLabelModel(model, tuned, lambda texts: encode(self.normalise(texts)))
+        model = LabelModel().fit(vectors, data.texts, data.labels)
         ok = model.cv_predictions_ == model.cv_truth_
         user = np.asarray(data.sources) == "user"
         self.notes[phase if kind == UNKNOWN else f"{phase}/{kind}"] = {
@@ -311,22 +279,20 @@ class Learner:
             "n_categories": len(categories), "temperature": round(model.temperature_, 4),
             "cv_accuracy_training_rows": round(float(ok.mean()), 4) if len(ok) else None,
             "cv_accuracy_user_labels": round(float(ok[user].mean()), 4) if user.any() else None,
-        } | ({"fine_tuned": tuned_note} if tuned_note else {})
+        }
         return model, categories, data
 
 
 def make_learner(store: Store, seed: Seed | None, example_paths: Sequence[str], use_labels: bool,
                  threshold: float, embedding_set: EmbeddingSet,
-                 encode: Callable[[list[str]], np.ndarray], fine_tune: ClassifierTuneParams | None = None
-                 ) -> Learner | None:
+                 encode: Callable[[list[str]], np.ndarray]) -> Learner | None:
     """A learner when there is something to learn from (examples or stored labels); None otherwise (a seed alone
     keeps its prototype assignment)."""
     examples = read_examples(example_paths) if example_paths else []
     labels = user_labels(store) if use_labels else []
     if not examples and not labels:
         return None
-    return Learner(seed, examples, labels, threshold, store, embedding_set, encode, label_scopes(store, labels),
-                   fine_tune=fine_tune)
+    return Learner(seed, examples, labels, threshold, store, embedding_set, encode, label_scopes(store, labels))
 
 
 def label_scopes(store: Store, labels: Sequence[tuple[str, str, str]]) -> dict[str, set[tuple[str, str]]]:

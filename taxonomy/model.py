@@ -53,10 +53,6 @@ class BuildParams(BaseModel):
     label_threshold: float = Field(
         0.2, ge=0.0, le=1.0, description="least calibrated probability for an insight to join a learned category;"
         " below it, insights are clustered into new types")
-    fine_tune_epochs: int = Field(
-        0, ge=0, le=100, description="with examples or labels: also fine-tune the embedding model as a classifier of"
-        " the training rows for this many epochs, and average its learned model with the frozen one's (0: off;"
-        " `--fine-tune` is 25; minutes on a CPU, see docs/quality.md)")
     fit_definitions: bool = Field(
         False, description="choose each offline or seed definition's representative insights so that names"
         " reconstruct their types (opt-in: 10-20x a build's time, and the gain is measured in-sample only, see"

@@ -153,23 +153,6 @@ def test_build_with_examples_learns_the_scheme_and_never_stores_the_examples(gai
     assert again.id == learned.id  # same examples, same labels: the same snapshot
 
 
-def test_fine_tune_builds_its_own_snapshot_and_records_what_it_did(gaia, tmp_path):
-    """`--fine-tune` (one epoch here: the measured 25 take minutes on a CPU, docs/quality.md): the encoder is tuned
-    on the same rows and the averaged model assigns as well as the learned build must."""
-    store = _copy(gaia, "half1", tmp_path)
-    base = dict(clustering_ids=["cl-half1"], seed_taxonomy=load_seed("trail"), examples=[str(gaia["files"][0])])
-    plain = build(store, BuildParams(**base))
-    tuned = build(store, BuildParams(**base, fine_tune_epochs=1))
-    assert tuned.id != plain.id
-    notes = json.loads(store.query("SELECT summary FROM stage_runs WHERE id = ?",
-                                   [f"taxonomy.build:{tuned.id}"])[0][0])["learned"]["other"]
-    rows = notes["n_training_rows"]
-    assert notes["fine_tuned"]["epochs"] == 1 and notes["fine_tuned"]["steps"] == -(-rows // 16)
-    assert "fine_tuned" not in json.loads(store.query("SELECT summary FROM stage_runs WHERE id = ?",
-                                                      [f"taxonomy.build:{plain.id}"])[0][0])["learned"]["other"]
-    assert evaluate_taxonomy(store, tuned.id)["seed_accuracy"]["accuracy"] >= 0.5
-
-
 def test_examples_without_labels_or_files_are_one_line_errors(tmp_path):
     bad = tmp_path / "examples.csv"
     bad.write_text("text,label\nThe agent looped,Resource Abuse\nThe tool call had no closing tag,\n")
