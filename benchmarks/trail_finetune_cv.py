@@ -48,13 +48,9 @@ def _canon():  # noqa: ANN202
     return lambda label: (c.name if (c := match_seed(label, cats)) else label)
 
 
-def _majority(votes: dict[str, Counter], canon) -> tuple[list[str], list[str]]:  # noqa: ANN001
-    texts = sorted(votes)
-    return texts, [canon(sorted(votes[t].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]) for t in texts]
-
-
 def prepare(folder: Path) -> None:
     import quality_trail as qt
+    from trail_label_cv import deal_folds, majority
 
     from failatlas.taxonomy.learned import read_examples, training_set
     from failatlas.taxonomy.seeding import load_seed
@@ -71,9 +67,7 @@ def prepare(folder: Path) -> None:
         traces = [json.loads(x)["trace_id"] for x in mine]
         rows = [r for r in data.rows if qt.trace_half(r["trace_id"]) == h and r["description"] is not None]
         for rep in range(2):
-            order = sorted(set(traces))
-            np.random.default_rng(rep).shuffle(order)
-            fold_of = {t: i % 5 for i, t in enumerate(order)}
+            fold_of = deal_folds(traces, rep)
             for f in range(5):
                 train, _ = training_set(seed, [e for e, t in zip(examples[h], traces, strict=True)
                                                if fold_of[t] != f], [], "other")
@@ -81,7 +75,7 @@ def prepare(folder: Path) -> None:
                 for r in rows:
                     if fold_of[r["trace_id"]] == f:
                         votes.setdefault(r["description"], Counter())[r["category"]] += 1
-                texts, truth = _majority(votes, canon)
+                texts, truth = majority(votes, canon)
                 folds.append({"half": h, "rep": rep, "fold": f, "train_texts": train.texts,
                               "train_labels": train.labels, "test_texts": texts, "truth": truth})
     for train_h, test_h in ((0, 1), (1, 0)):
@@ -90,7 +84,7 @@ def prepare(folder: Path) -> None:
         for r in data.rows:
             if qt.trace_half(r["trace_id"]) == test_h and r["description"] is not None:
                 votes.setdefault(r["description"], Counter())[r["category"]] += 1
-        texts, truth = _majority(votes, canon)
+        texts, truth = majority(votes, canon)
         heldout.append({"half": f"{train_h} -> {test_h}", "train_texts": train.texts,
                         "train_labels": train.labels, "test_texts": texts, "truth": truth})
     (folder / "cv.json").write_text(json.dumps(folds))

@@ -149,6 +149,19 @@ def fit_predict(X, texts, y, src, Z, ztexts, U=None, utexts=(), C=4.0, w=1.0, ng
     return classes[scores[: len(ztexts)].argmax(axis=1)]
 
 
+def deal_folds(traces: list[str], rep: int, k: int = 5) -> dict[str, int]:
+    """trace id -> its fold: the distinct traces sorted, shuffled by shuffle `rep`, dealt round-robin into k."""
+    order = sorted(set(traces))
+    np.random.default_rng(rep).shuffle(order)
+    return {t: i % k for i, t in enumerate(order)}
+
+
+def majority(votes: dict[str, Counter], canon) -> tuple[list[str], list[str]]:  # noqa: ANN001
+    """The sorted distinct texts and each one's majority label (ties by name), as `canon` spells it."""
+    texts = sorted(votes)
+    return texts, [canon(sorted(votes[t].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]) for t in texts]
+
+
 class Vectors:
     def __init__(self, model: str, cache: Path) -> None:
         self.model, self.file = model, cache / f"vectors_{model.replace('/', '_')}.npz"
@@ -209,9 +222,7 @@ def main() -> None:
             examples, traces, rows = halves[h]
             accs, aris = [], []
             for rep in range(args.reps):
-                order = sorted(set(traces))
-                np.random.default_rng(rep).shuffle(order)
-                fold_of = {t: i % 5 for i, t in enumerate(order)}
+                fold_of = deal_folds(traces, rep)
                 predicted, truth = [], []
                 for f in range(5):
                     train = [e for e, t in zip(examples, traces, strict=True) if fold_of[t] != f]
@@ -220,8 +231,8 @@ def main() -> None:
                     for r in rows:
                         if fold_of[r["trace_id"]] == f:
                             votes.setdefault(r["description"], Counter())[r["category"]] += 1
-                    texts = sorted(votes)
-                    truth += [canon(sorted(votes[t].items(), key=lambda kv: (-kv[1], kv[0]))[0][0]) for t in texts]
+                    texts, labels = majority(votes, canon)
+                    truth += labels
                     got = fit_predict(vectors(rows_.texts), rows_.texts, rows_.labels, np.asarray(rows_.sources),
                                       vectors(texts), texts, vectors(others[h]), others[h], **kw)
                     predicted += [canon(p) for p in got]
