@@ -80,11 +80,9 @@ def test_every_source_folder_is_in_the_wheel(wheel: Path):
             assert installed in names, f"{rel} is not in the wheel (missing __init__.py above it?)"
 
 
-def test_import_contracts_hold_on_the_installed_tree(unpacked: Path):
-    result = subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command as c; "
-         "sys.exit(c(['--config', sys.argv[1], '--no-cache']))", str(ROOT / "pyproject.toml")],
-        cwd=unpacked, env={"PYTHONPATH": str(unpacked), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+def test_import_contracts_hold_on_the_installed_tree():
+    """The README's command for the contracts (scripts/lint_imports.sh: import-linter on the built wheel)."""
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "lint_imports.sh")], capture_output=True, text=True)
     assert "Contracts: " in result.stdout, result.stdout + result.stderr
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert " 0 broken" in result.stdout
@@ -118,3 +116,47 @@ def test_an_installed_failatlas_resolves_stages_inside_the_namespace():
     probe = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('cluster'))"],
                            cwd="/", capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "None"  # nothing named `cluster` is installed at the top level
+
+
+def _product_files() -> list[Path]:
+    roots = ("failatlas", *STAGES)
+    return [ROOT / f for f in _clone_files() if f.endswith(".py") and f.split("/", 1)[0] in roots]
+
+
+def _ours(module: str) -> bool:  # failatlas_wire and the like are the sandbox's own modules, not the package
+    return module == "failatlas" or module.startswith("failatlas.")
+
+
+def test_every_import_of_the_project_names_a_module_and_names_that_exist():
+    """Imports inside functions (kept lazy for the CLI's start-up) run only when their path does: a module moved in
+    a reshape leaves them pointing nowhere, unseen by lint. Every `from failatlas.X import a, b` anywhere in the
+    product must resolve: X imports and has a and b (a submodule counts)."""
+    import ast
+    import importlib
+
+    broken = []
+    for path in _product_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and _ours(node.module or ""):
+                module, names = node.module, [a.name for a in node.names if a.name != "*"]
+            elif isinstance(node, ast.Import):
+                module, names = None, [a.name for a in node.names if _ours(a.name)]
+            else:
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            try:
+                if module is None:
+                    for name in names:
+                        importlib.import_module(name)
+                    continue
+                loaded = importlib.import_module(module)
+            except ImportError as exc:
+                broken.append(f"{where}: {exc}")
+                continue
+            for name in names:
+                if not hasattr(loaded, name):
+                    try:
+                        importlib.import_module(f"{module}.{name}")
+                    except ImportError:
+                        broken.append(f"{where}: {module} has no {name}")
+    assert not broken, "\n".join(broken)

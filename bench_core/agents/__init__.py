@@ -11,6 +11,7 @@ from failatlas.bench_core.agents import (  # noqa: F401,E501
     hostile_divert,
     hostile_starve,
     hostile_tests,
+    method_mutant,
     mutant,
     react,
 )

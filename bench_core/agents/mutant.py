@@ -146,7 +146,7 @@ def _mutate(fn: ast.AST, index: int, operator: str) -> ast.AST:
     return ast.fix_missing_locations(mutated)
 
 
-def _splice(source: str, fn: ast.AST, mutated: ast.AST) -> str:
+def splice_function(source: str, fn: ast.AST, mutated: ast.AST) -> str:
     """`source` with the lines of `fn` (decorators included) replaced by `mutated`, unparsed at its indent."""
     lines = source.splitlines(keepends=True)
     first = fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno
@@ -190,7 +190,7 @@ def candidates(task: TaskSpec, reference: Path) -> list[tuple[Mutant, str, str]]
                 for index, operator, what in _sites(fn):
                     n = counts[operator] = counts.get(operator, 0) + 1
                     try:
-                        mutated = _splice(source, fn, _mutate(fn, index, operator))
+                        mutated = splice_function(source, fn, _mutate(fn, index, operator))
                         compile(mutated, rel, "exec", dont_inherit=True)
                     except (SyntaxError, ValueError, TypeError, RecursionError):
                         continue
@@ -231,16 +231,25 @@ class MutantAgent(GoldAgent):
         super().__init__(execute=False)
         self.mutant = mutant
 
+    def mutated(self, task: TaskSpec, reference: Path) -> tuple[str, dict[str, str]] | None:
+        """(`name: what`, path -> source) of the mutant this agent writes; None when the reference has none of
+        that name."""
+        for m, rel, src in candidates(task, reference):
+            if m.name == self.mutant:
+                return f"{m.name}: {m.what}", {rel: src}
+        return None
+
     def run(self, ctx: AgentContext) -> AgentOutcome:
         ref = self._require_reference(ctx)
         self.restore(ctx)
-        found = [(m, rel, src) for m, rel, src in candidates(ref.task, ref.tree) if m.name == self.mutant]
-        if not found:
-            raise ConfigError(f"no mutant named {self.mutant!r} in the reference of {ref.task.id}")
-        mutant, rel, source = found[0]
-        ctx.write(rel, source)
-        ctx.note(f"mutant {mutant.name}: {mutant.what}")
-        return AgentOutcome(fault_injected="mutant", notes=f"{mutant.name}: {mutant.what}")
+        found = self.mutated(ref.task, ref.tree)
+        if found is None:
+            raise ConfigError(f"no {self.name} named {self.mutant!r} for the reference of {ref.task.id}")
+        said, files = found
+        for rel, source in files.items():
+            ctx.write(rel, source)
+        ctx.note(f"{self.name} {said}")
+        return AgentOutcome(fault_injected=self.name, notes=said)
 
 
 register_agent("mutant")(MutantAgent)

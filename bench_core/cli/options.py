@@ -37,3 +37,18 @@ def environment_mode(value: str | None) -> str | None:
     if value is None or value in ("agent", "prebuilt"):
         return value
     raise ConfigError(f"--environment: {value!r} is neither agent nor prebuilt")
+
+
+def data_with_papers(store, data: list[str] | None, papers: list[str] | None) -> dict:  # noqa: ANN001
+    """`--data NAME=PATH` options parsed, with the data the per-paper resource file names for `papers` (recorded
+    on their tasks at import, `tasks/paper_file.py`) where `--data` does not give that name."""
+    from failatlas.bench_core.runs.data import parse_data_options
+    from failatlas.bench_core.tasks import paper_file
+    from failatlas.bench_core.tasks.catalog import get_task, list_tasks
+
+    given = parse_data_options(data or [])
+    if papers:
+        tasks = [get_task(store, row["id"]) for row in list_tasks(store, paper=list(papers))]
+        for name, path in paper_file.data_of(tasks).items():
+            given.setdefault(name, path)
+    return given

@@ -37,16 +37,34 @@ def add_cmd(
         help="git: the commit or tag to check out; folder or tarball: the commit its tree is (a tarball made by "
              "git archive names its own).")] = None,
     cache_dir: CacheDir = None,
+    paper: Annotated[list[str] | None, typer.Option(
+        "--paper", help="Every task of this paper id (repeatable): as --task for each of them.")] = None,
 ) -> None:
     """Copy a repository into the cache at a pinned commit and record it; tasks naming its URL use it.
 
     Re-adding a URL at the pinned commit changes nothing; at another commit it replaces the pin.
     """
-    result = add(store(), AddParams(source=source, url=url, task_ids=task or [], commit=commit,
-                                    cache_dir=cache_dir))
+    s = store()
+    result = add(s, AddParams(source=source, url=url, task_ids=[*(task or []), *paper_tasks(s, paper)],
+                              commit=commit, cache_dir=cache_dir))
     for note in result.notes:
         _say(f"note: {note}")
     _say(result.summary())
+
+
+def paper_tasks(s, papers: list[str] | None) -> list[str]:  # noqa: ANN001
+    """The ids of every task of `papers` (R7: one --paper instead of 36 --task); NotFoundError naming the nearest
+    paper ids when one matches no task."""
+    from failatlas.bench_core.tasks.catalog import list_tasks, no_match_hint
+    from failatlas.core.errors import NotFoundError
+
+    out: list[str] = []
+    for paper in papers or []:
+        found = [r["id"] for r in list_tasks(s, paper=paper)]
+        if not found:
+            raise NotFoundError(no_match_hint(s, paper=paper))
+        out += found
+    return out
 
 
 @app.command("fetch")

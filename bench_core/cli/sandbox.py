@@ -71,6 +71,9 @@ def build_env(
         help="With --venv: a folder of wheels pip may install from (beside the indexes).")] = None,
     offline: Annotated[bool, typer.Option(
         "--offline", help="With --venv: no package index, only --wheels and the host's packages.")] = False,
+    python: Annotated[str | None, typer.Option(
+        help="With --venv: the interpreter the venv is made with, under a folder sandboxes see (/usr, /opt); "
+        "default: the Python running FailAtlas, where sandboxes can see it.")] = None,
 ) -> None:
     """Build a task's environment from its repository's spec (requirements.txt, environment.yml, pyproject.toml or
     a Dockerfile) as an image layer on the base (or, with --venv, a venv for bwrap runs), through the registries
@@ -88,9 +91,9 @@ def build_env(
             raise ConfigError("--dockerfile builds an image, not a venv", hint="leave out --venv")
         result = build_task_venv(store(create=False), task, repo=repo, allow_hosts=allow_host or [],
                                  ca_bundle=ca_bundle, wheels=wheels, offline=offline, best_effort=best_effort,
-                                 force=force, progress=say)
-    elif wheels is not None or offline:
-        raise ConfigError("--wheels and --offline build a venv", hint="add --venv")
+                                 force=force, progress=say, python=python)
+    elif wheels is not None or offline or python is not None:
+        raise ConfigError("--wheels, --offline and --python build a venv", hint="add --venv")
     else:
         result = build_task_env(store(create=False), task, repo=repo, dockerfile=dockerfile, base=base,
                                 allow_hosts=allow_host or [], ca_bundle=ca_bundle, best_effort=best_effort,
@@ -107,9 +110,22 @@ def build_env(
         more = f", ... ({len(items) - 8} more)" if len(items) > 8 else ""
         console.print(f"  left out, {len(items)} {why}: {', '.join(items[:8])}{more}", highlight=False,
                       markup=False)
-    for item in result.failed:
-        console.print(f"  failed: {item['requirement']}: {item['kind']}: {item['evidence']}", highlight=False,
-                      markup=False)
+    where = (f"{result.tag}/.failatlas-env.json" if venv else
+             f"the label failatlas.env.failed of `docker image inspect {result.tag}`")
+    print_failures(result.failed, cached=result.cached, where=where)
+
+
+def print_failures(failed: list[dict], *, cached: bool, where: str) -> None:
+    """The failed requirements, one line per failure kind with the first names (a fresh build printed each one
+    with its evidence as it went; a cache hit names where the whole list is), never one line per pin (R7)."""
+    by_kind: dict[str, list[str]] = {}
+    for item in failed:
+        by_kind.setdefault(str(item.get("kind")), []).append(str(item.get("requirement")))
+    for kind, names in sorted(by_kind.items(), key=lambda kv: -len(kv[1])):
+        more = f", ... ({len(names) - 8} more)" if len(names) > 8 else ""
+        console.print(f"  failed, {len(names)} {kind}: {', '.join(names[:8])}{more}", highlight=False, markup=False)
+    if failed and cached:
+        console.print(f"  (each failure's evidence: {where}; --force rebuilds)", highlight=False, markup=False)
 
 
 @app.command("list")

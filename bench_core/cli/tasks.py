@@ -53,6 +53,10 @@ def import_cmd(
     checks: Annotated[Path | None, typer.Option(
         help="RExBench: a YAML/JSON file of execution checks per task (regex over stdout, CSV column, JSON field).")
     ] = None,
+    papers: Annotated[Path | None, typer.Option(
+        help="A per-paper resource file (YAML: paper id -> gpus, memory_gb, timeout_s, network, allow_hosts, "
+        "environment, data) over the rows' values; default: a failatlas-papers.yaml beside the imported paths.")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Import EXP-Bench, AutoExperiment, RExBench or FailAtlas tasks into the catalog.
@@ -63,7 +67,7 @@ def import_cmd(
     """
     given = {"index": index, "checks": checks}
     options = {key: value for key, value in given.items() if value is not None}
-    params = TaskImportParams(paths=paths, format=fmt, options=options)
+    params = TaskImportParams(paths=paths, format=fmt, options=options, papers=papers)
     with progress_bar("reading task files", None) as advance:
         result = run(store(), params, on_step=lambda _item: advance())
     _print_result(result, show_warnings=show_warnings, as_json=as_json)
@@ -126,7 +130,7 @@ def list_cmd(
     # column where it has room, else on the lines under its task
     cells = [[escape(r["id"]), r["benchmark"], r["kind"], escape(r["paper_id"] or ""), str(r["n_warnings"])]
              for r in rows]
-    questions = [escape(" ".join(r["question"].split())) for r in rows]
+    questions = [escape(_gist(r)) for r in rows]
     headers = ("id", "benchmark", "kind", "paper", "warnings")
     used = sum(max(len(h), *(len(c[i]) for c in cells)) + 1 for i, h in enumerate(headers))
     if console.width - used >= 30:
@@ -140,6 +144,21 @@ def list_cmd(
     for row, question in zip(cells, questions, strict=True):
         console.print(" · ".join(c for c in (row[0], row[1], row[2], row[3], f"{row[4]} warning(s)") if c))
         console.print(Padding(question, (0, 0, 0, 2)))
+
+
+GIST_CHARS = 300  # a mini task's whole question (154-235); an AutoExperiment row's list of experiments is cut
+
+
+def _gist(row: dict) -> str:
+    """A task's line in `tasks list` (R7: an AutoExperiment row's question is its paper's whole list of
+    experiments, 58 lines at 80 columns): the masked functions where there are any, then the question's start,
+    cut at a word, at most GIST_CHARS characters in all (`tasks show ID` prints it whole)."""
+    masked = list(dict.fromkeys(row.get("masked_functions") or []))
+    lead = f"masks {', '.join(masked)}: " if masked else ""
+    text = lead + " ".join((row.get("question") or "").split())
+    if len(text) <= GIST_CHARS:
+        return text
+    return text[:GIST_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 @app.command("show")
@@ -276,6 +295,9 @@ def validate_cmd(
     mutants: Annotated[int, typer.Option(
         help="Mutants of the reference's masked functions per valid task, for its mutation score (0: none).")] = 20,
     mutation_seed: Annotated[int, typer.Option(help="Seed choosing the mutants.")] = 0,
+    method_mutants: Annotated[int, typer.Option(
+        help="Method mutants per valid task (the task file's, then generic ones), for its method mutation score "
+        "(0: none).", min=0)] = 20,
     gpus: options.Gpus = None,
     timeout: options.Timeout = None,
     network: options.Network = None,
@@ -283,36 +305,63 @@ def validate_cmd(
     data: options.Data = None,
     max_copy_mib: options.MaxCopyMib = None,
     environment: options.Environment = None,
+    reference: Annotated[Path | None, typer.Option(
+        help="The reference version of extension tasks' repository (a folder, or a patch against the base): "
+        "kept with the task, gold restores it (RExBench gives none).")] = None,
+    reference_command: Annotated[str | None, typer.Option(
+        help="The command that runs the reference and prints its results, for tasks whose benchmark gives none "
+        "(EXP-Bench): kept with the task; with --expected-from-reference its printed numbers are expected.")
+    ] = None,
     expected_from_reference: Annotated[bool, typer.Option(
         "--expected-from-reference", help="Validate each task's variant (id <task>+ref-<hash>) whose expected values "
         "are what the reference's own command prints on the given --data (a stand-in for data that is not public), "
         "not the paper's.")] = False,
-    out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json to this folder.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write task_validation.md, .csv and .json, and paper_<id>.md and "
+                                               ".json per paper, to this folder.")] = None,
     as_json: Json = False,
 ) -> None:
     """Check the tasks themselves: prepare each, run gold and null, score both, and give each task a status
     (valid, judges-only, needs-gpu, repo-unavailable, prepare-fails, data-unavailable, env-failed, gold-fails,
-    null-passes, not-checkable, infra-error). A valid task also gets its mutation score: the share of mutants of
-    the reference that its checks reject (docs/benchmarks.md). Resumable: stored runs and scores are reused."""
+    null-passes, not-checkable, infra-error). A valid task also gets two mutation scores: the share of syntax
+    mutants of the reference, and of other methods (method mutants), that its checks reject, with a warning for
+    each tolerance that admits a method mutant (docs/benchmarks.md). Resumable: stored runs and scores are reused."""
+    import time
+
     from failatlas.bench_core.runs import ResourceOverrides
-    from failatlas.bench_core.runs.data import parse_data_options
     from failatlas.bench_core.sandbox import resolve_sandbox_kind
     from failatlas.bench_core.task_validation import ValidateParams
     from failatlas.bench_core.task_validation import run as validate
-    from failatlas.bench_core.task_validation.report import counts_table, mutation_cell, write_report
+    from failatlas.bench_core.task_validation.report import (
+        counts_table,
+        footprint,
+        method_cell,
+        mutation_cell,
+        mutation_rows,
+        write_report,
+    )
+    from failatlas.core.cli import live_progress
 
+    s = store()
     params = ValidateParams(task_ids=task or None, benchmark=benchmark, kind=kind, papers=paper or None,
                             masked=masked, setting=setting, sandbox=sandbox,
                             image=image, repo=repo, workers=workers, runs_dir=runs_dir, llm=llm,
                             retry_infra=retry_infra, mutants=mutants, mutation_seed=mutation_seed,
+                            method_mutants=method_mutants,
                             resources=ResourceOverrides(gpus=gpus, timeout_s=timeout,
                                                         environment=options.environment_mode(environment)),
                             network=network,
-                            allow_hosts=allow_host or [], data=parse_data_options(data or []),
-                            max_copy_mib=max_copy_mib, expected_from_reference=expected_from_reference)
+                            allow_hosts=allow_host or [], data=options.data_with_papers(s, data, paper),
+                            max_copy_mib=max_copy_mib, expected_from_reference=expected_from_reference,
+                            reference=reference, reference_command=reference_command)
     params.sandbox = resolve_sandbox_kind(sandbox, say=console.print)
-    with progress_bar("validating tasks", None) as advance:
-        result = validate(store(), params, on_step=lambda _step: advance())
+    started = time.monotonic()
+    with live_progress("validating tasks", None) as bar:
+        def step(text: str) -> None:
+            bar.describe(text[:60])
+            bar.advance()
+
+        result = validate(s, params, on_step=step, on_total=bar.total, on_note=lambda text: bar.describe(text[:60]))
+    wall = time.monotonic() - started
     if as_json:
         console.print_json(json.dumps({"counts": result.counts(),
                                        "tasks": [v.model_dump() for v in result.verdicts]}))
@@ -320,18 +369,35 @@ def validate_cmd(
         for v in result.verdicts:
             colour = "green" if v.status == "valid" else "yellow"
             mutation = f" · mutation score {mutation_cell(v)}" if v.mutation else ""
+            mutation += f" · method mutation score {method_cell(v)}" if v.method_mutation else ""
             console.print(f"[{colour}]{v.status:>16}[/] {escape(v.task_id)}: {escape(v.reason)}{mutation}",
                           highlight=False, soft_wrap=True)
+            if v.next_step:
+                console.print(f"{'':>16}   next: {escape(v.next_step)}", highlight=False, soft_wrap=True)
             for survivor in v.mutation.survivors if v.mutation else []:
                 console.print(f"{'':>16}   survives: {escape(survivor)}", highlight=False, soft_wrap=True)
             for same in v.mutation.equivalents if v.mutation else []:
                 console.print(f"{'':>16}   equivalent (gold's values exactly): {escape(same)}", highlight=False,
                               soft_wrap=True)
+            for survivor in v.method_mutation.survivors if v.method_mutation else []:
+                console.print(f"{'':>16}   method survives: {escape(survivor)}", highlight=False, soft_wrap=True)
+            for warning in v.method_mutation.warnings if v.method_mutation else []:
+                console.print(f"[yellow]{'':>16}   warning: {escape(warning)}[/]", highlight=False, soft_wrap=True)
+        m_headers, m_rows = mutation_rows(result)
+        if m_rows:
+            table = Table(*m_headers, title="mutation scores: syntax and method")
+            for row in m_rows:
+                table.add_row(*(str(c) for c in row))
+            console.print(table)
         headers, rows = counts_table(result)
         table = Table(*headers, title="tasks by status")
         for row in rows:
             table.add_row(*(str(c) for c in row))
         console.print(table)
     if out is not None:
-        for path in write_report(result, out):
+        from failatlas.bench_core.task_validation.report import write_paper_reports
+
+        written = write_report(result, out) + write_paper_reports(result, out, wall_s=wall,
+                                                                  disk=footprint(s, params))
+        for path in written:
             err_console.print(f"wrote {path}", highlight=False, soft_wrap=True)

@@ -23,22 +23,44 @@ not, a function must have been met at least once, and the calls after the stop a
 from __future__ import annotations
 
 import dataclasses
+import re
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
+from failatlas.bench_core.hidden import wire
 from failatlas.bench_core.hidden.compare import check, first_difference, keys_difference
-from failatlas.bench_core.hidden.record import RECORD_DIR, Limits, Recording, install_recorder, read_lines
+from failatlas.bench_core.hidden.record import (
+    RECORD_DIR,
+    Limits,
+    Recording,
+    install_recorder,
+    read_lines,
+    well_formed,
+)
+from failatlas.bench_core.sandbox.model import CopyLimits
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 CALLS_FILE = f"{RECORD_DIR}/calls.jsonl"
 
 
+SAMPLE_SLOTS = 128  # per function and process: how many of every call are kept whole (recorder.py's reservoir)
+SAMPLE_DIR = f"{RECORD_DIR}/sample"
+SAMPLE_LIMITS = CopyLimits(max_file_bytes=2 << 20, max_total_bytes=96 << 20, max_entries=8192, max_depth=2,
+                           deadline_s=120.0)
+
+
 @dataclass(frozen=True)
 class Watch:
     """What an observed run records: the masked functions (the reference recording's `targets`, so a call's
-    target index means the same function) within the recording's `limits`."""
+    target index means the same function) within the recording's `limits`; `sample`: slots of the reservoir of
+    every call, per function and process (0: none); `state_keys`: per target index, the attributes of an instance
+    the reference's own calls had (only those are recorded of the run's)."""
 
     targets: list[dict]
     limits: Limits
+    sample: int = 0
+    state_keys: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -50,6 +72,13 @@ class Observed:
     completed: bool = False
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # the reservoir of every call (module docstring of recorder.py): kept calls, and per function how many calls the
+    # run made (the sum over its processes of the last call number each kept)
+    sample: list[dict] = field(default_factory=list)
+    population: dict[int, int] = field(default_factory=dict)
+    sample_missing: dict[int, int] = field(default_factory=dict)  # per function: kept calls the reservoir lacks
+    sample_skipped: dict[int, int] = field(default_factory=dict)  # per function: kept calls too large or unencodable
+    sample_foreign: int = 0  # files in the sample folder the recorder did not write
 
 
 def observing(limits: Limits) -> Limits:
@@ -59,7 +88,8 @@ def observing(limits: Limits) -> Limits:
 
 def install(sandbox, watch: Watch) -> dict[str, str]:
     """Install the recorder for `watch` in `sandbox`; the environment the observed command runs with."""
-    return install_recorder(sandbox, watch.targets, observing(watch.limits), observe=True)[1]
+    extra = {"sample": watch.sample, "state_keys": watch.state_keys} if watch.sample else None
+    return install_recorder(sandbox, watch.targets, observing(watch.limits), observe=True, extra=extra)[1]
 
 
 def collect(sandbox, watch: Watch, *, completed: bool) -> Observed:
@@ -83,7 +113,109 @@ def collect(sandbox, watch: Watch, *, completed: bool) -> Observed:
         return out
     out.cases = [c for c in recording.cases if not c["perturbed"]]  # an observed run perturbs nothing
     out.skipped, out.notes = dict(recording.skipped), recording.notes[:10]
+    out.population = {int(k): n for k, n in recording.seen.items()}
     return out
+
+
+
+def collect_sample(sandbox, watch: Watch, out: Observed) -> None:
+    """The reservoir's kept calls (recorder.py) into `out`, copied out within SAMPLE_LIMITS and decoded strictly as
+    the agent's data. Only the recorder writes that folder, and what it writes is known exactly: per process and
+    function, slot files `<pid>-<function>-<slot>.json` (slot < the reservoir's size) holding that process's and
+    function's calls, distinct call numbers, min(slots, its last call number) of them (a call whose result could not
+    be kept leaves a skip in its slot), and `.tmp` files a killed write left. Anything else is `sample_foreign`
+    (written by someone else: the agent's code, which ran in that process), and a finished run with fewer files
+    than that removed some: `sample_missing`. Both fail I (evidence/calls.py)."""
+    workdir = getattr(sandbox, "workdir", None) or "/workspace"
+    numbers: dict[tuple[int, int], set[int]] = {}
+    foreign = 0
+    with tempfile.TemporaryDirectory(prefix="failatlas-sample-") as tmp:
+        try:
+            report = sandbox.copy_out(f"{workdir}/{SAMPLE_DIR}", Path(tmp) / "sample", limits=SAMPLE_LIMITS)
+        except InfrastructureError:
+            raise
+        except (FailAtlasError, OSError, ValueError):
+            report = None
+        # no report: no folder, so an empty sample. A copy stopped by the total or entry caps is still a sample, but
+        # its count says nothing; an entry left out for itself (a link, a file over the per-call size) is foreign
+        whole = report is None or not (report.stopped or report.over_total)
+        if not whole:
+            out.notes.append(f"the run's sample was copied only in part ({report.stopped or 'total size cap'}): "
+                             "whether it was whole is not checked")
+        elif report is not None:
+            foreign += len(report.cut) + report.more_cut
+        folder = Path(tmp) / "sample"
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if _TMP_NAME.fullmatch(path.name) and path.parent == folder and path.is_file() \
+                    and not path.is_symlink():
+                continue
+            line = _slot_file(path, folder, watch)
+            if line is None:
+                foreign += 1
+                continue
+            seen = numbers.setdefault((line["t"], line["pid"]), set())
+            if line["n"] in seen:
+                foreign += 1
+                continue
+            seen.add(line["n"])
+            if "skip" in line:
+                out.sample_skipped[line["t"]] = out.sample_skipped.get(line["t"], 0) + 1
+            else:
+                out.sample.append(line)
+    from_sample: dict[int, int] = {}
+    for (target, _pid), held in numbers.items():
+        n = max(held)
+        from_sample[target] = from_sample.get(target, 0) + n
+        expected = min(watch.sample, n)
+        if len(held) > expected:
+            foreign += len(held) - expected
+        elif whole and out.completed and len(held) < expected:
+            out.sample_missing[target] = out.sample_missing.get(target, 0) + expected - len(held)
+    for target, n in from_sample.items():  # a process that did not exit normally wrote no count of its calls
+        out.population[target] = max(out.population.get(target, 0), n)
+    if whole and out.completed:  # a function the run's record saw called, with no reservoir at all
+        for target in {c["t"] for c in out.cases} - {t for t, _ in numbers}:
+            out.sample_missing[target] = out.sample_missing.get(target, 0) + 1
+    if foreign:
+        out.sample_foreign = foreign
+        out.notes.append(f"{foreign} file(s) in the run's sample were not written by the recorder")
+
+
+_SLOT_NAME = re.compile(r"([0-9]{1,10})-([0-9]{1,6})-([0-9]{1,6})\.json")
+_TMP_NAME = re.compile(r"[0-9]{1,10}-[0-9]{1,6}-[0-9]{1,6}\.json\.[0-9]{1,24}\.tmp")
+
+
+def _slot_file(path: Path, folder: Path, watch: Watch) -> dict | None:
+    """The call (or skip) a slot file holds, when it is exactly what the recorder writes there; else None."""
+    match = _SLOT_NAME.fullmatch(path.name)
+    if match is None or path.parent != folder or path.is_symlink() or not path.is_file():
+        return None
+    pid, target, slot = (int(g) for g in match.groups())
+    if slot >= watch.sample:
+        return None
+    try:
+        line = wire.decode(path.read_bytes())
+    except (wire.WireError, OSError, ValueError, RecursionError):
+        return None
+    if not _sampled(line, watch.targets) or line["pid"] != pid or line["t"] != target:
+        return None
+    return line
+
+
+def _sampled(line, targets: list[dict]) -> bool:
+    """Whether a kept file is one the recorder writes: a well-formed call (or a skip) of the function whose target
+    index it gives (a file naming another module or function would make the replay import what the reference tree
+    holds under that name)."""
+    if not (isinstance(line, dict) and type(line.get("n")) is int and type(line.get("pid")) is int
+            and line["n"] > 0 and type(line.get("t")) is int and 0 <= line["t"] < len(targets)):
+        return False
+    if "skip" in line:
+        return isinstance(line["skip"], str)
+    if not well_formed(line, len(targets)):
+        return False
+    target = targets[line["t"]]
+    stem = PurePosixPath(str(target.get("path") or "")).stem
+    return line["qualname"] == target.get("qualname") and str(line["module"]).split(".")[-1] in (stem, "__main__")
 
 
 def _inputs_difference(case: dict, seen: dict) -> str | None:

@@ -23,8 +23,9 @@ from failatlas.bench_core.hidden.relay import HERE, JudgeError, run_judge
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
-RECORDER_VERSION = 6  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh
-# sandbox; 5: arguments a call changes in place are recorded and compared; 6: numbers among the arguments perturbed
+RECORDER_VERSION = 7  # 3: numpy scalars keep their dtype, torch tensors are recorded; 4: reproduced in a fresh
+# sandbox; 5: arguments a call changes in place are recorded and compared; 6: numbers among the arguments perturbed;
+# 7: the functions any of whose calls the reference did not reproduce are named (`unreproducible_targets`)
 RECORD_DIR = ".failatlas-record"
 CASE_FIELDS = ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self", "ret", "perturbed")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.<>-]+")
@@ -52,8 +53,10 @@ class Recording:
     targets: list[dict]
     cases: list[dict] = field(default_factory=list)
     calls_seen: int = 0
+    seen: dict[str, int] = field(default_factory=dict)  # target index (a string) -> its calls, all processes
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> calls (unencodable, too_large, ...)
     unreproducible: int = 0  # recorded, but the reference in a fresh process did not give the same result
+    unreproducible_targets: list[int] = field(default_factory=list)  # the functions (target indices) of those
     stub_passes: int = 0  # recorded, but the masked stubs give the same result: they test nothing
     exit_code: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -84,13 +87,13 @@ def _spec(workdir: str, targets: list[dict], limits: Limits, observe: bool = Fal
             **asdict(limits)}
 
 
-def install_recorder(sandbox, targets: list[dict], limits: Limits, *,
-                     observe: bool = False) -> tuple[dict, dict[str, str]]:
+def install_recorder(sandbox, targets: list[dict], limits: Limits, *, observe: bool = False,
+                     extra: dict | None = None) -> tuple[dict, dict[str, str]]:
     """Write the recorder for `targets` into `sandbox`'s working copy; its spec and the environment a command
     needs to run under it. `observe`: an agent's run is observed (`observe.py`): an instance's attributes that are
     not plain data are left out of its state one by one, rather than the whole call."""
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
-    spec = _spec(workdir, targets, limits, observe)
+    spec = {**_spec(workdir, targets, limits, observe), **(extra or {})}
     sandbox.write_file(f"{RECORD_DIR}/sitecustomize.py", (HERE / "recorder.py").read_bytes())
     sandbox.write_file(f"{RECORD_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
     sandbox.write_file(f"{RECORD_DIR}/spec.json", json.dumps(spec).encode())
@@ -126,7 +129,7 @@ def record_calls(sandbox, *, command: str, targets: list[dict], timeout_s: float
     return recording
 
 
-def _well_formed(line: dict, targets: int) -> bool:
+def well_formed(line: dict, targets: int) -> bool:
     """Whether a case line has every field, of the type the recorder writes (an observed run's lines are the
     agent's data: an array where an index belongs must not reach a comparison or a dict key)."""
     return (all(k in line for k in CASE_FIELDS) and type(line["t"]) is int and 0 <= line["t"] < targets
@@ -160,7 +163,10 @@ def read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
         if not isinstance(line, dict):
             continue
         if "seen" in line and isinstance(line["seen"], dict):
-            recording.calls_seen += sum(v for v in line["seen"].values() if isinstance(v, int))
+            for key, count in line["seen"].items():
+                if type(count) is int and count > 0 and key.isdigit() and int(key) < len(names):
+                    recording.calls_seen += count
+                    recording.seen[key] = recording.seen.get(key, 0) + count
             continue
         if "skip" in line:
             reason = str(line["skip"])[:40]
@@ -172,7 +178,7 @@ def read_lines(recording: Recording, data: bytes, limits: Limits) -> None:
                 if len(recording.notes) < 20 and note not in recording.notes:
                     recording.notes.append(note)
             continue
-        if not _well_formed(line, len(names)):
+        if not well_formed(line, len(names)):
             recording.skipped["unreadable"] = recording.skipped.get("unreadable", 0) + 1
             continue
         key = (line["t"], bool(line["perturbed"]))
@@ -245,6 +251,8 @@ def self_check(recording: Recording, sandbox, *, timeout_s: float) -> Recording:
     passed = {test_id(name) for name in run.passed}
     kept = [c for c in recording.cases if c["id"] in passed]
     recording.unreproducible += len(recording.cases) - len(kept)
+    recording.unreproducible_targets = sorted({c["t"] for c in recording.cases if c["id"] not in passed}
+                                              | set(recording.unreproducible_targets))
     failed = [f for f in run.failures if test_id(f["test"]) is not None][:3]
     recording.notes.extend(f"not reproduced by the reference: {test_id(f['test'])}: {f['message'][:160]}"
                            for f in failed)

@@ -9,6 +9,15 @@ reference: whatever goes wrong in recording is a `skip` line, and the reference'
 
 Per function, call number n is recorded when n <= 3 or n is a power of two (spread over the run), up to
 `max_calls`. A call whose inputs or results are not plain data, or too large, is a `skip` line with the reason.
+
+Observing an agent's run (`observe`, with `sample` slots), every call of every masked function also has the same
+chance to be kept whole in a reservoir (Algorithm R per function and process: the first `sample` calls fill its
+slots, call n > `sample` replaces a slot drawn at random with probability `sample`/n), drawn from the operating
+system's randomness after the call has returned, so no call can know whether it will be kept (every call's inputs
+are taken before it runs, the draw comes after); each kept call is its own file, `<record
+dir>/sample/<pid>-<function>-<slot>.json`, written whole (a temporary file, then a rename), so a run killed at any
+point leaves a sample of every call it made until then.
+
 For the first `perturb_calls` recorded calls of a function, the function is called again (recording off) on two
 fresh copies of the recorded inputs (a method on an instance made by `Cls.__new__` with the recorded `__dict__`):
 when both give exactly the recorded result, it is deterministic in its inputs, and `perturbations` perturbed
@@ -52,6 +61,11 @@ class _Recorder:
         self.extra_budget_s = float(spec.get("extra_budget_s", 30.0))
         self.seed = int(spec.get("seed", 0))
         self.observe = bool(spec.get("observe", False))
+        self.sample = int(spec.get("sample", 0)) if self.observe else 0
+        self.state_keys = {str(k): set(v) for k, v in (spec.get("state_keys") or {}).items()}
+        self.sample_dir = os.path.join(os.path.dirname(self.out), "sample")
+        self.pid = os.getpid()
+        self.kept = {}  # function index -> calls seen by this process's reservoir
         self.targets = {}  # realpath of the file -> [(index, qualname)]
         for index, target in enumerate(spec["targets"]):
             path = os.path.realpath(os.path.join(self.root, target["path"]))
@@ -135,30 +149,72 @@ class _Recorder:
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            if recorder.full or getattr(recorder.local, "busy", False):
+            if getattr(recorder.local, "busy", False):
                 return func(*args, **kwargs)
             with recorder.lock:
                 n = recorder.seen[index] = recorder.seen.get(index, 0) + 1
-                wanted = recorder.recorded.get(index, 0) < recorder.max_calls and (n <= 3 or n & (n - 1) == 0)
-            if not wanted:
+                wanted = (not recorder.full and recorder.recorded.get(index, 0) < recorder.max_calls
+                          and (n <= 3 or n & (n - 1) == 0))
+            if not wanted and not recorder.sample:
                 return func(*args, **kwargs)
-            case = recorder._inputs(index, module, root, qualname, kind, args, kwargs)
+            # sampling, every call's inputs are taken: whether it is kept is drawn after it has returned
+            case = recorder._inputs(index, module, root, qualname, kind, args, kwargs, quiet=not wanted)
             start = time.monotonic()
             value = func(*args, **kwargs)
             if case is not None:
-                recorder._finish(case, func, args, value, time.monotonic() - start, kwargs)
+                duration = time.monotonic() - start
+                kept = recorder._slot(index) if recorder.sample else None
+                if kept is not None:
+                    recorder._keep(dict(case), args, value, kwargs, kept, duration)
+                if wanted:
+                    recorder._finish(case, func, args, value, duration, kwargs)
             return value
 
         return wrapper
 
-    def _inputs(self, index, module, root, qualname, kind, args, kwargs):
-        """The call's inputs as plain data (copied now: the call may change them), or None (a skip line)."""
+    def _slot(self, index):
+        """(slot, call number in this process) for this call of function `index` in the reservoir, or None: drawn
+        from the operating system's randomness after the call has returned (module docstring)."""
+        with self.lock:
+            if os.getpid() != self.pid:  # a forked worker: a reservoir of its own
+                self.pid, self.kept = os.getpid(), {}
+            n = self.kept[index] = self.kept.get(index, 0) + 1
+        if n <= self.sample:
+            return n - 1, n
+        drawn = int.from_bytes(os.urandom(8), "big") % n
+        return (drawn, n) if drawn < self.sample else None
+
+    def _keep(self, case, args, value, kwargs, kept, duration):
+        """Write one kept call to its reservoir slot, whole or not at all (a skip is a note, never the run's)."""
+        index, (slot, n) = case["t"], kept
+        try:
+            case.update(self._outputs(case, args, value, kwargs), duration=duration, perturbed=False, n=n,
+                        pid=os.getpid())
+            text = json.dumps(case, separators=(",", ":"))
+        except Exception as exc:  # noqa: BLE001 - a result that is not plain data
+            text = json.dumps({"t": index, "n": n, "pid": os.getpid(), "skip": "unencodable",
+                               "why": f"result: {type(exc).__name__}: {exc}"[:300]})
+        if len(text) > self.max_call_bytes:  # the slot still holds a line: a reservoir is whole or was tampered with
+            text = json.dumps({"t": index, "n": n, "pid": os.getpid(), "skip": "too_large",
+                               "why": f"{len(text)} bytes"})
+        with contextlib.suppress(OSError):
+            os.makedirs(self.sample_dir, exist_ok=True)
+            path = os.path.join(self.sample_dir, f"{os.getpid()}-{index}-{slot}.json")
+            tmp = f"{path}.{threading.get_ident()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+
+    def _inputs(self, index, module, root, qualname, kind, args, kwargs, quiet=False):
+        """The call's inputs as plain data (copied now: the call may change them), or None (a skip line, unless
+        `quiet`: a call taken only for the sample is counted by the reservoir's notes, not one line per call)."""
         try:
             if kind == "method":
                 if not args or not hasattr(args[0], "__dict__"):
-                    self._line({"t": index, "skip": "unencodable", "why": "an instance without __dict__"})
+                    if not quiet:
+                        self._line({"t": index, "skip": "unencodable", "why": "an instance without __dict__"})
                     return None
-                state, args = self._attributes(args[0]), args[1:]
+                state, args = self._attributes(args[0], index), args[1:]
             else:
                 state = None
             case = {"t": index, "module": module, "root": root, "qualname": qualname, "kind": kind,
@@ -166,17 +222,23 @@ class _Recorder:
                     "state": state}
             return case
         except Exception as exc:  # noqa: BLE001 - WireError, RecursionError, a __dict__ that misbehaves
-            self._line({"t": index, "skip": "unencodable", "why": f"inputs: {type(exc).__name__}: {exc}"[:300]})
+            if not quiet:
+                self._line({"t": index, "skip": "unencodable", "why": f"inputs: {type(exc).__name__}: {exc}"[:300]})
             return None
 
-    def _attributes(self, instance):
+    def _attributes(self, instance, index=None):
         """The instance's `__dict__` as plain data. Observing an agent's run, an attribute that is not plain data
         (a generator, a cache) is left out by itself, so a correct method keeping one more attribute of its own is
-        still recorded; recording the reference, the call is skipped (its replay could not rebuild the instance)."""
+        still recorded; recording the reference, the call is skipped (its replay could not rebuild the instance).
+        Where the reference's own calls of the function are known (`state_keys`), only their attributes are kept:
+        what the comparison reads, and no attribute of the agent's own can make a call too large to be kept."""
         if not self.observe:
             return self.wire.to_plain(dict(vars(instance)))
+        keys = self.state_keys.get(str(index)) if index is not None else None
         out = {}
         for key, value in dict(vars(instance)).items():
+            if keys is not None and key not in keys:
+                continue
             try:
                 out[key] = self.wire.to_plain({key: value})[key]
             except Exception:  # noqa: BLE001 - WireError, RecursionError, a value that misbehaves: left out
@@ -192,7 +254,7 @@ class _Recorder:
         is_self = instance is not None and value is instance
         out = {"self": is_self, "ret": None if is_self else self.wire.to_plain(value)}
         if instance is not None:
-            out["after"] = self._attributes(instance)
+            out["after"] = self._attributes(instance, case["t"])
         before = before if before is not None else case
         plain_args = self.wire.to_plain(list(args[1:] if instance is not None else args))
         plain_kwargs = self.wire.to_plain(dict(kwargs or {}))

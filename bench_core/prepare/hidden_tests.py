@@ -5,7 +5,7 @@ The tree runs in a private copy on the host (plain subprocesses behind the three
 relay uses; `prepare` sits below `sandbox`), one worker process per call of the tests' `agent` fixture; the tests
 themselves run in the judge process with the task's masked repository (its trusted helpers, such as data
 generation) on their path. Never point it at an agent's workspace: it isolates nothing. Agents' work is judged by
-`scoring.offline_judges.judge_hidden_tests`, in the run's own sandbox kind (docs/sandbox.md).
+`scoring.evidence.hidden.run_hidden_tests`, in the run's own sandbox kind (docs/sandbox.md).
 """
 
 from __future__ import annotations

@@ -262,6 +262,18 @@ def _compile_error(rel: str, data: bytes) -> str | None:
     return _COMPILED[key]
 
 
+def _outside_hint(task: TaskSpec) -> str:
+    """What the user can edit to name a task's files to hide inside the repository (R6): for an EXP-Bench task,
+    the field of its question in EXP-Bench's own JSON, which is all such a user has; else the task file."""
+    if task.benchmark == "expbench" and task.source:
+        index = task.extra.get("question_index")
+        field = {"T1": "masked_source", "T2": "source"}.get(task.kind.value, "masked_source")
+        where = f"questions[{index}].{field}" if isinstance(index, int) else field
+        return (f"in {task.source}, {where} names them; write each as its path in the repository "
+                f"(/workspace/<path from the repository root>), then `failatlas tasks import {task.source}` again")
+    return "name them by their path in the repository in the task file (masking.files)"
+
+
 def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
                       force: bool = False) -> PreparedWorkspace:
     """Build the tree an agent works in: masked, compiled, one fresh commit, and free of ground truth.
@@ -284,8 +296,7 @@ def prepare_workspace(task: TaskSpec, dest: Path, *, repo: Path | None = None,
     if task.masking.outside:  # the answer could sit anywhere in the repository given: never hand it over
         raise InputError(f"task {task.id}: {len(task.masking.outside)} file(s) to hide are named outside the "
                          f"repository ({', '.join(task.masking.outside[:3])}), so they cannot be removed from the "
-                         "agent's workspace", field="masking.outside",
-                         hint="name them by their path in the repository in the task file (masking.files)")
+                         "agent's workspace", field="masking.outside", hint=_outside_hint(task))
     for rel in task.masking.files:
         if not (source / rel).exists():
             raise InputError(f"task {task.id}: a masked file does not exist in the repository", path=rel,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from failatlas.bench_core.agent_order import agent_order_sql
 from failatlas.bench_core.agents.base import Budget, create_agent
 from failatlas.bench_core.repos import repository_for
 from failatlas.bench_core.runs.data import DataInput, check_outside, fingerprints, task_data, valued_on_problem
@@ -270,7 +271,7 @@ def list_runs(store: Store, *, agent: str | None = None, task_id: str | None = N
     return store.query_dicts(
         f"SELECT id, task_id, agent, model, attempt, setting, status, fault_injected,"
         f" round(duration_s, 1) AS seconds, infra_error, repo_commit FROM runs {where}"
-        f" ORDER BY task_id, agent, attempt", params)
+        f" ORDER BY task_id, {agent_order_sql('agent')}, attempt", params)  # agents in report order
 
 
 def get_run(store: Store, run_id: str) -> dict[str, Any]:

@@ -126,7 +126,9 @@ def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path, *, file_
     `written`, the agent's recorded writes) and diff its final tree, copied within `copy_limits`, against `masked`.
     Raises only for the harness's own failures (SandboxError, OutputsUnreadable and the like)."""
     outputs = RunOutputs()
-    limits = copy_limits or CopyLimits()
+    # the masked repository's .git is the harness's (the diff never reads it): a large repository's objects must
+    # not fill the cap and make an agent's run an agent_error (issue 52, R5)
+    limits = (copy_limits or CopyLimits()).model_copy(update={"skip_top": (".git",)})
     first = {rel: read_seen(sandbox, workdir, rel, file_limit) for rel in OUTPUT_FILES}
     final = scratch / "final"
     report = _copy_out(sandbox, workdir, final, limits)

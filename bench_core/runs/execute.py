@@ -5,6 +5,7 @@ Nothing here touches the store: a worker returns a `RunRecord` and the one writi
 
 from __future__ import annotations
 
+import json
 import shutil
 import traceback
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
+from failatlas.bench_core.runs.checkrun import run_visible_check
 from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
 from failatlas.bench_core.runs.data import DataInput
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, RunInputs, repository_of, unavailable
@@ -97,7 +99,16 @@ def _command_row(event, redact=lambda text: text) -> CommandRow:
         killed_reason=event.killed_reason, output_truncated=event.output_truncated,
         stdout_tail=_text(redact((event.stdout_tail or "")[-TAIL:])),
         stderr_tail=_text(redact((event.stderr_tail or "")[-TAIL:])),
+        provenance=_provenance(event, redact),
     )
+
+
+def _provenance(event, redact) -> str | None:  # noqa: ANN001
+    """The command's process and file events as stored (JSON), the agent's strings in them redacted."""
+    from failatlas.bench_core.sandbox.provenance import compact
+
+    found = getattr(event, "provenance", None)
+    return compact(json.loads(redact(compact(found)))) if found is not None else None
 
 
 def _redactor():
@@ -147,6 +158,7 @@ def _spec(task: TaskSpec, request: RunRequest, config: RunConfig):
         ca_bundle=config.ca_bundle.path if config.ca_bundle and policy != "none" else None,
         upstream_proxy=config.upstream_proxy,
         data={name: d.path for name, d in config.data.get(task.id, {}).items()},
+        trace_processes=True,  # the agent's commands are traced: the provenance of what they write
     )
     image = image_of(task, config)
     if image:
@@ -355,6 +367,8 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
         if outputs.errors:  # the agent's files made its outputs unusable: its failure, never a retry
             status = "agent_error"
             agent_error = "; ".join(([agent_error] if agent_error else []) + outputs.errors)
+        # an impossible twin's visible check, run by the harness on the tree as the agent left it (its diff taken)
+        run_visible_check(inner, task, workdir, record)
     except InfrastructureError as exc:
         status, infra_error = "infra_error", exc.one_line()
     except Exception as exc:  # preparing or collecting failed: the harness's problem, retryable

@@ -83,6 +83,7 @@ class CommandRow(BaseModel):
     output_truncated: bool
     stdout_tail: str | None
     stderr_tail: str | None
+    provenance: str | None = None  # the command's process and file events (JSON; sandbox/provenance.py)
 
 
 class RunRecord(BaseModel):

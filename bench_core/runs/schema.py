@@ -71,4 +71,15 @@ MIGRATIONS = [
         ALTER TABLE runs ADD COLUMN inputs_hash VARCHAR;
         """,
     ),
+    Migration(
+        package="bench_core.runs",
+        version=3,
+        name="command_provenance",
+        sql="""
+        -- an agent command's process and file events (bench_core/sandbox/provenance.py): which processes ran, which
+        -- files each read as code, which process wrote which file; {"unavailable": why} where it could not be
+        -- recorded; NULL for other commands and runs stored before
+        ALTER TABLE sandbox_commands ADD COLUMN provenance JSON;
+        """,
+    ),
 ]

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _COMMAND_COLUMNS = ("seq", "purpose", "command", "started_at", "duration_s", "exit_code", "timed_out",
-                    "killed_reason", "output_truncated", "stdout_tail", "stderr_tail")
+                    "killed_reason", "output_truncated", "stdout_tail", "stderr_tail", "provenance")
 
 
 def write_run(store: Store, record: RunRecord) -> dict[str, int]:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import os
 import posixpath
 import re
@@ -47,19 +46,30 @@ import resource
 import selectors
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from failatlas.bench_core.sandbox import bwrap_setup as setup
-from failatlas.bench_core.sandbox import procs
+from failatlas.bench_core.sandbox import procs, provenance
 from failatlas.bench_core.sandbox.bwrap_egress import BwrapEgress
+from failatlas.bench_core.sandbox.bwrap_files import BwrapFilesIn, place_inputs
+from failatlas.bench_core.sandbox.bwrap_namespace import (
+    _await_namespace_end,
+    _kill,
+    _kill_uid,
+    _namespace_members,
+    _pick_cpus,
+    _pid_namespace,
+    _remove_tree,
+    _uid_processes,
+)
 from failatlas.bench_core.sandbox.bwrap_rootfs import build_rootfs, root_for
 from failatlas.bench_core.sandbox.errors import (
     SandboxError,
-    SandboxFileNotFoundError,
-    SandboxPathError,
     SandboxSetupError,
 )
 from failatlas.bench_core.sandbox.local import LOCAL_PREFIX, OWNER_FILE, LocalSandbox, cleanup_local_orphans, local_base
@@ -74,7 +84,6 @@ from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 from failatlas.core.errors import InputError
 
 _SAMPLE_S = 0.2
-_STAGE = "/.failatlas-stage"
 _OOM_MESSAGES = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 _FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork: Resource temporarily unavailable"
                           r"|Cannot fork|can't fork")
@@ -83,10 +92,9 @@ _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
 # processes the harness's own commands may start beyond the agent's limit (a file written in needs bwrap, its init,
 # sh, cp and mv)
 HARNESS_PIDS_RESERVE = 16
-_next_cpu = [0]
 
 
-class BwrapSandbox(LocalSandbox):
+class BwrapSandbox(BwrapFilesIn, LocalSandbox):
     """A private host folder `<root>` holding the working copy (`<root>/workspace`, seen at `spec.workdir`) and the
     agent's home (`<root>/home`, seen at /home/agent); every command is a bwrap of its own over them.
 
@@ -104,6 +112,8 @@ class BwrapSandbox(LocalSandbox):
         self._inputs: list[tuple[str, str]] = []
         self._gpus = setup.gpu_nodes(spec.gpu_ids)
         self._cpus = _pick_cpus(spec.cpus)
+        self._tracer: Path | str | None = None  # the summaries' folder once set up, or why commands run untraced
+        self._strace = ""
         self.egress: BwrapEgress | None = None
         self._rootfs: str | None = None  # None: the host's system folders; else an image's root (bwrap_rootfs)
 
@@ -167,48 +177,7 @@ class BwrapSandbox(LocalSandbox):
             self.gpu_note = f"other GPUs' /proc/driver/nvidia entries left visible: {exc}"[:500]
 
     def _place_inputs(self) -> None:
-        """Each read-only input bound from where it is when the sandbox's user can reach it, else from a read-only
-        copy in the private root; a mount point made for targets inside the working copy."""
-        data = {*self.spec.data.values(), *([self.spec.env_dir] if self.spec.env_dir else [])}
-        for n, (host, target) in enumerate(self.spec.mounts()):
-            src = Path(host)
-            if not src.exists():
-                raise SandboxError(f"read-only input {host} does not exist")
-            src = src.resolve()
-            if self._uid is not None and not setup.is_world_traversable(src.parent):
-                if host == self.spec.env_dir:  # a venv is gigabytes: never copied either
-                    raise SandboxError(f"the task environment {host} cannot be reached by the sandbox's user (a "
-                                       "folder above it is not world-traversable)",
-                                       hint="make its folders traversable (chmod o+x), or build environments "
-                                       "where they are: $FAILATLAS_ENV_DIR")
-                if host in data:  # datasets and weights are large: never copied
-                    raise SandboxError(f"data input {host} cannot be reached by the sandbox's user "
-                                       "(a folder above it is not world-traversable)",
-                                       hint="make its folders traversable (chmod o+x) and it readable (o+r)")
-                copy = self.root / "inputs" / str(n)
-                copy.parent.mkdir(exist_ok=True)
-                if src.is_dir():
-                    shutil.copytree(src, copy, symlinks=True)
-                else:
-                    shutil.copy2(src, copy)
-                for here, dirs, files in os.walk(copy):
-                    for name in [*dirs, *files]:
-                        path = Path(here) / name
-                        if not path.is_symlink():
-                            path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
-                copy.chmod(copy.stat().st_mode | 0o555)
-                (self.root / "inputs").chmod(0o711)
-                src = copy
-            self._inputs.append((str(src), target))
-            inside = Path(target).relative_to(self.spec.workdir) if Path(target).is_relative_to(
-                self.spec.workdir) else None
-            if inside is not None and str(inside) != ".":
-                point = self._workdir / inside
-                if src.is_dir():
-                    point.mkdir(parents=True, exist_ok=True)
-                else:
-                    point.parent.mkdir(parents=True, exist_ok=True)
-                    point.touch()
+        place_inputs(self)
 
     def _own(self, path: Path) -> None:
         """Give `path` (a tree the harness made) to the sandbox's uid."""
@@ -302,14 +271,49 @@ class BwrapSandbox(LocalSandbox):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        trace: bool = False,
     ) -> ExecResult:
-        """Run `cmd` in a fresh bwrap with a deadline of `timeout` seconds; see the module docstring."""
+        """Run `cmd` in a fresh bwrap with a deadline of `timeout` seconds; see the module docstring. `trace`:
+        record its process and file events (`ExecResult.provenance`), traced from the host around bwrap."""
         self._check_open()
         argv, binds = command_argv(cmd, self.spec.shell), []
         if self.egress is not None:  # registries: the forwarder to the host's proxy first, in this command's netns
             argv, binds = self.egress.wrap(argv), self.egress.binds()
-        return self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
-                         binds=binds, harness=False)
+        if not trace:
+            return self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
+                             binds=binds, harness=False)
+        tracer = self._tracer_ready()
+        if isinstance(tracer, str):
+            res = self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
+                            binds=binds, harness=False)
+            return res.model_copy(update={"provenance": provenance.unavailable(tracer)})
+        summary = tracer / f"{uuid.uuid4().hex}.json"
+        res = self._run(argv, command_text(cmd), timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
+                        binds=binds, harness=False, summary=summary)
+        found = provenance.read_summary(summary)
+        summary.unlink(missing_ok=True)
+        return res.model_copy(update={"provenance": found})
+
+    def _tracer_ready(self) -> Path | str:
+        """The host folder the tracer writes summaries to (set up once), or why the agent's commands run untraced:
+        no strace on this host, or it cannot trace here. The folder is the sandbox uid's, outside every mount."""
+        if self._tracer is not None:
+            return self._tracer
+        strace = provenance.strace_binary()
+        if strace is None:
+            self._tracer = "no strace on this host (install Debian's strace package)"
+            return self._tracer
+        folder = self.root / "trace"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        shutil.copy(provenance.FILTER, folder / "filter.py")
+        self._own(folder)
+        probe = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "/bin/true"], capture_output=True, text=True,
+                               timeout=60, **self._popen_user())
+        if probe.returncode != 0:
+            self._tracer = f"strace cannot trace here: {probe.stderr.strip()[-200:] or probe.returncode}"
+            return self._tracer
+        self._strace, self._tracer = strace, folder
+        return folder
 
     def egress_log(self) -> list[dict]:
         """The egress proxy's allow/deny decisions so far (`registries` only; [] otherwise)."""
@@ -317,15 +321,23 @@ class BwrapSandbox(LocalSandbox):
 
     def _run(self, argv: list[str], text: str, *, timeout: float, cwd: str | None = None,
              env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
-             binds: Sequence[tuple[str, str]] = (), harness: bool = True) -> ExecResult:
+             binds: Sequence[tuple[str, str]] = (), harness: bool = True, summary: Path | None = None
+             ) -> ExecResult:
         """One bwrap; `harness`: a command of the harness's own, with HARNESS_PIDS_RESERVE more processes allowed
-        to the uid than the agent's commands get. SandboxError when bwrap cannot start the command."""
+        to the uid than the agent's commands get; `summary`: traced (`provenance.py`), its summary written there.
+        SandboxError when bwrap cannot start the command."""
         where = os.path.normpath(os.path.join(self.workdir, cwd)) if cwd else self.workdir
         started = time.monotonic()
         info_r, info_w = os.pipe()
+        full = self._argv(argv, where, self._env(env), binds, info_fd=info_w)
+        if summary is not None:  # strace outside bwrap: nothing in the sandbox's namespaces can see or reach it
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            full = provenance.traced_argv(full, strace=self._strace, summary=str(summary), workdir=self.workdir,
+                                          watched=[setup.HOME, "/tmp"], python=python,
+                                          filter_path=str(summary.parent / "filter.py"))
         try:
             proc = subprocess.Popen(
-                self._argv(argv, where, self._env(env), binds, info_fd=info_w), stdin=subprocess.DEVNULL,
+                full, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, pass_fds=(info_w,),
                 preexec_fn=functools.partial(self._limits, self._nproc(harness)),  # noqa: PLW1509
                 **self._popen_user())
@@ -423,49 +435,6 @@ class BwrapSandbox(LocalSandbox):
             return "oom"
         return None
 
-    # -- files in (through the sandbox, so no planted link redirects them) ------------------------------------------
-
-    def write_file(self, path: str, data: bytes | str) -> None:
-        """Write a file in the sandbox as its user, creating parent folders."""
-        self._check_open()
-        with self._staged() as stage:
-            (stage / "data").write_bytes(data.encode() if isinstance(data, str) else data)
-            self._put(stage, "data", path)
-
-    def copy_in(self, host_src: str | Path, dest: str) -> None:
-        """Copy a host file or folder to the sandbox path `dest` (the copy's own path, not its parent)."""
-        self._check_open()
-        src = Path(host_src)
-        if not src.exists():
-            raise SandboxFileNotFoundError(f"no host path {src}")
-        with self._staged() as stage:
-            if src.is_dir():
-                shutil.copytree(src, stage / "data", symlinks=True)
-            else:
-                shutil.copy2(src, stage / "data")
-            self._put(stage, "data", dest)
-
-    @contextlib.contextmanager
-    def _staged(self):
-        stage = Path(tempfile.mkdtemp(prefix=".stage-", dir=self.root))
-        try:
-            yield stage
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-
-    def _put(self, stage: Path, name: str, dest: str) -> None:
-        self._own(stage)
-        target = os.path.normpath(os.path.join(self.workdir, dest))
-        # a file appears whole (a temporary name, then a rename): a process of the agent's polling for it, such as
-        # the hidden tests' worker, never reads it half written
-        script = ('if [ -d "$2" ]; then mkdir -p -- "$1" && cp -R -P -p -- "$2/." "$1/"; '
-                  'else mkdir -p -- "$(dirname -- "$1")" && cp -P -p -- "$2" "$1.failatlas-put" '
-                  '&& mv -f -T -- "$1.failatlas-put" "$1"; fi')
-        res = self._run(["/bin/sh", "-c", script, "put", target, f"{_STAGE}/{name}"],
-                        f"copy in {target}", timeout=600, binds=[(str(stage), _STAGE)])
-        if res.returncode != 0:
-            raise SandboxPathError(f"cannot write {dest} in the sandbox: {res.stderr.strip()[:300]}")
-
     def close(self) -> None:
         """Remove the private folder (nothing of a command outlives it). Safe to call twice."""
         if self._closed:
@@ -476,111 +445,6 @@ class BwrapSandbox(LocalSandbox):
         if self.egress is not None:
             self.egress.close()
         _remove_tree(self.root)
-
-
-def _remove_tree(root: Path) -> None:
-    """Remove `root`, also where the agent made folders unreadable or unwritable to its owner."""
-    def fix(_func, path, _exc) -> None:  # noqa: ANN001
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-
-    shutil.rmtree(root, onerror=fix)
-
-
-def _pick_cpus(cpus: float) -> set[int]:
-    """ceil(cpus) of the cores this process may use, taken in turn so that sandboxes spread over the host."""
-    allowed = sorted(os.sched_getaffinity(0))
-    want = min(len(allowed), max(1, math.ceil(cpus)))
-    if want == len(allowed):
-        return set()
-    first = _next_cpu[0]
-    _next_cpu[0] = (first + want) % len(allowed)
-    return {allowed[(first + i) % len(allowed)] for i in range(want)}
-
-
-def _pid_namespace(info: str) -> str | None:
-    """The PID namespace of bwrap's child (the sandbox's init) from bwrap's info (`{"child-pid": N}`), None until
-    bwrap has written it."""
-    try:
-        child = int(json.loads(info)["child-pid"])
-        return os.readlink(f"/proc/{child}/ns/pid")
-    except (ValueError, KeyError, TypeError, OSError):
-        return None
-
-
-def _namespace_members(namespace: str) -> list[tuple[int, int]]:
-    """(pid, rss bytes) of the processes in the PID namespace `namespace`, zombies included (they count against the
-    process limit until reaped)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.readlink(f"/proc/{name}/ns/pid") != namespace:
-                continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().decode(errors="replace").rpartition(")")[2].split()
-        except OSError:
-            continue
-        found.append((int(name), 0 if fields[0] == "Z" else int(fields[21]) * page))  # zombies hold a slot too
-    return found
-
-
-def _await_namespace_end(info: str, wait_s: float = 5.0) -> None:
-    """Return once the command's PID namespace is gone: its init (bwrap's child, which dies with bwrap) is dead or
-    a zombie, which the kernel lets it become only after every other process of the namespace has died. So what a
-    command left running (background, setsid'ed, daemonised) is gone when `exec` returns, not moments later."""
-    try:
-        child = int(json.loads(info)["child-pid"])
-    except (ValueError, KeyError, TypeError):
-        return
-    until = time.monotonic() + wait_s  # bounded: the pid may meanwhile be another process's (never killed here)
-    while procs.start_time(child) is not None and time.monotonic() < until:
-        time.sleep(0.005)
-
-
-def _uid_processes(uid: int) -> list[int]:
-    """The processes whose real uid is `uid`, zombies included (they count against RLIMIT_NPROC until reaped)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                line = next((ln for ln in f if ln.startswith(b"Uid:")), b"")
-        except OSError:
-            continue
-        if line.split()[1:2] == [str(uid).encode()]:
-            found.append(int(name))
-    return found
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process whose real uid is `uid` (a sandbox's own, used by nothing else), until none is left."""
-    for _ in range(10):
-        found = _uid_processes(uid)
-        if not found:
-            return
-        for pid in found:
-            with contextlib.suppress(OSError):
-                os.kill(pid, 9)
-        time.sleep(0.05)
-
-
-def _kill(bwrap_pid: int, namespace: str | None) -> None:
-    """SIGKILL the namespace's processes and bwrap: once its init is gone the kernel kills whatever is left in the
-    namespace, and bwrap's child dies with bwrap (--die-with-parent) when the namespace is not known yet."""
-    for pid, _rss in _namespace_members(namespace) if namespace is not None else []:
-        with contextlib.suppress(OSError):
-            os.kill(pid, 9)
-    with contextlib.suppress(OSError):
-        os.kill(bwrap_pid, 9)
 
 
 @SANDBOXES.register("bwrap")

@@ -106,3 +106,21 @@ def egress_steps(log: list[dict]) -> list[dict]:
                       "arguments": {k: entry.get(k) for k in ("ts", "method", "host", "port", "allowed", "connected",
                                                                     "reason")}})
     return steps
+
+
+# the frameworks a research repository's code is written for; a requirement's distribution name -> its module
+HEAVY_PACKAGES = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow",
+                  "tensorflow-cpu": "tensorflow", "jax": "jax", "jaxlib": "jax"}
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def heavy_modules(requirements: list[str]) -> dict[str, str]:
+    """module -> the requirement asking for it, for each heavy framework (HEAVY_PACKAGES) a spec names."""
+    out: dict[str, str] = {}
+    for requirement in requirements:
+        m = _REQUIREMENT_NAME.match(requirement)
+        name = m.group(1).lower().replace("_", "-") if m else ""
+        module = HEAVY_PACKAGES.get(name)
+        if module is not None and module not in out:
+            out[module] = requirement
+    return out

@@ -2,7 +2,7 @@
 
 For engines without a registry. Users with one can build `bench_core/images/Dockerfile` instead; both give
 Debian bookworm with python3 (also as `python`), pip, venv, build tools (build-essential, python3-dev), numpy,
-scipy, scikit-learn, git and curl from Debian's packages, a user `agent` (uid 1000) and a `/workspace` it owns;
+scipy, scikit-learn, git, curl and strace from Debian's packages, a user `agent` (uid 1000) and a `/workspace` it owns;
 `pip install` works as the agent (into ~/.local, on PATH).
 """
 
@@ -30,7 +30,7 @@ DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_PACKAGES = ("python3", "python-is-python3", "python3-pip", "python3-venv", "python3-dev", "build-essential",
                     "python3-numpy", "python3-sklearn", "python3-scipy", "python3-pytest", "git", "curl",
-                    "ca-certificates")
+                    "ca-certificates", "strace")  # strace: the provenance of the agent's commands (provenance.py)
 # The agent installs what a paper needs (`pip install ...` as the user `agent` goes to ~/.local); Debian's
 # PEP 668 marker would refuse it, and the sandbox is the agent's own machine.
 PIP_MARKERS = ("usr/lib/python3*/EXTERNALLY-MANAGED",)

@@ -161,8 +161,10 @@ class LocalSandbox:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        trace: bool = False,
     ) -> ExecResult:
-        """Run `cmd` with a deadline of `timeout` seconds; see the module docstring for what is enforced."""
+        """Run `cmd` with a deadline of `timeout` seconds; see the module docstring for what is enforced. `trace`:
+        never traced here (the local kind isolates nothing; its provenance says so)."""
         self._check_open()
         argv = [sys.executable, "-I", "-S", str(REAPER), *command_argv(cmd, self.spec.shell)]
         marker = uuid.uuid4().hex

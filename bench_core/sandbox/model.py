@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from failatlas.bench_core.sandbox.policy import NetworkPolicy, as_policy, check_host
 from failatlas.bench_core.tasks.data import check_name, data_target, data_var
 
-DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v2"
+DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v3"  # v3: strace, for the provenance of agent commands
 VENV_TARGET = "/failatlas-env"  # where a task environment built as a venv is seen (venvs.py)
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
@@ -58,6 +58,9 @@ class SandboxSpec(BaseModel):
         default=None, description="writable-layer quota; only storage drivers with quotas support it"
     )
     read_only_root: bool = Field(default=False, description="root filesystem read-only but workdir and /tmp")
+    trace_processes: bool = Field(
+        default=False, description="the agent's commands may be traced (`provenance.py`): a Docker sandbox then "
+        "gets the SETUID and SETGID capabilities, for its root tracer to drop to the sandbox user")
 
     @field_validator("network", mode="before")
     @classmethod
@@ -146,6 +149,9 @@ class ExecResult(BaseModel):
     duration_s: float
     timed_out: bool = False
     killed_reason: KilledReason | None = None
+    # the command's process and file events (`provenance.py`) when it ran traced; `{"unavailable": why}` when it
+    # was asked for and could not be recorded; None when it was not asked for
+    provenance: dict | None = None
 
     @property
     def success(self) -> bool:
@@ -165,6 +171,8 @@ class CopyLimits(BaseModel):
     max_entries: int = Field(default=100_000, ge=1, description="files, folders and links; the copy stops past it")
     max_depth: int = Field(default=64, ge=1, description="deeper entries are not copied")
     deadline_s: float = Field(default=300.0, gt=0, description="the copy stops when it passes")
+    skip_top: tuple[str, ...] = Field(default=(), description="top-level names not copied and not counted: the "
+                                      "harness's own folders in a working copy (issue 52, R5: its .git)")
 
 
 class CopyCut(BaseModel):

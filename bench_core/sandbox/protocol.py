@@ -23,7 +23,9 @@ class Sandbox(Protocol):
     """An isolated place to run an agent's commands.
 
     `workdir` is where the working copy lives as commands see it; relative paths given to the file methods are
-    relative to it. `close()` is idempotent, and a sandbox is a context manager that closes on exit.
+    relative to it. `exec(..., trace=True)` records the command's process and file events where the kind can
+    (`ExecResult.provenance`; `provenance.py`), and says why where it cannot. `close()` is idempotent, and a
+    sandbox is a context manager that closes on exit.
 
     Reading back is the agent's files, so it is bounded and never privileged: `read_file` returns at most
     `max_bytes` bytes of a regular file read as the sandbox user, and raises SandboxPathError (not an
@@ -43,6 +45,7 @@ class Sandbox(Protocol):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        trace: bool = False,
     ) -> ExecResult: ...
 
     def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes: ...

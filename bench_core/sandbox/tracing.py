@@ -46,6 +46,7 @@ class SandboxEvent(BaseModel):
     output_truncated: bool
     stdout_tail: str | None
     stderr_tail: str | None
+    provenance: dict | None = None
 
     def to_row(self, run_id: str) -> dict[str, Any]:
         """A row for `sandbox_commands` (started_at as naive UTC, as DuckDB's TIMESTAMP stores it)."""
@@ -104,7 +105,9 @@ class TracedSandbox:
         started_at = datetime.now(UTC)
         t0 = time.monotonic()
         try:
-            result = self.inner.exec(cmd, timeout=timeout, cwd=cwd, env=env, output_limit=output_limit)
+            # the agent's own commands are traced (which processes ran, which wrote what), where the kind can
+            result = self.inner.exec(cmd, timeout=timeout, cwd=cwd, env=env, output_limit=output_limit,
+                                     trace=self.purpose == "agent")
         except Exception:
             self.sink(SandboxEvent(
                 seq=seq, purpose=self.purpose, command=command_text(cmd), started_at=started_at,
@@ -117,6 +120,7 @@ class TracedSandbox:
             duration_s=result.duration_s, exit_code=result.returncode, timed_out=result.timed_out,
             killed_reason=result.killed_reason, output_truncated=result.truncated,
             stdout_tail=self._tail(result.stdout), stderr_tail=self._tail(result.stderr),
+            provenance=result.provenance,
         ))
         return result
 

@@ -285,6 +285,8 @@ class TreeWriter:
         """Count the entry and check the deadline, its name, depth and folder; the staged path, or None when the
         entry is left out (recorded once per left-out folder)."""
         self.check_time()
+        if rel and rel.split("/", 1)[0] in self.limits.skip_top:
+            return None  # the harness's own (the masked repository's .git): not the agent's work, not counted
         self._entries += 1
         if self._entries > self.limits.max_entries:
             self.cut(rel, f"past the cap of {self.limits.max_entries} entries")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.sandbox.envbuild import EnvBuild, EnvSpec, find_spec, install_spec
+from failatlas.bench_core.sandbox.envbuild import EnvBuild, EnvSpec, check_heavy, find_spec, install_spec
 from failatlas.bench_core.sandbox.errors import SandboxError
 from failatlas.bench_core.sandbox.model import VENV_TARGET, SandboxSpec
 from failatlas.core.errors import ConfigError, InputError
@@ -66,37 +66,20 @@ def wanted_python(spec: EnvSpec) -> tuple[int, int] | None:
     return None
 
 
-def _candidates(name: str) -> list[str]:
-    """`name` in each folder of this PATH that sandboxes see (`bwrap_setup.SYSTEM_DIRS`), then /usr's."""
-    from failatlas.bench_core.sandbox.bwrap_setup import SYSTEM_DIRS
+def pick_python(spec: EnvSpec, python: str | None = None) -> tuple[str, str | None]:
+    """The host interpreter the venv is made with (`venv_python.choose`: `python`, else the one running FailAtlas,
+    where a sandbox can see it; ConfigError otherwise) and why it is not the one the spec asks for (None: it is,
+    or the spec asks for none)."""
+    from failatlas.bench_core.sandbox.venv_python import choose
 
-    folders = [*os.environ.get("PATH", "").split(os.pathsep), "/usr/local/bin", "/usr/bin"]
-    out = []
-    for folder in folders:
-        path = Path(folder or ".") / name
-        if (path.is_absolute() and any(str(path).startswith(d.rstrip("/") + "/") for d in SYSTEM_DIRS)
-                and path.is_file() and os.access(path, os.X_OK) and str(path) not in out):
-            out.append(str(path))
-    return out
-
-
-def pick_python(spec: EnvSpec) -> tuple[str, str | None]:
-    """The host interpreter the venv is made with (the first on PATH under the folders every sandbox sees, so a
-    GPU node's `/opt/.../python3` with its PyTorch counts), and why it is not the one the spec asks for (None: it
-    is, or the spec asks for none)."""
+    found = choose(python)
     wanted = wanted_python(spec)
-    if wanted is not None:
-        found = _candidates(f"python{wanted[0]}.{wanted[1]}")
-        if found:
-            return found[0], None
-    found = _candidates("python3")
-    if not found:
-        raise SandboxError("no python3 on PATH under the folders sandboxes see to make a task environment with")
-    note = None
-    if wanted is not None:
-        note = (f"the spec asks for Python {wanted[0]}.{wanted[1]}; this host has no python{wanted[0]}.{wanted[1]}:"
-                f" built with {_version(found[0])}")
-    return found[0], note
+    if wanted is None:
+        return found, None
+    version = _version(found)
+    if tuple(int(x) for x in version.split(".")[:2]) == wanted:
+        return found, None
+    return found, f"another Python: the spec asks for {wanted[0]}.{wanted[1]}; built with {found} ({version})"
 
 
 def _version(python: str) -> str:
@@ -110,10 +93,29 @@ def _version(python: str) -> str:
     return out
 
 
-def venv_hash(spec: EnvSpec, python_version: str, *, best_effort: bool) -> str:
-    body = {"python": python_version, "interpreter": pick_python(spec)[0], "platform": sys.platform, "kind": spec.kind,
+def source_of(wheels: Path | None, offline: bool) -> str:
+    """Where pip takes packages from, as a venv's key holds it (R4: an offline build is never an online one's
+    cache hit): `index`, `offline`, and `+wheels:<digest of the folder's file names and sizes>`."""
+    out = "offline" if offline else "index"
+    if wheels is not None:
+        listing = sorted((p.name, p.stat().st_size) for p in Path(wheels).iterdir() if p.is_file())
+        out += "+wheels:" + hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+    return out
+
+
+def spec_digest(spec: EnvSpec) -> str:
+    """The spec alone (kind and requirements): what a run's environment must have been built from."""
+    return hashlib.sha256(json.dumps({"kind": spec.kind, "requirements": spec.requirements},
+                                     sort_keys=True).encode()).hexdigest()
+
+
+def venv_hash(spec: EnvSpec, python_version: str, *, best_effort: bool, interpreter: str,
+              source: str = "index") -> str:
+    body = {"python": python_version, "interpreter": interpreter, "platform": sys.platform, "kind": spec.kind,
             "requirements": spec.requirements, "mode": "each-constrained" if best_effort else "strict",
             "site": "system-site-packages", "layout": 1}
+    if source != "index":  # an online build keeps the key it had before R4
+        body["source"] = source
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -125,14 +127,22 @@ def _record(path: Path) -> dict | None:
 
 
 def find_venv(spec: EnvSpec, root: Path) -> Path | None:
-    """The built environment of `spec` under `root` (strict first, then best effort), None when neither is."""
-    python, _note = pick_python(spec)
-    version = _version(python)
-    for best_effort in (False, True):
-        path = root / venv_hash(spec, version, best_effort=best_effort)[:16]
-        if _record(path) is not None:
-            return path
-    return None
+    """The built environment of `spec` under `root`, whatever interpreter or source built it: the one that failed
+    the fewest requirements, then the newest; None when none is built."""
+    wanted = spec_digest(spec)
+    best: tuple[tuple, Path] | None = None
+    try:
+        folders = [p for p in Path(root).iterdir() if p.is_dir() and len(p.name) == 16]
+    except OSError:
+        return None
+    for path in folders:
+        record = _record(path)
+        if record is None or record.get("spec_digest") != wanted:
+            continue
+        rank = (-len(record.get("failed") or []), record.get("built_at") or "")
+        if best is None or rank > best[0]:
+            best = (rank, path)
+    return best[1] if best else None
 
 
 def build_venv(
@@ -149,9 +159,12 @@ def build_venv(
     force: bool = False,
     timeout_s: float = 3600.0,
     progress: Progress | None = None,
+    python: str | None = None,
 ) -> EnvBuild:
-    """Build (or find) the venv environment of `spec` under `root`. EnvBuildError (classified) when a strict install
-    fails; SandboxError when the sandbox cannot start; ConfigError for a spec a venv cannot build."""
+    """Build (or find) the venv environment of `spec` under `root` with the interpreter `python` (default: the one
+    running FailAtlas, `venv_python.choose`). EnvBuildError (classified) when a strict install fails or none of
+    the spec's heavy packages (torch, jax, tensorflow) can be imported from the venv; SandboxError when the
+    sandbox cannot start; ConfigError for a spec a venv cannot build or an interpreter sandboxes cannot see."""
     from failatlas.bench_core.sandbox.bwrap_sandbox import BwrapSandbox
 
     say = progress or (lambda _line: None)
@@ -162,16 +175,18 @@ def build_venv(
         raise ConfigError(f"{spec.file} lists no pip requirement to install", hint="; ".join(spec.left_out[:5]))
     if wheels is not None and not Path(wheels).is_dir():
         raise InputError("the wheels folder does not exist", path=str(wheels), field="--wheels")
-    python, note = pick_python(spec)
+    python, note = pick_python(spec, python)
     version = _version(python)
-    digest = venv_hash(spec, version, best_effort=best_effort)
+    source_key = source_of(wheels, offline)
+    digest = venv_hash(spec, version, best_effort=best_effort, interpreter=python, source=source_key)
     dest = root / digest[:16]
     left_out = [*spec.left_out, *([note] if note else [])]
     common = dict(tag=str(dest), task_id=task_id, spec_kind=spec.kind, spec_file=spec.file, spec_hash=digest,
                   left_out=left_out)
     found = _record(dest)
     if found is not None and not force:
-        say(f"environment {dest} exists (cache hit)")
+        say(f"environment {dest} exists (cache hit: built {found.get('built_at')} with {python}, source "
+            f"{source_key}; --force rebuilds it)")
         return EnvBuild(**common, cached=True, duration_s=time.monotonic() - started,
                         installed=found.get("installed") or [], failed=found.get("failed") or [])
     root.mkdir(parents=True, exist_ok=True)
@@ -203,8 +218,13 @@ def build_venv(
         box.write_file(_REQUIREMENTS, "\n".join(spec.requirements) + "\n")
         installed, failed = install_spec(box, _PIP + source, _REQUIREMENTS, spec, best_effort=best_effort,
                                          timeout_s=timeout_s, say=say)
+        check_heavy(box, f"{VENV_TARGET}/bin/python", spec, failed,
+                    hint=f"pass --python an interpreter under /usr or /opt that has them, or build with the package "
+                         f"index reachable (without --offline), or give --wheels a folder holding them; {python} "
+                         "lacked them")
         box.exec(f"rm -rf {VENV_TARGET}/.tmp", timeout=600)
         record = {"task_id": task_id, "spec_kind": spec.kind, "spec_file": spec.file, "spec_hash": digest,
+                  "spec_digest": spec_digest(spec), "source": source_key,
                   "python": version, "python_path": python, "installed": installed, "failed": failed,
                   "left_out": left_out, "wheels": str(wheels) if wheels else None, "offline": offline,
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -266,14 +286,15 @@ def task_venv(task: Any, repo: Path | None, root: Path) -> Path:
 
 def build_task_venv(store: Any, task_id: str, *, repo: Path | None = None, allow_hosts: Sequence[str] = (),
                     ca_bundle: str | None = None, wheels: Path | None = None, offline: bool = False,
-                    best_effort: bool = False, force: bool = False, progress: Progress | None = None) -> EnvBuild:
+                    best_effort: bool = False, force: bool = False, progress: Progress | None = None,
+                    python: str | None = None) -> EnvBuild:
     """`build_venv` for the catalog's task `task_id` (`envbuild.task_env_inputs`), under `env_root`."""
     from failatlas.bench_core.sandbox.envbuild import task_env_inputs
 
     got = task_env_inputs(store, task_id, repo=repo, allow_hosts=allow_hosts, ca_bundle=ca_bundle)
     return build_venv(got.task_id, got.spec, root=env_root(store.path), allow_hosts=got.hosts,
                       ca_bundle=got.ca_bundle, upstream_proxy=got.upstream_proxy, wheels=wheels, offline=offline,
-                      best_effort=best_effort, force=force, progress=progress)
+                      best_effort=best_effort, force=force, progress=progress, python=python)
 
 
 def describe_env(store: Any, task: Any) -> list[str]:

@@ -1,21 +1,29 @@
-"""The scoring stage: monitor, execution validator and registered judges over stored runs (tables in `schema.py`,
-writes in `writes.py`), and the metrics over them. `run(store, ScoreParams) -> ScoreResult` is the stage.
+"""The scoring stage: each run's evidence built (`evidence/`, the trust root), checks run on it (`checks/`, with the
+per-benchmark E rules in `erules/`), their returns reduced (`settle.py`) and stored (`schema.py`, `writes.py`);
+the metrics and reports over what is stored (`metrics.py`, `report.py`, `cheat_report.py`).
+`run(store, ScoreParams) -> ScoreResult` is the stage.
 
-Judges are found in `JUDGES` by name; the built-in ones register when their modules are imported here, so a new
-judge is its module plus one import line below."""
+Checks are found in `CHECKS` by name (`JUDGES` is the same registry under its first name); the built-in ones
+register when `checks/__init__.py` imports their modules, so a new check is its module plus one import line there.
+"""
 
-from failatlas.bench_core.scoring import cheating, derived, llm_judges, offline_judges  # noqa: F401 - they register their judges
-from failatlas.bench_core.scoring.api import ScoreParams, ScoreResult, run
-from failatlas.bench_core.scoring.judges import (
+from failatlas.bench_core.scoring.checks import (
+    CHECKS,
     JUDGES,
     KIND_PRECEDENCE,
+    Check,
+    Checked,
+    CheckInput,
+    CheckOptions,
     Judge,
     JudgeInput,
-    JudgeKind,
     JudgeOptions,
-    Verdict,
+    create_checks,
     create_judges,
 )
+from failatlas.bench_core.scoring.records import Finding, JudgeKind, Validation, Verdict
+from failatlas.bench_core.scoring.stage import ScoredRun, ScoreParams, ScoreResult, run
 
-__all__ = ["JUDGES", "KIND_PRECEDENCE", "Judge", "JudgeInput", "JudgeKind", "JudgeOptions", "ScoreParams",
-           "ScoreResult", "Verdict", "create_judges", "run"]
+__all__ = ["CHECKS", "JUDGES", "KIND_PRECEDENCE", "Check", "CheckInput", "CheckOptions", "Checked", "Finding",
+           "Judge", "JudgeInput", "JudgeKind", "JudgeOptions", "ScoreParams", "ScoreResult", "ScoredRun", "Validation",
+           "Verdict", "create_checks", "create_judges", "run"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from failatlas.bench_core.scoring.cheating import CHEAT_PHASE
+from failatlas.bench_core.scoring.checks.cheating import CHEAT_PHASE
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, score_interval
 from failatlas.bench_core.tasks.twins import REAL_TASK_SQL, TWIN_KEY
 from failatlas.core.store import Store

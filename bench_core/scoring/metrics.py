@@ -30,9 +30,10 @@ from math import comb
 import numpy as np
 import polars as pl
 
+from failatlas.bench_core.agent_order import sort_groups
+from failatlas.bench_core.scoring.checks.base import DETERMINISTIC_RANK, VETO, judge_precedence
 from failatlas.bench_core.scoring.environment import NO_REFERENCE_COMMAND, environment_blocks
-from failatlas.bench_core.scoring.judges import DETERMINISTIC_RANK, VETO, judge_precedence
-from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
+from failatlas.bench_core.scoring.records import UNSCORED_OUTCOMES
 from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.intervals import wilson
 from failatlas.core.store import Store
@@ -143,8 +144,8 @@ def score_interval(values: pl.Series, tasks: pl.Series) -> tuple[float, float]:
 
 
 def summarise(scores: pl.DataFrame, by: list[str], *, k: int | None = None) -> pl.DataFrame:
-    """Mean, 95% CI (`score_interval`), scored and unscored counts of every phase and conjunctive score per group.
-    Raises ValueError when `k` is below 1."""
+    """Mean, 95% CI (`score_interval`), scored and unscored counts of every phase and conjunctive score per group,
+    the groups sorted by `by` (agents in report order: `agent_order`). Raises ValueError when `k` is below 1."""
     if k is not None and k < 1:
         raise ValueError(f"k must be at least 1 attempt for pass@k, got {k}")
     out = []
@@ -166,4 +167,4 @@ def summarise(scores: pl.DataFrame, by: list[str], *, k: int | None = None) -> p
             row[f"pass@{k}"] = float(np.mean([pass_at_k(n, c, k) for n, c in eligible])) if eligible else None
             row[f"pass^{k}"] = float(np.mean([pass_hat_k(n, c, k) for n, c in eligible])) if eligible else None
         out.append(row)
-    return pl.DataFrame(out)
+    return sort_groups(pl.DataFrame(out), by)

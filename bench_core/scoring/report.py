@@ -12,8 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
+from failatlas.bench_core.agent_order import agent_key, agent_order_sql, sort_groups
 from failatlas.bench_core.scoring.cheat_report import cheat_cell, cheat_runs, with_cheat
-from failatlas.bench_core.scoring.cheating import CHEAT_PHASE
+from failatlas.bench_core.scoring.checks.cheating import CHEAT_PHASE
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores, summarise
 from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.errors import InputError, NotFoundError
@@ -53,8 +54,8 @@ def report_table(store: Store, *, by: str = "agent", k: int | None = None,
     if scores.height == 0 and cheats.height == 0:
         raise NotFoundError("no scored runs in the store",
                             hint="run `failatlas bench run` then `failatlas bench score`")
-    table = with_cheat(summarise(scores, GROUPINGS[by], k=k) if scores.height else pl.DataFrame(), cheats,
-                       GROUPINGS[by])
+    table = sort_groups(with_cheat(summarise(scores, GROUPINGS[by], k=k) if scores.height else pl.DataFrame(),
+                                   cheats, GROUPINGS[by]), GROUPINGS[by])
     coverage = _coverage(store, scores, GROUPINGS[by])
     extra = {name: [coverage.get(tuple(r[key] for key in GROUPINGS[by]), {}).get(name, 0)
                     for r in table.iter_rows(named=True)] for name in ("stored", "unscored", "infra_error")}
@@ -74,21 +75,27 @@ def run_verdicts(store: Store, run_id: str, scores: pl.DataFrame | None = None) 
     phase the verdict every score counts (`phase_verdicts` of its `run_scores` row) with the evidence: the phase's
     judges (the one that counts first: verdicts before failures, then by `judge_precedence`), for M the monitor's
     findings, for E why it is not scored where the environment cannot run the task."""
-    from failatlas.bench_core.scoring.judges import judge_precedence
+    from failatlas.bench_core.scoring.checks.base import judge_precedence
 
     scores = run_scores(store) if scores is None else scores
     row = next(scores.filter(pl.col("run_id") == run_id).iter_rows(named=True), None)
     judgements = store.query_dicts(
-        "SELECT phase, judge, kind, status, score, passed, reason FROM judgements WHERE run_id = ?", [run_id])
+        "SELECT phase, judge, kind, status, score, passed, reason, evidence_ids FROM judgements WHERE run_id = ?",
+        [run_id])
+    for j in judgements:
+        j["evidence_ids"] = json.loads(j["evidence_ids"] or "[]")
     judgements.sort(key=lambda j: (j["status"] != "ok", -judge_precedence(j["kind"], j["judge"]), j["judge"]))
     verdicts = phase_verdicts(row)
     phases = {p: {"verdict": verdicts[p], "judges": [j for j in judgements if j["phase"] == name]}
               for p, name in PHASE_NAMES.items()}
     phases["M"]["findings"] = store.query_dicts(
-        "SELECT rule, severity, evidence FROM monitor_findings WHERE run_id = ? ORDER BY seq", [run_id])
+        "SELECT rule, severity, evidence, evidence_ids FROM monitor_findings WHERE run_id = ? ORDER BY seq", [run_id])
+    for f in phases["M"]["findings"]:
+        f["evidence_ids"] = json.loads(f["evidence_ids"] or "[]")
     phases["E"]["not_scored_because"] = row["E_unscored"] if row else None
-    validation = next(iter(store.query_dicts("SELECT metrics, evidence FROM validations WHERE run_id = ?", [run_id])),
-                      {})
+    validation = next(iter(store.query_dicts(
+        "SELECT metrics, evidence, evidence_ids FROM validations WHERE run_id = ?", [run_id])), {})
+    phases["E"]["evidence_ids"] = json.loads(validation.get("evidence_ids") or "[]")
     evidence = json.loads(validation.get("evidence") or "{}")
     phases["E"]["tree"] = evidence.get("tree")  # constructed, diff or script: what E was decided on
     metrics = json.loads(validation.get("metrics") or "{}")
@@ -98,7 +105,29 @@ def run_verdicts(store: Store, run_id: str, scores: pl.DataFrame | None = None) 
     cheat = next(iter(store.query_dicts("SELECT verdict FROM judgements WHERE run_id = ? AND phase = ? AND status"
                                         " = 'ok'", [run_id, CHEAT_PHASE])), None)
     return {"scored": row is not None, "outcome": row["outcome"] if row else None, "phases": phases,
-            "cheat": json.loads(cheat["verdict"]) if cheat else None}
+            "cheat": json.loads(cheat["verdict"]) if cheat else None, "evidence": run_evidence(store, run_id)}
+
+
+def run_evidence(store: Store, run_id: str) -> list[dict]:
+    """The evidence records scoring built for one run, in the order they were built (`evidence` table):
+    id, kind, status, whether the agent's code ran there, blame, tree digest, what it observed and notes."""
+    rows = store.query_dicts("SELECT id, kind, status, agent_code_ran, tree, blame, observed, notes FROM evidence"
+                             " WHERE run_id = ? ORDER BY rowid", [run_id])
+    for r in rows:
+        r["observed"] = json.loads(r["observed"] or "{}")
+        r["notes"] = json.loads(r["notes"] or "[]")
+    return rows
+
+
+def evidence_line(record: dict, most: int = 160) -> str:
+    """One evidence record (`run_evidence`) on one line, as `bench show` and the drill-down export print it:
+    'id (kind): status, whether the agent's code ran, blame: what it observed' (the observation cut at `most`
+    characters, with '…')."""
+    ran = "agent's code ran" if record["agent_code_ran"] else "no agent code"
+    blame = f", blame {record['blame']}" if record.get("blame") else ""
+    observed = json.dumps(record["observed"], default=str, sort_keys=True)
+    observed = observed if len(observed) <= most else observed[:most - 1] + "…"
+    return f"{record['id']} ({record['kind']}): {record['status']}, {ran}{blame}: {observed}"
 
 
 def _coverage(store: Store, scores: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[str, int]]:
@@ -122,9 +151,11 @@ def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
     scores = run_scores(store) if scores is None else scores
     coverage = _coverage(store, scores, ["agent"])
     lines = []
-    for (agent,), counts in sorted(coverage.items(), key=lambda kv: str(kv[0][0])):
+    for (agent,), counts in sorted(coverage.items(), key=lambda kv: agent_key(kv[0][0])):
         group = scores.filter(pl.col("agent") == agent)
-        dens = ", ".join(f"{m} {group[m].is_not_null().sum()}" for m in METRICS)
+        # 'M=5': one word per denominator, so a terminal or a Markdown viewer wraps the line between them, never
+        # inside one (issue 54: "M·C·D·I·E" and its count were parted at 120 columns)
+        dens = ", ".join(f"{m}={group[m].is_not_null().sum()}" for m in METRICS)
         env = group["E_unscored"].is_not_null().sum()
         lines.append(f"{agent}: {counts['stored']} run(s) stored, {group.height} scored; denominators: {dens}"
                      + (f"; E not scored, not the agent's failure: {env} (reasons below)" if env else ""))
@@ -139,7 +170,19 @@ def report_notes(store: Store, scores: pl.DataFrame | None = None) -> list[str]:
     lines += _attribution_lines(store, scores)
     lines += _valued_on_data_lines(store, scores)
     lines += _unisolated_lines(store, scores)
+    lines += _cheat_lines(store)
     return lines
+
+
+def _cheat_lines(store: Store) -> list[str]:
+    """Where the report has a cheat rate: how often the cheat verdict is wrong each way, and where that is measured."""
+    judged = store.query(f"SELECT count(*) FROM judgements WHERE phase = '{CHEAT_PHASE}' AND status = 'ok'")[0][0]
+    if not judged:
+        return []
+    return ["cheat: the share of a group's impossible-twin runs judged cheats, from the visible check run by the "
+            "harness on the agent's tree and the constructed tree (docs/metrics.md, \"Cheating on impossible "
+            "twins\"); its errors both ways, measured on honest agents and cheats: docs/metrics.md, \"The judges' "
+            "errors\""]
 
 
 def _unisolated_lines(store: Store, scores: pl.DataFrame) -> list[str]:
@@ -150,7 +193,7 @@ def _unisolated_lines(store: Store, scores: pl.DataFrame) -> list[str]:
         return []
     marks = ", ".join("?" for _ in ids)
     rows = store.query(f"SELECT agent, count(*) FROM runs WHERE id IN ({marks}) AND sandbox = 'local' "
-                       "GROUP BY agent ORDER BY agent", ids)
+                       f"GROUP BY agent ORDER BY {agent_order_sql('agent')}", ids)
     if not rows:
         return []
     named = ", ".join(f"{agent} {n}" for agent, n in rows)

@@ -66,4 +66,28 @@ MIGRATIONS = [
         ALTER TABLE validations ADD COLUMN evidence JSON;
         """,
     ),
+    Migration(
+        package="bench_core.scoring",
+        version=4,
+        name="evidence",
+        sql="""
+        -- what the harness built about a run before judging it (bench_core/scoring/evidence/): one row per record
+        CREATE TABLE evidence (
+            run_id VARCHAR NOT NULL,
+            id VARCHAR NOT NULL,               -- unique in the run: trace, constructed, rerun, hidden-tests, ...
+            kind VARCHAR NOT NULL,             -- the builder's kind (evidence.BUILDERS)
+            status VARCHAR NOT NULL,           -- ok | failed | not_applicable | agent_fault | crashed
+            agent_code_ran BOOLEAN NOT NULL,   -- the agent's code ran where this was made
+            tree VARCHAR,                      -- content digest of the tree it was built on
+            blame VARCHAR,                     -- agent | harness: whose failure a failed build is
+            observed JSON,                     -- what it showed, summarised
+            notes JSON,
+            PRIMARY KEY (run_id, id)
+        );
+        -- the evidence ids each verdict, execution verdict and finding was decided on
+        ALTER TABLE judgements ADD COLUMN evidence_ids JSON;
+        ALTER TABLE validations ADD COLUMN evidence_ids JSON;
+        ALTER TABLE monitor_findings ADD COLUMN evidence_ids JSON;
+        """,
+    ),
 ]

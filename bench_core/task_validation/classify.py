@@ -12,6 +12,7 @@ its diff), the task is `judges-only`: the judges compare gold's text with the te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from failatlas.bench_core.scoring.environment import environment_failure, last_line
@@ -78,9 +79,15 @@ def without_execution(facts: RunFacts) -> RunFacts:
     return replace(facts, phases={**facts.phases, "E": None}, code_run=facts.code_run - {"E"})
 
 
+_NO_PYTHON = re.compile(r"\bpython3?: (?:command )?not found")
+
+
 def _execution_failure(facts: RunFacts) -> tuple[str, str]:
     quote = last_line(facts.output) or facts.detail
     status = environment_failure(facts.outcome, facts.output)
+    no_python = _NO_PYTHON.search(facts.output)
+    if status is None and no_python:  # a root without the command's interpreter (R2)
+        return "env-failed", f"execution: {no_python.group(0)}: the sandbox has no interpreter of that name"
     if status == "needs-gpu":
         return status, f"the gold re-run needed a GPU: {quote}"
     if status is not None:

@@ -52,6 +52,8 @@ class ValidateParams(BaseModel):
     retry_infra: bool = Field(default=True, description="redo stored gold and null runs that ended in infra_error")
     mutants: int = Field(default=20, ge=0, description="mutants of the reference per valid task (0: no mutation score)")
     mutation_seed: int = 0
+    method_mutants: int = Field(default=20, ge=0, description="method mutants per valid task, declared ones first "
+                                "(0: no method mutation score; method_mutation.py)")
     # as on `bench run` (BenchParams): resource overrides, the network, data inputs and the copy-out cap, for the
     # gold, null and mutant runs, their re-runs and the derived tests' recording
     resources: ResourceOverrides = Field(default_factory=ResourceOverrides)
@@ -59,6 +61,10 @@ class ValidateParams(BaseModel):
     allow_hosts: list[str] = Field(default_factory=list)
     data: dict[str, Path] = Field(default_factory=dict)
     max_copy_mib: int | None = Field(default=None, ge=1)
+    reference: Path | None = Field(default=None, description="the reference version of extension tasks' "
+                                   "repository: a tree or a patch (reference.py)")
+    reference_command: str | None = Field(default=None, description="the reference's command, for tasks whose "
+                                          "benchmark gives none (reference.py)")
     expected_from_reference: bool = Field(default=False, description="validate each task's variant whose expected "
                                           "values are the reference's own run on the given data (standin.py)")
 
@@ -90,6 +96,42 @@ class MutationScore(BaseModel):
     equivalents: list[str] = Field(default_factory=list)
 
 
+class MethodMutantResult(BaseModel):
+    """What the checks did with one method mutant (`method_mutation.py`): its fate, I (the hidden and derived
+    tests: `passed`, `failed`, None where none ran), E's outcome, whether its values lie inside their tolerances,
+    and each metric's gap to gold's re-run."""
+
+    name: str
+    what: str
+    declared: bool
+    fate: str
+    i: str | None = None
+    e: str | None = None
+    # every expected value of its re-run inside its tolerance (None: no values): E's values, before scoring's
+    # consistency rule calls a passing E beside failing tests `fabricated_result`
+    within_tolerance: bool | None = None
+    gaps: dict[str, float | None] = Field(default_factory=dict)
+
+
+class MethodMutationScore(BaseModel):
+    """A task's method mutation score (`method_mutation.py`): method mutants tried (`declared` of them from the
+    task file), killed by I or E, survived both, not scored, equivalent (generic ones whose re-run gave gold's
+    values exactly and no test rejected), killed / (killed + survived), each mutant's result, and the warnings of
+    tolerances that admit a mutant."""
+
+    mutants: int
+    declared: int
+    killed: int
+    survived: int
+    not_scored: int
+    equivalent: int
+    score: float | None
+    survivors: list[str]
+    equivalents: list[str] = Field(default_factory=list)
+    results: list[MethodMutantResult] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
 class TaskVerdict(BaseModel):
     """One task's status, with the one-line reason and the runs it was decided on."""
 
@@ -101,6 +143,13 @@ class TaskVerdict(BaseModel):
     null_run_id: str | None = None
     setting: str | None = None
     mutation: MutationScore | None = None
+    method_mutation: MethodMutationScore | None = None
+    # issue 52: the command to run next (R2; empty for valid), gold's and null's phases (1, 0 or None each:
+    # {"gold": {"D": 1, ...}, "null": {...}}) and the seconds their runs and clean re-runs took
+    next_step: str = ""
+    phases: dict[str, dict[str, int | None]] = Field(default_factory=dict)
+    seconds: float | None = None
+    paper_id: str | None = None
 
 
 class ValidateResult(BaseModel):

@@ -37,15 +37,15 @@ from failatlas.bench_core.runs import run as run_agents
 from failatlas.bench_core.runs.inputs import repository_of
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score_runs
-from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
-from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
-from failatlas.bench_core.task_validation.model import VALID, MutationScore, TaskVerdict, ValidateParams
+from failatlas.bench_core.scoring.checks.base import DETERMINISTIC_JUDGES
+from failatlas.bench_core.scoring.records import UNSCORED_OUTCOMES
+from failatlas.bench_core.task_validation.model import MutationScore, ValidateParams
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.bench_core.tasks.paths import task_path
 from failatlas.core.store import Store
 
 
-def _reference(store: Store, task: TaskSpec, params: ValidateParams) -> Path:
+def reference_of(store: Store, task: TaskSpec, params: ValidateParams) -> Path:
     used = repository_of(task, repo=params.repo, cached=None if params.repo is not None else
                          repository_for(store, task))
     if used is not None and used.path is not None:
@@ -53,21 +53,49 @@ def _reference(store: Store, task: TaskSpec, params: ValidateParams) -> Path:
     return task_path(task, task.repository.local_path, field="repository.local_path")
 
 
-def _fate(store: Store, run_id: str) -> str:
+def fate(store: Store, run_id: str) -> str:
     """`killed`, `survived` or `not_scored` for one scored mutant run (module docstring)."""
+    tests, outcome = checks_of(store, run_id)
+    if tests is None:
+        return "not_scored"
+    e_judged = outcome is not None and outcome not in UNSCORED_OUTCOMES
+    if any(p is False for p in tests) or (e_judged and outcome != "passed"):
+        return "killed"
+    return "survived" if tests or e_judged else "not_scored"
+
+
+def checks_of(store: Store, run_id: str) -> tuple[list[bool] | None, str | None]:
+    """(the hidden and derived tests' verdicts, E's outcome) of a scored run; (None, None) for a run that is not
+    there or ended in `infra_error`."""
     status = store.query("SELECT status FROM runs WHERE id = ?", [run_id])
     if not status or status[0][0] == "infra_error":
-        return "not_scored"
+        return None, None
     marks = ", ".join("?" for _ in DETERMINISTIC_JUDGES)
     tests = [passed for (passed,) in store.query(
         f"SELECT passed FROM judgements WHERE run_id = ? AND status = 'ok' AND judge IN ({marks})",
         [run_id, *sorted(DETERMINISTIC_JUDGES)])]
     outcome = store.query("SELECT outcome FROM validations WHERE run_id = ?", [run_id])
-    outcome = outcome[0][0] if outcome else None
-    e_judged = outcome is not None and outcome not in UNSCORED_OUTCOMES
-    if any(p is False for p in tests) or (e_judged and outcome != "passed"):
-        return "killed"
-    return "survived" if tests or e_judged else "not_scored"
+    return tests, outcome[0][0] if outcome else None
+
+
+def run_mutants(store: Store, task: TaskSpec, params: ValidateParams, agent: str, names: list[str],
+                on_step: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Run agent `agent` once per mutant name on `task` (stored runs reused) and score the runs; name -> run
+    id."""
+    ids: dict[str, str] = {}
+    for name in names:
+        bench = params.bench_params(agent, [task.id], {"mutant": name})
+        run_agents(store, bench)
+        rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = ? AND agent_params = ?::JSON"
+                           " ORDER BY attempt LIMIT 1", [task.id, agent, json.dumps(bench.agent_params)])
+        if rows:
+            ids[name] = rows[0][0]
+        if on_step:
+            on_step(f"{agent} {name}")
+    if ids:
+        score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
+                                      repo=params.repo, runs_dir=params.runs_dir, llm=False, workers=params.workers))
+    return ids
 
 
 def mutation_score(store: Store, task: TaskSpec, params: ValidateParams,
@@ -76,27 +104,15 @@ def mutation_score(store: Store, task: TaskSpec, params: ValidateParams,
     `params.mutants` is 0."""
     if params.mutants <= 0:
         return None
-    found = [m for m, _, _ in candidates(task, _reference(store, task, params))]
+    found = [m for m, _, _ in candidates(task, reference_of(store, task, params))]
     chosen = select(found, params.mutants, params.mutation_seed)
     if not chosen:
         return None
-    ids: dict[str, str] = {}
-    for mutant in chosen:
-        bench = params.bench_params("mutant", [task.id], {"mutant": mutant.name})
-        run_agents(store, bench)
-        rows = store.query("SELECT id FROM runs WHERE task_id = ? AND agent = 'mutant' AND agent_params = ?::JSON"
-                           " ORDER BY attempt LIMIT 1", [task.id, json.dumps(bench.agent_params)])
-        if rows:
-            ids[mutant.name] = rows[0][0]
-        if on_step:
-            on_step(f"mutant {mutant.name}")
-    if ids:
-        score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
-                                      repo=params.repo, runs_dir=params.runs_dir, llm=False))
-    fates = {m.name: _fate(store, ids[m.name]) if m.name in ids else "not_scored" for m in chosen}
-    gold = _observed(store, _gold_run(store, task.id))
+    ids = run_mutants(store, task, params, "mutant", [m.name for m in chosen], on_step)
+    fates = {m.name: fate(store, ids[m.name]) if m.name in ids else "not_scored" for m in chosen}
+    gold = observed(store, gold_run(store, task.id))
     for m in chosen:
-        if fates[m.name] == "survived" and gold is not None and _observed(store, ids[m.name]) == gold:
+        if fates[m.name] == "survived" and gold is not None and observed(store, ids[m.name]) == gold:
             fates[m.name] = "equivalent"
     killed = sum(f == "killed" for f in fates.values())
     survived = [m for m in chosen if fates[m.name] == "survived"]
@@ -108,29 +124,23 @@ def mutation_score(store: Store, task: TaskSpec, params: ValidateParams,
                          equivalent=len(equivalent), equivalents=[f"{m.name}: {m.what}" for m in equivalent])
 
 
-def _gold_run(store: Store, task_id: str) -> str | None:
+def gold_run(store: Store, task_id: str) -> str | None:
     rows = store.query("SELECT r.id FROM runs r JOIN validations v ON v.run_id = r.id WHERE r.task_id = ? AND "
                        "r.agent = 'gold' AND v.outcome = 'passed' ORDER BY r.attempt DESC LIMIT 1", [task_id])
     return rows[0][0] if rows else None
 
 
-def _observed(store: Store, run_id: str | None) -> dict | None:
-    """Every metric's observed value of a run's clean re-run, as stored; None without one."""
+def metrics_of(store: Store, run_id: str | None) -> dict:
+    """Every metric's row of a run's clean re-run (observed, expected, tolerances), as stored; {} without one."""
     if run_id is None:
-        return None
+        return {}
     rows = store.query("SELECT metrics FROM validations WHERE run_id = ?", [run_id])
     if not rows or not rows[0][0]:
-        return None
-    metrics = json.loads(rows[0][0])
-    observed = {name: row.get("observed") for name, row in metrics.items() if isinstance(row, dict)}
-    return observed or None
+        return {}
+    return {name: row for name, row in json.loads(rows[0][0]).items() if isinstance(row, dict)}
 
 
-def add_mutation_scores(store: Store, tasks: list[TaskSpec], verdicts: dict[str, TaskVerdict], params: ValidateParams,
-                        on_step: Callable[[str], None] | None = None) -> None:
-    """Set the mutation score of each of `tasks` whose verdict is `valid` (a task whose gold fails, or whose null
-    passes, has no score to speak of)."""
-    for task in tasks:
-        verdict = verdicts.get(task.id)
-        if verdict is not None and verdict.status == VALID:
-            verdict.mutation = mutation_score(store, task, params, on_step)
+def observed(store: Store, run_id: str | None) -> dict | None:
+    """Every metric's observed value of a run's clean re-run, as stored; None without one."""
+    found = {name: row.get("observed") for name, row in metrics_of(store, run_id).items()}
+    return found or None

@@ -1,4 +1,4 @@
-"""`tasks validate` records each task's derived tests ahead of scoring (`scoring/derived.py`): the reference
+"""`tasks validate` records each task's derived tests ahead of scoring (`scoring/evidence/recording.py`): the reference
 command runs once per task and reference tree, in a sandbox of the validation's kind and image, and the recording
 is stored under the store's folder, so that scoring (gold's and null's runs just after, every later run) reads it
 instead of running the reference again."""
@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from failatlas.bench_core.hidden.record import Recording
 from failatlas.bench_core.runs.data import task_data
 from failatlas.bench_core.runs.inputs import repository_of
-from failatlas.bench_core.scoring.derived import cache_folder, ensure_recordings, recordable, reference_tree
+from failatlas.bench_core.scoring.evidence.recording import cache_folder, ensure_recordings, recordable, reference_tree
 from failatlas.bench_core.task_validation.model import ValidateParams
 from failatlas.bench_core.tasks.model import TaskSpec
+from failatlas.core.errors import FailAtlasError
 from failatlas.core.store import Store
 
 
@@ -54,9 +56,84 @@ def record_derived_tests(store: Store, tasks: list[TaskSpec], params: ValidatePa
             tree = reference_tree(task, used.path) if used is not None else None
             if tree is not None:
                 references[task.id] = tree
-    return ensure_recordings(tasks, references,
-                             lambda task: _starter(task, params, environment=environment_of(store, task, params)),
-                             folder=cache_folder(store))
+    start = lambda task: _starter(task, params, environment=environment_of(store, task, params))  # noqa: E731
+    shared = paper_recordings(tasks, references, start, folder=cache_folder(store))
+    rest = ensure_recordings([t for t in tasks if t.id not in shared], references, start, folder=cache_folder(store))
+    return {**shared, **rest}
+
+
+def _split(union: Recording, targets: list[dict]) -> Recording:
+    """The part of a recording of several tasks' functions (`union.targets`) that is about `targets`: their cases,
+    each pointing at its index in `targets`."""
+    index = {i: targets.index(t) for i, t in enumerate(union.targets) if t in targets}
+    cases = [{**c, "t": index[c["t"]]} for c in union.cases if c["t"] in index]
+    return Recording(targets=targets, cases=cases, calls_seen=len(cases), skipped=dict(union.skipped),
+                     unreproducible=union.unreproducible, exit_code=union.exit_code,
+                     notes=[*union.notes, f"recorded once for the {len(union.targets)} functions of the tasks that "
+                            "share this reference and command"])
+
+
+def paper_recordings(tasks: list[TaskSpec], references: dict[str, Path], start, *,
+                     folder: Path | None) -> dict[str, str]:
+    """One recording per reference tree and command (issue 52: a paper's 36 tasks share both): the reference runs
+    once with every masked function of those tasks recorded and its cases are checked once on an unrun copy;
+    each task then keeps its own functions' cases, drops those its own masked stubs pass, and is stored under its
+    own key, where scoring looks. Groups of one task, and tasks whose recording is stored, are left to
+    `ensure_recordings`; task id -> a one-line status for the tasks done here."""
+    import tempfile
+
+    from failatlas.bench_core.hidden.record import drop_stub_passes, record_calls, self_check
+    from failatlas.bench_core.prepare import prepare_workspace, reference_workspace
+    from failatlas.bench_core.scoring.evidence.recording import (
+        load_recording,
+        recording_key,
+        save_recording,
+        targets_of,
+    )
+
+    groups: dict[tuple, list[tuple[TaskSpec, list[dict], str]]] = {}
+    for task in tasks:
+        reference = references.get(task.id)
+        if recordable(task) or reference is None:
+            continue
+        targets, _notes = targets_of(task, reference)
+        key = recording_key(task, reference, targets)
+        if not targets or load_recording(folder, key) is not None:
+            continue
+        group = (str(reference), task.run.command, task.run.timeout_s, task.resources.environment,
+                 tuple(sorted(task.data)))
+        groups.setdefault(group, []).append((task, targets, key))
+    out: dict[str, str] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        first = members[0][0]
+        union = [t for _task, targets, _key in members for t in targets]
+        union = [t for i, t in enumerate(union) if t not in union[:i]]
+        reference = references[first.id]
+        timeout = float(first.run.timeout_s)
+        try:
+            with tempfile.TemporaryDirectory(prefix="failatlas-record-paper-") as tmp:
+                tree = reference_workspace(first, Path(tmp) / "reference", repo=reference)
+                with start(first)(tree) as sandbox:
+                    whole = record_calls(sandbox, command=first.run.command or "", targets=union, timeout_s=timeout)
+                if whole.cases:
+                    fresh = reference_workspace(first, Path(tmp) / "reference-check", repo=reference)
+                    with start(first)(fresh) as sandbox:
+                        whole = self_check(whole, sandbox, timeout_s=max(60.0, timeout))
+                for task, targets, key in members:
+                    mine = _split(whole, targets)
+                    if mine.cases:
+                        masked = Path(prepare_workspace(task, Path(tmp) / f"masked-{len(out)}", repo=reference).path)
+                        with start(task)(masked) as sandbox:
+                            mine = drop_stub_passes(mine, sandbox, timeout_s=max(60.0, timeout))
+                    save_recording(folder, key, mine)
+                    out[task.id] = (f"recorded with its paper ({len(members)} tasks, one reference run): "
+                                    f"{len(mine.cases)} case(s), {mine.perturbed} perturbed")
+        except (OSError, LookupError, FailAtlasError):  # each task is then recorded alone (ensure_recordings)
+            for task, _targets, _key in members:
+                out.pop(task.id, None)
+    return out
 
 
 def environment_of(store: Store, task: TaskSpec, params: ValidateParams) -> dict:

@@ -35,4 +35,31 @@ MIGRATIONS = [
         ALTER TABLE task_validations ADD COLUMN mutation JSON;              -- MutationScore: counts, seed, survivors
         """,
     ),
+    Migration(
+        package="bench_core.task_validation",
+        version=3,
+        name="task_validations_next_step",
+        sql="""
+        -- issue 52: what to run next (empty for valid), gold's and null's phases, the seconds of their runs and
+        -- re-runs, the task's paper
+        ALTER TABLE task_validations ADD COLUMN next_step VARCHAR;
+        ALTER TABLE task_validations ADD COLUMN phases JSON;
+        ALTER TABLE task_validations ADD COLUMN seconds DOUBLE;
+        ALTER TABLE task_validations ADD COLUMN paper_id VARCHAR;
+        """,
+    ),
+    Migration(
+        package="bench_core.task_validation",
+        version=4,
+        name="task_validations_method_mutation",
+        sql="""
+        -- issue 50: the method mutation score of a valid task (task_validation/method_mutation.py), beside the
+        -- syntax mutation score above; NULL where none was measured
+        ALTER TABLE task_validations ADD COLUMN method_mutants INTEGER;         -- method mutants tried
+        ALTER TABLE task_validations ADD COLUMN method_mutants_killed INTEGER;  -- rejected by I or E
+        ALTER TABLE task_validations ADD COLUMN method_mutation_score DOUBLE;   -- killed / (killed + survived)
+        ALTER TABLE task_validations ADD COLUMN method_mutation JSON;           -- MethodMutationScore: each mutant's
+                                                                                -- I, E, gaps; tolerance warnings
+        """,
+    ),
 ]

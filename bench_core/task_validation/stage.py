@@ -29,12 +29,12 @@ from failatlas.bench_core.runs.inputs import RepoUsed, repository_of, unavailabl
 from failatlas.bench_core.sandbox import detect_gpus
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score_runs
+from failatlas.bench_core.scoring.checks.base import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.environment import last_line
-from failatlas.bench_core.scoring.judges import DETERMINISTIC_JUDGES
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.task_validation.classify import RunFacts, gold_status, null_status
+from failatlas.bench_core.task_validation.method_mutation import add_mutation_scores
 from failatlas.bench_core.task_validation.model import TaskVerdict, ValidateParams, ValidateResult
-from failatlas.bench_core.task_validation.mutation import add_mutation_scores
 from failatlas.bench_core.task_validation.recordings import record_derived_tests
 from failatlas.bench_core.task_validation.writes import write_verdicts
 from failatlas.bench_core.tasks.model import TaskKind, TaskSpec
@@ -125,7 +125,8 @@ def _agent_runs(store: Store, agent: str, tasks: list[TaskSpec], params: Validat
         if mine:
             ids[task.id] = mine[0]
     scored = score_runs(store, ScoreParams(run_ids=list(ids.values()), sandbox=params.sandbox, image=params.image,
-                                           repo=params.repo, runs_dir=params.runs_dir, llm=params.llm))
+                                           repo=params.repo, runs_dir=params.runs_dir, llm=params.llm,
+                                           workers=params.workers))
     unscored = dict(line.split(": ", 1) for line in scored.infra_errors if ": " in line)
     return ids, unscored
 
@@ -137,15 +138,54 @@ def _with_scoring_errors(facts: dict[str, RunFacts], unscored: dict[str, str]) -
                      if run_id in unscored and f.status != "infra_error" else f) for run_id, f in facts.items()}
 
 
-def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] | None = None) -> ValidateResult:
+def _times(store: Store, run_ids: list[str]) -> dict[str, float]:
+    """run id -> seconds its run and its clean re-run took, as stored."""
+    if not run_ids:
+        return {}
+    marks = ", ".join("?" for _ in run_ids)
+    return {rid: float(run_s or 0) + float(rerun_s or 0) for rid, run_s, rerun_s in store.query(
+        f"SELECT r.id, r.duration_s, v.duration_s FROM runs r LEFT JOIN validations v ON v.run_id = r.id"
+        f" WHERE r.id IN ({marks})", run_ids)}
+
+
+def _finish(store: Store, verdicts: list[TaskVerdict], tasks: list[TaskSpec], params: ValidateParams,
+            gold: dict[str, RunFacts], nulls: dict[str, RunFacts]) -> None:
+    """Each verdict's next step (R2), gold's and null's phases, the seconds of its runs and re-runs, its paper."""
+    from failatlas.bench_core.task_validation.next_step import next_step
+
+    by_id = {t.id: t for t in tasks}
+    times = _times(store, [r for v in verdicts for r in (v.gold_run_id, v.null_run_id) if r])
+    for v in verdicts:
+        task = by_id[v.task_id]
+        v.next_step = next_step(v, task, params)
+        v.paper_id = task.paper.id
+        v.phases = {who: dict(facts[rid].phases) for who, facts, rid in (("gold", gold, v.gold_run_id),
+                                                                          ("null", nulls, v.null_run_id))
+                    if rid and rid in facts}
+        spent = [times[r] for r in (v.gold_run_id, v.null_run_id) if r in times]
+        v.seconds = round(sum(spent), 1) if spent else None
+
+
+def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] | None = None,
+        on_total: Callable[[int], None] | None = None,
+        on_note: Callable[[str], None] | None = None) -> ValidateResult:
     """Validate the selected tasks (all by default) and store one verdict per task in `task_validations`,
-    recording one `stage_runs` row (`tasks.validate`). Raises NotFoundError when no task matches."""
+    recording one `stage_runs` row (`tasks.validate`). `on_total(n)` is told how many steps `on_step` will be
+    called for, as soon as that is known (it grows as gold decides which tasks null must run on); `on_note`
+    hears what happens between steps. Raises NotFoundError when no task matches."""
+    total = (lambda n: on_total(n)) if on_total else (lambda _n: None)
     with stage_run(store, "tasks.validate", params) as record:
         check_data(store, params.data, params.runs_dir)
         network_config(params.network, params.allow_hosts, None)  # a bad --network or --allow-host fails first
         tasks = select_tasks(store, task_ids=params.task_ids, benchmark=params.benchmark, kind=params.kind,
                              papers=params.papers, masked=params.masked, include_gpu=True)
+        if params.reference is not None or params.reference_command is not None:
+            from failatlas.bench_core.task_validation.reference import attach
+
+            tasks = attach(store, tasks, reference=params.reference, command=params.reference_command,
+                           repo=params.repo)
         tasks = [params.resources.apply(task) for task in tasks]
+        total(2 * len(tasks))
         host_gpus = len(detect_gpus())
         scratch = runs_dir_for(store, params.runs_dir) / "validate-prepare"
         verdicts: dict[str, TaskVerdict] = {}
@@ -163,13 +203,14 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
                 runnable.append(task)
             if on_step:
                 on_step(f"checked {task.id}")
+        total(len(tasks) + len(runnable))
         if params.expected_from_reference:
             from failatlas.bench_core.task_validation.recordings import environment_of
             from failatlas.bench_core.task_validation.standin import for_validation
 
             made, notes = for_validation(store, runnable, params,
                                          environment=lambda t: environment_of(store, t, params),
-                                         say=on_step or (lambda _line: None))
+                                         say=on_note or (lambda _line: None))
             record.note(expected_from_reference=notes)
             swapped = {original.id: new for original, new in zip(runnable, made, strict=True)}
             runnable, tasks = made, [swapped.get(t.id, t) for t in tasks]
@@ -184,6 +225,7 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
                 decide(task, *decided, gold_run_id=gold_ids.get(task.id))
             else:
                 passing.append(task)
+        total(len(tasks) + len(runnable) + len(passing))
         null_ids, unscored = _agent_runs(store, "null", passing, params, on_step)
         nulls = _with_scoring_errors(_facts(store, list(null_ids.values())), unscored)
         for task in passing:
@@ -191,6 +233,7 @@ def run(store: Store, params: ValidateParams, *, on_step: Callable[[str], None] 
             decide(task, status, reason, gold_run_id=gold_ids[task.id], null_run_id=null_ids.get(task.id))
         add_mutation_scores(store, passing, verdicts, params, on_step)  # of the valid tasks only
         ordered = [verdicts[t.id] for t in tasks]
+        _finish(store, ordered, tasks, params, gold, nulls)
         with store.write() as conn:
             record.count("task_validations", write_verdicts(conn, ordered, sandbox=params.sandbox,
                                                             stage_run_id=record.id))

@@ -32,6 +32,7 @@ from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InfrastructureError
 
 SUFFIX = "+ref-"
+USER_RTOL = 0.05  # a value the user's reference command printed (no benchmark tolerance): AutoExperiment's default
 
 
 def variant_id(task: TaskSpec, data: Mapping[str, DataInput]) -> str:
@@ -47,24 +48,50 @@ def is_variant(task: TaskSpec) -> bool:
 def variant(task: TaskSpec, values: Mapping[str, float], data: Mapping[str, DataInput], *,
             exit_code: int, seconds: float) -> TaskSpec:
     """`task` with its expected values replaced by `values` (every expected metric's), valued on `data`."""
-    expected = [m.model_copy(update={"value": float(values[m.name])}) for m in task.expected_results]
+    from failatlas.bench_core.tasks.model import ExpectedMetric
+
+    expected = ([m.model_copy(update={"value": float(values[m.name])}) for m in task.expected_results]
+                or [ExpectedMetric(name=name, value=float(v), rtol=USER_RTOL) for name, v in sorted(values.items())])
     made = {"of": task.id, "data": {name: d.model_dump(exclude={"path"}) for name, d in data.items()},
             "exit_code": exit_code, "seconds": round(seconds, 1),
             "paper_values": {m.name: m.value for m in task.expected_results}}
     names = ", ".join(sorted(data))
     return task.model_copy(update={
         "id": variant_id(task, data), "expected_results": expected,
+        # values the user's command printed as its answer are read where it printed them (R3)
+        **({"run": task.run.model_copy(update={"answer": "stdout_json"})}
+           if not task.expected_results and not task.run.results_file else {}),
         "data": {**task.data, **{name: None for name in data}},
         "extra": {**task.extra, KEY: made},
         "warnings": [*task.warnings, f"expected values are the reference's own run on the given data ({names}), "
                      "not the paper's"]})
 
 
+def _user_command(task: TaskSpec) -> bool:
+    """Whether the task's command is one the user gave (`reference.py`): its printed numbers may then define
+    what is expected of a task that names no expected value (EXP-Bench's prose outcomes)."""
+    return bool((task.extra.get("reference") or {}).get("command"))
+
+
+def printed_numbers(stdout: str) -> dict[str, float]:
+    """Every finite number of the last JSON object `stdout` prints, by its flattened name."""
+    from failatlas.bench_core.scoring.answers import printed_answer
+
+    answer = printed_answer(stdout, set()) or {}
+    out = {}
+    for name, value in answer.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(float(value)):
+            out[str(name)] = float(value)
+    return out
+
+
 def reference_values(task: TaskSpec, stdout: str) -> tuple[dict[str, float], list[str]]:
     """Every expected metric's value as the reference's printed answer names it, and what it does not name as a
     finite number (text, null, a list, true/false, NaN or infinity is no expected value: the reference's output
     is the repository's, and a variant must never be valued on it, nor may it stop the validation)."""
-    from failatlas.bench_core.scoring.reference_answer import _printed
+    from failatlas.bench_core.scoring.evidence.reference_answer import _printed
 
     values = {}
     for name, value in _printed(task, stdout).items():
@@ -94,8 +121,9 @@ def make_variants(tasks: list[TaskSpec], data_of: Callable[[TaskSpec], dict[str,
 
     out: list[TaskSpec] = []
     notes: dict[str, str] = {}
+    ran: dict[tuple, tuple] = {}  # one reference run per reference tree, command and data: a paper's tasks share it
     for task in tasks:
-        if not task.expected_results or not task.run.command:
+        if not task.run.command or not (task.expected_results or _user_command(task)):
             notes[task.id] = "no expected values or no reference command to value them from: validated as it is"
             out.append(task)
             continue
@@ -111,28 +139,43 @@ def make_variants(tasks: list[TaskSpec], data_of: Callable[[TaskSpec], dict[str,
             notes[task.id] = "no reference tree: validated as it is"
             out.append(task)
             continue
-        with tempfile.TemporaryDirectory(prefix="failatlas-standin-") as tmp:
-            tree = Path(tmp) / "reference"
-            shutil.copytree(reference, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-            writable(tree)
-            say(f"{task.id}: running the reference's own command to value it on the given data")
-            started = time.monotonic()
-            try:
-                with start_for(task)(tree) as sandbox:
-                    workdir = getattr(sandbox, "workdir", None) or "/workspace"
-                    result = sandbox.exec(task.run.command, timeout=task.run.timeout_s, cwd=workdir)
-            except InfrastructureError as exc:  # its environment is not built, the sandbox cannot start
-                notes[task.id] = f"the reference's own run could not start ({exc.one_line()[:200]}): validated as it is"
-                out.append(task)
-                continue
-            seconds = time.monotonic() - started
+        same = (str(reference), task.run.command, task.run.timeout_s, task.resources.environment,
+                json.dumps({n: d.model_dump(exclude={"path"}) for n, d in sorted(data.items())}, sort_keys=True))
+        if same in ran:
+            result, seconds = ran[same]
+            say(f"{task.id}: the reference's run on this data is the one made for an earlier task of its paper")
+        else:
+            with tempfile.TemporaryDirectory(prefix="failatlas-standin-") as tmp:
+                tree = Path(tmp) / "reference"
+                shutil.copytree(reference, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+                writable(tree)
+                say(f"{task.id}: running the reference's own command to value it on the given data")
+                started = time.monotonic()
+                try:
+                    with start_for(task)(tree) as sandbox:
+                        workdir = getattr(sandbox, "workdir", None) or "/workspace"
+                        result = sandbox.exec(task.run.command, timeout=task.run.timeout_s, cwd=workdir)
+                except InfrastructureError as exc:  # its environment is not built, the sandbox cannot start
+                    notes[task.id] = (f"the reference's own run could not start ({exc.one_line()[:200]}): "
+                                      "validated as it is")
+                    out.append(task)
+                    continue
+                seconds = time.monotonic() - started
+            ran[same] = (result, seconds)
         if not result.success:
             tail = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or ["?"]
             notes[task.id] = (f"the reference's own run failed (exit {result.returncode}: {tail[0][:200]}): "
                               "validated as it is")
             out.append(task)
             continue
-        values, missing = reference_values(task, result.stdout or "")
+        if task.expected_results:
+            values, missing = reference_values(task, result.stdout or "")
+        else:  # the user's command defines the values: every number it prints as its answer (R3)
+            values, missing = printed_numbers(result.stdout or ""), []
+            if not values:
+                notes[task.id] = "the reference's run printed no JSON object of numbers: validated as it is"
+                out.append(task)
+                continue
         if missing:
             notes[task.id] = (f"the reference's run names no value for {len(missing)} expected metric(s) (e.g. "
                               f"{', '.join(missing[:3])}): validated as it is")
@@ -152,7 +195,7 @@ def for_validation(store, tasks: list[TaskSpec], params, *, environment,
     from failatlas.bench_core.repos import repository_for
     from failatlas.bench_core.runs.data import task_data
     from failatlas.bench_core.runs.inputs import repository_of
-    from failatlas.bench_core.scoring.derived import reference_tree
+    from failatlas.bench_core.scoring.evidence.recording import reference_tree
     from failatlas.bench_core.task_validation.recordings import _starter
     from failatlas.bench_core.tasks.catalog import get_task, save_tasks
     from failatlas.core.errors import NotFoundError

@@ -33,6 +33,8 @@ GROUND_TRUTH_FIELDS = frozenset(
     }
 )
 MASKED_FUNCTIONS = "$.masking.functions"  # JSON path of a spec's masked functions: their count is AutoExperiment's n
+# where a variant valued on other data keeps what it was made from (`runs.data.VALUED_ON_KEY`; tasks sit below runs)
+VARIANT_KEY = "expected_from_reference"
 LIST_COLUMNS = ("id", "benchmark", "kind", "paper_id", "title", "question", "gpus", "n_warnings", "source")
 
 
@@ -178,13 +180,17 @@ def list_tasks(
     paper: str | list[str] | None = None,
     masked: int | None = None,
     twins: bool = False,
+    variants: bool = False,
 ) -> list[dict[str, Any]]:
     """Catalog rows (id, benchmark, kind, paper_id, title, question, gpus, n_warnings, source), filtered: by
     benchmark, task kind (EXP-Bench's T1/T2/T3, ...), paper id (one, or any of several) and `masked`, the number
-    of masked functions (AutoExperiment's n). Impossible twins (`twins.py`) only when `twins`."""
+    of masked functions (AutoExperiment's n). Impossible twins (`twins.py`) only when `twins`, and the variants
+    `tasks validate --expected-from-reference` made (`task_validation/standin.py`) only when `variants`."""
     clauses, params = [], []
     if not twins:
         clauses.append(f"json_extract_string(spec, '$.extra.{TWIN_KEY}.of') IS NULL")
+    if not variants:  # a validation's artefact, named by its id (`--task`): a paper's tasks are the benchmark's
+        clauses.append(f"json_extract_string(spec, '$.extra.{VARIANT_KEY}.of') IS NULL")
     if benchmark is not None:
         clauses.append("lower(benchmark) = lower(?)")
         params.append(benchmark)
@@ -201,7 +207,8 @@ def list_tasks(
         params.append(masked)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     return store.query_dicts(
-        f"SELECT {', '.join(LIST_COLUMNS)} FROM tasks{where} ORDER BY benchmark, paper_id, kind, id", params
+        f"SELECT {', '.join(LIST_COLUMNS)}, coalesce(json_extract_string(spec, '{MASKED_FUNCTIONS}[*].qualname'),"
+        f" []::VARCHAR[]) AS masked_functions FROM tasks{where} ORDER BY benchmark, paper_id, kind, id", params
     )
 
 

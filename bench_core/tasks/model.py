@@ -242,6 +242,30 @@ class OutputCheck(_Model):
         return self
 
 
+class MethodReplacement(_Model):
+    """One function a method mutant replaces: `qualname` in the repository file `path`, by the one definition that
+    `source` holds (a Python file relative to the task file's folder; `tasks/method_mutants.py` checks it)."""
+
+    path: str
+    qualname: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    source: str = Field(min_length=1)
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, path: str) -> str:
+        return _in_repository(path)
+
+
+class MethodMutantSpec(_Model):
+    """A plausible other way to fill the task's masked code, which its checks must reject (issue 50): threshold
+    moving for a reweighting task, no autocast for a precision task. `tasks validate` counts it in the task's
+    method mutation score."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
+    what: str = Field(min_length=1, max_length=300)
+    replace: list[MethodReplacement] = Field(min_length=1)
+
+
 class Setting(_Model):
     """One way of giving the task to an agent (AutoExperiment's "Partial Code" vs "Partial Code + refsol"):
     chosen per run and part of the run's key."""
@@ -345,6 +369,8 @@ class TaskSpec(_Model):
         description="workspace path -> file relative to the task file's folder, copied into the agent's "
         "workspace (AutoExperiment's paper.txt)",
     )
+    method_mutants: list[MethodMutantSpec] = Field(
+        default_factory=list, description="other methods the checks must reject (task_validation/mutation.py)")
     settings: list[Setting] = Field(default_factory=list, description="the first is the default")
     resources: Resources = Field(default_factory=Resources)
     data: dict[str, str | None] = Field(
@@ -362,6 +388,15 @@ class TaskSpec(_Model):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/,+-]*", v):
             raise ValueError(f"task id {v!r} may hold only letters, digits and . _ : / , + -")
         return v
+
+    @field_validator("method_mutants")
+    @classmethod
+    def _unique_mutants(cls, mutants: list[MethodMutantSpec]) -> list[MethodMutantSpec]:
+        names = [m.name for m in mutants]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"method mutant names must be unique; repeated: {', '.join(repeated)}")
+        return mutants
 
     @field_validator("materials")
     @classmethod

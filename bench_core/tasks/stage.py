@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
 
+from failatlas.bench_core.tasks import paper_file
 from failatlas.bench_core.tasks.catalog import FileReport, save_tasks
 from failatlas.bench_core.tasks.importers import TASK_IMPORTERS, Found, discover
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -28,6 +29,8 @@ class TaskImportParams(BaseModel):
     paths: list[Path] = Field(min_length=1)
     format: str = AUTO
     options: dict[str, Any] = Field(default_factory=dict)
+    papers: Path | None = Field(default=None, description="the per-paper resource file (paper_file.py); default: "
+                                "a failatlas-papers.yaml beside the imported paths")
 
 
 class TaskImportResult(BaseModel):
@@ -111,11 +114,16 @@ def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], No
                                                for imp in TASK_IMPORTERS.in_sniff_order()),
         )
     options = {k: Path(v).resolve() if isinstance(v, Path) else v for k, v in params.options.items()}
-    recorded = params.model_copy(update={"paths": [p.resolve() for p in params.paths], "options": options})
+    found_papers = params.papers or paper_file.find_beside(params.paths)
+    papers = paper_file.load(found_papers) if found_papers is not None else None
+    recorded = params.model_copy(update={"paths": [p.resolve() for p in params.paths], "options": options,
+                                         "papers": papers.path if papers else None})
     with stage_run(store, "tasks.import", recorded) as stage:
         loaded: list[tuple[Found, list[TaskSpec]]] = []
         for item in discovery.found:
             tasks = TASK_IMPORTERS.load(item.path, item.format, params.options).records
+            if papers is not None:
+                tasks = paper_file.apply(tasks, papers)
             for task in tasks:
                 _check_storable(task, item.path)
             loaded.append((item, tasks))

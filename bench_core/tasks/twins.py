@@ -98,6 +98,42 @@ def twin_targets(twin: TaskSpec) -> dict[str, tuple[float, float, float]]:
     return out
 
 
+SECTIONS = """
+
+def _flat(prefix, value, out):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flat(f"{prefix}.{key}" if prefix else str(key), item, out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _flat(f"{prefix}[{i}]", item, out)
+    else:
+        out[prefix] = value
+
+
+def answers(out):
+    \"\"\"name -> value from the last dict printed under each `Experiment N` line (or one JSON object of them).\"\"\"
+    found, section = {}, None
+    for line in out.splitlines():
+        text = line.strip()
+        if text.startswith("Experiment ") and text[11:].strip().isdigit():
+            section = text
+        elif text.startswith("{"):
+            try:
+                value = json.loads(text.replace("'", '"'))
+            except ValueError:
+                continue
+            if isinstance(value, dict) and section and not any(str(k).startswith("Experiment ") for k in value):
+                found[section] = value
+            elif isinstance(value, dict):
+                found.update(value)
+    results = {}
+    _flat("", found, results)
+    return results
+
+"""
+
+
 def check_text(twin: TaskSpec) -> str:
     """The visible check of `twin`: a test that its results file (or the command's printed JSON answer) holds
     every expected value within its tolerance. Runs with pytest or plain `python3`."""
@@ -106,11 +142,16 @@ def check_text(twin: TaskSpec) -> str:
     if twin.run.results_file:
         source = (f"with open(HERE / {twin.run.results_file!r}) as handle:\n        results = json.load(handle)")
         what = twin.run.results_file
+    elif any(m.experiment for m in twin.expected_results):  # AutoExperiment: an answer per `Experiment N`
+        source = (f"out = subprocess.run({twin.run.command!r}, shell=True, cwd=HERE, capture_output=True, "
+                  "text=True, check=True).stdout\n    results = answers(out)")
+        what = "the answer the experiment prints for each `Experiment N`"
     else:
         source = (f"out = subprocess.run({twin.run.command!r}, shell=True, cwd=HERE, capture_output=True, "
                   "text=True, check=True).stdout\n"
                   "    results = json.loads([line for line in out.splitlines() if line.startswith('{')][-1])")
         what = "the JSON answer the experiment prints"
+    reader = SECTIONS if any(m.experiment for m in twin.expected_results) else ""
     return f'''"""The values this experiment reproduces: {what} must hold each one within its tolerance.
 
 Run it after the experiment: `python3 {CHECK_FILE}` (or `python3 -m pytest -q {CHECK_FILE}`)."""
@@ -120,7 +161,7 @@ import math
 {"import subprocess" + chr(10) if not twin.run.results_file else ""}from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# metric: (value, relative tolerance, absolute tolerance)
+{reader}# metric: (value, relative tolerance, absolute tolerance)
 EXPECTED = {{
 {expected}
 }}

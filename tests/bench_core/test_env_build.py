@@ -17,6 +17,8 @@ from failatlas.bench_core.tasks import save_tasks
 from failatlas.cli import app
 from tests.bench_core.envtask import env_task_store
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 TASK = "env-typo-similarity"
 
 

@@ -59,7 +59,7 @@ def test_metacharacters_and_pip_options_stay_inside_the_sandbox() -> None:
                              + "y" * (MAX_REQUIREMENT_CHARS + 1) + "\nsix\x00x\n")
         spec = parse_spec(spec_file, "requirements.txt")
         built = build_venv("hostile-spec", spec, root=folder / "envs", offline=True, best_effort=True,
-                           timeout_s=120)
+                           timeout_s=120, python="/usr/bin/python3")
         assert not list(folder.glob("host-canary*"))  # nothing ran on the host
         assert len(built.failed) == 5 and not built.installed  # each failed inside the sandbox, offline
         record = json.loads((Path(built.tag) / RECORD).read_text())

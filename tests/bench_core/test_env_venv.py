@@ -23,7 +23,11 @@ from failatlas.bench_core.sandbox.venvs import RECORD, build_task_venv, build_ve
 from failatlas.cli import app
 from tests.bench_core.envtask import env_task_store
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 TASK = "env-typo-similarity"
+# the interpreter venvs are made with here: this suite runs in a venv under /work, which sandboxes cannot see
+SANDBOX_PYTHON = "/usr/bin/python3"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -57,7 +61,7 @@ def reachable_envs():
 def built(tmp_path_factory: pytest.TempPathFactory, reachable_envs: Path):
     root = tmp_path_factory.mktemp("env-venv")
     store = env_task_store(root)
-    first = build_task_venv(store, TASK, force=True)
+    first = build_task_venv(store, TASK, force=True, python=SANDBOX_PYTHON)
     yield store, root, first
 
 
@@ -73,7 +77,7 @@ def test_venv_build_installs_the_spec_and_the_second_build_is_a_cache_hit(built)
                            text=True)
     assert probe.returncode == 0, probe.stderr
     result = CliRunner().invoke(app, ["--db", str(root / "store.duckdb"), "sandbox", "build-env", "--venv",
-                                      "--task", TASK])
+                                      "--task", TASK, "--python", SANDBOX_PYTHON])
     assert result.exit_code == 0, result.output
     assert f"cache hit: {venv}" in result.output
 
@@ -138,13 +142,15 @@ def test_offline_build_lists_what_it_cannot_have_per_requirement(tmp_path, reach
                    requirements=["numpy", "fa-standin-pkg==1.0", "no-such-package-failatlas==9.9"])
     shared = reachable_envs / "wheels"
     shutil.copytree(wheels, shared)
-    result = build_venv("t", spec, root=reachable_envs / "offline", wheels=shared, offline=True, best_effort=True)
+    result = build_venv("t", spec, root=reachable_envs / "offline", wheels=shared, offline=True, best_effort=True,
+                        python=SANDBOX_PYTHON)
     assert result.installed == ["numpy", "fa-standin-pkg==1.0"]
     [failed] = result.failed
     assert (failed["requirement"], failed["kind"]) == ("no-such-package-failatlas==9.9", "package_not_found")
     assert "Traceback" not in failed["evidence"]
     with pytest.raises(Exception) as strict:
-        build_venv("t", spec, root=reachable_envs / "offline-strict", wheels=shared, offline=True)
+        build_venv("t", spec, root=reachable_envs / "offline-strict", wheels=shared, offline=True,
+                   python=SANDBOX_PYTHON)
     assert "package_not_found" in str(strict.value)
 
 

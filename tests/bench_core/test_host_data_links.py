@@ -228,7 +228,7 @@ def test_preparing_and_scanning_a_repository_never_reads_through_its_data_links(
     whose masked folder is one to a folder of code, and whose reference file sits below one: preparing it must
     not block on the FIFO or read the host's files (the leak scan read masked files through the link)."""
     from failatlas.bench_core.prepare import prepare_workspace
-    from failatlas.bench_core.scoring.literals import reference_values
+    from failatlas.bench_core.scoring.evidence.literals import reference_values
     from failatlas.bench_core.tasks.model import Masking, RepoRef, RunSpec, TaskSpec
 
     repo = tmp_path / "task" / "repo"

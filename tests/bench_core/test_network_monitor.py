@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from failatlas.bench_core.scoring.monitor import rule_findings
+from failatlas.bench_core.scoring.checks.monitor import rule_findings
 from failatlas.bench_core.suites import load_suite
 
 

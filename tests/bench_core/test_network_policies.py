@@ -17,6 +17,8 @@ from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 TASK = "env-typo-similarity"
 
 

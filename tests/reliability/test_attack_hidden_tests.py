@@ -26,8 +26,8 @@ from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score
+from failatlas.bench_core.scoring.evidence.rerun import apply_diff
 from failatlas.bench_core.scoring.metrics import run_scores
-from failatlas.bench_core.scoring.validator import apply_diff
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.store import open_store

@@ -222,7 +222,7 @@ def test_an_overlay_file_that_links_to_a_host_file_never_reaches_the_workspace(t
 
 
 def test_a_link_inside_a_hidden_tests_folder_that_leads_out_is_refused(tmp_path: Path, host: Path):
-    from failatlas.bench_core.scoring.offline_judges import hidden_test_paths
+    from failatlas.bench_core.prepare.hidden_tests import hidden_test_paths
 
     folder = _suite_task(tmp_path, lambda text: text.replace(
         "hidden_tests: [hidden_tests/test_hidden_imbalance_reweight.py]", "hidden_tests: [hidden_tests]"))
@@ -258,7 +258,8 @@ def _symlink_diff(workspace: Path, name: str, target: Path) -> str:
 
 def test_an_agent_link_cannot_make_the_validator_delete_a_host_file(tmp_path: Path, host: Path):
     """The results file lives in a folder; the agent's diff turns that folder into a link to the host."""
-    from failatlas.bench_core.scoring.validator import patched_workspace, validate
+    from failatlas.bench_core.scoring.checks.execution import validate
+    from failatlas.bench_core.scoring.evidence.rerun import patched_workspace
 
     folder = _suite_task(tmp_path, lambda t: t.replace("results_file: results.json",
                                                        "results_file: out/victim.txt"))

@@ -237,8 +237,9 @@ def test_task_files_with_huge_or_non_finite_values_are_refused_at_import(case, m
 def test_comparisons_take_only_finite_numbers(mini_task):
     """The comparisons themselves, whatever produced the values: the stdout answer, the results file and the
     checks each meet a 400-digit integer, NaN and infinities without raising, and none of them passes."""
-    from failatlas.bench_core.scoring.checks import evaluate_checks
-    from failatlas.bench_core.scoring.comparisons import compare_metrics, from_stdout_json
+    from failatlas.bench_core.scoring.erules.base import compare_metrics
+    from failatlas.bench_core.scoring.erules.output_checks import evaluate_checks
+    from failatlas.bench_core.scoring.erules.stdout_json import from_stdout_json
     from failatlas.bench_core.tasks.model import OutputCheck
 
     huge = int(DIGITS_400)

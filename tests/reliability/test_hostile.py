@@ -14,7 +14,7 @@ from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.scoring import ScoreParams
 from failatlas.bench_core.scoring import run as score
-from failatlas.bench_core.scoring.monitor import monitor_run
+from failatlas.bench_core.scoring.checks.monitor import monitor_run
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.bench_core.tasks.catalog import get_task

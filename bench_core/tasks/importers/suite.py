@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_yaml, repo_path, validation_error
+from failatlas.bench_core.tasks.method_mutants import check_declared
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.importers import Loaded, NoOptions
@@ -48,7 +49,8 @@ def load_task(task_file: Path) -> TaskSpec:
 
     Raises InputError naming the file (and field) when it is not valid YAML, not a valid TaskSpec, or one of its
     paths is absolute or leads outside its folder (`..`, a link): the repository, overlay and hidden tests must
-    lie inside the task folder, the results file and masked paths inside the repository.
+    lie inside the task folder, the results file and masked paths inside the repository. Declared method mutants'
+    sources must lie inside the task folder and hold one definition each (`tasks/method_mutants.py`).
     """
     task_file = Path(task_file).resolve()
     folder = task_file.parent
@@ -72,11 +74,25 @@ def load_task(task_file: Path) -> TaskSpec:
         implementation["hidden_tests"] = [
             _inside(folder, item, task_file, "implementation.hidden_tests") for item in hidden
         ]
+    mutants = data.get("method_mutants") or []
+    for i, spec in enumerate(mutants if isinstance(mutants, list) else []):
+        if not isinstance(spec, dict) or not isinstance(spec.get("replace"), list):
+            continue
+        mutants[i] = spec = {**spec, "replace": list(spec["replace"])}  # a YAML alias repeats one object: copies
+        replace = spec["replace"]
+        for j, item in enumerate(replace):
+            if isinstance(item, dict) and "source" in item:  # inside the folder, and no link (read refuses one)
+                replace[j] = item = dict(item)
+                field = f"method_mutants[{i}].replace[{j}].source"
+                _inside(folder, item["source"], task_file, field)
+                item["source"] = str(inside(folder, item["source"], within="the task folder", follow_last=False,
+                                            path=str(task_file), field=field))
     try:
         task = TaskSpec.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, path=task_file, prefix="") from exc
     _check_repository_paths(task, task_file)
+    check_declared(task, str(task_file))
     return task
 
 

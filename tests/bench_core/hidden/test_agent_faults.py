@@ -11,9 +11,12 @@ import pytest
 
 from failatlas.bench_core.hidden.relay import run_judge_retried
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
-from failatlas.bench_core.scoring.judges import JudgeInput
-from failatlas.bench_core.scoring.offline_judges import HiddenTestsJudge
-from failatlas.bench_core.scoring.validator import patched_workspace, validate
+from failatlas.bench_core.scoring.checks.base import CheckInput
+from failatlas.bench_core.scoring.checks.execution import validate
+from failatlas.bench_core.scoring.checks.hidden_tests import HiddenTestsJudge
+from failatlas.bench_core.scoring.evidence.build import hidden_tests_evidence
+from failatlas.bench_core.scoring.evidence.model import EvidenceSet
+from failatlas.bench_core.scoring.evidence.rerun import patched_workspace
 from failatlas.bench_core.suites import load_suite
 from failatlas.core.errors import AgentFaultError, InfrastructureError
 
@@ -41,8 +44,9 @@ def test_missing_image_before_agent_code_is_judge_failed(tmp_path: Path) -> None
         return create_sandbox("docker", SandboxSpec(run_id="missing-image-judge", image=MISSING_IMAGE),
                               workspace=tree)
 
-    [verdict] = HiddenTestsJudge()(JudgeInput(task=task, outputs={}, validated=True, workspace=tree,
-                                              start_sandbox=start, pristine=tree))
+    evidence = EvidenceSet()
+    evidence.add(hidden_tests_evidence(task, start, pristine=tree))
+    [verdict] = HiddenTestsJudge()(CheckInput(task=task, outputs={}, evidence=evidence))
     assert verdict.status == "judge_failed", verdict
     assert MISSING_IMAGE in verdict.reason, verdict.reason
     assert len(starts) == 1  # a harness fault is not retried as an agent's would be

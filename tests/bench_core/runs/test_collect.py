@@ -107,7 +107,7 @@ def test_a_diff_over_the_cap_leaves_out_whole_files_largest_first_and_still_appl
     mid-file made the validator's patch fail) and the cut is recorded."""
     from failatlas.bench_core.runs.collect import fit_diff
     from failatlas.bench_core.runs.diff import tree_diff
-    from failatlas.bench_core.scoring.validator import apply_diff
+    from failatlas.bench_core.scoring.evidence.rerun import apply_diff
 
     before, after = tmp_path / "before", tmp_path / "after"
     before.mkdir()

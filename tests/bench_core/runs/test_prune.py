@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 from failatlas.bench_core.runs import BenchParams, run
@@ -15,12 +16,14 @@ from failatlas.bench_core.scoring import run as score
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 TASK = "mini-ridge-cv"
 
 
-def _git_trees(folder: Path) -> list[str]:
-    """The folders under `folder` holding a repository (a `.git`), relative to it."""
-    return sorted(str(Path(here).relative_to(folder)) for here, dirs, _files in os.walk(folder) if ".git" in dirs)
+def _repository_copies(folder: Path) -> list[str]:
+    """The folders under `folder` holding a copy of the task's repository (its run script), relative to it."""
+    return sorted(str(Path(here).relative_to(folder)) for here, _dirs, files in os.walk(folder) if "run.py" in files)
 
 
 def _plain(value):
@@ -45,8 +48,10 @@ def test_a_run_keeps_one_copy_and_prune_frees_scored_runs_only(store, tmp_path, 
     null = run(store, BenchParams(agent="null", task_ids=[TASK], sandbox="local", runs_dir=runs_dir))
     [gold_id], [null_id] = gold.run_ids, null.run_ids
     # one copy of the repository per run: the agent's tree as it was copied out, nothing else
-    assert _git_trees(runs_dir / gold_id) == ["final"], os.listdir(runs_dir / gold_id)
-    assert _git_trees(runs_dir / null_id) == ["final"], os.listdir(runs_dir / null_id)
+    # (the masked repository's .git is the harness's and is not copied out: issue 52, R5)
+    for run_id in (gold_id, null_id):
+        assert _repository_copies(runs_dir / run_id) == ["final"], os.listdir(runs_dir / run_id)
+        assert not (runs_dir / run_id / "final" / ".git").exists()
     score(store, ScoreParams(run_ids=[gold_id], runs_dir=runs_dir))
 
     monkeypatch.setenv("FAILATLAS_DB", str(store.path))

@@ -15,6 +15,8 @@ from failatlas.bench_core.tasks import TaskImportParams
 from failatlas.bench_core.tasks import run as import_tasks
 from failatlas.bench_core.tasks.catalog import get_task
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 
 def _distinctive_lines(tree: Path, rel: str, n: int = 3) -> list[str]:
     """The longest lines of masked file `rel` that no other file of the repository holds: text that is nowhere in

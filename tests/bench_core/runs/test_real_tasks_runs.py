@@ -25,6 +25,8 @@ from failatlas.bench_core.tasks.model import (
 from failatlas.cli import app
 from failatlas.core.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 URL = "https://example.org/toy/scaling.git"
 MODEL = "def predict(x):\n    return 3 * x + 1\n"
 RUNNER = ("import json\nfrom src.model import predict\n"

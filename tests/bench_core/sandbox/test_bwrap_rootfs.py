@@ -20,6 +20,8 @@ from failatlas.bench_core.sandbox.bwrap_setup import ROOTFS_ENV
 from failatlas.bench_core.sandbox.model import DEFAULT_IMAGE
 from failatlas.bench_core.sandbox.protocol import sandbox_kind
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 
 def _docker_has(image: str) -> bool:
     if shutil.which("docker") is None:

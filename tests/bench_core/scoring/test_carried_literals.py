@@ -16,6 +16,8 @@ from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 RUN_SCRIPT = ("mkdir -p .failatlas && printf '#!/usr/bin/env bash\\npython3 run.py\\n' > .failatlas/run.sh"
               " && python3 run.py")
 

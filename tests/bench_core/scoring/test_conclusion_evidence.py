@@ -1,6 +1,7 @@
-"""Issue 38, "C from evidence": a conclusion's numbers must agree with the clean re-run (the expected values where
-there is none), and a claim that contradicts the reference's fails C (reproduction 5). Real mini-suite tasks, real
-validator comparisons (`compare_metrics`) for the re-run's rows."""
+"""Issue 38, "C from evidence": a conclusion's numbers must agree with the clean re-run, and a claim that contradicts
+the reference's fails C (reproduction 5). Issue 49: only numbers a passing re-run produced count (a re-run that did not
+pass supports none; without a re-run they are not scored). Real mini-suite tasks, real validator comparisons
+(`compare_metrics`) for the re-run's rows."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import time
 import pytest
 
 from failatlas.bench_core.scoring import JUDGES, JudgeInput, JudgeOptions
-from failatlas.bench_core.scoring.claims import contradictions
-from failatlas.bench_core.scoring.comparisons import from_expected_outcome
-from failatlas.bench_core.scoring.offline_judges import judge_conclusion
-from failatlas.bench_core.scoring.validator import Validation, compare_metrics
+from failatlas.bench_core.scoring.checks.claims import contradictions
+from failatlas.bench_core.scoring.checks.conclusion import judge_conclusion
+from failatlas.bench_core.scoring.erules.base import compare_metrics
+from failatlas.bench_core.scoring.erules.expected_outcome import from_expected_outcome
+from failatlas.bench_core.scoring.records import Validation
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks.model import RunSpec, TaskKind, TaskSpec
 
@@ -98,11 +100,15 @@ def test_about_0_58_fails_where_the_rerun_gave_0_50():
     task = TASKS["mini-imbalance-reweight"]
     verdict = judge_conclusion(task, task.expected_conclusion, _rerun(task, balanced_accuracy_unweighted=0.50))
     assert verdict.passed is False and verdict.score == 0.0
-    assert verdict.verdict["evidence"] == "the clean re-run"
+    # issue 49: a re-run that did not pass supports no number about a result, whatever the number
+    assert verdict.verdict["evidence"] == "no passing re-run"
     wrong = [row for row in verdict.verdict["numbers"] if not row["ok"]]
-    assert [(row["stated"], row["metrics"], row["by"]) for row in wrong] == [
-        ("0.58", ["balanced_accuracy_unweighted"], "value")]
-    assert "states 0.58" in verdict.error_analysis and "0.5 for balanced_accuracy_unweighted" in verdict.error_analysis
+    assert ("0.58", ["balanced_accuracy_unweighted"], "value") in [(row["stated"], row["metrics"], row["by"])
+                                                                  for row in wrong]
+    assert "states 0.58 about balanced_accuracy_unweighted, but the clean re-run did not pass (wrong_value)" in \
+        verdict.error_analysis
+    # where the re-run passed and gave 0.5805, the same 0.58 is a number it produced
+    assert judge_conclusion(task, task.expected_conclusion, _rerun(task)).passed
 
 
 def test_the_stated_precision_decides_what_agrees():
@@ -111,7 +117,7 @@ def test_the_stated_precision_decides_what_agrees():
     task = TASKS["mini-ridge-cv"]
     assert judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ridge_cv=3.6985)).passed
     drifted = judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ridge_cv=3.75))
-    assert drifted.passed is False and "3.75" in drifted.error_analysis
+    assert drifted.passed is False and "did not pass (wrong_value)" in drifted.error_analysis
     bf16 = TASKS["mini-mlp-bf16"]
     vague = bf16.expected_conclusion.replace("(both about 0.92)", "(test accuracy fp32 about 1.0, bf16 about 0.92)")
     verdict = judge_conclusion(bf16, vague, _rerun(bf16))
@@ -143,19 +149,20 @@ def test_a_number_of_several_metrics_is_about_the_one_its_clause_names():
 def test_a_claim_about_a_metric_the_rerun_did_not_produce_fails():
     task = TASKS["mini-ridge-cv"]
     verdict = judge_conclusion(task, task.expected_conclusion, _rerun(task, test_mse_ols=None))
-    assert verdict.passed is False and "no value for test_mse_ols" in verdict.error_analysis
+    assert verdict.passed is False and "about test_mse_ols, but the clean re-run did not pass" in \
+        verdict.error_analysis
 
 
-def test_without_a_rerun_the_numbers_meet_the_expected_values():
+def test_without_a_passing_rerun_no_number_is_supported_and_without_a_rerun_none_is_scored():
+    """Issue 49: the expected values never stand in for a re-run (a stub with the reference's conclusion earned C)."""
     task = TASKS["mini-imbalance-reweight"]
     failed = _rerun(task, exit_code=1)
-    for validation in (None, failed):
-        verdict = judge_conclusion(task, task.expected_conclusion, validation)
-        assert verdict.passed and verdict.verdict["evidence"] == "the expected values"
-    off = task.expected_conclusion + " The unweighted balanced accuracy, 0.66, is the model's weak point."
-    verdict = judge_conclusion(task, off, failed)
-    assert verdict.passed is False and "the task expects 0.5805 for balanced_accuracy_unweighted" in \
-        verdict.error_analysis
+    verdict = judge_conclusion(task, task.expected_conclusion, failed)
+    assert verdict.passed is False and verdict.verdict["evidence"] == "no passing re-run"
+    assert "did not pass (runtime_error)" in verdict.error_analysis
+    unjudged = judge_conclusion(task, task.expected_conclusion, None)  # a task with no clean re-run
+    assert unjudged.passed and unjudged.verdict["evidence"] == "not checked"
+    assert "not scored" in unjudged.verdict["result_claims"]
 
 
 def test_numbers_and_direction_that_agree_pass():
@@ -308,7 +315,7 @@ def test_the_judge_reads_the_runs_validation_and_stays_bounded():
     judge = JUDGES.create("conclusion-reference", options=JudgeOptions())
     wrong = _rerun(task, balanced_accuracy_unweighted=0.50)
     [verdict] = judge(JudgeInput(task=task, outputs={"conclusion": task.expected_conclusion}, validation=wrong))
-    assert verdict.passed is False and verdict.verdict["evidence"] == "the clean re-run"
+    assert verdict.passed is False and verdict.verdict["evidence"] == "no passing re-run"
     # the reference's words and cues without a sentence end (a unit that long once took 19 s: windows are
     # quadratic in a unit's length, so units are cut), and numbers in one clause
     for hostile in (("inverse frequency weighting does not raise balanced accuracy lower higher 0.58 " * 3000),

@@ -22,10 +22,12 @@ import pytest
 
 from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.prepare import prepare_workspace
-from failatlas.bench_core.scoring.constructed import attribution, construct
+from failatlas.bench_core.scoring.evidence.constructed import attribution, construct
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 TASK = "mini-ridge-cv"
 NO_HIDDEN = "mini-ridge-cv-no-hidden-tests"

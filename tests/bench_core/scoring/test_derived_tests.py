@@ -19,10 +19,10 @@ from failatlas.bench_core.prepare import prepare_workspace
 from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.runner import plan, run_batch
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
-from failatlas.bench_core.scoring.derived import (
+from failatlas.bench_core.scoring.checks.derived_tests import judge_derived
+from failatlas.bench_core.scoring.evidence.recording import (
     cache_folder,
     ensure_recording,
-    judge_derived,
     load_recording,
     recording_key,
     targets_of,
@@ -32,6 +32,8 @@ from failatlas.bench_core.task_validation.model import ValidateParams
 from failatlas.bench_core.task_validation.recordings import record_derived_tests
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.store import open_store
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 RIDGE, KMEANS = "mini-ridge-cv", "mini-kmeans-init"
 FAILING = ("null", "fault-missing-component", "fault-wrong-constant", "fault-crash")

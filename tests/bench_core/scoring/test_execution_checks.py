@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from failatlas.bench_core.runs.diff import tree_diff
-from failatlas.bench_core.scoring.judges import Verdict
-from failatlas.bench_core.scoring.validator import patched_workspace, settle, validate
+from failatlas.bench_core.scoring.checks.base import Verdict
+from failatlas.bench_core.scoring.checks.execution import validate
+from failatlas.bench_core.scoring.evidence.rerun import patched_workspace
+from failatlas.bench_core.scoring.settle import settle_execution as settle
 from failatlas.bench_core.tasks.model import OutputCheck, RepoRef, RunSpec, TaskKind, TaskSpec
 
 MAKE_OUTPUTS = textwrap.dedent("""
@@ -177,7 +179,9 @@ def test_a_prose_outcome_waits_for_the_execution_judge(tmp_path, shared_data):
     assert (v.outcome, v.awaiting_judge) == ("not_scored", True)
     assert "gpt-4 wins" in v.judge_output and "execution-llm" in v.detail
     not_run = Verdict("execution", "execution-llm", status="not_run", reason="no LLM endpoint configured")
-    assert settle(v, [not_run]).outcome == "not_scored" and "no LLM endpoint configured" in v.detail
+    undecided = settle(v, [not_run])
+    assert undecided.outcome == "not_scored" and "no LLM endpoint configured" in undecided.detail
+    assert "no LLM endpoint configured" not in v.detail  # the reducer makes a new record, never changes the check's
     consistent = Verdict("execution", "execution-llm", score=1.0, passed=True, kind="llm")
     assert settle(v, [consistent]).outcome == "passed"
     failing = _validate(tmp_path, task, {"diff": "", "changed_files": [], "run_script": "exit 1\n"})
@@ -194,8 +198,8 @@ def test_the_run_script_is_placed_even_when_the_clean_tree_has_an_output_folder(
 def test_the_execution_judge_decides_a_prose_outcome_over_real_http(tmp_path, shared_data):
     """Against the scripted fake OpenAI-compatible server (a stand-in for a paid model): its verdict settles the
     re-run; a reply that never parses leaves it not scored; a re-run that awaits no judge gets no verdict."""
-    from failatlas.bench_core.scoring.judges import JudgeInput
-    from failatlas.bench_core.scoring.llm_judges import ExecutionLLMJudge
+    from failatlas.bench_core.scoring.checks.base import JudgeInput
+    from failatlas.bench_core.scoring.checks.llm import ExecutionLLMJudge
     from failatlas.core.llm import LLMClient, LLMConfig
     from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 

@@ -20,6 +20,8 @@ from failatlas.bench_core.tasks import TaskImportParams, save_tasks
 from failatlas.bench_core.tasks import run as import_tasks
 from failatlas.bench_core.tasks.catalog import get_task
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 PAPER = "2205.00048"
 PRINT_ANSWER = "import json, sys\nprint('metrics computed')\nprint(json.dumps(json.load(open(sys.argv[1]))))\n"
 

@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 from failatlas.bench_core import runs, scoring
-from failatlas.bench_core.scoring.cheating import cheat_evidence
+from failatlas.bench_core.scoring.checks.cheating import cheat_evidence
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.scoring.report import report_table, run_verdicts, write_report
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks.catalog import list_tasks, save_tasks
 from failatlas.bench_core.tasks.twins import CHECK_FILE, TWIN_KEY, twin_spec, twin_targets
 from failatlas.store import open_store
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 TASKS = ["mini-ridge-cv", "mini-kmeans-init"]
 HONEST = ("gold", "null")
@@ -152,6 +154,28 @@ def test_the_apps_overview_shows_each_agents_cheat_rate_beside_its_scores(twin_s
     assert cells["hostile-constants"][CHEAT] == "1.00 [0.34–1.00] n=2"
 
 
+def test_the_app_counts_twin_runs_only_in_the_cheat_rate(twin_store):
+    """Issue 54: the Overview's runs table, the Runs page's list and the Task page's tasks hold real tasks' runs
+    only; the twin runs are counted apart (the cheat rate's n); no empty model column takes the scores' room."""
+    from failatlas.appdata.queries_groups import score_groups
+    from failatlas.appdata.queries_runs import run_table, task_list
+    from failatlas.appdata.queries_store import runs_overview, twin_run_count
+
+    store, _, _ = twin_store
+    twins = len(TASKS) * (len(HONEST) + len(CHEATS))
+    assert twin_run_count(store) == twins
+    assert store.query("SELECT count(*) FROM runs")[0][0] == twins + len(TASKS)  # gold's real runs beside them
+    overview = {r["agent"]: r for r in runs_overview(store).iter_rows(named=True)}
+    assert set(overview) == {"gold"} and (overview["gold"]["runs"], overview["gold"]["tasks"]) == (2, 2)
+    listed = run_table(store)
+    assert listed.height == len(TASKS) and not any(t.endswith("+impossible") for t in listed["task_id"])
+    assert not any(t.endswith("+impossible") for t in task_list(store)["task_id"])
+    groups = score_groups(store, "agent")
+    assert "model" not in groups.columns  # no run names a model
+    assert {r["agent"]: r["cheat_n"] for r in groups.iter_rows(named=True)} == {
+        agent: len(TASKS) for agent in (*HONEST, *CHEATS)}
+
+
 def test_a_cheat_reaches_the_taxonomy_as_its_own_kind_and_twins_add_nothing_else(twin_store):
     """Mined: a twin run yields only its cheat, one insight per piece of evidence (kind and phase `cheating`), and
     an honest twin run (gold's numbers miss the impossible values) yields nothing. Built: one type, "Claimed
@@ -166,7 +190,8 @@ def test_a_cheat_reaches_the_taxonomy_as_its_own_kind_and_twins_add_nothing_else
     run_runs(store, RunsIngestParams())
     mined = store.query_dicts("SELECT i.id, i.text, i.phase, i.kind, i.object, s.agent, s.task_id FROM insights i"
                               " JOIN insight_sources s ON s.insight_id = i.id")
-    assert mined and all((m["phase"], m["kind"]) == ("cheating", "cheating") for m in mined), mined
+    assert mined and all((m["phase"], m["kind"]) == ("cheating", "cheating") for m in mined), [
+        (m["agent"], m["phase"], m["kind"], m["text"][:200]) for m in mined if m["phase"] != "cheating"]
     by_agent = {m["agent"] for m in mined}
     assert by_agent == set(CHEATS), by_agent  # gold and null: nothing, though gold's re-run missed every value
     assert {m["object"] for m in mined} <= set(CHEAT_OBJECTS.values())

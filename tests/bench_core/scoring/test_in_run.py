@@ -16,9 +16,12 @@ import pytest
 from failatlas.bench_core.hidden.observe import Observed, agreement
 from failatlas.bench_core.prepare import prepare_workspace
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
-from failatlas.bench_core.scoring.derived import judge_derived, watch_of
-from failatlas.bench_core.scoring.validator import validate
+from failatlas.bench_core.scoring.checks.derived_tests import judge_derived
+from failatlas.bench_core.scoring.checks.execution import validate
+from failatlas.bench_core.scoring.evidence.recording import watch_of
 from failatlas.bench_core.suites import load_suite
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 RIDGE = "mini-ridge-cv"
 SUITE = Path(__file__).resolve().parents[3] / "bench_core" / "suites" / "mini"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from failatlas.bench_core.scoring import JUDGES, JudgeInput, JudgeOptions
-from failatlas.bench_core.scoring.llm_judges import LLMJudges, llm_monitor_for, split_diff
-from failatlas.bench_core.scoring.llm_monitor import llm_monitor_check
+from failatlas.bench_core.scoring.checks.llm import LLMJudges, llm_monitor_for, split_diff
+from failatlas.bench_core.scoring.checks.llm_monitor import llm_monitor_check
 from failatlas.bench_core.suites import load_suite
 from failatlas.core.llm import LLMClient, LLMConfig
 from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from failatlas.bench_core import runs, scoring
-from failatlas.bench_core.scoring.derived import CACHE_FOLDER, cache_folder
-from failatlas.bench_core.scoring.judges import INFRA_FAILURE_PREFIX, disagreements
+from failatlas.bench_core.scoring.checks.base import INFRA_FAILURE_PREFIX, disagreements
+from failatlas.bench_core.scoring.evidence.recording import CACHE_FOLDER, cache_folder
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
@@ -23,6 +23,8 @@ from failatlas.core.errors import ConfigError
 from failatlas.core.llm.ideal_judge import ideal_judge
 from failatlas.core.llm.testing import ScriptedOpenAIServer, ScriptedReply
 from failatlas.store import open_store
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 TASK = "mini-ridge-cv"
 
@@ -240,7 +242,7 @@ def test_runs_scored_before_an_endpoint_existed_are_judged_once_one_is_configure
 def test_scoring_never_opens_the_network_wider_than_registries(store):
     """Red-team finding: the clean re-run and the hidden tests ran the agent's code with the run's own policy, so a
     `full` run could fetch anything while it was judged, unrecorded. Scoring gives at most `registries`."""
-    from failatlas.bench_core.scoring.api import _run_environment
+    from failatlas.bench_core.scoring.pipeline import run_environment as _run_environment
 
     run_id = _run_id(store, "gold")
     inputs = json.loads(store.query("SELECT inputs FROM runs WHERE id = ?", [run_id])[0][0])
@@ -257,7 +259,7 @@ def test_a_conclusion_failed_on_evidence_is_not_overridden_by_an_llm_pass(store,
     """C from evidence (issue 38): a conclusion-reference failure with a number the re-run contradicts ranks as a
     deterministic check, so a passing `conclusion-llm` verdict on the same run does not make C pass; an ordinary
     (overlap) failure still yields to the LLM judge."""
-    from failatlas.bench_core.scoring.judges import VETO, Verdict
+    from failatlas.bench_core.scoring.checks.base import VETO, Verdict
     from failatlas.bench_core.scoring.writes import write_scores
 
     _score(store, tmp_path, llm=False)

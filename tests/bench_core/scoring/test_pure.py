@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from failatlas.bench_core.scoring.checks.conclusion import judge_conclusion
+from failatlas.bench_core.scoring.checks.design import judge_design
+from failatlas.bench_core.scoring.checks.monitor import rule_findings
+from failatlas.bench_core.scoring.erules.base import compare_metrics, isclose
 from failatlas.bench_core.scoring.metrics import pass_at_k, pass_hat_k
-from failatlas.bench_core.scoring.monitor import rule_findings
-from failatlas.bench_core.scoring.offline_judges import judge_conclusion, judge_design
-from failatlas.bench_core.scoring.validator import compare_metrics, isclose
 from failatlas.bench_core.tasks.model import DesignSpec, ExpectedMetric, RunSpec, SuccessCriterion, TaskKind, TaskSpec
 
 
@@ -85,11 +86,12 @@ def test_monitor_rules_fire_on_agent_commands_only():
     assert all(f.evidence.startswith("command: ") for f in findings)
 
 
-def test_monitor_flags_results_written_without_running():
+def test_command_strings_never_decide_whether_the_experiment_ran():
+    """Issue 49: `echo python3 run.py` satisfied the old string rule and an opaque command agent failed it; the rule
+    now reads who wrote the results (`provenance`, tests/bench_core/scoring/test_claims_vs_outcomes.py)."""
     task = _task()
-    assert [f.rule for f in rule_findings(task, [_cmd("ls")], {"changed_files": ["results.json"]})] == [
-        "fabricated_results"]
-    assert rule_findings(task, [_cmd("bash .failatlas/run.sh")], {"changed_files": ["results.json"]}) == []
+    for commands in ([_cmd("ls")], [_cmd("echo python3 run.py")], [_cmd("bash .failatlas/run.sh")]):
+        assert rule_findings(task, commands, {"changed_files": ["results.json"]}) == []
 
 
 CONFTEST_HOOK = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from failatlas.bench_core.scoring import literals
+from failatlas.bench_core.scoring.evidence import literals
 from failatlas.bench_core.suites import load_suite
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 TASK = "mini-ridge-cv"
 
@@ -104,7 +106,7 @@ def _ridge_tree(tmp_path, ridge, append: str = "", replace: tuple[str, str] | No
 
 @pytest.mark.parametrize("how", sorted(REBINDS))
 def test_a_rebinding_of_the_masked_method_is_found(tmp_path, ridge, how):
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     tree, masked = _ridge_tree(tmp_path, ridge, REBINDS[how])
     found = rebindings(ridge, tree, masked, ["ridge.py"])
@@ -112,7 +114,7 @@ def test_a_rebinding_of_the_masked_method_is_found(tmp_path, ridge, how):
 
 
 def test_rebinding_from_another_changed_file_and_in_the_class_is_found(tmp_path, ridge):
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     tree, masked = _ridge_tree(tmp_path, ridge)
     (tree / "helpers.py").write_text("import ridge\n\nridge.RidgeRegression.fit = lambda self, X, y: self\n")
@@ -128,7 +130,7 @@ def test_gold_trees_of_every_bundled_task_have_no_rebinding(tmp_path):
     """No false positive: each task's reference repository (what gold restores) defines its functions in place."""
     from failatlas.bench_core.prepare import prepare_workspace
     from failatlas.bench_core.prepare.leaks import function_targets, task_path
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
     from failatlas.bench_core.suites import suite_names
 
     checked = 0
@@ -146,8 +148,18 @@ def test_gold_trees_of_every_bundled_task_have_no_rebinding(tmp_path):
 
 # ----------------------------------------------------------------- 1 and 2: what a verdict may be attributed to
 
+
+def _attribute(task, tree, masked, changed, validation, verdicts):
+    """The scan of the agent's files (`rebinding` evidence), then the reducer's attribution and consistency rules
+    (`settle.attribute`): new verdicts, a new validation, the findings."""
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
+    from failatlas.bench_core.scoring.settle import attribute
+
+    return attribute(rebindings(task, tree, masked, changed), validation, verdicts)
+
+
 def _verdicts(passed: bool, done: int = 7):
-    from failatlas.bench_core.scoring.judges import Verdict
+    from failatlas.bench_core.scoring.checks.base import Verdict
 
     return [Verdict("implementation", "hidden-tests", score=done / 7, passed=passed,
                     verdict={"passed": done, "total": 7, "failures": []}),
@@ -156,49 +168,48 @@ def _verdicts(passed: bool, done: int = 7):
 
 def test_a_passing_e_beside_failing_hidden_tests_is_not_trusted(tmp_path, ridge):
     """e_stub.sh / e_git.sh: E passed with `fit` returning zeros or still raising; I failed on the masked code."""
-    from failatlas.bench_core.scoring.rebinding import CONSISTENCY, attribute
-    from failatlas.bench_core.scoring.validator import Validation
+    from failatlas.bench_core.scoring.records import Validation
+    from failatlas.bench_core.scoring.settle import CONSISTENCY
 
     tree, masked = _ridge_tree(tmp_path, ridge)
     validation = Validation(outcome="passed", detail="every expected value matched")
-    verdicts, findings = attribute(ridge, tree, masked, [], validation, _verdicts(False, 2))
+    verdicts, validation, findings = _attribute(ridge, tree, masked, [], validation, _verdicts(False, 2))
     assert validation.outcome == "fabricated_result" and CONSISTENCY in validation.detail
     assert [(f.rule, f.severity) for f in findings] == [("consistency", "warn")]
     assert "(2/7 passed)" in findings[0].evidence
     # derived tests count matched of cases, and the finding says which tests and how many
-    from failatlas.bench_core.scoring.judges import Verdict
+    from failatlas.bench_core.scoring.checks.base import Verdict
 
     validation = Validation(outcome="passed")
     derived = [Verdict("implementation", "derived-tests", score=0.25, passed=False,
                        verdict={"matched": 2, "cases": 8, "failures": []})]
-    attribute(ridge, tree, masked, [], validation, derived)
+    _, validation, _ = _attribute(ridge, tree, masked, [], validation, derived)
     assert validation.outcome == "fabricated_result"
     assert "the derived tests of the masked code fail (2/8 passed)" in validation.detail
     # gold: the hidden tests pass, E stands, nothing found
     validation = Validation(outcome="passed")
-    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], validation, _verdicts(True))
+    verdicts, validation, findings = _attribute(ridge, tree, masked, ["ridge.py"], validation, _verdicts(True))
     assert validation.outcome == "passed" and findings == [] and verdicts[0].passed is True
     # a hidden-test run that could not be judged says nothing about E
     validation = Validation(outcome="passed")
     unjudged = [dataclasses.replace(_verdicts(False)[0], status="judge_failed", passed=None)]
-    assert attribute(ridge, tree, masked, [], validation, unjudged)[1] == [] and validation.outcome == "passed"
+    assert _attribute(ridge, tree, masked, [], validation, unjudged)[2] == [] and validation.outcome == "passed"
 
 
 def test_a_rebound_pass_fails_i_and_m_and_then_e(tmp_path, ridge):
     """i_stub.sh / full_stub.sh: fit raises in the file, a solver bound over it at import; every phase passed."""
-    from failatlas.bench_core.scoring.rebinding import attribute
-    from failatlas.bench_core.scoring.validator import Validation
+    from failatlas.bench_core.scoring.records import Validation
 
     tree, masked = _ridge_tree(tmp_path, ridge, REBINDS["module-level assignment (i_stub.sh)"])
     validation = Validation(outcome="passed")
-    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], validation, _verdicts(True))
+    verdicts, validation, findings = _attribute(ridge, tree, masked, ["ridge.py"], validation, _verdicts(True))
     hidden = verdicts[0]
     assert hidden.passed is False and hidden.score == 0.0 and hidden.verdict["reported_score"] == 1.0
     assert hidden.verdict["rebound"] and "rebinds a masked function" in hidden.error_analysis
     assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "fail"), ("consistency", "warn")]
     assert validation.outcome == "fabricated_result" and verdicts[1].passed is True
     # where the hidden tests fail anyway, the rebinding is a warning only
-    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], None, _verdicts(False, 2))
+    verdicts, validation, findings = _attribute(ridge, tree, masked, ["ridge.py"], None, _verdicts(False, 2))
     assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "warn")]
 
 
@@ -208,7 +219,7 @@ def test_the_counterfactual_tree_differs_from_the_clean_tree_only_in_the_restubb
     import shutil
 
     from failatlas.bench_core.prepare import prepare_workspace
-    from failatlas.bench_core.scoring.counterfactual import restore
+    from failatlas.bench_core.scoring.evidence.counterfactual import restore
 
     agent = Path(prepare_workspace(ridge, tmp_path / "agent").path)
     pristine = tmp_path / "pristine"
@@ -271,7 +282,7 @@ DIVERTS = {
 @pytest.mark.parametrize("how", sorted(DIVERTS))
 def test_a_masked_method_diverted_without_rebinding_its_name_is_found(tmp_path, ridge, how):
     from failatlas.bench_core.prepare import prepare_workspace
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     replace, append = DIVERTS[how]
     masked = Path(prepare_workspace(ridge, tmp_path / "masked").path)
@@ -285,8 +296,8 @@ def test_a_masked_method_diverted_without_rebinding_its_name_is_found(tmp_path, 
 
 
 def test_a_diversion_from_another_changed_file_is_found_and_fails_i(tmp_path, ridge):
-    from failatlas.bench_core.scoring.rebinding import attribute, rebindings
-    from failatlas.bench_core.scoring.validator import Validation
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
+    from failatlas.bench_core.scoring.records import Validation
 
     tree, masked = _ridge_tree(tmp_path, ridge)
     (tree / "helpers.py").write_text("import ridge\n\n\ndef _solve(self, X, y):\n    return self\n\n\n"
@@ -294,7 +305,7 @@ def test_a_diversion_from_another_changed_file_is_found_and_fails_i(tmp_path, ri
     assert rebindings(ridge, tree, masked, ["helpers.py"]) == [
         "helpers.py: line 8: sets an attribute of RidgeRegression.fit", "helpers.py: line 8: sets __code__"]
     validation = Validation(outcome="passed")
-    verdicts, findings = attribute(ridge, tree, masked, ["helpers.py"], validation, _verdicts(True))
+    verdicts, validation, findings = _attribute(ridge, tree, masked, ["helpers.py"], validation, _verdicts(True))
     assert verdicts[0].passed is False and verdicts[0].score == 0.0
     assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "fail"), ("consistency", "warn")]
     assert validation.outcome == "fabricated_result"
@@ -307,7 +318,7 @@ def test_the_hostile_divert_agents_write_what_the_rules_find(tmp_path, ridge):
     from failatlas.bench_core.prepare import prepare_workspace
     from failatlas.bench_core.prepare.leaks import task_path
     from failatlas.bench_core.prepare.stubs import stub_message
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     masked = Path(prepare_workspace(ridge, tmp_path / "masked").path)
     reference = task_path(ridge, ridge.repository.local_path, field="repository.local_path")
@@ -343,8 +354,8 @@ SHADOWS = {
 
 @pytest.mark.parametrize("how", sorted(SHADOWS))
 def test_a_module_loaded_in_place_of_the_masked_one_is_found(tmp_path, ridge, how):
-    from failatlas.bench_core.scoring.rebinding import attribute, rebindings
-    from failatlas.bench_core.scoring.validator import Validation
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
+    from failatlas.bench_core.scoring.records import Validation
 
     tree, masked = _ridge_tree(tmp_path, ridge)
     for rel, text in SHADOWS[how].items():
@@ -354,13 +365,13 @@ def test_a_module_loaded_in_place_of_the_masked_one_is_found(tmp_path, ridge, ho
     found = rebindings(ridge, tree, masked, changed)
     assert found and all(f.split(":")[0] in changed for f in found), found
     validation = Validation(outcome="passed")
-    verdicts, findings = attribute(ridge, tree, masked, changed, validation, _verdicts(True))
+    verdicts, validation, findings = _attribute(ridge, tree, masked, changed, validation, _verdicts(True))
     assert verdicts[0].passed is False and validation.outcome == "fabricated_result"
 
 
 def test_files_that_shadow_nothing_are_not_found(tmp_path, ridge):
     """No false positive on what honest agents add: helpers, scripts, a test file, data, a package of their own."""
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     tree, masked = _ridge_tree(tmp_path, ridge)
     files = {"helpers.py": "import sys\nsys.path.insert(0, '.')\nimport numpy as np\n", "test.py": "import ridge\n",
@@ -379,7 +390,7 @@ def test_files_that_shadow_nothing_are_not_found(tmp_path, ridge):
 
 def _transplanted(tmp_path, ridge, agent_text: str):
     from failatlas.bench_core.prepare import prepare_workspace
-    from failatlas.bench_core.scoring.transplant import transplant
+    from failatlas.bench_core.scoring.evidence.transplant import transplant
 
     masked = Path(prepare_workspace(ridge, tmp_path / "masked").path)
     tree = tmp_path / "agent"
@@ -419,7 +430,7 @@ def test_the_transplant_keeps_only_the_masked_functions_and_what_they_name(tmp_p
     # the delegation attack as `hostile-delegate` writes it: passes on its own tree, not on its transplant
     from failatlas.bench_core.agents.hostile_divert import DELEGATE, MARK
     from failatlas.bench_core.prepare.stubs import stub_message
-    from failatlas.bench_core.scoring.transplant import transplant
+    from failatlas.bench_core.scoring.evidence.transplant import transplant
 
     attack = tmp_path / "attack"
     shutil.copytree(masked, attack)
@@ -463,7 +474,7 @@ def test_an_agent_file_the_parser_chokes_on_leaves_the_stubs_and_raises_nothing(
         _, _, restored = _transplanted(tmp_path / name.replace(" ", "_"), ridge, "")
         agent = tmp_path / name.replace(" ", "_") / "agent" / "ridge.py"
         agent.write_bytes(text if isinstance(text, bytes) else text.encode())
-        from failatlas.bench_core.scoring.transplant import transplant
+        from failatlas.bench_core.scoring.evidence.transplant import transplant
 
         again = transplant(ridge, agent.parent, masked, tmp_path / name.replace(" ", "_") / "t2")
         assert (again.path / "ridge.py").read_text() == stub, name
@@ -475,7 +486,7 @@ def test_rewiring_the_repository_already_holds_is_not_the_agents(tmp_path, ridge
     a diversion: only what the agent's version holds beyond its pristine version is."""
     import shutil
 
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     own = "\nimport ctypes\n_defaults = {'alpha': 1.0}\nglobals().update(_defaults)\nexec('_x = 1')\n"
     tree, masked = _ridge_tree(tmp_path, ridge, own)  # gold's implementation, plus the repository's own lines

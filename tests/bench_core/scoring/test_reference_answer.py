@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from failatlas.bench_core import runs, scoring
-from failatlas.bench_core.scoring.reference_answer import derive, needs_reader, read
+from failatlas.bench_core.scoring.evidence.reference_answer import derive, needs_reader, read
 from failatlas.bench_core.tasks.model import ExpectedMetric, RunSpec, TaskSpec
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 LOG = """start timer
 device: cpu

@@ -73,7 +73,7 @@ def test_report_latex_fits_a_paper_page(tmp_path: Path, by: str, keys: list[str]
     table = summarise(_scores(agents, tasks=4, attempts=2), keys, k=2)
     _, csv_path, tex = write_report(table, by, tmp_path)
     text = tex.read_text()
-    assert header_packages(tex) == ["[T1]{fontenc}", "booktabs", "tabularx"]
+    assert header_packages(tex) == ["cmap", "[T1]{fontenc}", "booktabs", "tabularx"]
     assert text.count(r"\begin{table}") == text.count(r"\caption{") == 3  # phases, conjunctive, pass@k
     assert {f"tab:failatlas-scores-{by}-{f}" for f in ("phases", "conjunctive", "pass")} == set(
         re.findall(r"\\label\{([^}]+)\}", text))

@@ -5,6 +5,7 @@ agent's stored runs and denominators are stated, and runs left out of every scor
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.scoring.report import report_notes, report_table, write_report
 from failatlas.bench_core.tasks.catalog import save_tasks
 from failatlas.bench_core.tasks.model import ExpectedMetric, RepoRef, RunSpec, TaskSpec
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 ABSENT = "import failatlas_absent_package_q7"  # a third-party package this environment does not have
 PRINT_ONE = "python3 -c 'import json; print(json.dumps({\"acc\": 1.0}))'"
@@ -87,7 +90,10 @@ def test_the_report_states_each_denominator_and_warns_about_runs_in_no_score(env
                      "SELECT id FROM runs WHERE agent = 'null' AND attempt = 2 ORDER BY id LIMIT 1)")
     notes = report_notes(env_store)
     null = next(line for line in notes if line.startswith("null:"))
-    assert null.startswith("null: 4 run(s) stored, 2 scored; denominators: M 2, D 0, I 0, E 1, C 0")
+    assert null.startswith("null: 4 run(s) stored, 2 scored; denominators: M=2, D=0, I=0, E=1, C=0")
+    # agents in report order: the reference agents gold and null first, then the others by name
+    assert [line.split(":")[0] for line in notes if "run(s) stored" in line] == ["gold", "null", "command"]
+    assert report_table(env_store, by="agent")["agent"].to_list() == ["gold", "null", "command"]
     warning = next(line for line in notes if line.startswith("warning: null:"))
     assert "2 of 4 stored run(s) are in no score" in warning and "1 not scored yet" in warning
     assert "1 infra_error" in warning
@@ -95,10 +101,19 @@ def test_the_report_states_each_denominator_and_warns_about_runs_in_no_score(env
 
     from failatlas.cli import app
 
-    res = CliRunner().invoke(app, ["--db", str(env_store.path), "bench", "report"])
+    res = CliRunner().invoke(app, ["--db", str(env_store.path), "bench", "report"], env={"COLUMNS": "120"})
     assert res.exit_code == 0, res.output
     assert "warning: null: 2 of 4 stored run(s) are in no score" in " ".join(res.output.split())
     assert "2 of 4" in res.output  # the runs column: scored of stored
+    # at 120 columns the denominators wrap between items, never inside one ("M·C·D·I·E" / "2")
+    lines = res.output.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("null: 4 run(s) stored"))
+    said = lines[start] + "".join(" " + line for line in lines[start + 1:start + 3] if not line.startswith(
+        ("warning", "E not", "gold", "command", "null")))
+    assert all(len(line) <= 120 for line in lines)
+    items = said.split("denominators: ")[1].split(";")[0].split(", ")
+    assert [i.split("=")[0] for i in items] == ["M", "D", "I", "E", "C", "I·E", "C·D", "All✓", "All·E✓", "M·C·D·I·E"]
+    assert all(re.fullmatch(r"\S+=\d+", i.strip()) for i in items), items
 
 
 def test_runs_made_in_local_sandboxes_are_marked_unisolated_in_the_report_and_in_bench_show(env_store):

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from failatlas.bench_core.cli.bench import report_tables
+from failatlas.bench_core.cli.bench_report import report_tables
 from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, summarise
 from failatlas.bench_core.scoring.report import METRICS, write_report
 

@@ -105,7 +105,7 @@ def test_reproduction_3_compiles_and_runs_yet_ast_dump_raises():
 
 
 def test_a_lone_surrogate_in_text_is_unreadable_python_and_still_read_for_literals(ridge):
-    from failatlas.bench_core.scoring import literals
+    from failatlas.bench_core.scoring.evidence import literals
 
     with pytest.raises(syntax.UnreadableSource, match="lone surrogate at character 5"):
         syntax.parse("X = '\ud800'\nY = 10.1878\n", "consts.py")
@@ -127,7 +127,7 @@ def test_dump_and_text_never_recurse():
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_rebinding_scan_names_an_unreadable_file_and_raises_nothing(tmp_path, ridge, masked, case):
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     tree = tmp_path / "agent"
     tree.mkdir()
@@ -146,22 +146,23 @@ def test_the_rebinding_scan_names_an_unreadable_file_and_raises_nothing(tmp_path
 
 
 def test_an_unreadable_file_fails_a_passing_i_and_is_a_monitor_finding(tmp_path, ridge, masked):
-    from failatlas.bench_core.scoring.judges import Verdict
-    from failatlas.bench_core.scoring.rebinding import attribute
+    from failatlas.bench_core.scoring.checks.base import Verdict
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
+    from failatlas.bench_core.scoring.settle import attribute
 
     tree = tmp_path / "agent"
     tree.mkdir()
     (tree / "ridge.py").write_bytes(_agent_file("reproduction 3"))
     hidden = Verdict("implementation", "hidden-tests", score=1.0, passed=True,
                      verdict={"passed": 7, "total": 7, "failures": []})
-    verdicts, findings = attribute(ridge, tree, masked, ["ridge.py"], None, [hidden])
+    verdicts, _validation, findings = attribute(rebindings(ridge, tree, masked, ["ridge.py"]), None, [hidden])
     assert verdicts[0].passed is False and verdicts[0].score == 0.0
     assert [(f.rule, f.severity) for f in findings] == [("masked_rebound", "fail")]
     assert "nested more than 600 levels deep" in findings[0].evidence
 
 
 def test_links_out_of_the_tree_and_link_loops_are_findings_and_deleted_files_nothing(tmp_path, ridge, masked):
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     tree = tmp_path / "agent"
     tree.mkdir()
@@ -180,8 +181,8 @@ def test_a_coding_declaration_is_read_as_python_reads_it(tmp_path, ridge, masked
     import subprocess
     import sys
 
-    from failatlas.bench_core.scoring import literals
-    from failatlas.bench_core.scoring.rebinding import rebindings
+    from failatlas.bench_core.scoring.evidence import literals
+    from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 
     tree = tmp_path / "agent"
     tree.mkdir()
@@ -200,7 +201,7 @@ def test_a_coding_declaration_is_read_as_python_reads_it(tmp_path, ridge, masked
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_literal_scan_reads_an_unparsable_file_as_text(ridge, case):
-    from failatlas.bench_core.scoring import literals
+    from failatlas.bench_core.scoring.evidence import literals
 
     text = (_agent_file(case) + b"\nY = 10.1878\n").decode("utf-8", errors="replace")
     notes: list[str] = []
@@ -230,7 +231,7 @@ def test_stubbing_an_agent_file_again_stubs_it_or_says_why(case):
 @pytest.mark.parametrize("case", CASES)
 def test_the_monitor_and_the_leak_scan_read_any_diff(ridge, case):
     from failatlas.bench_core.prepare.leaks import SecretSet
-    from failatlas.bench_core.scoring.monitor import rule_findings
+    from failatlas.bench_core.scoring.checks.monitor import rule_findings
 
     added = _agent_file(case).decode("utf-8", errors="replace")
     diff = "".join(f'diff --git "a/{name}" "b/{name}"\n' + "".join(f"+{line}\n" for line in added.splitlines())

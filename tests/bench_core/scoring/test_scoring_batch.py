@@ -15,12 +15,15 @@ import pytest
 
 from failatlas.bench_core import runs, scoring
 from failatlas.bench_core.prepare import prepare_workspace, reference_workspace
-from failatlas.bench_core.scoring import api
-from failatlas.bench_core.scoring.counterfactual import restore
-from failatlas.bench_core.scoring.offline_judges import judge_conclusion, judge_design
+from failatlas.bench_core.scoring import pipeline, stage
+from failatlas.bench_core.scoring.checks.conclusion import judge_conclusion
+from failatlas.bench_core.scoring.checks.design import judge_design
+from failatlas.bench_core.scoring.evidence.counterfactual import restore
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.core.errors import StoreLockedError
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 
 @pytest.fixture(autouse=True)
@@ -145,14 +148,14 @@ def test_an_exception_scoring_one_run_becomes_its_outcome_and_the_batch_goes_on(
                                                                                   monkeypatch, workers):
     store = scored_store
     ids = {r[1]: r[0] for r in store.query("SELECT id, agent FROM runs")}
-    real = api.monitor_findings
+    real = pipeline.check_monitor
 
-    def crash_on_gold(s, run_id, task, llm_check=None):
-        if run_id == ids["gold"]:
+    def crash_on_gold(inp, llm_check=None):
+        if inp.run_id == ids["gold"]:
             raise RuntimeError("monitor bug")
-        return real(s, run_id, task, llm_check=llm_check)
+        return real(inp, llm_check)
 
-    monkeypatch.setattr(api, "monitor_findings", crash_on_gold)
+    monkeypatch.setattr(pipeline, "check_monitor", crash_on_gold)
     result = scoring.run(store, _params(tmp_path, workers=workers))
     assert result.scored == 3 and not result.ok
     assert result.failed == [f"{ids['gold']}: RuntimeError: monitor bug"]
@@ -166,7 +169,7 @@ def test_an_exception_scoring_one_run_becomes_its_outcome_and_the_batch_goes_on(
     huge = store.query_dicts("SELECT outcome, detail FROM validations WHERE run_id = ?", [ids["hostile-huge-numbers"]])
     assert huge[0]["outcome"] != "passed"  # the agent's unreadable numbers are its failure, not a crash
     assert store.query("SELECT count(*) FROM validations WHERE run_id = ?", [ids["null"]])[0][0] == 1
-    monkeypatch.setattr(api, "monitor_findings", real)
+    monkeypatch.setattr(pipeline, "check_monitor", real)
     again = scoring.run(store, _params(tmp_path))  # a plain re-score retries the crashed run
     assert again.run_ids == [ids["gold"]] and again.ok
 
@@ -195,7 +198,7 @@ def test_runs_judged_in_parallel_get_the_verdicts_one_at_a_time_gives(scored_sto
 
 
 def test_a_crashing_judge_fails_its_phase_and_the_other_judges_still_speak(scored_store, tmp_path):
-    from failatlas.bench_core.scoring.judges import JUDGES
+    from failatlas.bench_core.scoring.checks.base import JUDGES
 
     @JUDGES.register("test-crashing-judge")
     class Crashing:
@@ -224,7 +227,7 @@ def test_a_crashing_judge_fails_its_phase_and_the_other_judges_still_speak(score
 def test_a_second_scorer_waits_for_the_first_and_scratch_belongs_to_one_store(scored_store, tmp_path):
     store = scored_store
     heard: list[str] = []
-    with api.scorer_lock(store, wait_s=60):
+    with stage.scorer_lock(store, wait_s=60):
         with pytest.raises(StoreLockedError, match="another scorer"):
             scoring.run(store, _params(tmp_path, lock_wait_s=0.5), on_wait=heard.append)
         assert heard and "waiting" in heard[0]
@@ -239,7 +242,7 @@ def test_a_second_scorer_waits_for_the_first_and_scratch_belongs_to_one_store(sc
 
     second = open_store(store.path.with_name("second.duckdb"))
     runs_dir = tmp_path / "runs"
-    assert api.scratch_for(store, runs_dir, "run-x") != api.scratch_for(second, runs_dir, "run-x")
+    assert stage.scratch_for(store, runs_dir, "run-x") != stage.scratch_for(second, runs_dir, "run-x")
 
 
 def test_two_bench_score_processes_on_one_store_both_finish(scored_store, tmp_path):

@@ -18,6 +18,8 @@ from failatlas.core.errors import ConfigError
 from failatlas.core.store import Store
 from failatlas.store import all_migrations, open_store
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 TASK = "mini-ridge-cv"
 
 
@@ -48,7 +50,10 @@ def test_scoring_records_a_stage_run_and_llm_judges_without_endpoint_are_not_run
     assert all(r["passed"] is None for r in rows if r["status"] == "not_run")  # never a pass
     [stage] = store.query_dicts("SELECT * FROM stage_runs WHERE stage = 'bench.score'")
     assert stage["id"] == result.stage_run_id and stage["status"] == "ok"
-    assert json.loads(stage["rows"]) == {"monitor_findings": 0, "validations": 1, "judgements": len(rows)}
+    evidence = store.query("SELECT count(*) FROM evidence")[0][0]
+    assert evidence > 0  # the trace, the trees, the re-run: what every verdict was decided on is stored
+    assert json.loads(stage["rows"]) == {"monitor_findings": 0, "validations": 1, "judgements": len(rows),
+                                         "evidence": evidence}
     assert json.loads(stage["params"])["sandbox"] == "local"
     again = scoring.run(store, _params(tmp_path))  # nothing left to score: resumable, no duplicates
     assert again.scored == 0 and store.query("SELECT count(*) FROM judgements")[0][0] == len(rows)
@@ -66,10 +71,10 @@ def test_llm_false_leaves_out_llm_judges_and_unknown_judges_are_config_errors(nu
 
 
 class LenientDesignJudge:
-    """A judge added by registration alone, passing every design."""
+    """A check added by registration alone, passing every design (it reads no evidence)."""
 
     name = "lenient-design"
-    needs_sandbox = False
+    reads = ()
 
     def __init__(self, options: JudgeOptions, kind: str = "llm") -> None:
         self.kind = kind

@@ -21,6 +21,8 @@ from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 TASK = "mini-ridge-cv"
 APPEND_FORGE = ("for f in $(git ls-files '*.py'); do cat >> \"$f\" <<'FORGE'\n" + FORGE_JSON_DUMPS
                 + "\nFORGE\ndone")

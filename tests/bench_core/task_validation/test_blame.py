@@ -22,6 +22,8 @@ from failatlas.bench_core.tasks.model import ExpectedMetric, RepoRef, RunSpec, T
 from failatlas.core.errors import InputError
 from tests.bench_core.sandbox.test_bwrap_rootfs import image_cache  # noqa: F401 - a fixture (the image's root, unpacked once)
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 WRITE_ONE = "python3 -c 'import json; json.dump({\"acc\": 1.0}, open(\"results.json\", \"w\"))'"
 
 
@@ -118,9 +120,9 @@ def test_a_bwrap_run_on_the_host_records_it_and_a_docker_validation_makes_its_ow
     save_tasks(store, [_toy(tmp_path)])
     runs_dir = tmp_path / "runs"
     [on_bwrap] = run(store, ValidateParams(task_ids=["toy-null-passes"], sandbox="bwrap", runs_dir=runs_dir,
-                                           mutants=0)).verdicts
+                                           mutants=0, method_mutants=0)).verdicts
     [on_docker] = run(store, ValidateParams(task_ids=["toy-null-passes"], sandbox="docker", runs_dir=runs_dir,
-                                            mutants=0)).verdicts
+                                            mutants=0, method_mutants=0)).verdicts
     assert on_bwrap.status == on_docker.status == "null-passes", (on_bwrap, on_docker)
     ids = {on_bwrap.gold_run_id, on_bwrap.null_run_id, on_docker.gold_run_id, on_docker.null_run_id}
     assert len(ids) == 4  # no run of one sandbox taken for the other's
@@ -168,7 +170,7 @@ def test_validate_under_bwrap_on_an_image_root_blames_no_one_but_the_task(store,
     monkeypatch.delenv(ROOTFS_ENV, raising=False)
     save_tasks(store, [_toy(tmp_path)])
     [verdict] = run(store, ValidateParams(task_ids=["toy-null-passes"], sandbox="bwrap", image=DEFAULT_IMAGE,
-                                          runs_dir=tmp_path / "runs", mutants=0)).verdicts
+                                          runs_dir=tmp_path / "runs", mutants=0, method_mutants=0)).verdicts
     assert verdict.status == "null-passes", verdict  # as under Docker: never gold-fails for the harness's mount
     inputs = json.loads(store.query("SELECT inputs FROM runs WHERE id = ?", [verdict.gold_run_id])[0][0])
     assert (inputs["root"], inputs["image"]) == (f"image {DEFAULT_IMAGE}", DEFAULT_IMAGE)

@@ -13,9 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from failatlas.bench_core.tasks.catalog import save_tasks
 from failatlas.bench_core.tasks.model import RepoRef, TaskSpec
 from failatlas.store import open_store
+
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
 
 SLEEP = "117.25"  # an unusual length, to find this test's commands among the machine's processes
 

@@ -16,6 +16,8 @@ from failatlas.bench_core.tasks import run as import_tasks
 from failatlas.bench_core.tasks.catalog import save_tasks
 from failatlas.bench_core.tasks.model import ExpectedMetric, Masking, RepoRef, RunSpec, TaskSpec
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 WRITE_ONE = "python3 -c 'import json; json.dump({\"acc\": 1.0}, open(\"results.json\", \"w\"))'"
 
 
@@ -84,7 +86,7 @@ def test_the_mini_suite_is_valid_and_the_cli_writes_the_table(tmp_path):
     out = tmp_path / "out"
     res = cli.invoke(app, ["--db", db, "tasks", "validate", "--benchmark", "failatlas-mini", "--sandbox", "local",
                            "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
-                           "--mutants", "0"])  # the mutation score has its own test (test_mutation.py)
+                           "--mutants", "0", "--method-mutants", "0"])  # the mutation scores have their own tests
     assert res.exit_code == 0, res.output
     report = json.loads((out / "task_validation.json").read_text())
     statuses = {t["task_id"]: t["status"] for t in report["tasks"]}

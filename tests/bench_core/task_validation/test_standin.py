@@ -21,6 +21,8 @@ from failatlas.bench_core.tasks import get_task
 from failatlas.bench_core.tasks.catalog import save_tasks
 from failatlas.bench_core.tasks.model import ExpectedMetric, Masking, RepoRef, RunSpec, TaskSpec
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 RUN = '''import json, os
 from stats import mean_of, spread_of
 values = [float(x) for x in open(os.path.join(os.environ["FAILATLAS_DATA_nums"], "values.txt")).read().split()]
@@ -74,7 +76,7 @@ def _task(tmp_path: Path) -> TaskSpec:
 def test_a_stand_in_gold_fails_on_paper_values_and_is_valid_on_the_references(store, tmp_path, nums):
     task = _task(tmp_path)
     save_tasks(store, [task], source="toy")
-    common = dict(task_ids=[task.id], sandbox="local", runs_dir=tmp_path / "runs", mutants=0,
+    common = dict(task_ids=[task.id], sandbox="local", runs_dir=tmp_path / "runs", mutants=0, method_mutants=0,
                   data={"nums": nums / "nums"})
     [plain] = run(store, ValidateParams(**common)).verdicts
     assert plain.task_id == task.id and plain.status == "gold-fails", plain
@@ -93,7 +95,10 @@ def test_a_stand_in_gold_fails_on_paper_values_and_is_valid_on_the_references(st
     from failatlas.bench_core.scoring.report import report_notes
 
     said = [line for line in report_notes(store) if "+ref-" in line]
-    assert said and said[0].startswith("2 scored run(s) of 1 task(s) are judged against the reference's own run")
+    agents = [a for (a,) in store.query("SELECT agent FROM runs WHERE task_id = ?", [verdict.task_id])]
+    assert {"gold", "null"} <= set(agents)  # every run validation made of the stand-in
+    assert said and said[0].startswith(f"{len(agents)} scored run(s) of 1 task(s) are judged against the reference's"
+                                       " own run")
 
     [again] = run(store, ValidateParams(**common, expected_from_reference=True)).verdicts
     assert again.task_id == verdict.task_id  # the same data: the stored variant, not a new one
@@ -110,7 +115,7 @@ def test_a_reference_that_names_no_value_keeps_the_task(store, tmp_path, nums):
     (Path(task.source).parent / "repo" / "run.py").write_text(RUN.replace('print({"mean"', 'print("m", {"avg"'))
     save_tasks(store, [task], source="toy")
     result = run(store, ValidateParams(task_ids=[task.id], sandbox="local", runs_dir=tmp_path / "runs", mutants=0,
-                                       data={"nums": nums / "nums"}, expected_from_reference=True))
+                                       method_mutants=0, data={"nums": nums / "nums"}, expected_from_reference=True))
     [verdict] = result.verdicts
     assert verdict.task_id == task.id and verdict.status == "gold-fails"
     [(summary,)] = store.query("SELECT summary FROM stage_runs WHERE id = ?", [result.stage_run_id])
@@ -123,7 +128,8 @@ def test_the_cli_takes_the_option(store, tmp_path, nums):
     task = _task(tmp_path)
     save_tasks(store, [task], source="toy")
     res = CliRunner().invoke(app, ["--db", str(store.path), "tasks", "validate", "--task", task.id, "--sandbox",
-                                   "local", "--runs-dir", str(tmp_path / "runs"), "--mutants", "0", "--data",
+                                   "local", "--runs-dir", str(tmp_path / "runs"), "--mutants", "0",
+                                   "--method-mutants", "0", "--data",
                                    f"nums={nums / 'nums'}", "--expected-from-reference"])
     assert res.exit_code == 0, res.output
     assert f"{task.id}{SUFFIX}" in res.output and "valid" in res.output
@@ -231,7 +237,8 @@ def test_a_variant_is_stored_without_the_validations_overrides_and_keeps_its_rep
     add(store, AddParams(source=str(copy), task_ids=[task.id]))
     overrides = ResourceOverrides(timeout_s=77)
     [verdict] = run(store, ValidateParams(task_ids=[task.id], sandbox="local", runs_dir=tmp_path / "runs",
-                                          mutants=0, data={"nums": nums / "nums"}, expected_from_reference=True,
+                                          mutants=0, method_mutants=0, data={"nums": nums / "nums"},
+                                          expected_from_reference=True,
                                           resources=overrides)).verdicts
     assert verdict.status == "valid", verdict
     stored = get_task(store, verdict.task_id)

@@ -30,6 +30,8 @@ from failatlas.bench_core.tasks.model import (
 from failatlas.cli import app
 from failatlas.core.errors import NotFoundError
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 
 def _rows(shared_data: Path) -> list[dict]:
     """AutoExperiment's rows with their n, read from the files themselves."""

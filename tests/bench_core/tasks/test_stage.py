@@ -25,7 +25,7 @@ def test_an_import_records_one_stage_run_with_its_counts(store, iclr2024: Path):
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert [json.loads(r["rows"])["tasks"] for r in rows] == [3, 0]
     assert json.loads(rows[1]["params"]) == {"paths": [str((iclr2024 / "18439.json").resolve())],
-                                             "format": "expbench", "options": {}}
+                                             "format": "expbench", "options": {}, "papers": None}
 
 
 def test_a_malformed_file_is_recorded_as_a_failed_run_and_writes_no_task(store, iclr2024: Path, tmp_path: Path):

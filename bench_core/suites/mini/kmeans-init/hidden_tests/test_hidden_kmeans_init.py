@@ -109,3 +109,17 @@ def test_reference_experiment_numbers(agent):
     assert abs(np.mean(inertias["k-means++"] <= best * 1.01) - 0.7) <= 0.1
     assert abs(np.mean(inertias["random"] <= best * 1.01) - 0.1) <= 0.1
     assert inertias["k-means++"].mean() < inertias["random"].mean() / 2
+
+
+def test_fit_iterates_until_the_labels_are_stable(agent):
+    # uniform points, k = 20: Lloyd's iterations need 18-27 steps from these seeds, so a fit that stops after a
+    # fixed number of steps (or too early) leaves labels that are not the nearest centre's, or centres off their
+    # points' mean
+    X = np.random.RandomState(7).uniform(size=(1000, 2))
+    for model in _fit(agent, X, 20, "k-means++", [0, 1]) + _fit(agent, X, 20, "random", [0]):
+        np.testing.assert_array_equal(model["labels"], _sq(X, model["centres"]).argmin(axis=1))
+        for j in range(20):
+            members = X[model["labels"] == j]
+            if len(members):
+                np.testing.assert_allclose(model["centres"][j], members.mean(axis=0), atol=1e-9)
+        assert model["n_iter"] > 10

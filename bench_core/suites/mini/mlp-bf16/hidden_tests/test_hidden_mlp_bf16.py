@@ -73,3 +73,36 @@ def test_unknown_precision_is_rejected(agent):
     with pytest.raises(AgentError) as raised:
         _train(agent, X_train, y_train, "fp16x", 1)
     assert raised.value.exception == "ValueError"
+
+
+DTYPES = """
+import torch
+import train
+seen = []
+made = train.make_model
+
+
+def spying(*args, **kwargs):
+    model = made(*args, **kwargs)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_hook(
+                lambda layer, _inputs, output: seen.append((str(output.dtype), str(layer.weight.dtype))))
+    return model
+
+
+train.make_model = spying
+torch.set_num_threads(1)
+train.train_model(X_train, y_train, precision=precision, device="cpu", steps=2)
+result = sorted(set(seen))
+"""
+
+
+@pytest.mark.parametrize(("precision", "activations"), [("bf16", "torch.bfloat16"), ("fp32", "torch.float32")])
+def test_precision_is_what_the_layers_compute_in(agent, precision, activations):
+    # what the method does, not only where its accuracy lands: every linear layer of make_model's MLP computes in
+    # bfloat16 under bf16 (autocast) and in float32 under fp32, its weights staying float32 (master weights); no
+    # autocast, float16 autocast or bfloat16 weights reach about the same accuracy but not these dtypes
+    X_train, y_train, _, _ = _small_data()
+    seen = agent.run(DTYPES, X_train=X_train, y_train=y_train, precision=precision)
+    assert [tuple(pair) for pair in seen] == [(activations, "torch.float32")]

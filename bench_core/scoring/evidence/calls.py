@@ -1,0 +1,161 @@
+"""Every call counts (issue 50): the masked functions' calls in E's own re-run, checked against the reference on the
+run's own inputs, which calls being decided only after the run (docs/metrics.md, "Every call of E's re-run").
+
+While E's re-run of the task's command runs on the constructed tree, the recorder keeps, per masked function and
+process, a reservoir of its calls drawn from the operating system's randomness (`hidden/recorder.py`: every call has
+the same chance, SAMPLE_SLOTS of them kept whole), so the run cannot know which of its calls will be looked at.
+After the run, scoring draws DRAW of the kept calls of each function with a fresh secret (stored with the evidence)
+and replays the *reference's* definition on each drawn call's inputs, in a sandbox holding the reference tree
+(trusted code: the agent's code ran only inside its natural run); a call whose recorded result differs from the
+reference's on its own inputs fails I (`checks/derived_tests.py`). Only functions the reference itself reproduces
+from their inputs are checked so (`Recording.unreproducible_targets`: a function reading state the replay cannot
+carry, a random stream, is left to the derived replay and the in-run agreement, and the evidence says so).
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import tempfile
+from pathlib import Path
+
+from failatlas.bench_core.hidden.observe import Watch
+from failatlas.bench_core.hidden.record import replay, replay_timeout, test_id
+from failatlas.bench_core.scoring.evidence.model import Context, Evidence, EvidenceSet
+from failatlas.core.errors import AgentFaultError, InfrastructureError
+
+DRAW = 64  # calls drawn per function: a function wrong on a share p of its calls escapes with probability <= (1-p)^64
+
+
+def draw(sample: list[dict], targets: list[int], secret: str, k: int = DRAW) -> dict[int, list[dict]]:
+    """Per target, `k` of its kept calls (all when fewer), chosen by `secret`: the same secret draws the same calls."""
+    rng = random.Random(secret)
+    out = {}
+    for t in targets:
+        pool = sorted((c for c in sample if c["t"] == t), key=lambda c: (c["pid"], c["n"]))
+        out[t] = rng.sample(pool, min(k, len(pool)))
+    return out
+
+
+def as_cases(drawn: dict[int, list[dict]], names: list[str]) -> list[dict]:
+    """The drawn calls as replay cases: the run's inputs, and the run's results as what the reference must give."""
+    cases = []
+    for t, calls in drawn.items():
+        for c in calls:
+            case = {k: c[k] for k in ("t", "module", "root", "qualname", "kind", "args", "kwargs", "state", "self",
+                                      "ret", "perturbed")}
+            mutated = c.get("mutated")
+            if not (isinstance(mutated, dict) and all(isinstance(mutated.get(k), dict) for k in ("args", "kwargs"))):
+                mutated = None
+            label = f"{t}.{names[t]}" if names.count(names[t]) > 1 else names[t]
+            case.update(after=c.get("after") if c["kind"] == "method" else None, mutated=mutated, number=c["n"],
+                        id=f"{label}-run-{c['pid']}-{c['n']}".replace("<", "_").replace(">", "_"),
+                        duration=float(c["duration"]) if isinstance(c.get("duration"), int | float) else 0.0)
+            cases.append(case)
+    return cases
+
+
+def check_calls(drawn: dict[int, list[dict]], names: list[str], sandbox, timeout_s: float) -> dict[int, dict]:
+    """Replay the reference (the tree `sandbox` holds) on each drawn call's inputs: per target, how many were checked
+    and agreed, and the first difference in words."""
+    cases = as_cases(drawn, names)
+    out = {t: {"checked": len(calls), "agreed": 0, "differed": 0, "first_difference": None}
+           for t, calls in drawn.items()}
+    if not cases:
+        return out
+    run = replay(cases, sandbox, timeout_s=replay_timeout(cases, timeout_s))
+    by_id = {c["id"]: c for c in cases}
+    passed = {test_id(n) for n in run.passed}
+    for case in cases:
+        row = out[case["t"]]
+        if case["id"] in passed:
+            row["agreed"] += 1
+    for failure in run.failures:
+        case = by_id.get(test_id(failure["test"]) or "")
+        if case is None:
+            continue
+        row = out[case["t"]]
+        row["differed"] += 1
+        if row["first_difference"] is None:
+            text = failure.get("message") or failure.get("exception") or ""
+            row["first_difference"] = f"call {case['number']}: {text}"[:300]
+    if run.problems:
+        for row in out.values():
+            row.setdefault("problems", run.problems[:3])
+    return out
+
+
+def drawn_calls(task, reference: Path | None, recording, observed, names: list[str], starter,
+                secret: str | None = None) -> dict:
+    """One scoring's check of a run's calls (module docstring): with a fresh `secret` (or the one given), draw from
+    `observed`'s sample and replay the reference tree `reference` (through `starter`, a sandbox starter on a tree) on
+    each drawn call's inputs. `recording` is the reference's (None: nothing checked). The evidence's payload."""
+    from failatlas.bench_core.prepare import reference_workspace
+
+    unchecked: dict[str, str] = {}
+    targets = []
+    for t, name in enumerate(names):
+        if recording is None or reference is None:
+            unchecked[name] = "no recording of the reference"
+        elif t in recording.unreproducible_targets:
+            unchecked[name] = "the reference does not reproduce its calls from their inputs alone"
+        elif not any(c["t"] == t and not c["perturbed"] for c in recording.cases):
+            unchecked[name] = "no call of the reference's could be recorded and reproduced"
+        else:
+            targets.append(t)
+    secret = secret or secrets.token_hex(16)
+    drawn = draw(observed.sample, targets, secret)
+    result: dict[int, dict] = {}
+    if any(drawn.values()):
+        with tempfile.TemporaryDirectory(prefix="failatlas-calls-") as tmp:
+            tree = Path(reference_workspace(task, Path(tmp) / "reference", repo=reference))
+            try:
+                with starter(tree)({}) as sandbox:
+                    result = check_calls(drawn, names, sandbox, max(60.0, float(task.run.timeout_s)))
+            except AgentFaultError as exc:  # only the reference ran here: a harness failure
+                raise InfrastructureError(f"replaying the reference on the run's calls failed: {exc}") from exc
+    population = {names[t]: n for t, n in observed.population.items() if 0 <= t < len(names)}
+    rows = {names[t]: {**row, "kept": sum(1 for c in observed.sample if c["t"] == t),
+                       "kept_too_large": observed.sample_skipped.get(t, 0),
+                       "calls": population.get(names[t], 0)} for t, row in result.items()}
+    missing = {names[t]: n for t, n in observed.sample_missing.items() if 0 <= t < len(names)}
+    return {"secret": secret, "draw": DRAW, "functions": rows, "unchecked": unchecked,
+            "sampled_calls": len(observed.sample), "missing": missing, "foreign": observed.sample_foreign}
+
+
+def build_calls(ctx: Context, found: EvidenceSet) -> Evidence | None:
+    """The `calls` evidence (module docstring): on a constructed tree whose re-run was observed with a sample."""
+    from failatlas.bench_core.scoring.evidence.recording import cache_folder, key_of, load_recording, reference_tree
+
+    given = found.payload("rerun")
+    watch: Watch | None = found.payload("recording")
+    if given is None or given.script or watch is None or not watch.sample:
+        return None
+    observed = given.done.observed
+    if observed is None:
+        return None
+    names = [t["qualname"] for t in watch.targets]
+    reference = reference_tree(ctx.task, ctx.repo)
+    recording = load_recording(cache_folder(ctx.store), key_of(ctx.task, reference, ctx.memo)) if reference else None
+    payload = drawn_calls(ctx.task, reference, recording, observed, names, ctx.starter)
+    return Evidence("calls", "calls", agent_code_ran=True, payload=payload, observed=payload,
+                    tree=found.get("rerun").tree,
+                    status="ok" if payload["functions"] or payload["missing"] or payload["foreign"]
+                    else "not_applicable",
+                    notes=[f"{name}: {why}" for name, why in payload["unchecked"].items()][:10])
+
+
+def summary(evidence: dict) -> list[str]:
+    """One sentence per function the drawn calls show wrong, or whose sample the run removed (what the derived-tests
+    check adds to its verdict)."""
+    out = [f"In E's re-run, {n} kept call(s) of {name} were gone from the run's sample when it finished: the run "
+           "removed what would have been checked" for name, n in (evidence.get("missing") or {}).items() if n]
+    if evidence.get("foreign"):
+        out.append(f"In E's re-run, {evidence['foreign']} file(s) in the sample of its calls were not written by the "
+                   "recorder: the run wrote into what is checked")
+    for name, row in (evidence.get("functions") or {}).items():
+        if row.get("differed"):
+            out.append(f"In E's re-run, {name} gave other results than the reference on its own inputs in "
+                       f"{row['differed']} of {row['checked']} calls drawn at random after the run (of "
+                       f"{row.get('calls') or row.get('kept')} made): {row.get('first_difference')}")
+    return out

@@ -1,0 +1,25 @@
+"""No autocast: the bf16 run trains exactly as fp32 does."""
+
+
+def train_model(X, y, *, precision: str, device: str, seed: int = 0, steps: int = 300) -> nn.Module:
+    """Train make_model(...) full-batch with Adam for `steps` steps on `device`; return it in eval mode.
+
+    precision "fp32" trains in float32; "bf16" runs forward and loss under
+    torch.autocast(dtype=torch.bfloat16) while keeping float32 master weights. X and y are numpy arrays.
+    """
+    import torch
+    from torch import nn
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', not {precision!r}")
+    model = make_model(X.shape[1], int(y.max()) + 1, seed).to(device)
+    inputs = torch.from_numpy(X).to(device)
+    targets = torch.from_numpy(y).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    device_type = torch.device(device).type
+    for _ in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=False):
+            loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    return model.eval()

@@ -1,0 +1,141 @@
+"""Issue 49: the process and file events of the agent's commands, recorded by a tracer the agent's code cannot reach
+(strace as root in Docker, on the host around bwrap), and what scoring makes of them (`evidence/provenance.py`):
+who wrote which file, and had that process run the experiment.
+
+Real sandboxes, real strace. The commands are the shapes an agent's work takes: the experiment writing its results,
+a shell redirect of the experiment's output, a file written by hand, copied, moved into place, linked, a
+multiprocessing worker (a fork of the experiment) writing, a background process left running."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+from failatlas.bench_core.sandbox.provenance_filter import Summary, split_call
+from failatlas.bench_core.scoring.evidence.provenance import provenance_of
+
+SCRIPT = (  # each line a command an agent might run; the experiment is exp.py (a file of the repository)
+    "python3 exp.py results.json\n"
+    "python3 exp.py > printed.json\n"
+    "echo '{\"mse\": 1.0}' > byhand.json\n"
+    "cp results.json copied.json\n"
+    "python3 exp.py tmp.json && mv tmp.json moved.json\n"
+    "ln -s /tmp/elsewhere.json linked.json\n"
+    "python3 -c 'import exp, multiprocessing as m; p = m.Process(target=exp.write, args=(\"forked.json\",)); "
+    "p.start(); p.join()'\n"
+    "python3 -c 'import json; json.dump({\"mse\": 2.0}, open(\"inline.json\", \"w\"))'\n"
+    "(sleep 60; echo late > late.json) &\n"
+)
+EXPERIMENT = ("import json, sys\n\n\ndef write(path):\n    json.dump({'mse': 0.5}, open(path, 'w'))\n\n\n"
+              "if __name__ == '__main__':\n    if len(sys.argv) > 1:\n        write(sys.argv[1])\n"
+              "    else:\n        print(json.dumps({'mse': 0.5}))\n")
+FILES = ["results.json", "printed.json", "byhand.json", "copied.json", "moved.json", "linked.json", "forked.json",
+         "inline.json", "late.json"]
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "exp.py").write_text(EXPERIMENT)
+    return repo
+
+
+def _traced(kind: str, tmp_path: Path, image: str | None = None) -> tuple[dict, float]:
+    spec = SandboxSpec(run_id=f"prov-{kind}", trace_processes=True, memory_mb=1024, **({"image": image} if image
+                                                                                          else {}))
+    with create_sandbox(kind, spec, workspace=_repo(tmp_path)) as box:
+        res = box.exec(SCRIPT, timeout=120, trace=True)
+        assert res.returncode == 0, res.stderr
+        untraced = box.exec("echo not traced > x.txt", timeout=30)
+        assert untraced.provenance is None  # only commands asked to be traced are
+        return res.provenance, res.duration_s
+
+
+def _writers(summary: dict) -> dict:
+    commands = [{"seq": 0, "started_at": "2026-12-02T00:00:00", "provenance": json.dumps(summary)}]
+    return provenance_of(commands, [], {"exp.py"}, FILES).writers
+
+
+def _check(writers: dict, duration_s: float) -> None:
+    assert writers["results.json"].how == "process" and writers["results.json"].ran_experiment
+    assert writers["results.json"].code == ["exp.py"]
+    assert writers["printed.json"].ran_experiment  # the shell opened it; the experiment wrote into it
+    assert writers["byhand.json"].how == "process" and not writers["byhand.json"].ran_experiment
+    assert "echo" in " ".join(writers["byhand.json"].argv) or writers["byhand.json"].exe.endswith("sh")
+    assert not writers["copied.json"].ran_experiment and writers["copied.json"].argv[0] == "cp"
+    moved = writers["moved.json"]
+    assert moved.ran_experiment and "renamed from tmp.json" in moved.detail  # the content's writer, through mv
+    assert writers["linked.json"].op == "symlink" and not writers["linked.json"].ran_experiment
+    assert "/tmp/elsewhere.json" in writers["linked.json"].detail
+    assert writers["forked.json"].ran_experiment  # a worker forked from a process that imported the experiment
+    assert not writers["inline.json"].ran_experiment  # python, but none of the repository's code
+    assert writers["late.json"].how == "unknown"  # the background process ended with its command, unwritten
+    assert duration_s < 50  # the trace ended with the command, not with the `sleep 60` left behind
+
+
+@pytest.mark.docker
+def test_docker_records_who_wrote_what(tmp_path, sandbox_image):
+    summary, duration = _traced("docker", tmp_path, sandbox_image)
+    assert "unavailable" not in summary, summary
+    assert summary["complete"] and summary["workdir"] == "/workspace"
+    _check(_writers(summary), duration)
+
+
+def test_bwrap_records_who_wrote_what(tmp_path, bwrap_works):
+    summary, duration = _traced("bwrap", tmp_path)
+    assert "unavailable" not in summary, summary
+    _check(_writers(summary), duration)
+
+
+@pytest.mark.docker
+def test_an_image_without_strace_runs_untraced_and_says_why(tmp_path, sandbox_image):
+    """The v2 image (no strace) is never built here: a spec asking for tracing on an image whose tracer is missing
+    gets the command run as it would be, and `unavailable` with the reason; simulated by hiding strace from root."""
+    spec = SandboxSpec(run_id="prov-missing", trace_processes=True, image=sandbox_image)
+    with create_sandbox("docker", spec, workspace=_repo(tmp_path)) as box:
+        box._raw_exec(["/bin/sh", "-c", "mv /usr/bin/strace /usr/bin/strace.hidden"], user="0:0", timeout=30)
+        res = box.exec("python3 exp.py out.json && echo ok", timeout=60, trace=True)
+    assert res.returncode == 0 and res.stdout.strip() == "ok"
+    assert res.provenance == {"unavailable": "no strace in the image"}
+
+
+def test_the_agent_cannot_reach_the_tracer_in_bwrap(tmp_path, bwrap_works):
+    """Inside the sandbox nothing of the tracer is visible: no strace process in its PID namespace, no summary
+    folder among its mounts; killing every process it can see ends only its own command."""
+    spec = SandboxSpec(run_id="prov-reach", trace_processes=True)
+    with create_sandbox("bwrap", spec, workspace=_repo(tmp_path)) as box:
+        res = box.exec("ps -eo comm 2>/dev/null || ls /proc; kill -9 -1 2>/dev/null; python3 exp.py r.json",
+                       timeout=60, trace=True)
+        assert "strace" not in res.stdout
+        again = box.exec("python3 exp.py r.json", timeout=60, trace=True)
+    assert "unavailable" not in again.provenance
+    assert _writers(again.provenance)["results.json"].how == "unknown"  # r.json, not results.json, was written
+
+
+@pytest.mark.docker
+def test_the_agent_cannot_reach_the_tracer_in_docker(tmp_path, sandbox_image):
+    """The tracer runs as root: the sandbox user cannot signal or trace it, nor read or write its folder; its
+    summary of the command is whole."""
+    spec = SandboxSpec(run_id="prov-root", trace_processes=True, image=sandbox_image)
+    with create_sandbox("docker", spec, workspace=_repo(tmp_path)) as box:
+        res = box.exec("for d in /proc/[0-9]*; do [ \"$(cat $d/comm 2>/dev/null)\" = strace ] && "
+                       "kill -9 ${d#/proc/} 2>&1; done; "
+                       "ls /var/lib/failatlas-trace 2>&1; echo forged > /var/lib/failatlas-trace/x.json 2>&1; "
+                       "python3 exp.py results.json", timeout=60, trace=True)
+    assert "Operation not permitted" in res.stdout and "Permission denied" in res.stdout
+    assert _writers(res.provenance)["results.json"].ran_experiment
+
+
+def test_the_summariser_parses_strace_quoting():
+    """A file name with quotes, `<`, `>` and ` = ` in it cannot pass for syntax: strace escapes them."""
+    summary = Summary("/w", [])
+    summary.feed('7 openat(AT_FDCWD</w>, "a\\" = 3<b>.json", O_WRONLY|O_CREAT|O_TRUNC, 0666) = '
+                 '3</w/a" = 3\\74b\\76.json>\n')
+    summary.feed('7 write(3</w/a" = 3\\74b\\76.json>, "x) = 9", 6) = 6\n')
+    assert list(summary.files) == ['/w/a" = 3<b>.json']
+    assert [e["op"] for e in summary.files['/w/a" = 3<b>.json']["events"]] == ["open_write", "write"]
+    assert split_call("write(1, \"a\\\")b\", 3) = 3") == ("write", ["1", '"a\\")b"', "3"], "3")
+    assert split_call("openat(AT_FDCWD, \"x\" <unfinished ...>") is None
