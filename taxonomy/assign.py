@@ -78,10 +78,16 @@ def taxonomy_centroids(store: Store, taxonomy_id: str) -> dict[str, tuple[list[s
     return {p: (ids, np.asarray(c, dtype=np.float32)) for p, (ids, c) in out.items()}
 
 
+# The order readers list snapshots in, the current one first: the latest to become current (built, or found
+# already stored by a build), then the newest version.
+CURRENT_FIRST = "coalesce(current_since, created_at) DESC, version DESC"
+
+
 def resolve_taxonomy(store: Store, taxonomy_id: str | None) -> str:
-    """The given taxonomy id, a version number as text, or the newest taxonomy when None."""
+    """The given taxonomy id, a version number as text, or the current taxonomy when None (the last one a build
+    made or found already stored: `CURRENT_FIRST`)."""
     if taxonomy_id is None:
-        rows = store.query("SELECT id FROM taxonomies ORDER BY version DESC LIMIT 1")
+        rows = store.query(f"SELECT id FROM taxonomies ORDER BY {CURRENT_FIRST} LIMIT 1")  # noqa: S608
         if not rows:
             raise NotFoundError(
                 "the store holds no taxonomy", hint="build one with `failatlas taxonomy build`"

@@ -7,8 +7,6 @@ import datetime as dt
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
-from itertools import zip_longest
 
 import numpy as np
 
@@ -19,9 +17,9 @@ from failatlas.core.version import code_version
 from failatlas.embed import Embedder, EmbeddingSet
 from failatlas.ingest.kinds import UNKNOWN
 from failatlas.taxonomy.assign import assign_by_phase
-from failatlas.taxonomy.definitions import fit_type_definitions, with_examples
 from failatlas.taxonomy.drafts import Draft, cluster_drafts, seeded_drafts
 from failatlas.taxonomy.edits import apply_edits, load_edits
+from failatlas.taxonomy.encoders import build_learner, fitted_definitions, prototype_encoder, seed_label
 from failatlas.taxonomy.facets import (
     facet_categories,
     facet_label,
@@ -29,214 +27,27 @@ from failatlas.taxonomy.facets import (
     load_facets,
     unknown_kind_types,
 )
-from failatlas.taxonomy.hierarchy import group_centroids
 from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
-from failatlas.taxonomy.keywords import class_tfidf
 from failatlas.taxonomy.labelling import Labeller, make_labeller
 from failatlas.taxonomy.labelling.readable import ReadableNames
-from failatlas.taxonomy.learned import Learner, learned_criterion, learned_drafts, learning_key, make_learner
+from failatlas.taxonomy.learned import learned_drafts, learning_key
 from failatlas.taxonomy.model import (
     UNASSIGNED,
     BuildParams,
-    CategoryEvidence,
     FailureCategory,
     FailureType,
     LabelEffect,
     SeedReport,
     Taxonomy,
-    TypeEvidence,
-    TypeLabel,
     phase_rank,
 )
+from failatlas.taxonomy.name_choice import NameSpace, distinct_labels
+from failatlas.taxonomy.naming import phase_categories, type_evidence, unique_names
 from failatlas.taxonomy.read import load_taxonomy
 from failatlas.taxonomy.scoped import label_effects, label_effects_of, learn_within_kinds
-from failatlas.taxonomy.seed_joins import join_seed_duplicates, variant_label
+from failatlas.taxonomy.seed_joins import join_seed_duplicates, merge_same_category, variant_label
 from failatlas.taxonomy.seeding import prototypes
-from failatlas.taxonomy.writes import write_assignments, write_snapshot
-
-
-def _evidence(drafts: list[Draft], type_ids: list[str], n_neighbours: int = 2) -> list[TypeEvidence]:
-    """Each draft's evidence, with the nearest other drafts of its phase as contrast."""
-    plain = [
-        TypeEvidence(
-            key=t,
-            phase=d.phase,
-            insight_ids=d.insight_ids,
-            texts=d.texts,
-            similarities=d.similarities,
-            keywords=d.keywords,
-        )
-        for t, d in zip(type_ids, drafts, strict=True)
-    ]
-    if len(drafts) > 1:
-        centroids = np.stack([d.centroid for d in drafts])
-        sims = centroids @ centroids.T
-        for i, ev in enumerate(plain):
-            order = [j for j in np.argsort(-sims[i], kind="stable") if j != i][:n_neighbours]
-            ev.neighbours = [plain[j] for j in order]
-    return plain
-
-
-def _unique_names(names: list[str], keywords: list[list[str]]) -> list[str]:
-    """Make names distinct within a phase by adding a distinguishing keyword (then a number) to repeats."""
-    out: list[str] = []
-    for name, kws in zip(names, keywords, strict=True):
-        candidate = name
-        for kw in kws:
-            if candidate.lower() not in {o.lower() for o in out}:
-                break
-            if kw.lower() not in name.lower():
-                candidate = f"{name} ({kw})"
-        n = 2
-        while candidate.lower() in {o.lower() for o in out}:
-            candidate, n = f"{name} #{n}", n + 1
-        out.append(candidate)
-    return out
-
-
-def _interleave(groups: list[list[str]]) -> list[str]:
-    """The texts of `groups` taken in turn, most central first, so that any first part of the list (a labeller
-    reads the first few hundred) holds every group, not only the largest."""
-    return [t for row in zip_longest(*groups) for t in row if t is not None]
-
-
-def _categories(
-    phase: str,
-    drafts: list[Draft],
-    labels: list[TypeLabel],
-    names: list[str],
-    labeller: Labeller,
-    params: BuildParams,
-) -> tuple[list[FailureCategory], list[str]]:
-    """The phase's categories and each draft's category id ('' for a type that stands alone).
-
-    A category exists only where it groups two or more types under a more general name: seed types sharing a
-    seed `parent` form one (named by it); the other types are grouped by their centroids and named by
-    `labeller`, and a group of one type, or one group holding every type of the phase, is no category."""
-    member_lists: list[list[int]] = []
-    seeded: dict[str, list[int]] = {}
-    for i, d in enumerate(drafts):
-        if d.seed_category is not None and d.seed_category.parent:
-            seeded.setdefault(d.seed_category.parent, []).append(i)
-    seed_groups = [(parent, m) for parent, m in seeded.items() if len(m) >= 2]
-    rest = [i for i, d in enumerate(drafts) if d.origin != "seed"]
-    if len(rest) >= 3:
-        centroids = np.stack([drafts[i].centroid for i in rest])
-        sizes = np.array([len(drafts[i].insight_ids) for i in rest], dtype=float)
-        groups = group_centroids(centroids, sizes, max_categories=params.max_categories)
-        if groups.max() > 0:
-            member_lists = [[rest[j] for j in np.flatnonzero(groups == g)] for g in range(int(groups.max()) + 1)]
-            member_lists = [m for m in member_lists if len(m) >= 2]
-    texts = [t for m in member_lists for i in m for t in drafts[i].texts]
-    text_groups = [g for g, m in enumerate(member_lists) for i in m for _ in drafts[i].texts]
-    keywords = class_tfidf(texts, text_groups, top_n=6) if len(member_lists) > 1 else {0: []}
-    evidence = [
-        CategoryEvidence(
-            key=f"{phase}/C{g + 1}",
-            phase=phase,
-            type_names=[names[i] for i in m],
-            type_definitions=[labels[i].definition for i in m],
-            keywords=[t for t, _ in keywords.get(g, [])] or drafts[m[0]].keywords,
-            texts=[t for i in m for t in drafts[i].texts],
-            # for contrast: the phase's other categories, and each type that stands alone as one of its own
-            other_categories=[[names[i] for i in o] for h, o in enumerate(member_lists) if h != g]
-            + [[names[i]] for i in range(len(drafts)) if not any(i in o for o in member_lists)],
-            type_texts=[drafts[i].texts for i in m],
-            contrast_texts=_interleave([drafts[i].texts for i in range(len(drafts)) if i not in m]),
-        )
-        for g, m in enumerate(member_lists)
-    ]
-    labelled = [labeller.label_category(ev) for ev in evidence]
-    # a group the labeller cannot name more generally than its types is no category: its types stand alone
-    kept = [g for g, lab in enumerate(labelled) if lab is not None]
-    evidence = [evidence[g] for g in kept]
-    member_lists = [member_lists[g] for g in kept]
-    named = [lab for lab in labelled if lab is not None]
-    member_names = [{names[i].lower() for i in m} for m in member_lists]
-    plain = [
-        lab.name if lab.name.lower() not in taken else f"{lab.name} and related failures"
-        for lab, taken in zip(named, member_names, strict=True)
-    ]
-    unique = _unique_names(plain, [ev.keywords for ev in evidence])
-    keys = [f"{phase}/C{k + 1}" for k in range(len(evidence))]  # numbered again once unnamed groups are gone
-    out = [
-        FailureCategory(
-            id=key,
-            phase=phase,
-            name=name,
-            definition=lab.definition,
-            keywords=ev.keywords,
-            naming_method=lab.naming_method,
-            prompt=lab.prompt,
-            raw_reply=lab.raw_reply,
-        )
-        for key, ev, lab, name in zip(keys, evidence, named, unique, strict=True)
-    ]
-    category_of = {i: key for key, m in zip(keys, member_lists, strict=True) for i in m}
-    for parent, m in seed_groups:
-        key = f"{phase}/C{len(out) + 1}"
-        out.append(
-            FailureCategory(
-                id=key,
-                phase=phase,
-                name=parent,
-                definition=f"Seed category grouping {len(m)} types: " + "; ".join(names[i] for i in m) + ".",
-                keywords=[],
-                naming_method="seed",
-            )
-        )
-        category_of.update({i: key for i in m})
-    return out, [category_of.get(i, "") for i in range(len(drafts))]
-
-
-def _prototype_encoder(embedding_set: EmbeddingSet, embedder: Embedder | None) -> Callable[[list[str]], np.ndarray]:
-    """Encodes seed texts into the embedding set's space: its model (or `embedder`), its normaliser. Raises
-    ConfigError when `embedder` is another model than the set's."""
-    from failatlas.embed import get_embedder, normaliser_named
-
-    model = embedder or get_embedder(embedding_set.model)
-    if model.model != embedding_set.model:
-        raise ConfigError(
-            f"the seed would be embedded with '{model.model}' but the clusterings use '{embedding_set.model}'",
-            hint="pass the embedder of the clusterings' embedding set",
-        )
-    normaliser = normaliser_named(embedding_set.normalisation)
-    return lambda texts: model.encode(normaliser(texts))
-
-
-def _learner(store: Store, params: BuildParams, embedding_set: EmbeddingSet, embedder: Embedder | None
-             ) -> Learner | None:
-    """The classifier of a build that has labelled examples or stored labels to learn from; None otherwise."""
-    encoders: list[Callable[[list[str]], np.ndarray]] = []  # made on first use: loads the model
-
-    def encode(texts: list[str]) -> np.ndarray:
-        encoders or encoders.append(_prototype_encoder(embedding_set, embedder))
-        return encoders[0](texts)
-
-    return make_learner(store, params.seed_taxonomy, params.examples, params.use_labels, params.label_threshold,
-                        embedding_set, encode)
-
-
-def _seed_label(d: Draft, evidence: TypeEvidence, params: BuildParams, report: SeedReport) -> TypeLabel:
-    """A seed type keeps the seed's name and definition; its examples are its most central insights."""
-    from failatlas.taxonomy.labelling.offline import examples_of
-
-    category = d.seed_category
-    assert category is not None
-    head = f"{category.definition} Here"
-    return TypeLabel(
-        name=category.name,
-        definition=with_examples(head, evidence.texts),
-        definition_head=head,
-        inclusion_criteria=[
-            learned_criterion(params, report) if report.method == "learned" else
-            f"Nearest category of the seed '{params.seed_taxonomy.name}', with cosine to its prototype (name,"
-            f" definition, examples) at least {report.threshold:.3f}: the {report.null_quantile:.2f} quantile of"
-            " this phase's cosines to categories that are not an insight's nearest."
-        ],
-        examples=examples_of(evidence, params.n_examples),
-        naming_method="seed",
-    )
+from failatlas.taxonomy.writes import make_current, write_assignments, write_snapshot
 
 
 def run(
@@ -300,7 +111,8 @@ def _build(
         key.append(started.isoformat())  # a labeller object's identity is not recorded: always a new snapshot
     taxonomy_id = "tx-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     if store.query("SELECT 1 FROM taxonomies WHERE id = ?", [taxonomy_id]):
-        record.note(taxonomy_id=taxonomy_id, reused=True)
+        make_current(store, taxonomy_id)  # built again (a label removed, say): it is the current one again
+        record.note(taxonomy_id=taxonomy_id, reused=True, made_current=True)
         return load_taxonomy(store, taxonomy_id).model_copy(
             update={"stage_run_id": record.id, "label_effects": label_effects_of(store, taxonomy_id)})
     labeller = ReadableNames(labeller) if labeller else make_labeller(params.labeller, store=store,
@@ -312,7 +124,7 @@ def _build(
     reports: dict[str, SeedReport] = {}
     content: dict[str, tuple[str, np.ndarray]] = {}
     member_vectors: list[tuple[list[str], np.ndarray]] = []  # (insight ids, their vectors) per clustering
-    learner = _learner(store, params, embedding_set, embedder)
+    learner = build_learner(store, params, embedding_set, embedder)
     facets = load_facets(store, [i for ci in inputs for i in ci.members["insight_id"].to_list()])
     placed: dict[str, str] = {}  # outliers placed in a type of their kind: insight id -> method
     effects: list[LabelEffect] = []
@@ -334,7 +146,7 @@ def _build(
             effects += label_effects(learner, phase, UNKNOWN, seeded)
             seed_categories = seed_categories or [d.seed_category for d in seeded]
         elif seed_categories:
-            encode = encode or _prototype_encoder(embedding_set, embedder)
+            encode = encode or prototype_encoder(embedding_set, embedder)
             seeded, ci, vectors, reports[phase] = seeded_drafts(
                 ci, vectors, params, seed_categories, prototypes(seed_categories, encode)
             )
@@ -357,6 +169,9 @@ def _build(
                                                                       phase, facets, params, learner)
             effects += found_effects
         if any(d.seed_category is not None for d in phase_drafts):  # a new type the seed has already joins it
+            phase_drafts, merged = merge_same_category(phase_drafts, whole.members["insight_id"].to_list(),
+                                                       whole.members["text"].to_list(), whole_vectors, facets)
+            joins += merged
             phase_drafts, found_joins = join_seed_duplicates(phase_drafts, whole.members["insight_id"].to_list(),
                                                              whole.members["text"].to_list(), whole_vectors, facets,
                                                              join=params.seed_taxonomy is not None)
@@ -375,6 +190,8 @@ def _build(
 
     types: list[FailureType] = []
     categories: list[FailureCategory] = []
+    vectors = NameSpace(member_vectors, embedding_set, embedder)
+    renamed: list[dict] = []
     heads: dict[str, str | None] = {}
     members: dict[str, tuple[list[str], list[str]]] = {}
     records: list[tuple[str, str, float | None, str]] = []  # (type id, insight id, cosine, method)
@@ -383,15 +200,19 @@ def _build(
             (d for d in drafts if d.phase == phase), key=lambda d: (-len(d.insight_ids), d.merged_from)
         )
         type_ids = [f"{phase}/T{n:02d}" for n in range(1, len(mine) + 1)]
+        evidence = type_evidence(mine, type_ids)
         labels = [
-            _seed_label(d, ev, params, d.report or reports[phase]) if d.seed_category is not None else
+            seed_label(d, ev, params, d.report or reports[phase]) if d.seed_category is not None else
             labeller.label(ev)
-            for d, ev in zip(mine, _evidence(mine, type_ids), strict=True)
+            for d, ev in zip(mine, evidence, strict=True)
         ]
+        own = [lab.name for lab in labels]
         labels = [lab if d.seed_category is not None else variant_label(facet_label(lab, d, facets), d)
                   for d, lab in zip(mine, labels, strict=True)]
-        names = _unique_names([lab.name for lab in labels], [d.keywords for d in mine])
-        cats, cat_ids = _categories(phase, mine, labels, names, labeller, params)
+        labels, chosen = distinct_labels(mine, evidence, labels, own, labeller, vectors.of, vectors.encoder())
+        renamed += chosen
+        names = unique_names([lab.name for lab in labels], [d.keywords for d in mine])
+        cats, cat_ids = phase_categories(phase, mine, labels, names, labeller, params)
         cats, cat_ids = facet_categories(phase, mine, facets, cats, cat_ids)  # by kind, where all types have one
         categories.extend(cats)
         rule = (
@@ -424,6 +245,7 @@ def _build(
                 for i, s in zip(d.insight_ids, d.similarities, strict=True)
             ]
 
+    record.note(names_chosen=vectors.note(renamed))
     if outliers:
         by_phase = {}
         for t in unknown_kind_types(types, members, facets):  # outliers left are of unknown kind
@@ -444,7 +266,7 @@ def _build(
             for o, t, s in zip(outliers, out_ids, out_sims, strict=True)
         ]
     if params.fit_definitions and types:
-        types = _fitted(types, heads, members, records, member_vectors, embedding_set, embedder, record)
+        types = fitted_definitions(types, heads, members, records, member_vectors, embedding_set, embedder, record)
     edit_notes: list[str] = []
     if edits:
         types, records, edit_notes = apply_edits(
@@ -456,43 +278,6 @@ def _build(
     return _store_snapshot(store, record, taxonomy_id, clustering_ids, embedding_set, params, started, categories,
                            types, records, list(reports.values()), labelled_by,
                            ).model_copy(update={"edit_notes": edit_notes, "label_effects": effects})
-
-
-def _fitted(
-    types: list[FailureType],
-    heads: dict[str, str | None],
-    members: dict[str, tuple[list[str], list[str]]],
-    records: list[tuple[str, str, float | None, str]],
-    member_vectors: list[tuple[list[str], np.ndarray]],
-    embedding_set: EmbeddingSet,
-    embedder: Embedder | None,
-    record: StageRun,
-) -> list[FailureType]:
-    """`types` with definitions fitted to reconstruct them (taxonomy/definitions.py), noted in the stage run; as
-    they are, with the reason noted, where the embedding model is not on this machine."""
-    from failatlas.core.errors import MissingDependencyError, NotFoundError
-
-    try:
-        encode = _prototype_encoder(embedding_set, embedder)
-        dims = (np.asarray(encode([types[0].name])).shape[1], member_vectors[0][1].shape[1])
-    except (NotFoundError, MissingDependencyError) as exc:
-        record.note(definitions_fitted=False, definitions_not_fitted_because=str(exc))
-        return types
-    if dims[0] != dims[1]:  # the stored vectors were not made by this model as it is here
-        record.note(definitions_fitted=False, definitions_not_fitted_because=f"the model '{embedding_set.model}'"
-                    f" gives {dims[0]} dimensions, the embedding set {dims[1]}")
-        return types
-    row_of = {}
-    for block, (ids, _) in enumerate(member_vectors):
-        row_of.update({iid: (block, r) for r, iid in enumerate(ids)})
-
-    def vector_of(ids: list[str]) -> np.ndarray:
-        return np.stack([member_vectors[row_of[i][0]][1][row_of[i][1]] for i in ids])
-
-    fitted, fidelity = fit_type_definitions(types, heads, members, records, vector_of, encode)
-    record.note(definitions_fitted=True, name_fidelity_before_after=fidelity)
-    return fitted
-
 
 def _store_snapshot(
     store: Store,

@@ -17,7 +17,7 @@ from failatlas.taxonomy.seeding import builtin_seeds
 app = typer.Typer(no_args_is_help=True)
 
 TaxonomyArg = Annotated[
-    str | None, typer.Argument(help="Taxonomy id or version number (default: the newest).")
+    str | None, typer.Argument(help="Taxonomy id or version number (default: the current one).")
 ]
 
 
@@ -106,7 +106,7 @@ def build(
         )
     console.print(table)
     console.print(
-        f"{tax.id}: {len(tax.types)} failure types in {len(tax.categories)} categories; "
+        f"{tax.id} (current): {len(tax.types)} failure types in {len(tax.categories)} categories; "
         f"{tax.n_assigned} insights assigned, {tax.n_unassigned} unassigned"
     )
     for r in tax.seed_reports:
@@ -154,7 +154,8 @@ def _print_fitted(taxonomy_id: str) -> None:
 
 @app.command(name="list")
 def list_() -> None:
-    """List taxonomy snapshots, newest first."""
+    """List taxonomy snapshots, the current one first (marked *): the one `show`, `export` and the app open by
+    default."""
     from failatlas.core.cli import compact_table, fit_columns
     from failatlas.taxonomy.read import list_taxonomies
 
@@ -162,7 +163,7 @@ def list_() -> None:
     table = compact_table("version", "id", "created", "types", "categories", "insights", "embed model")
     for r in frame.iter_rows(named=True):
         table.add_row(
-            str(r["version"]),
+            f"{r['version']}{'*' if r['current'] else ''}",
             r["id"],
             str(r["created_at"])[:19],
             str(r["n_types"]),
@@ -259,10 +260,9 @@ def _print_quality(s: object, taxonomy_id: str) -> None:
                         f"of {c['n_insights']} distinct statements (threshold {c['threshold']:.3f})")
     acc = m.get("seed_accuracy")
     if acc:
-        sample = " (in-sample: --examples may hold these labels)" if acc["in_sample"] else ""
         summary.add_row("seed assignment accuracy", "-" if acc["accuracy"] is None else f"{acc['accuracy']:.3f}",
                         f"share of the {acc['n_covered']} distinct statements in seed categories whose imported"
-                        f" label is that category{sample}")
+                        f" label is that category; evaluation set: {acc['evaluation']}")
         summary.add_row("seed accuracy, all labelled", f"{acc['accuracy_all']:.3f}",
                         f"share of all {acc['n_labelled']} labelled distinct statements")
     cv = m.get("label_cv")
@@ -342,17 +342,30 @@ def export(
     out: Annotated[str, typer.Option("--out", "-o", help="Folder to write into.")] = "taxonomy-export",
     formats: Annotated[
         str | None, typer.Option("--formats", help="Comma-separated, of: " + ",".join(export_formats())
-                                 + " (default: all)")
+                                 + " (default: all); with --type, of md,csv,json")
     ] = None,
+    failure_type: Annotated[str | None, typer.Option(
+        "--type", help="A failure type's id (e.g. implementation/T03, or unassigned): write its drill-down instead "
+        "(each insight, the runs it was stated in with their verdicts and evidence lines) as "
+        "drilldown-<type>.md, .csv and .json, the files the app's Drill-down page downloads.")] = None,
 ) -> None:
-    """Write the prevalence table (LaTeX booktabs, Markdown, CSV), a types appendix and figures (PNG, PDF)."""
+    """Write the prevalence table (LaTeX booktabs, Markdown, CSV), a types appendix and figures (PNG, PDF); with
+    --type, one failure type's drill-down."""
     from failatlas.taxonomy.export import export_taxonomy
 
+    chosen = None if formats is None else [f.strip() for f in formats.split(",") if f.strip()]
+    if failure_type is not None:
+        from failatlas.taxonomy.drilldown import DRILLDOWN_FORMATS, export_drilldown
+
+        for path in export_drilldown(store(create=False), failure_type, taxonomy_id, out,
+                                     formats=tuple(chosen or DRILLDOWN_FORMATS)):
+            console.print(f"wrote {path}", highlight=False)
+        return
     result = export_taxonomy(
         store(create=False),
         taxonomy_id,
         out,
-        formats=None if formats is None else [f.strip() for f in formats.split(",") if f.strip()],
+        formats=chosen,
     )
     for path in result.written:
         console.print(f"wrote {path}", highlight=False)
@@ -361,7 +374,7 @@ def export(
 
 
 TaxonomyOption = Annotated[
-    str | None, typer.Option("--taxonomy", "-t", help="Taxonomy id or version (default: the newest).")
+    str | None, typer.Option("--taxonomy", "-t", help="Taxonomy id or version (default: the current one).")
 ]
 
 

@@ -185,5 +185,10 @@ def fit_type_definitions(
 
 
 def category_definition(evidence: CategoryEvidence) -> str:
-    """An offline category's definition: its member types by name."""
-    return f"{len(evidence.type_names)} failure type(s): " + "; ".join(evidence.type_names) + "."
+    """An offline category's definition: its member types by name (a type without a name as what it is, never
+    its placeholder name)."""
+    names = [n for n in evidence.type_names if not n.startswith("Unnamed type ")]
+    unnamed = len(evidence.type_names) - len(names)
+    if unnamed:
+        names.append(f"{unnamed} type(s) whose statements share no common phrase")
+    return f"{len(evidence.type_names)} failure type(s): " + "; ".join(names) + "."

@@ -58,7 +58,7 @@ def export_taxonomy(
 ) -> ExportResult:
     """Write prevalence.{tex,md,csv}, failure_types.md, and prevalence_by_phase / agent_heatmap / funnel
     figures
-    (.png, .pdf) for a taxonomy (default: the newest) into `out_dir`.
+    (.png, .pdf) for a taxonomy (default: the current one) into `out_dir`.
 
     The funnel is skipped, with the reason in `skipped`, when the store holds no runs (e.g. a taxonomy of
     imported traces), and the agent heatmap when fewer than two agents are named (one '(unknown)' row):

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from failatlas.bench_core.agent_order import ordered_agents
 from failatlas.core.errors import MissingDependencyError
 from failatlas.taxonomy.model import phase_rank
 
@@ -114,7 +115,7 @@ def agent_heatmap(
         _wrap(f"{p}: {n}" if several_phases else n, 48)
         for p, n in zip(top["phase"], top["failure_type"], strict=True)
     ]
-    columns = sorted(set(frame["group"].unique().to_list()) | set(agents))
+    columns = ordered_agents([*frame["group"].unique().to_list(), *agents])
     insights = {a: int(frame.filter(pl.col("group") == a)["count"].sum()) for a in columns}
     share = np.full((len(type_ids), len(columns)), np.nan)
     pos_a = {a: k for k, a in enumerate(columns)}
@@ -152,7 +153,7 @@ def funnel_axes(frame: pl.DataFrame):  # noqa: ANN201 - a matplotlib Figure
     with no run scored says 'n/a'. Each background bar's gid is 'agent|stage' (for tests)."""
     from failatlas.taxonomy.funnel import STAGES
 
-    agents = sorted(frame["agent"].unique().to_list())
+    agents = ordered_agents(frame["agent"].unique().to_list())
     ncols = min(3, max(len(agents), 1))
     nrows = max(1, -(-len(agents) // ncols))
     fig = _figure(2.5 * ncols + 0.4, 1.9 * nrows + 0.7)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from failatlas.bench_core.agent_order import sort_groups
 from failatlas.bench_core.scoring.metrics import run_scores
 from failatlas.core.store import Store
 
@@ -27,12 +28,12 @@ _SCHEMA = {
 }
 
 
-def funnel(store: Store) -> pl.DataFrame:
+def funnel(store: Store, *, scores: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per agent ('agent (model)') and funnel stage: `n_runs` scored on every phase up to the stage, `n_pass`
     of them passing all those phases, `n_unscored` runs left out, and `share` = n_pass / n_runs (NaN when no
     run is scored there). Runs that ended in an infrastructure error or were never scored are left out, as in
-    `bench report`. Empty when the store has no scored run."""
-    scores = run_scores(store)
+    `bench report`. Empty when the store has no scored run. `scores`: `run_scores(store)`, when the caller has it."""
+    scores = run_scores(store) if scores is None else scores
     if scores.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
     scores = scores.with_columns(
@@ -58,4 +59,4 @@ def funnel(store: Store) -> pl.DataFrame:
     out = pl.concat(frames).with_columns(
         pl.when(pl.col("n_runs") > 0).then(pl.col("n_pass") / pl.col("n_runs")).otherwise(float("nan")).alias("share")
     )
-    return out.sort("agent", "_k").select(list(_SCHEMA))
+    return sort_groups(out, ["agent", "_k"]).select(list(_SCHEMA))

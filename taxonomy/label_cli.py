@@ -48,7 +48,7 @@ def add(
         str | None, typer.Option("--type", help="Label every insight of this failure type (e.g. other/T03).")
     ] = None,
     taxonomy_id: Annotated[
-        str | None, typer.Option("--taxonomy", "-t", help="Taxonomy of --type (default: the newest).")
+        str | None, typer.Option("--taxonomy", "-t", help="Taxonomy of --type (default: the current one).")
     ] = None,
     labels_file: Annotated[
         Path | None, typer.Option("--labels", help="JSONL/JSON or CSV file: one row per statement, columns text and"

@@ -3,8 +3,8 @@ occurrences:
 
 - `seed_accuracy`: against the labels imported data carries (`insight_sources.label`, majority per insight):
   of the insights a seed (or learned) category took, the share whose label is that category, and per category
-  precision and recall. These labels never trained the build unless the user passed their file as `--examples`
-  (then the figure is in-sample, and says so).
+  precision and recall, and what it was measured on (`evaluation_set`): held out when none of these statements is
+  among the build's `--examples` (another dataset's, or another half's), in-sample for those that are.
 - `label_cross_validation`: against the labels a person gave (`failatlas label`): k-fold cross-validation of the
   build's learned assignment, each fold's labels held out of training (the seed's texts and the examples always
   in), so the accuracy is measured on labels the model did not see.
@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from failatlas.core.errors import FailAtlasError
 from failatlas.core.store import Store
 from failatlas.embed import Embedder, get_set
 from failatlas.taxonomy.learned import LabelModel, embed_texts, read_examples, same_category, training_set, user_labels
@@ -45,10 +46,11 @@ def seed_accuracy(store: Store, tax: Taxonomy) -> dict[str, Any] | None:
     if not seed_types:
         return None
     rows = store.query(
-        "SELECT a.insight_id, a.failure_type_id, v.label FROM insight_failure_types a JOIN (SELECT insight_id, label"
-        " FROM (SELECT insight_id, label, row_number() OVER (PARTITION BY insight_id ORDER BY count(*) DESC, label)"
-        " AS r FROM insight_sources WHERE label IS NOT NULL GROUP BY insight_id, label) WHERE r = 1) v"
-        " ON v.insight_id = a.insight_id WHERE a.taxonomy_id = ? ORDER BY a.insight_id", [tax.id])
+        "SELECT a.insight_id, a.failure_type_id, v.label, i.text FROM insight_failure_types a JOIN (SELECT"
+        " insight_id, label FROM (SELECT insight_id, label, row_number() OVER (PARTITION BY insight_id ORDER BY"
+        " count(*) DESC, label) AS r FROM insight_sources WHERE label IS NOT NULL GROUP BY insight_id, label)"
+        " WHERE r = 1) v ON v.insight_id = a.insight_id JOIN insights i ON i.id = a.insight_id"
+        " WHERE a.taxonomy_id = ? ORDER BY a.insight_id", [tax.id])
     if not rows:
         return None
     truth = [r[2] for r in rows]
@@ -61,9 +63,33 @@ def seed_accuracy(store: Store, tax: Taxonomy) -> dict[str, Any] | None:
         "n_covered": len(covered),
         "accuracy": correct / len(covered) if covered else None,
         "accuracy_all": correct / len(rows),
-        "in_sample": bool(tax.params.examples),
+        **evaluation_set(tax, [r[3] for r in rows]),
         "per_category": _per_category(truth, predicted, sorted(set(seed_types.values()))),
     }
+
+
+def evaluation_set(tax: Taxonomy, texts: list[str]) -> dict[str, Any]:
+    """What the accuracy was measured on, honestly: `in_sample` (how many of the labelled statements' texts the
+    build's `--examples` hold, so the model saw their labels), `held_out` (none of them), and `evaluation`, a
+    sentence naming the set (the store's imported labels, and whether the examples are another dataset's)."""
+    from failatlas.ingest.model import text_hash
+
+    if not tax.params.examples:
+        return {"in_sample": 0, "held_out": True, "evaluation": f"{len(texts)} distinct statements labelled by the"
+                " data they were imported with; nothing was learned from these labels"}
+    try:
+        seen = {text_hash(t) for t, _ in read_examples(tax.params.examples)}
+    except FailAtlasError as exc:  # the files moved since the build: say that it cannot be told
+        return {"in_sample": None, "held_out": None, "evaluation": f"{len(texts)} distinct statements with imported"
+                f" labels; whether --examples ({', '.join(tax.params.examples)}) held them cannot be told:"
+                f" {exc.one_line()}"}
+    inside = sum(text_hash(t) in seen for t in texts)
+    files = ", ".join(tax.params.examples)
+    if not inside:
+        return {"in_sample": 0, "held_out": True, "evaluation": f"held out: {len(texts)} distinct statements with"
+                f" imported labels, none of them among the {len(seen)} examples the build learned from ({files})"}
+    return {"in_sample": inside, "held_out": False, "evaluation": f"in-sample for {inside} of {len(texts)} distinct"
+            f" statements: their texts are among the examples the build learned from ({files})"}
 
 
 def label_cross_validation(store: Store, tax: Taxonomy, embedder: Embedder | None = None, folds: int = 5,

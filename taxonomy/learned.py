@@ -337,12 +337,15 @@ def near_enough(vectors: np.ndarray, data: TrainingSet, classes: Sequence[str], 
 
 
 def learned_categories(rows: np.ndarray, ids: list[str], texts: list[str], vectors: np.ndarray, phase: str,
-                       params: BuildParams, learner: Learner, kind: str = UNKNOWN) -> tuple[list[Draft], np.ndarray]:
+                       params: BuildParams, learner: Learner, kind: str = UNKNOWN,
+                       types: list[np.ndarray] | None = None) -> tuple[list[Draft], np.ndarray]:
     """Drafts of the learned categories that take some of the insights at `rows` (all of this phase and kind;
     calibrated probability at least the learner's threshold; an insight a person labelled goes to its label's
     category whatever the model says), and which of `rows` they took. The seed's texts train only where no
     evidence decided the kind; elsewhere, and without a seed, a category takes only what is as near its labelled
-    statements as a seed's match must be."""
+    statements as a seed's match must be. With `types` (the member vectors of each type the insights sit in
+    without labels), a statement a person did not label is taken only when it is nearer its category's labelled
+    statements than to any other category by the calibrated margin (taxonomy/margin.py)."""
     seed_rows = kind == UNKNOWN
     model, categories, data = learner.model_for(phase, kind, seed_rows=seed_rows)
     mine, mine_texts = vectors[rows], [texts[r] for r in rows]
@@ -351,6 +354,8 @@ def learned_categories(rows: np.ndarray, ids: list[str], texts: list[str], vecto
     covered = confidence >= learner.threshold
     if learner.seed is None or not seed_rows:  # no scheme says the labels cover the domain: they name only that
         covered &= near_enough(mine, data, model.classes_, best, params.seed_null_quantile)
+    if types is not None and len(model.classes_) > 1:
+        covered &= _within_margin(mine, data, list(model.classes_), best, types, learner, f"{phase}/{kind}")
     given = {text_hash(t): lab for t, lab, src in zip(data.texts, data.labels, data.sources, strict=True)
              if src == "user"}
     column = {name: k for k, name in enumerate(model.classes_)}
@@ -369,6 +374,21 @@ def learned_categories(rows: np.ndarray, ids: list[str], texts: list[str], vecto
         for c in sorted({int(x) for x in best[covered]})
     ]
     return drafts, covered
+
+
+def _within_margin(vectors: np.ndarray, data: TrainingSet, classes: list[str], best: np.ndarray,
+                   types: list[np.ndarray], learner: Learner, scope: str) -> np.ndarray:
+    """Per statement: whether it is nearer its predicted category's labelled statements than to any other
+    category by the margin calibrated on `types` (noted in the learner's notes for `scope`)."""
+    from failatlas.taxonomy.margin import calibrated_margin, label_prototypes, margins
+
+    protos = label_prototypes(data.vectors, data.labels, classes)
+    contrast = np.stack([t.mean(axis=0) for t in types if len(t)]) if any(len(t) for t in types) else \
+        np.zeros((0, vectors.shape[1]))
+    gate = calibrated_margin(vectors, np.vstack([contrast, protos]))
+    gaps = margins(vectors, protos, best, contrast)
+    learner.notes.setdefault(scope, {})["spread_margin"] = round(gate, 4)
+    return gaps >= gate
 
 
 def learned_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams, learner: Learner

@@ -180,13 +180,21 @@ class LabelEffect(BaseModel):
     kind: str
     n_labelled: int  # labelled statements of this phase and kind with this label
     moved: int = 0  # insights the label's learned category took (the labelled ones included)
+    spread_to: list[str] = Field(default_factory=list)  # ids of the insights it took that no label was given on
+    margin: float | None = None  # the calibrated margin they had to clear (taxonomy/margin.py); None: no margin
     not_used: str | None = None
 
     def describe(self) -> str:
         where = f"label '{self.label}' ({self.phase}/{self.kind})"
         if self.not_used:
             return f"{where}: not used: {self.not_used}"
-        return f"{where}: moved {self.moved} insight(s) into its category ({self.n_labelled} labelled)"
+        spread = ""
+        if self.margin is not None:
+            spread = (f"; spread to {len(self.spread_to)} unlabelled insight(s) nearer its examples than to any"
+                      f" other category by at least {self.margin:.3f}")
+            if self.spread_to:
+                spread += ": " + ", ".join(self.spread_to[:5]) + (" ..." if len(self.spread_to) > 5 else "")
+        return f"{where}: moved {self.moved} insight(s) into its category ({self.n_labelled} labelled){spread}"
 
 
 class Taxonomy(BaseModel):

@@ -28,7 +28,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from failatlas.bench_core.scoring.cheating import CHEAT_PHASE
+from failatlas.bench_core.agent_order import REFERENCE_AGENTS
+from failatlas.bench_core.scoring.checks.cheating import CHEAT_PHASE
 from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.errors import ConfigError, InputError
 from failatlas.core.intervals import Z95, wilson
@@ -238,10 +239,14 @@ def prevalence(
         )
         .alias("_phase_rank"),
         (pl.col("failure_type_id") == UNASSIGNED).alias("_last"),
+        # by agent: the reference agents first, then by name (bench_core.agent_order), as every report lists them
+        pl.col("group").replace_strict(list(REFERENCE_AGENTS), list(range(len(REFERENCE_AGENTS))),
+                                       default=len(REFERENCE_AGENTS), return_dtype=pl.Int64)
+        .alias("_group_rank") if by == "agent" else pl.lit(0).alias("_group_rank"),
     )
     return out.sort(
-        ["group", "_phase_rank", "phase", "_last", "category_id", "count", "failure_type_id"],
-        descending=[False, False, False, False, False, True, False],
+        ["_group_rank", "group", "_phase_rank", "phase", "_last", "category_id", "count", "failure_type_id"],
+        descending=[False, False, False, False, False, False, True, False],
     ).select(PREVALENCE_COLUMNS)
 
 

@@ -7,7 +7,7 @@ import json
 import polars as pl
 
 from failatlas.core.store import Store
-from failatlas.taxonomy.assign import resolve_taxonomy
+from failatlas.taxonomy.assign import CURRENT_FIRST, resolve_taxonomy
 from failatlas.taxonomy.inputs import query_frame
 from failatlas.taxonomy.model import (
     BuildParams,
@@ -21,20 +21,23 @@ from failatlas.taxonomy.model import (
 
 
 def list_taxonomies(store: Store) -> pl.DataFrame:
-    """One row per snapshot, newest first: id, version, created_at, embed_model, clustering_ids and
-    counts."""
+    """One row per snapshot, the current one first (`CURRENT_FIRST`: the one every reader of "the newest" opens),
+    then the others by when they were current: id, version, created_at, current (true for the first row),
+    embed_model, clustering_ids and counts."""
     return query_frame(
         store,
-        "SELECT t.id, t.version, t.created_at, t.embed_model, t.clustering_ids,"
+        f"SELECT t.id, t.version, t.created_at, row_number() OVER (ORDER BY {CURRENT_FIRST}) = 1 AS current,"  # noqa: S608
+        " t.embed_model, t.clustering_ids,"
         " (SELECT count(*) FROM failure_types f WHERE f.taxonomy_id = t.id) AS n_types,"
         " (SELECT count(*) FROM failure_categories c WHERE c.taxonomy_id = t.id) AS n_categories,"
         " (SELECT count(*) FROM insight_failure_types a WHERE a.taxonomy_id = t.id) AS n_insights"
-        " FROM taxonomies t ORDER BY t.version DESC",
+        f" FROM taxonomies t ORDER BY {CURRENT_FIRST}",
     )
 
 
 def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
-    """A stored snapshot (default: the newest) with its categories and types. Raises NotFoundError."""
+    """A stored snapshot (default: the current one, `resolve_taxonomy`) with its categories and types. Raises
+    NotFoundError."""
     taxonomy_id = resolve_taxonomy(store, taxonomy_id)
     with store.read() as conn:
         head = conn.execute(

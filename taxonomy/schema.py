@@ -113,4 +113,15 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        package="taxonomy",
+        version=5,
+        name="taxonomies_current_since",
+        sql="""
+        -- when the snapshot last became current: set when it is built, and again when a build finds it already
+        -- stored (a label removed, then `taxonomy build`: the first build comes back). Readers that open "the
+        -- newest" open the current one: the latest current_since (created_at where it is NULL), then the version.
+        ALTER TABLE taxonomies ADD COLUMN current_since TIMESTAMP;
+        """,
+    ),
 ]

@@ -37,7 +37,10 @@ def learn_within_kinds(drafts: list[Draft], outlier_ids: list[str], ci: Clusteri
         found: list[Draft] = []
         if learner.learns(phase, kind):
             rows = np.array([r for r, i in enumerate(ids) if facets.of(i) == kind], dtype=int)
-            found, covered = learned_categories(rows, ids, texts, vectors, phase, params, learner, kind)
+            row_of = {i: r for r, i in enumerate(ids)}
+            types = [vectors[[row_of[i] for i in d.insight_ids if facets.of(i) == kind]] for d in drafts]
+            found, covered = learned_categories(rows, ids, texts, vectors, phase, params, learner, kind,
+                                                types=[t for t in types if len(t)])
             moved |= {ids[r] for r in rows[covered]}
             learned += found
         effects += label_effects(learner, phase, kind, found)
@@ -66,12 +69,17 @@ def label_effects(learner: Learner, phase: str, kind: str, learned: list[Draft])
     n_labelled = Counter(lab for _, _, lab in labels)
     n_categories = len(set(data.labels))
     taken = Counter({d.seed_category.name: len(d.insight_ids) for d in learned if d.seed_category is not None})
+    given = set(data.texts)  # the labelled statements: the others a category took are what the label spread to
+    spread = {d.seed_category.name: sorted(i for i, t in zip(d.insight_ids, d.texts, strict=True) if t not in given)
+              for d in learned if d.seed_category is not None}
+    margin = learner.notes.get(f"{phase}/{kind}", {}).get("spread_margin")
     reason = None
     if n_categories < MIN_LABELLED_CATEGORIES:
         reason = (f"{phase}/{kind} has labels in only {n_categories} category (learning there needs"
                   f" {MIN_LABELLED_CATEGORIES}; it stays clustered)")
     return [LabelEffect(label=label, phase=phase, kind=kind, n_labelled=n, moved=taken[category_of[label]],
-                        not_used=reason) for label, n in sorted(n_labelled.items())]
+                        spread_to=spread.get(category_of[label], []), margin=margin, not_used=reason)
+            for label, n in sorted(n_labelled.items())]
 
 
 def label_effects_of(store: Store, taxonomy_id: str) -> list[LabelEffect]:

@@ -99,6 +99,39 @@ def join_seed_duplicates(drafts: list[Draft], ids: list[str], texts: list[str], 
     return out, notes
 
 
+def merge_same_category(drafts: list[Draft], ids: list[str], texts: list[str], vectors: np.ndarray,
+                        facets: Facets) -> tuple[list[Draft], list[dict]]:
+    """One phase's drafts with the seed (or learned) types that stand for the same category and the same kind
+    merged into one, so a category is never listed twice under its name with a stray word added to tell the two
+    apart (issue 53: learned once per kind, or found by prototypes and by labels). Types of the same category in
+    different kinds the evidence decided stay apart (measurably different: the evidence says so), and are named
+    by their kind. A note per merge."""
+    groups: dict[tuple[str, str], list[Draft]] = {}
+    for d in drafts:
+        if d.seed_category is not None:
+            groups.setdefault((d.seed_category.name.lower(), draft_kind(d, facets)), []).append(d)
+    merged = [g for g in groups.values() if len(g) > 1]
+    if not merged:
+        return drafts, []
+    row_of = {insight_id: r for r, insight_id in enumerate(ids)}
+    gone = {id(d) for g in merged for d in g[1:]}
+    out: list[Draft] = []
+    notes: list[dict] = []
+    for d in drafts:
+        if id(d) in gone:
+            continue
+        group = next((g for g in merged if g[0] is d), None)
+        if group is None:
+            out.append(d)
+            continue
+        rows = np.array([row_of[i] for m in group for i in m.insight_ids], dtype=int)
+        out.append(draft_of(rows, ids, texts, vectors, d.phase, d.keywords,
+                            sorted({x for m in group for x in m.merged_from}), origin=d.origin,
+                            seed_category=d.seed_category, report=d.report))
+        notes.append({"merged": d.seed_category.name, "n_types": len(group), "n_insights": len(rows)})
+    return out, notes
+
+
 def variant_name(category: str, cosine: float) -> str:
     """The name of a new type no readable phrase names: a variant of its nearest seed category, with the cosine
     between their centroids shown ("Variant of Goal Deviation (cosine 0.71)")."""

@@ -98,24 +98,35 @@ def _stacked(*lines: str) -> str:
     return r"\begin{tabular}[b]{@{}r@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
 
 
-# How much of a page one float of the table may fill, in lines of its \small type, and how many characters of a
-# name fill one line of the name column (an article's \textwidth less the number columns). Both err short: a float
-# taller than the page is a LaTeX warning and a table over the page number, a float a few lines short is not
-# (44: the tallest that tests/taxonomy/test_export_pages.py compiles without "Float too large").
-FLOAT_LINES = 44
-NAME_LINE_CHARS = 36
+# A float's height, estimated in points, against the page of a plain `article` (\textheight 550pt, letter paper;
+# A4's is taller). Measured (issue 54) by compiling 53 tables of the demo's types, one float each, on a page too
+# short for any (the log says by how much each is too tall), and fitting: the float's frame (header, rules) plus its
+# caption's lines, a line per name line and per objects line in the name column (46 characters each; names wrap
+# at spaces), a phase heading and a category heading each. The largest error of the fit was 11.2pt, so a float is
+# filled up to the page less 15pt: a table that fits on a page is one float (the old count of lines, 36 characters
+# and 44 lines to the page, split the demo's 12 types into two floats, the second holding one row).
+PAGE_PT = 550.0 - 15.0
+FRAME_PT = 37.0
+CAPTION_LINE_PT, CAPTION_LINE_CHARS = 11.0, 85
+NAME_LINE_PT, OBJECTS_LINE_PT, NAME_LINE_CHARS = 10.4, 11.0, 46
+PHASE_HEADING_PT, CATEGORY_HEADING_PT = 17.4, 13.1
 
 
-def _lines(name: str) -> int:
-    """The lines a name is estimated to take in the name column (it wraps at spaces)."""
+def _lines(name: str, per_line: int = NAME_LINE_CHARS) -> int:
+    """The lines a text is estimated to take at `per_line` characters a line (it wraps at spaces)."""
     lines, used = 1, 0
     for word in name.split():
-        if used and used + 1 + len(word) > NAME_LINE_CHARS:
+        if used and used + 1 + len(word) > per_line:
             lines, used = lines + 1, 0
         used += (1 if used else 0) + len(word)
-        while used > NAME_LINE_CHARS:  # a token longer than a line breaks inside (`BREAK_IF_NEEDED`)
-            lines, used = lines + 1, used - NAME_LINE_CHARS
+        while used > per_line:  # a token longer than a line breaks inside (`BREAK_IF_NEEDED`)
+            lines, used = lines + 1, used - per_line
     return lines
+
+
+def _room(caption: str) -> float:
+    """The points a float captioned `caption` leaves for its rows (`PAGE_PT` less its frame and caption)."""
+    return PAGE_PT - FRAME_PT - CAPTION_LINE_PT * _lines("Table 1: " + caption, CAPTION_LINE_CHARS)
 
 
 def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-prevalence",
@@ -127,7 +138,7 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
     category is printed once, above its types; a category holding one type of the same name shows that name once.
     Numbers as in the Markdown and CSV (`display_rows`). `caption` is plain text (escaped here).
 
-    A table too tall for one page (`FLOAT_LINES`, estimated) continues in further floats under the same table
+    A table too tall for one page (estimated in points: `PAGE_PT`) continues in further floats under the same table
     number (`\\ContinuedFloat`, so the header also names the caption package), each filled before the next starts:
     a phase that does not fit goes on in the next float under its heading marked '(continued)', and a float never
     ends on a heading. The first float carries `caption` and `label`; each later one the caption '... (continued)'."""
@@ -167,29 +178,30 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
         indent = "0.5em" if alone else "1em"
         under = rf"\newline{{\footnotesize {latex_cell('Objects: ' + one_line(listed))}}}" if listed else ""
         row = " & ".join([rf"\leftskip={indent}\relax {latex_cell(name)}{under}", *numbers]) + r" \\"
-        size = _lines(name) + (_lines("Objects: " + listed) if listed else 0)
-        items.append((phase, heading, row, size + (heading is not None)))
+        size = NAME_LINE_PT * _lines(name) + (OBJECTS_LINE_PT * _lines("Objects: " + listed) if listed else 0)
+        items.append((phase, heading, row, size + (CATEGORY_HEADING_PT if heading is not None else 0.0)))
     firsts = {r["phase"]: r for r in frame.iter_rows(named=True)}
     floats: list[list[str]] = [[]]
-    used = 0
+    continued = f"{caption.split('. ')[0].rstrip('.')} (continued)."
+    used, room = 0.0, _room(caption)
     category_now: str | None = None
     for k, (phase, heading, row, n) in enumerate(items):
         starts = k == 0 or items[k - 1][0] != phase
         category_now = heading if heading is not None else (None if starts else category_now)
-        if floats[-1] and used + n + (2 if starts else 0) > FLOAT_LINES:
+        if floats[-1] and used + n + (PHASE_HEADING_PT if starts else 0.0) > room:
             floats.append([])
-            used = 0
+            used, room = 0.0, _room(continued)
             if not starts:  # a phase continued from the previous float
                 floats[-1].append(phase_heading(firsts[phase], phase, " (continued)"))
-                used += 2
+                used += PHASE_HEADING_PT
                 if heading is None and category_now is not None:
                     floats[-1].append(category_heading(category_now, " (continued)"))
-                    used += 1
+                    used += CATEGORY_HEADING_PT
         if starts:
             if floats[-1]:
                 floats[-1].append(r"\midrule")
             floats[-1].append(phase_heading(firsts[phase], phase))
-            used += 2
+            used += PHASE_HEADING_PT
         if heading is not None:
             floats[-1].append(category_heading(heading))
         floats[-1].append(row)
@@ -197,8 +209,8 @@ def to_latex(frame: pl.DataFrame, *, caption: str, label: str = "tab:failatlas-p
     spec = "@{}" + NAME_COLUMN + "r" * (width - 1) + "@{}"
     parts = [paper_table(spec, header, floats[0], caption=latex_cell(caption), label=label, comment=comment or "",
                          column_gap="4pt", more_packages=[CONTINUED_PACKAGE] if len(floats) > 1 else [])]
-    parts += [paper_table(spec, header, body, caption=latex_cell(f"{caption.split('. ')[0].rstrip('.')} (continued)."),
-                          label=label, column_gap="4pt", needs=False, continues=True) for body in floats[1:]]
+    parts += [paper_table(spec, header, body, caption=latex_cell(continued), label=label, column_gap="4pt",
+                          needs=False, continues=True) for body in floats[1:]]
     return "\n".join(parts)
 
 

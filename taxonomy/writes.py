@@ -34,11 +34,12 @@ def write_snapshot(
     version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM taxonomies").fetchall()[0][0]
     conn.execute(
         "INSERT INTO taxonomies (id, version, clustering_ids, embed_model, normalisation, embedding_set_id, params,"
-        " code_version, created_at, seed_reports, labelled_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " code_version, created_at, seed_reports, labelled_by, current_since)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [taxonomy_id, version, json.dumps(clustering_ids), embed_model, normalisation, embedding_set_id,
          params_json, code_version, created_at,
          None if not seed_reports else json.dumps([r.model_dump() for r in seed_reports]),
-         json.dumps(labelled_by) if labelled_by else None],
+         json.dumps(labelled_by) if labelled_by else None, _now()],
     )
     if categories:
         conn.executemany(
@@ -140,3 +141,14 @@ def replace_types(
             " SELECT * FROM edited_assignments"
         )
         conn.unregister("edited_assignments")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def make_current(store: Store, taxonomy_id: str) -> None:
+    """Make a stored snapshot the current one (what every reader of "the newest" opens), as a build that finds
+    its snapshot already stored does: removing a label and building again brings the first build back."""
+    with store.write() as conn:
+        conn.execute("UPDATE taxonomies SET current_since = ? WHERE id = ?", [_now(), taxonomy_id])

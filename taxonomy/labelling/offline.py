@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from failatlas.taxonomy.definitions import category_definition, with_examples
 from failatlas.taxonomy.definitions import shorten as shorten  # re-exported: callers name it here
 from failatlas.taxonomy.labelling.base import register_labeller
+from failatlas.taxonomy.labelling.condense import condensed_candidates, condensed_name, is_clause, shared_phrases
 from failatlas.taxonomy.labelling.phrases import (
     category_term,
     category_word,
@@ -20,7 +21,7 @@ from failatlas.taxonomy.labelling.phrases import (
     shared_word,
     states_failure,
 )
-from failatlas.taxonomy.labelling.readable import honest_name, withheld_note
+from failatlas.taxonomy.labelling.readable import fragment, honest_name, withheld_note
 from failatlas.taxonomy.model import CategoryEvidence, CategoryLabel, Example, TypeEvidence, TypeLabel
 
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z_][a-zA-Z0-9_\-]+\b")
@@ -108,14 +109,34 @@ class OfflineLabeller:
 
     def label(self, evidence: TypeEvidence) -> TypeLabel:
         contrast = [t for other in evidence.neighbours for t in other.texts]
-        named = failure_name(evidence.texts, contrast, evidence.keywords)
+        return self.label_as(evidence, _by_content(evidence.texts, contrast, evidence.keywords))
+
+    def candidates(self, evidence: TypeEvidence) -> list[str]:
+        """Every name the type's own statements offer, the one `label` gives first: the phrase most of them say,
+        then the runs of words from its most central statements that a half, a third or a quarter of them share
+        in content (`condense.condensed_candidates`), each saying what went wrong ('Failed to include the
+        mandatory tag', not 'Include the required end_plan tag' nor 'Tool call in the previous step'); none a
+        fragment or a clause. [] when they share nothing."""
+        contrast = [t for other in evidence.neighbours for t in other.texts]
+        first = _by_content(evidence.texts, contrast, evidence.keywords)
+        if not first:
+            return []
+        others = [n for n in condensed_candidates(evidence.texts, contrast) if fragment(n) is None
+                  and not is_clause(n.split(), strict=False) and states_failure(n)]
+        return list(dict.fromkeys([first, *others]))
+
+    def label_as(self, evidence: TypeEvidence, named: str) -> TypeLabel:
+        """The type's label under the name `named` (one of its `candidates`; "" for none: it is then unnamed)."""
         name = named or honest_name(evidence)
-        neighbours = [n for n in (failure_name(o.texts, evidence.texts, o.keywords) for o in evidence.neighbours) if n]
-        head = f"{name} ({evidence.size} {evidence.phase} insight{'s' if evidence.size != 1 else ''})"
+        neighbours = [n for n in (_by_content(o.texts, evidence.texts, o.keywords) for o in evidence.neighbours) if n]
+        size = f"{evidence.size} {evidence.phase} insight{'s' if evidence.size != 1 else ''}"
+        head = f"{name} ({size})"
+        said = shared_phrases(evidence.texts, name)
+        if named and said:  # the one-line definition: what most of its statements say besides the name
+            head += "; its statements say " + _join_terms(said)
+        if not named:  # the statements share nothing to name them by: say so (no placeholder), the examples speak
+            head = withheld_note("", "empty") + f"Statements that share no common phrase ({size})"
         definition = with_examples(head, evidence.texts)
-        if not named:  # the statements share no phrase: say so, and let the examples speak
-            head = withheld_note("", "empty") + head
-            definition = withheld_note("", "empty") + definition
         criteria = [f"Inside: the insight reports {name[0].lower() + name[1:] if name[:1].isupper() else name}."
                     ] if named else []
         if evidence.keywords:
@@ -150,6 +171,16 @@ class OfflineLabeller:
             return None
         return CategoryLabel(name=f"{sentence_case(_modifier(shared))} failures",
                              definition=category_definition(evidence), naming_method="offline")
+
+
+def _by_content(texts: Sequence[str], contrast: Sequence[str], keywords: Sequence[str]) -> str:
+    """The type's name from its statements: the phrase most of them say (`failure_name`) where it is a name and
+    not a clause or a fragment, else a run of words from the most central statements that most of them share in
+    content (`condense.condensed_name`); "" when they share nothing to name them by."""
+    named = failure_name(texts, contrast, keywords)
+    if named and fragment(named) is None and not is_clause(named.split(), strict=False):
+        return named
+    return condensed_name(texts, contrast) or ""
 
 
 def _modifier(term: str) -> str:

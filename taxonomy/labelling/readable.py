@@ -78,6 +78,8 @@ REASON_CLAUSES = {
     "repeats a word": "joins a word to itself with 'and'",
     "says nothing specific": "says nothing specific",
     "topic, not a failure": "names a topic, not a failure",
+    "starts mid-clause": "starts mid-clause",
+    "is a clause": "is a clause, not a name",
 }
 # words two sides of an 'and' may both hold without the name repeating itself
 _JOINERS = frozenset(str.split("a an the of in on to for and or with by at"))
@@ -140,6 +142,23 @@ def unreadable_reason(name: str) -> str | None:
     return None
 
 
+_AUXILIARY_START = re.compile(r"^(is|are|was|were|be|been|has|have|had|do|does|did|can|could|would|should|will)\b",
+                              re.IGNORECASE)
+_CLAUSE = re.compile(r"\b(is|are|was|were)\b(?!\s+(not|never|no)\b)", re.IGNORECASE)
+
+
+def fragment(name: str) -> str | None:
+    """Why `name` cannot stand as a name or be listed as one: a start mid-clause ("Is not installed": no subject),
+    a clause ("Error was with the formatting": a subject and its verb, not a noun phrase), or an
+    `unreadable_reason`; None when it can."""
+    text = name.strip()
+    if _AUXILIARY_START.match(text):
+        return "starts mid-clause"
+    if _CLAUSE.search(re.sub(r"\s*\([^)]*\)\s*$", "", text)):
+        return "is a clause"
+    return unreadable_reason(text)
+
+
 _HONEST = "Unnamed type "
 
 
@@ -172,7 +191,7 @@ class ReadableNames:
 
     def label(self, evidence: TypeEvidence) -> TypeLabel:
         lab = self.inner.label(evidence)
-        reason = unreadable_reason(lab.name)
+        reason = fragment(lab.name)  # an LLM's name is held to the rules offline names are
         if reason is None:
             return lab
         note = withheld_note(lab.name, reason)

@@ -97,7 +97,8 @@ def fill_mini_suite(
         for run_id, (monitor_fail, c, d, i, outcome) in FUNNEL.items():
             if monitor_fail:
                 conn.execute(
-                    "INSERT INTO monitor_findings VALUES (?, 1, 'git_history', 'fail', 'git log', 'rule')",
+                    "INSERT INTO monitor_findings (run_id, seq, rule, severity, evidence, source)"
+                    " VALUES (?, 1, 'git_history', 'fail', 'git log', 'rule')",
                     [run_id],
                 )
             for phase, passed in (("conclusion", c), ("design", d), ("implementation", i)):

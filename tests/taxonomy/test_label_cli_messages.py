@@ -166,6 +166,7 @@ def test_an_id_prefix_naming_several_insights_is_refused_and_names_them(db: Path
     assert list_labels(Store(db)) == []
 
 
+@pytest.mark.slow  # cross-validates the label model on TRAIL: out of the README's quick command
 def test_quality_says_how_many_cross_validated_labels_are_not_in_the_store(shared_data: Path, tmp_path: Path):
     """A kept label on a statement no insight has is cross-validated like the others, and `taxonomy show
     --quality` says how many of them there are (a store embedded by real MiniLM, clustered by k-means)."""
