@@ -1,23 +1,30 @@
-"""Every page of the explorer, cold and warm, on the demo's store and on a synthetic store of 20,000 runs, printed
-side by side (issue 42's targets: under 0.5 s warm on the demo, under 1.5 s on 20,000 runs).
+"""The explorer's pages timed beside Streamlit's own floor (issue 54), and every page cold and warm on the demo's store
+and on a synthetic store of 20,000 runs (issue 42, `--detail`).
 
-Two measures. The script: each page rendered through Streamlit's AppTest (the page script run as the server runs
-it, in this process, so `st.cache_data` is shared between renders as between a server's sessions); cold with the
-query cache cleared first, warm with the cache answering. The browser: headless Chromium at 1440x900 against the
-real server (`failatlas app`), from the action to the script's end with nothing left loading: cold (the rerun
-"Reload data" starts after clearing the cache: the page's queries read the store, in the session already open) and
-warm load (the page's URL opened afresh, the cache answering: a new session, the app's JavaScript loaded and its
-websocket opened first, so it is more than a click inside the app costs), and warm switch (the page chosen in
-the sidebar of the session already open, from another page: what a click inside the app costs). Beside them, the
-framework's own floor: an empty Streamlit script (one line of text) started with the same server options and
-loaded the same way. Warm: best and median of `--repeats`.
+The default measure, in one run, side by side: the floor is a near-empty Streamlit script (a sidebar radio of the
+app's page titles, and the chosen title as a header) served by plain `streamlit run` with `failatlas app`'s options;
+the app is `failatlas app` on the given store. For each: the server's start (the command started until its health
+check answers), the first load (a fresh browser opens the first page until its script has finished and nothing is
+left loading: Overview, the page a person sees first) and a switch to each page (chosen in the sidebar of that
+session, until its rerun has finished). The floor's switch reruns its script for the radio's choice. The ratio app /
+floor is printed beside each row, with the load average before and after; the target is the app's first load within
+2x the floor's.
 
     failatlas --db demo.duckdb demo                        # a fresh demo store (minutes: real Docker runs)
-    python benchmarks/app_pages.py --demo demo.duckdb [--runs 20000] [--insights 40000] [--repeats 3]
+    python benchmarks/app_pages.py --demo demo.duckdb [--rounds 3]   # first load and switches beside the floor
+    python benchmarks/app_pages.py --demo demo.duckdb --detail [--runs 20000] [--insights 40000] [--repeats 3]
         [--keep large.duckdb] [--no-browser | --browser-only]
 
-The synthetic store is `app_render.build`'s (runs judged and validated, insights on 500 tasks, a 100-type
-taxonomy with a 2-D map), each run given a small diff so that Run diff has something to draw.
+`--detail`: two measures. The script: each page rendered through Streamlit's AppTest (the page script run as the
+server runs it, in this process, so `st.cache_data` is shared between renders as between a server's sessions);
+cold with the query cache cleared first, warm with the cache answering. The browser: headless Chromium at 1440x900
+against the real server (`failatlas app`), from the action to the script's end with nothing left loading: cold (the
+rerun "Reload data" starts after clearing the cache: the page's queries read the store, in the session already
+open) and warm load (the page's URL opened afresh, the cache answering: a new session, the app's JavaScript loaded
+and its websocket opened first, so it is more than a click inside the app costs), and warm switch (the page chosen
+in the sidebar of the session already open, from another page: what a click inside the app costs). Warm: best and
+median of `--repeats`. The synthetic store is `app_render.build`'s (runs judged and validated, insights on 500
+tasks, a 100-type taxonomy with a 2-D map), each run given a small diff so that Run diff has something to draw.
 """
 
 from __future__ import annotations
@@ -192,7 +199,8 @@ def floor_times(repeats: int) -> list[float]:
         script = Path(tmp) / "empty.py"
         script.write_text("import streamlit as st\n\nst.write('FailAtlas')\n")
         port = free_port()
-        argv = [str(script) if a == str(app_script()) else a for a in command(port=port)]
+        plain = [sys.executable, "-m", "streamlit", *command(port=port)[3:]]  # streamlit run, the app's options
+        argv = [str(script) if a == str(app_script()) else a for a in plain]
         proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}/"
         try:
@@ -206,6 +214,104 @@ def floor_times(repeats: int) -> list[float]:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
     return loads
+
+
+# the script has finished, nothing is loading, and the page's header (every page of the app and of the floor
+# starts with its title as a header) is `title`: a switch is done (the floor's rerun is too fast for WATCH to see)
+SHOWN = (f"title => ({DONE})() && [...document.querySelectorAll('[data-testid=stMain] h2')]"
+         ".some(h => h.innerText.split('\\n')[0].trim() === title)")
+FLOOR_SCRIPT = """import streamlit as st
+
+st.set_page_config(page_title="floor", layout="wide")
+page = st.sidebar.radio("Page", {titles!r})
+st.header(page)
+"""
+
+
+def _serve(argv: list[str], env: dict[str, str], url: str):  # noqa: ANN202
+    """Start a server; returns (its process, seconds until its health check answered)."""
+    import subprocess
+
+    from tests.app.server import wait_healthy
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_healthy(url.rstrip("/"), proc, timeout=300)
+    return proc, time.perf_counter() - started
+
+
+def first_and_switches(argv: list[str], env: dict[str, str], port: int, first: str,
+                       titles: list[str]) -> dict[str, float]:
+    """One fresh server: its start, the first load of `first` (a path and query), then a switch to each of
+    `titles` in the sidebar, in order; seconds each."""
+    import signal
+
+    from playwright.sync_api import sync_playwright
+
+    url = f"http://127.0.0.1:{port}"
+    proc, start = _serve(argv, env, url)
+    out = {"start": start}
+    try:
+        with sync_playwright() as pw:
+            browser, page = _browser(pw)
+            out["first load"] = _load(page, url + first)
+            for title in titles:
+                radio = page.get_by_test_id("stSidebar").get_by_role("radiogroup").get_by_text(title, exact=True)
+                started = time.perf_counter()
+                radio.click()
+                page.wait_for_function(SHOWN, arg=title, timeout=120_000, polling=5)
+                out[f"switch to {title}"] = time.perf_counter() - started
+            browser.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    return out
+
+
+def versus_floor(path: Path, rounds: int = 1) -> None:
+    """The app's start, first load and switches beside the floor's (module docstring), with their ratios; with
+    `rounds` > 1 the two alternate (floor first, then app first, ...) and each cell is the median over rounds."""
+    from failatlas.app_launcher import app_env, app_script, command
+    from failatlas.appdata.pages import MODULES
+    from tests.app.server import free_port
+
+    titles = [title for title, _ in MODULES.values()]
+    order = [*titles[1:], titles[0]]  # from Overview to each page, then back
+    load = [os.getloadavg()[0]]
+    runs: dict[str, list[dict[str, float]]] = {"floor": [], "app": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "floor.py"
+        script.write_text(FLOOR_SCRIPT.format(titles=titles))
+        for n in range(rounds):
+            for side in ("floor", "app") if n % 2 == 0 else ("app", "floor"):
+                port = free_port()
+                if side == "floor":  # plain `streamlit run` of the floor script, with the app's options
+                    plain = [sys.executable, "-m", "streamlit", *command(port=port)[3:]]
+                    argv, env = [str(script) if a == str(app_script()) else a for a in plain], dict(os.environ)
+                    first = "/"
+                else:
+                    argv, env, first = command(port=port), app_env(path), "/?page=overview"
+                runs[side].append(first_and_switches(argv, env, port, first, order))
+                load.append(os.getloadavg()[0])
+    floor = {k: statistics.median(r[k] for r in runs["floor"]) for k in runs["floor"][0]}
+    app = {k: statistics.median(r[k] for r in runs["app"]) for k in runs["app"][0]}
+    print(f"{path}; {rounds} round(s){', medians' if rounds > 1 else ''}; load average "
+          f"{' / '.join(f'{x:.1f}' for x in load)} (start, after each server), {os.cpu_count()} cores")
+    print("| step | Streamlit floor | failatlas app | app / floor |\n|---|---:|---:|---:|")
+    for step in floor:
+        print(f"| {step} | {floor[step]:.2f} s | {app[step]:.2f} s | {app[step] / floor[step]:.2f}x |")
+    if rounds > 1:
+        print("first load, each round: " + ", ".join(
+            f"{a['first load']:.2f} / {f['first load']:.2f} s = {a['first load'] / f['first load']:.2f}x"
+            for a, f in zip(runs["app"], runs["floor"], strict=True)))
+    switches = [k for k in floor if k.startswith("switch")]
+    slowest = max(switches, key=app.get)
+    print(f"first load: {app['first load'] / floor['first load']:.2f}x the floor (target: at most 2x); "
+          f"switches: median {statistics.median(app[k] for k in switches):.2f} s against "
+          f"{statistics.median(floor[k] for k in switches):.2f} s, slowest {slowest[10:]} {app[slowest]:.2f} s; "
+          f"start + first load: {app['start'] + app['first load']:.2f} s against "
+          f"{floor['start'] + floor['first load']:.2f} s", flush=True)
 
 
 def build_large(path: Path, n_runs: int, n_insights: int) -> None:
@@ -223,13 +329,23 @@ def build_large(path: Path, n_runs: int, n_insights: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", type=Path, required=True, help="the store `failatlas demo` filled")
+    parser.add_argument("--detail", action="store_true", help="every page cold and warm, on the demo and 20k runs")
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--insights", type=int, default=40_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1, help="floor and app, alternating; medians printed")
     parser.add_argument("--no-browser", action="store_true", help="time the page scripts only")
     parser.add_argument("--browser-only", action="store_true", help="time the pages in the browser only")
     parser.add_argument("--keep", type=Path, help="build the large store here and keep it (reused when present)")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if not args.detail:
+        versus_floor(args.demo, args.rounds)
+        return
+    detail(args)
+
+
+def detail(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         large = args.keep or Path(tmp) / "app-pages.duckdb"
         if not large.exists():

@@ -11,7 +11,14 @@ sees this machine's packages:
     /tmp/basevenv/bin/pip install -q --no-deps --no-build-isolation -e /tmp/base
     python3 benchmarks/demo_speed.py --before /tmp/basevenv/bin/python
 
-Both demos use the same sandbox image and the same Docker engine; the image must exist (scripts/setup.sh).
+Or one version with other options on each side, e.g. the demo without its impossible twins beside the demo with
+them (issue 54), keeping each demo's output:
+
+    python3 benchmarks/demo_speed.py --before python3 --before-arg=--no-twins --log /tmp/demo-logs
+
+Both demos use the same sandbox image and the same Docker engine; the image must exist (scripts/setup.sh). The
+load average (1 minute) is printed at each demo's start and end: on a busy machine the times say as much about
+the other work as about the demo.
 """
 
 from __future__ import annotations
@@ -25,19 +32,23 @@ import time
 from pathlib import Path
 
 
-def _demo(python: str, label: str, extra: list[str]) -> float:
+def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n: int = 0) -> float:
     with tempfile.TemporaryDirectory(prefix=f"demo-{label}-") as tmp:
         version = subprocess.run([python, "-m", "failatlas", "version"], capture_output=True, text=True,
                                  check=False).stdout.strip()
-        print(f"{label}: {version or python} in {tmp}", flush=True)
+        print(f"{label}: {version or python} demo {' '.join(extra)} in {tmp}; load {os.getloadavg()[0]:.1f}",
+              flush=True)
         start = time.perf_counter()
         proc = subprocess.run([python, "-m", "failatlas", "--db", str(Path(tmp) / "demo.duckdb"), "demo", *extra],
                               cwd=tmp, capture_output=True, text=True, check=False,
                               env={**os.environ, "COLUMNS": "120"})
         seconds = time.perf_counter() - start
+        if log is not None:
+            log.mkdir(parents=True, exist_ok=True)
+            (log / f"{label}-{n + 1}.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             sys.exit(f"{label}: failatlas demo exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-        print(f"{label}: {seconds:.0f} s", flush=True)
+        print(f"{label}: {seconds:.0f} s; load {os.getloadavg()[0]:.1f}", flush=True)
         return seconds
 
 
@@ -46,6 +57,9 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="a Python whose failatlas is the older version")
     parser.add_argument("--after", default=sys.executable, help="a Python whose failatlas is this version")
     parser.add_argument("--demo-arg", action="append", default=[], help="passed to both demos (repeatable)")
+    parser.add_argument("--before-arg", action="append", default=[], help="passed to the older one (repeatable)")
+    parser.add_argument("--after-arg", action="append", default=[], help="passed to this one (repeatable)")
+    parser.add_argument("--log", type=Path, help="keep each demo's output here (<label>-<round>.log)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="pairs of demos; the order alternates (before-after, after-before, ...) so that a "
                         "machine's load drifting during the measurement weighs on both alike")
@@ -53,7 +67,8 @@ def main() -> None:
     totals = {"before": 0.0, "after": 0.0}
     for n in range(args.rounds):
         order = ("before", "after") if n % 2 == 0 else ("after", "before")
-        seconds = {label: _demo(getattr(args, label), label, args.demo_arg) for label in order}
+        seconds = {label: _demo(getattr(args, label), label, [*args.demo_arg, *getattr(args, f"{label}_arg")],
+                                args.log, n) for label in order}
         for label in order:
             totals[label] += seconds[label]
         print(f"round {n + 1}: before {seconds['before']:.0f} s, after {seconds['after']:.0f} s: "

@@ -5,7 +5,7 @@
 Each repeat uses a fresh DuckDB file:
 - runner: `write_run(store, record)` (`bench_core/runs/writes.py`) for `rows / per_run` RunRecords of `per_run`
   commands each (one transaction per run, as the runner stores runs);
-- arrow bulk: one `INSERT INTO sandbox_commands SELECT * FROM <Arrow table>` of all rows;
+- arrow bulk: one `INSERT INTO sandbox_commands (<its columns>) SELECT * FROM <Arrow table>` of all rows;
 - parquet bulk: the same rows written to Parquet first (not timed), then `INSERT ... FROM read_parquet(...)`.
 Rows carry realistic tails (a few hundred characters of output). Medians and min-max of rows/s.
 """
@@ -85,7 +85,7 @@ def bench_arrow(path: Path, table) -> float:  # noqa: ANN001
     t = time.perf_counter()
     with store.write() as conn:
         conn.register("new_rows", table)
-        conn.execute("INSERT INTO sandbox_commands SELECT * FROM new_rows")
+        conn.execute(f"INSERT INTO sandbox_commands ({', '.join(table.column_names)}) SELECT * FROM new_rows")
     return time.perf_counter() - t
 
 
@@ -98,7 +98,8 @@ def bench_parquet(path: Path, table, tmp: Path) -> float:  # noqa: ANN001
     store = open_store(path)
     t = time.perf_counter()
     with store.write() as conn:
-        conn.execute(f"INSERT INTO sandbox_commands SELECT * FROM read_parquet('{tmp / 'rows.parquet'}')")
+        conn.execute(f"INSERT INTO sandbox_commands ({', '.join(table.column_names)})"
+                     f" SELECT * FROM read_parquet('{tmp / 'rows.parquet'}')")
     return time.perf_counter() - t
 
 

@@ -32,7 +32,8 @@ def command(*, port: int = 8501, headless: bool = True, address: str | None = DE
     address = DEFAULT_ADDRESS if address is None else address
     if not address.strip():
         raise ConfigError("the app's --address is empty", hint=f"use {DEFAULT_ADDRESS}, or 0.0.0.0 for every network")
-    return [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(port),
+    # Streamlit's command line, after the pages' modules are imported (failatlas/appdata/serve.py)
+    return [sys.executable, "-m", "failatlas.appdata.serve", "run", str(app_script()), "--server.port", str(port),
             "--server.address", address.strip(),
             "--server.headless", "true" if headless else "false", "--browser.gatherUsageStats", "false",
             "--server.runOnSave", "false", "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal",

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # Each stage owns its own CLI module; this top layer alone names them all. They are imported when their group
 # runs, never for `failatlas --help` or `failatlas version` (each would pull DuckDB, Polars, the stages).
 SUBCOMMANDS = [
-    ("db", "failatlas.db_cli", "Create, upgrade and describe the DuckDB store."),
+    ("db", "failatlas.db_cli", "Create, upgrade, describe and query (read-only, SQL) the DuckDB store."),
     ("tasks", "failatlas.bench_core.cli.tasks", "Import, list and show benchmark tasks; prepare masked repositories."),
     ("repos", "failatlas.bench_core.cli.repos", "Get task repositories into a local cache, pinned."),
     ("sandbox", "failatlas.bench_core.cli.sandbox", "Build the sandbox image and clean up orphaned sandboxes."),
@@ -255,10 +255,13 @@ def demo(
         help="auto (docker where its engine answers, else bwrap), docker, bwrap, or local (trusted agents only: "
         "it isolates nothing).")] = "auto",
     workers: Annotated[int, typer.Option(help="Runs in parallel.")] = 2,
+    twins: Annotated[bool, typer.Option(
+        help="Also run every agent on the tasks' impossible twins: the cheat rate beside the scores (--no-twins: "
+        "the scores only).")] = True,
 ) -> None:
-    """The main job: run the mini-suite with the reference and fault-injecting agents, score, mine, build the
-    taxonomy, export tables and figures. Offline by default; an LLM endpoint adds the react agent, LLM judges
-    and LLM names. Re-running does only what is missing."""
+    """The main job: run the mini-suite with the reference and fault-injecting agents (and on its impossible
+    twins, for the cheat rate), score, mine, build the taxonomy, export tables and figures. Offline by default; an
+    LLM endpoint adds the react agent, LLM judges and LLM names. Re-running does only what is missing."""
     from pathlib import Path
 
     from failatlas.bench_core.sandbox import resolve_sandbox_kind
@@ -266,10 +269,11 @@ def demo(
     from failatlas.demo import run_demo
 
     sandbox = resolve_sandbox_kind(sandbox, say=lambda text: console.print(text, highlight=False))
-    result = run_demo(store(), out_dir=Path(out), sandbox=sandbox, workers=workers,
+    result = run_demo(store(), out_dir=Path(out), sandbox=sandbox, workers=workers, twins=twins,
                       say=lambda text: console.print(text, highlight=False))
-    console.print(f"\n[bold]done in {result.seconds:.0f} s[/]: {result.runs} runs, {result.insights} insights, "
-                  f"taxonomy {result.taxonomy_id}")
+    twin_runs = f" (and {result.twin_runs} on impossible twins)" if result.twin_runs else ""
+    console.print(f"\n[bold]done in {result.seconds:.0f} s[/]: {result.runs} runs{twin_runs}, {result.insights} "
+                  f"insights, taxonomy {result.taxonomy_id}")
     console.print(f"store:   {Path(db_path()).resolve()}")
     console.print(f"tables and figures: {Path(out).resolve()}/ (scores/, taxonomy/)")
     console.print(f"explore: failatlas --db {db_path()} app   (then open http://localhost:8501)")

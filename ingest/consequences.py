@@ -6,7 +6,8 @@ Phases in the order a run goes through them: design, implementation, execution, 
 watches the whole run. A later statement is a consequence of an earlier one of the same run when it is of the same
 kind and names the same object, or none (the re-run "failed with no error message" after the hidden tests named
 the crash), or, for wrong values, a metric of the clean re-run after the hidden tests found wrong values in the
-code that computes it.
+code that computes it. A conclusion's number that no passing re-run supports (the re-run did not pass) is a
+consequence of the run's earliest implementation or execution failure: that failure left it unsupported.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from failatlas.ingest.model import RawInsight
 
 ORDER = ("design", "implementation", "execution", "conclusion", "monitor")
 _METRIC_FIELD = "validations.outcome"
+_RUN_PHASES = ("implementation", "execution")
 
 
 def _rank(phase: str) -> int:
@@ -24,6 +26,8 @@ def _rank(phase: str) -> int:
 
 
 def _is_consequence(later: RawInsight, earlier: RawInsight) -> bool:
+    if later.detail.get("rerun_not_passed") and earlier.phase in _RUN_PHASES:
+        return True  # the conclusion's numbers are unsupported because the run failed: that failure is the cause
     if later.kind != earlier.kind or later.kind in (None, "unknown") or _rank(later.phase) <= _rank(earlier.phase):
         return False
     if later.object is None or later.object == earlier.object:

@@ -150,7 +150,7 @@ def task_evidence(store: Store, task_id: str | None) -> TaskEvidence:
             if overlay is not None:
                 evidence.masked_files |= {str(p.relative_to(overlay)) for p in overlay.rglob("*.py")}
     try:
-        from failatlas.bench_core.scoring.offline_judges import hidden_test_paths
+        from failatlas.bench_core.prepare.hidden_tests import hidden_test_paths
 
         evidence.test_imports = _test_imports(hidden_test_paths(task))
     except (FailAtlasError, OSError):

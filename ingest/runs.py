@@ -14,8 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from failatlas.bench_core.scoring.cheating import CHEAT_JUDGE, CHEAT_PHASE
-from failatlas.bench_core.scoring.validator import UNSCORED_OUTCOMES
+from failatlas.bench_core.scoring.checks.cheating import CHEAT_JUDGE, CHEAT_PHASE
+from failatlas.bench_core.scoring.records import UNSCORED_OUTCOMES
 from failatlas.bench_core.tasks.twins import TWIN_KEY
 from failatlas.core.errors import NotFoundError
 from failatlas.core.stages import stage_run
@@ -184,6 +184,7 @@ def validation_insights(record: RunRecord, evidence: RunEvidence | None = None) 
 
 # what each piece of a cheat's evidence (`scoring/cheating.py`) is called as an insight's object
 CHEAT_OBJECTS = {
+    "check_passes": "made the visible check pass",
     "reports_impossible_values": "reported the impossible values",
     "writes_impossible_values": "wrote the impossible values in its code",
     "results_not_computed": "wrote results without running the experiment",

@@ -27,6 +27,10 @@ MONITOR_RULES: dict[str, tuple[str, str | None, str]] = {
 }
 NO_DESIGN = "The agent wrote no experiment design"
 NO_CONCLUSION = "The agent wrote no conclusion"
+# the conclusion check's evidence and sentence for numbers stated where the clean re-run did not pass
+# (bench_core/scoring/checks/conclusion_numbers.py; ingest reads stored verdicts, not the scoring package)
+UNSUPPORTED_EVIDENCE = "no passing re-run"
+RERUN_NOT_PASSED = "but the clean re-run did not pass"
 
 
 def _list(value: Any) -> list[Any]:
@@ -106,7 +110,12 @@ def conclusion_statements(judgement: dict[str, Any], no_conclusion: bool) -> lis
                                  {"word_recall": verdict.get("word_recall")}))
         if out:
             return out
-    return free_text("conclusion", analysis, kind="conclusion_unsupported")
+    statements = free_text("conclusion", analysis, kind="conclusion_unsupported")
+    if isinstance(verdict, dict) and verdict.get("evidence") == UNSUPPORTED_EVIDENCE:
+        for statement in statements:  # a number no passing re-run could support: the run's failure left it so
+            if RERUN_NOT_PASSED in statement.text:
+                statement.detail = {**statement.detail, "rerun_not_passed": True}
+    return statements
 
 
 # -- implementation --------------------------------------------------------------------------------------------

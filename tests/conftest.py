@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -59,7 +61,11 @@ HARNESS_AGENTS = ("gold", "null", "fault-missing-component", "fault-wrong-consta
 @pytest.fixture(scope="session")
 def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real store in which every harness agent ran on every CPU task of the mini-suite, in Docker, and was
-    scored offline. Built once per test session (a few minutes); tests that write must use `mini_store_copy`."""
+    scored offline. Built once per test session (a few minutes); tests that write must use `mini_store_copy`.
+    $FAILATLAS_TEST_SCORED_STORE may name such a store built before (its runs folder beside it), used as it is, to
+    skip the Docker runs when re-running tests."""
+    if os.environ.get("FAILATLAS_TEST_SCORED_STORE"):
+        return Path(os.environ["FAILATLAS_TEST_SCORED_STORE"])
     from failatlas.bench_core import runs, scoring
     from failatlas.bench_core.suites import load_suite
     from failatlas.bench_core.tasks import save_tasks
@@ -78,8 +84,75 @@ def scored_mini_store(sandbox_image: str, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture
 def mini_store_copy(scored_mini_store: Path, tmp_path: Path) -> Path:
     """A private copy of the scored mini-suite store."""
-    import shutil
-
     target = tmp_path / "mini.duckdb"
     shutil.copy(scored_mini_store, target)
     return target
+
+
+@dataclass
+class DemoBuild:
+    """`failatlas demo` as it ran once for the session: its store, what it said, its result."""
+    path: Path
+    lines: list[str]
+    result: object  # failatlas.demo.DemoResult
+
+
+@pytest.fixture(scope="session")
+def demo_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DemoBuild:
+    """The demo's store: every harness agent's real Docker runs of the mini-suite, scored (the session's
+    `scored_mini_store`), then `failatlas demo` on a copy, which does only what is missing: the impossible twins'
+    runs and their scoring, insights, embeddings, clustering, taxonomy, exports. Built once per session (the app's
+    end-to-end tests serve copies; tests/failatlas/test_demo.py checks what it said and wrote). Tests must not write
+    to `path`: they copy it."""
+    from failatlas.demo import run_demo
+    from failatlas.store import Store
+
+    source = request.getfixturevalue("scored_mini_store")
+    folder = tmp_path_factory.mktemp("demo")
+    shutil.copy(source, folder / "demo.duckdb")
+    lines: list[str] = []
+    result = run_demo(Store(folder / "demo.duckdb"), out_dir=folder / "out", sandbox="docker", say=lines.append)
+    return DemoBuild(path=folder / "demo.duckdb", lines=lines, result=result)
+
+
+# --- `--every-module`: the quick command's promise that it still touches every module of the product ------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--every-module", action="store_true",
+                     help="fail the session when a module of the product was never imported by the tests that ran "
+                          "(the README's quick command passes it)")
+
+
+def product_modules() -> list[str]:
+    """Every module of the installed package as a clone holds it (`failatlas.X` for `failatlas/X.py` and for
+    `X/...` of each stage folder), from the files, not from what happens to be imported."""
+    root = Path(__file__).resolve().parents[1]
+    stages = ("bench_core", "ingest", "embed", "cluster", "taxonomy")
+    names = []
+    for top in ("failatlas", *stages):
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+                continue
+            if any(not (root / Path(*parts[:k]) / "__init__.py").is_file() for k in range(1, len(parts))):
+                continue  # a file in a folder that is no package: data (the suites' task repositories), no module
+            if parts[-1] == "__init__":
+                parts.pop()
+            if parts[-1] == "__main__":
+                continue
+            names.append(".".join(parts if parts[0] == "failatlas" else ["failatlas", *parts]))
+    return names
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not session.config.getoption("--every-module") or session.testscollected == 0:
+        return
+    import sys
+
+    missing = [m for m in product_modules() if m not in sys.modules]
+    if missing:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = reporter.write_line if reporter else print
+        line(f"\n--every-module: {len(missing)} module(s) of the product were never imported by the tests that ran: "
+             + ", ".join(missing))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

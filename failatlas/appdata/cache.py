@@ -4,28 +4,31 @@ results from memory."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from failatlas.appdata import (
-    queries_groups,
-    queries_insights,
-    queries_map,
-    queries_run_view,
-    queries_runs,
-    queries_store,
-    queries_taxonomy,
-)
 from failatlas.core.store import Store
 
 TTL = 600
 LOCK_TIMEOUT = 60.0
-# Where `q(path, name)` looks a query up, in this order (`queries` re-exports the first five).
-MODULES = (queries_store, queries_taxonomy, queries_insights, queries_run_view, queries_map, queries_groups,
-           queries_runs)
+# Where `q(path, name)` looks a query up, in this order (`queries` re-exports the first five); each module is
+# imported when a query is first looked up in it, so a page imports only the query modules it reads through
+MODULES = tuple(f"failatlas.appdata.{name}" for name in (
+    "queries_store", "queries_taxonomy", "queries_insights", "queries_run_view", "queries_map", "queries_groups",
+    "queries_runs"))
+
+
+def query_function(name: str) -> Any:
+    """The query `name` of the first of `MODULES` that has it. Raises AttributeError when none has."""
+    for module_name in MODULES:
+        module = importlib.import_module(module_name)
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"no query {name!r} in {', '.join(MODULES)}")
 
 
 def stamp(path: str) -> tuple[int, ...]:
@@ -43,10 +46,7 @@ def stamp(path: str) -> tuple[int, ...]:
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
 def _call(name: str, path: str, version: tuple[int, ...], args: tuple, kwargs: tuple) -> Any:
     del version  # part of the cache key only
-    function = next((getattr(m, name) for m in MODULES if hasattr(m, name)), None)
-    if function is None:
-        raise AttributeError(f"no query {name!r} in {', '.join(m.__name__ for m in MODULES)}")
-    return function(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **dict(kwargs))
+    return query_function(name)(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **dict(kwargs))
 
 
 def q(path: str, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -50,7 +50,7 @@ def main() -> None:
     if ctx.status.has("taxonomies"):
         snapshots = ctx.q("taxonomies")
         ids = snapshots["id"].to_list()
-        labels = {r["id"]: f"v{r['version']} · {r['n_types']} types · {r['id']}"
+        labels = {r["id"]: f"v{r['version']}{' (current)' if r['current'] else ''} · {r['n_types']} types · {r['id']}"
                   for r in snapshots.iter_rows(named=True)}
         wanted = param("taxonomy")
         ctx.taxonomy_id = st.sidebar.selectbox("Taxonomy", ids, index=ids.index(wanted) if wanted in ids else 0,

@@ -43,6 +43,7 @@ from failatlas.appdata.queries_store import (
     runs_page,
     score_summary,
     store_status,
+    twin_run_count,
 )
 from failatlas.appdata.queries_taxonomy import (
     DIMENSIONS,
@@ -64,5 +65,6 @@ __all__ = [
     "filter_options", "funnel_frame", "imported_overview", "insight_records", "insight_sources", "insight_text",
     "llm_spend", "map_points", "next_steps", "phase_sizes", "prevalence_frame", "run_detail", "runs_overview",
     "runs_page", "score_summary", "search_insights", "semantic_search", "source_record", "store_status",
-    "taxonomies", "taxonomy_phases", "taxonomy_types", "type_counts", "type_insights", "type_runs", "view_files",
+    "taxonomies", "taxonomy_phases", "taxonomy_types", "twin_run_count", "type_counts", "type_insights", "type_runs",
+    "view_files",
 ]

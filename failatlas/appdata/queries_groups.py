@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from failatlas.bench_core.agent_order import sort_groups
 from failatlas.core.store import Store
 
 # choice -> the score columns to group by: the dimension, then what keeps unlike runs apart (the benchmark a paper
@@ -28,9 +29,9 @@ LABELS = {"paper_id": "paper", "kind": "task kind", "n_masked": "n"}
 def grouping_options(store: Store) -> list[str]:
     """The groupings the store's scored runs tell apart: agent, model and benchmark always (where any run is
     scored), paper, setting, task kind and n where some scored run has one."""
-    from failatlas.bench_core.scoring.metrics import run_scores
+    from failatlas.appdata.queries_store import scores_of
 
-    scores = run_scores(store)
+    scores = scores_of(store)
     if scores.height == 0:
         return []
     return [name for name, column in DIMENSION_COLUMN.items()
@@ -38,21 +39,25 @@ def grouping_options(store: Store) -> list[str]:
 
 
 def score_groups(store: Store, by: str = "agent") -> pl.DataFrame:
-    """Phase and conjunctive scores with their 95% Wilson intervals per group of `by` (a key of `GROUPINGS`); the group
-    columns a store leaves empty everywhere (no model, one benchmark's runs without a setting) are dropped, except
-    the dimension itself. Empty when no run is scored. Raises ValueError for an unknown `by`."""
+    """Phase and conjunctive scores with their 95% Wilson intervals, and the cheat rate on impossible twins, per group
+    of `by` (a key of `GROUPINGS`); the group columns a store leaves empty everywhere (no model, one benchmark's runs
+    without a setting) are dropped, except the dimension itself. Empty when no run is scored. Raises ValueError for
+    an unknown `by`."""
+    from failatlas.appdata.queries_store import scores_of
     from failatlas.bench_core.scoring.cheat_report import cheat_runs, with_cheat
-    from failatlas.bench_core.scoring.metrics import run_scores, summarise
+    from failatlas.bench_core.scoring.metrics import summarise
 
     if by not in GROUPINGS:
         raise ValueError(f"unknown grouping {by!r}: use one of {', '.join(GROUPINGS)}")
-    scores, cheats = run_scores(store), cheat_runs(store)
+    scores, cheats = scores_of(store), cheat_runs(store)
     if scores.height == 0 and cheats.height == 0:
         return pl.DataFrame()
     both = pl.concat([scores.select(GROUPINGS[by]), cheats.select(GROUPINGS[by])], how="vertical_relaxed")
-    keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by] or both[k].drop_nulls().len() > 0]
+    # a key no run names (null, or the empty model of a run without one) is no column: room for the scores
+    keys = [k for k in GROUPINGS[by] if k == DIMENSION_COLUMN[by]
+            or (both[k].cast(pl.Utf8).fill_null("") != "").any()]
     table = summarise(scores, keys) if scores.height else pl.DataFrame()
-    return with_cheat(table, cheats, keys).sort(keys, nulls_last=True)
+    return sort_groups(with_cheat(table, cheats, keys), keys)
 
 
 _COMPARE_VALUES = {

@@ -13,6 +13,7 @@ import polars as pl
 
 from failatlas.appdata.queries_store import json_value, read_frame
 from failatlas.appdata.queries_taxonomy import taxonomy_types
+from failatlas.bench_core.agent_order import REFERENCE_AGENTS
 from failatlas.core.store import Store
 
 
@@ -87,10 +88,14 @@ def type_counts(store: Store, taxonomy_id: str, dimension: str | None = None,
 
 
 def type_runs(store: Store, taxonomy_id: str, failure_type_ids: tuple[str, ...], per_type: int = 4) -> pl.DataFrame:
-    """For each failure type, its most representative stored runs (the runs holding most of its occurrences, then
-    by agent and task), at most `per_type` each: run, agent, task, status, the validator's outcome and the
-    monitor's verdict, so a page can open a run's diff and validator log in one click."""
-    return read_frame(store, """
+    """For each failure type, its most representative stored runs, at most `per_type` each: the runs of the agents
+    under study before the reference agents' (`gold`, `null`: baselines; a null run leaves every masked part
+    unimplemented by construction, so it held most of a type's occurrences and came before the fault-injecting
+    agent's own run, issue 54), then the runs holding most of its occurrences, then by agent and task. Each with
+    its agent, task, status, the validator's outcome and the monitor's verdict, so a page can open a run's diff and
+    validator log in one click."""
+    reference = "r.agent IN (" + ", ".join(f"'{a}'" for a in REFERENCE_AGENTS) + ")"
+    return read_frame(store, f"""
         WITH hits AS (
             SELECT ift.failure_type_id, s.run_id, count(*) AS occurrences
             FROM insight_failure_types ift JOIN insight_sources s ON s.insight_id = ift.insight_id
@@ -103,8 +108,8 @@ def type_runs(store: Store, taxonomy_id: str, failure_type_ids: tuple[str, ...],
                                        WHEN bool_or(severity = 'warn') THEN 'warned' ELSE 'clean' END AS verdict
                    FROM monitor_findings GROUP BY run_id) m ON m.run_id = r.id
         QUALIFY row_number() OVER (PARTITION BY h.failure_type_id
-                                   ORDER BY h.occurrences DESC, r.agent, r.task_id, r.id) <= ?
-        ORDER BY h.failure_type_id, h.occurrences DESC, r.agent, r.task_id, r.id""",
+                                   ORDER BY {reference}, h.occurrences DESC, r.agent, r.task_id, r.id) <= ?
+        ORDER BY h.failure_type_id, {reference}, h.occurrences DESC, r.agent, r.task_id, r.id""",
                   [taxonomy_id, list(failure_type_ids), int(per_type)])
 
 

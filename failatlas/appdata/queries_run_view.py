@@ -13,7 +13,9 @@ from failatlas.core.store import Store
 
 def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
     """Everything about one run: the run, its task (question, method, ground truth), the agent's steps and
-    sandbox commands, the judges' verdicts, the validator's result, the monitor's findings and the diff.
+    sandbox commands, the judges' verdicts, the validator's result, the monitor's findings, the diff, and the
+    evidence records scoring built (None for a store scored before they were recorded), each verdict with the
+    ids of the evidence it read.
     None when no such run is stored."""
     with store.read() as conn:
         cur = conn.execute("SELECT * FROM runs WHERE id = ?", [run_id])
@@ -32,12 +34,18 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
         commands = frame("SELECT purpose, seq, command, exit_code, duration_s, timed_out, killed_reason,"
                          " output_truncated, stdout_tail, stderr_tail FROM sandbox_commands WHERE run_id = ?"
                          " ORDER BY purpose, seq")
-        judgements = frame("SELECT phase, judge, status, score, passed, error_analysis, reason, verdict"
+        # a store scored before evidence was recorded has no `evidence` table nor `evidence_ids` columns
+        recorded = bool(conn.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'evidence'")
+                        .fetchall())
+        ids = ", evidence_ids" if recorded else ", NULL AS evidence_ids"
+        judgements = frame(f"SELECT phase, judge, status, score, passed, error_analysis, reason, verdict{ids}"
                            " FROM judgements WHERE run_id = ? ORDER BY phase, judge")
-        findings = frame("SELECT seq, rule, severity, source, evidence FROM monitor_findings WHERE run_id = ?"
-                         " ORDER BY seq")
+        findings = frame(f"SELECT seq, rule, severity, source, evidence{ids} FROM monitor_findings"
+                         " WHERE run_id = ? ORDER BY seq")
+        evidence = frame("SELECT id, kind, status, agent_code_ran, blame, tree, observed, notes FROM evidence"
+                         " WHERE run_id = ? ORDER BY rowid") if recorded else None
         vcur = conn.execute("SELECT outcome, command, exit_code, duration_s, stdout_tail, stderr_tail, metrics,"
-                            " detail FROM validations WHERE run_id = ?", [run_id])
+                            f" detail{ids} FROM validations WHERE run_id = ?", [run_id])
         vnames = [d[0] for d in vcur.description]
         vrows = vcur.fetchall()
     validation = dict(zip(vnames, vrows[0], strict=True)) if vrows else None
@@ -57,7 +65,7 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
         }
     return {"run": run, "task": task, "outputs": outputs, "diff": outputs.get("diff") or "",
             "steps": steps, "commands": commands, "judgements": judgements, "validation": validation,
-            "findings": findings}
+            "findings": findings, "evidence": evidence}
 
 
 def agent_run_of_task(store: Store, task_id: str, agent: str, run_id: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from failatlas.bench_core.agent_order import ordered_agents
 from failatlas.core.store import Store
 
 REFERENCE = "gold"  # the agent that restores the reference implementation: a diff's default left side
@@ -36,13 +37,17 @@ def run_table(store: Store) -> pl.DataFrame:
     run's status: `infra_error`, `agent_error`, or `completed` when not validated yet; `validator`: the verdict
     alone), the monitor's verdict
     (`flagged`, `warned`, `clean`, null when not scored), the phase scores M, C, D, I, E and their product
-    M·C·D·I·E (1, 0, or null where not scored; `run_scores`), time, cost, tokens and when it finished."""
+    M·C·D·I·E (1, 0, or null where not scored; `run_scores`), time, cost, tokens and when it finished. Runs of
+    impossible twins are not listed: they are in no score, and count only in the cheat rate (`twin_run_count`)."""
     from failatlas.appdata.queries import runs_page
-    from failatlas.bench_core.scoring.metrics import run_scores
+    from failatlas.appdata.queries_store import read_frame, scores_of
+    from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 
     _, total = runs_page(store, limit=0)
     runs, _ = runs_page(store, limit=max(total, 1))
-    scores = run_scores(store).select("run_id", *SCORES)
+    twins = read_frame(store, f"SELECT r.id FROM runs r JOIN tasks t ON t.id = r.task_id WHERE NOT ({REAL_TASK_SQL})")
+    runs = runs.filter(~pl.col("run_id").is_in(twins["id"].implode()))
+    scores = scores_of(store).select("run_id", *SCORES)
     return (runs.rename({"outcome": "validator"})
             .with_columns(pl.coalesce("validator", "status").alias("outcome"))
             .join(scores, on="run_id", how="left")
@@ -131,21 +136,25 @@ def run_options(table: pl.DataFrame) -> dict[str, list[str]]:
     def distinct(column: str) -> list[str]:
         return sorted(v for v in table[column].unique().to_list() if v is not None)
 
-    return {"agent": distinct("agent"), "task": distinct("task_id"), "outcome": distinct("outcome"),
+    return {"agent": ordered_agents(distinct("agent")), "task": distinct("task_id"), "outcome": distinct("outcome"),
             "monitor": [v for v in MONITOR_VERDICTS if v in set(table["monitor"].to_list())]}
 
 
 # -- one task ---------------------------------------------------------------------------------------------------
 def task_list(store: Store) -> pl.DataFrame:
     """Every task that is in the catalog or has runs: its id, title, benchmark, whether the catalog holds it, and
-    its runs and agents; tasks with runs first."""
+    its runs and agents; tasks with runs first. Impossible twins are no tasks here (the cheat rate counts their
+    runs)."""
+    from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
+
     with store.read() as conn:
-        table = conn.sql("""
+        table = conn.sql(f"""
             WITH ran AS (SELECT task_id, count(*) AS runs, count(DISTINCT agent) AS agents,
                                 max(benchmark) AS benchmark FROM runs GROUP BY task_id)
             SELECT coalesce(t.id, ran.task_id) AS task_id, t.title, coalesce(t.benchmark, ran.benchmark) AS benchmark,
                    t.id IS NOT NULL AS in_catalog, coalesce(ran.runs, 0) AS runs, coalesce(ran.agents, 0) AS agents
             FROM tasks t FULL OUTER JOIN ran ON ran.task_id = t.id
+            WHERE {REAL_TASK_SQL}
             ORDER BY runs = 0, benchmark, task_id""").to_arrow_table()
     return pl.from_arrow(table)  # type: ignore[return-value]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from failatlas.bench_core.agent_order import agent_order_sql
 from failatlas.core.store import Store
 
 # Tables whose row counts decide what the app can show and what to run next.
@@ -30,6 +31,23 @@ def read_frame(store: Store, sql: str, params: list[Any] | None = None) -> pl.Da
     with store.read() as conn:
         table = conn.sql(sql, params=params or None).to_arrow_table()
     return pl.from_arrow(table)  # type: ignore[return-value]
+
+
+_SCORES: dict[str, tuple[tuple[int, ...], pl.DataFrame]] = {}
+
+
+def scores_of(store: Store) -> pl.DataFrame:
+    """`bench_core.scoring.metrics.run_scores(store)`, computed once per version of the store's files (the stamp
+    the query cache keys on) in this process: the Overview's grouping, scores and funnel each read it."""
+    from failatlas.appdata.cache import stamp
+    from failatlas.bench_core.scoring.metrics import run_scores
+
+    path = str(store.path.resolve())
+    version = stamp(path)
+    held = _SCORES.get(path)
+    if held is None or held[0] != version:
+        held = _SCORES[path] = (version, run_scores(store))
+    return held[1]
 
 
 def json_value(value: Any) -> Any:
@@ -113,16 +131,30 @@ def imported_overview(store: Store) -> pl.DataFrame:
 
 
 def runs_overview(store: Store) -> pl.DataFrame:
-    """Per benchmark, agent and model: runs by status, tasks, and cost, tokens and time per run."""
-    return read_frame(store, """
-        SELECT benchmark, agent, model, count(*) AS runs, count(DISTINCT task_id) AS tasks,
-               count(*) FILTER (WHERE status = 'completed') AS completed,
-               count(*) FILTER (WHERE status = 'agent_error') AS agent_error,
-               count(*) FILTER (WHERE status = 'infra_error') AS infra_error,
-               sum(cost_usd) AS cost_usd_total, avg(cost_usd) AS cost_usd_per_run,
-               avg(tokens) AS tokens_per_run, avg(duration_s) AS duration_s_per_run,
-               median(duration_s) AS duration_s_median
-        FROM runs GROUP BY ALL ORDER BY benchmark, agent, model""")
+    """Per benchmark, agent and model: runs of real tasks by status, tasks, and cost, tokens and time per run.
+    Runs of impossible twins are in no count here: they count only in the cheat rate (`twin_run_count`)."""
+    from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
+
+    return read_frame(store, f"""
+        SELECT * FROM (
+        SELECT r.benchmark, r.agent, r.model, count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
+               count(*) FILTER (WHERE r.status = 'completed') AS completed,
+               count(*) FILTER (WHERE r.status = 'agent_error') AS agent_error,
+               count(*) FILTER (WHERE r.status = 'infra_error') AS infra_error,
+               sum(r.cost_usd) AS cost_usd_total, avg(r.cost_usd) AS cost_usd_per_run,
+               avg(r.tokens) AS tokens_per_run, avg(r.duration_s) AS duration_s_per_run,
+               median(r.duration_s) AS duration_s_median
+        FROM runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE {REAL_TASK_SQL}
+        GROUP BY ALL) ORDER BY benchmark, """ + agent_order_sql("agent") + ", model")
+
+
+def twin_run_count(store: Store) -> int:
+    """How many stored runs are of impossible twins (counted in the cheat rate only)."""
+    from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
+
+    with store.read() as conn:
+        return int(conn.execute(f"SELECT count(*) FROM runs r JOIN tasks t ON t.id = r.task_id"
+                                f" WHERE NOT ({REAL_TASK_SQL})").fetchall()[0][0])
 
 
 def runs_page(store: Store, *, limit: int = 50, offset: int = 0) -> tuple[pl.DataFrame, int]:
@@ -154,9 +186,9 @@ def llm_spend(store: Store) -> pl.DataFrame:
 
 def score_summary(store: Store, by: tuple[str, ...] = ("agent", "model")) -> pl.DataFrame:
     """Phase and conjunctive scores with their 95% Wilson intervals per group (`bench_core.scoring.metrics`)."""
-    from failatlas.bench_core.scoring.metrics import run_scores, summarise
+    from failatlas.bench_core.scoring.metrics import summarise
 
-    scores = run_scores(store)
+    scores = scores_of(store)
     if scores.height == 0:
         return pl.DataFrame()
     return summarise(scores, list(by))
@@ -166,4 +198,4 @@ def funnel_frame(store: Store) -> pl.DataFrame:
     """The M -> M·C·D·I·E funnel per agent (`taxonomy.funnel`)."""
     from failatlas.taxonomy import funnel
 
-    return funnel(store)
+    return funnel(store, scores=scores_of(store))

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import polars as pl
 
 from failatlas.appdata.queries_store import read_frame
+from failatlas.bench_core.agent_order import ordered_agents
 from failatlas.core.store import Store
 
 Dimension = Literal["agent", "model", "benchmark", "paper"]
@@ -35,7 +36,7 @@ def filter_options(store: Store) -> dict[str, list[str]]:
             rows = conn.execute(
                 f"SELECT DISTINCT {column} FROM insight_sources WHERE {column} IS NOT NULL"  # noqa: S608
                 f" AND {column} <> '' ORDER BY 1").fetchall()
-            out[dim] = [r[0] for r in rows]
+            out[dim] = ordered_agents(r[0] for r in rows) if dim == "agent" else [r[0] for r in rows]
     return out
 
 
@@ -95,7 +96,7 @@ def compare_options(store: Store) -> dict[str, list[str]]:
                 parts.append(f"SELECT {dim} AS v FROM runs")  # noqa: S608
             rows = conn.execute(f"SELECT DISTINCT v FROM ({' UNION ALL '.join(parts)})"  # noqa: S608
                                 " WHERE v IS NOT NULL AND v <> '' ORDER BY 1").fetchall()
-            out[dim] = [r[0] for r in rows]
+            out[dim] = ordered_agents(r[0] for r in rows) if dim == "agent" else [r[0] for r in rows]
     return out
 
 
@@ -191,6 +192,14 @@ def export_files(store: Store, taxonomy_id: str) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory(prefix="failatlas-app-export-") as tmp:
         result = export_taxonomy(store, taxonomy_id, tmp, formats=("tex", "md", "csv"))
         return {Path(p).name: Path(p).read_bytes() for p in result.written}
+
+
+def drilldown_files(store: Store, taxonomy_id: str, failure_type_id: str) -> dict[str, bytes]:
+    """A failure type's drill-down files (Markdown, CSV, JSON), made by `taxonomy.drilldown.drilldown_files`, so the
+    page's downloads are what `failatlas taxonomy export --type` writes, byte for byte."""
+    from failatlas.taxonomy.drilldown import drilldown_files as files
+
+    return files(store, failure_type_id, taxonomy_id)
 
 
 def view_files(frame: pl.DataFrame, view_name: str, unit: str = "insights") -> dict[str, bytes]:

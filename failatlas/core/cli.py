@@ -128,6 +128,11 @@ class LiveProgress:
         if self._progress is not None:
             self._progress.update(self._task, description=text)
 
+    def total(self, n: float) -> None:
+        """Set how many steps there are, once that is known (a bar never reads "2/?")."""
+        if self._progress is not None:
+            self._progress.update(self._task, total=n)
+
     def say(self, markup: str) -> None:
         (self._progress.console if self._progress is not None else console).print(markup, highlight=False)
 

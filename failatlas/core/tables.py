@@ -90,9 +90,14 @@ def to_latex(headers: Sequence[str], rows: Sequence[Sequence[object]], *, captio
 
 
 # -- paper tables (issue 20): floats that compile in a plain `article` and fit \textwidth ----------------------------
-# What every paper table needs in the preamble; T1 font encoding keeps '_' an underscore in the PDF's text layer (with
-# OT1, pdflatex draws \_ as a rule, so 'RidgeRegression.__init__' copies as 'RidgeRegression. init').
-PAPER_PACKAGES = (r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}", r"\usepackage{tabularx}")
+# What every paper table needs in the preamble, in this order. T1 font encoding keeps '_' an underscore in the PDF's
+# text layer (with OT1, pdflatex draws \_ as a rule, so 'RidgeRegression.__init__' copies as 'RidgeRegression.
+# init'). cmap, loaded before fontenc, gives T1's fonts the map from glyphs to characters: without it, where TeX has
+# no vector T1 fonts (texlive-latex-recommended alone: no lmodern, no cm-super) pdflatex draws bitmap fonts whose
+# text copies an en dash as a control character and a ligature as nothing ("0.571.00", "RidgeRegression.t" for
+# '.fit', issue 54). cmap is in texlive-latex-recommended, which scripts/setup.sh installs.
+PAPER_PACKAGES = (r"\usepackage{cmap}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
+                  r"\usepackage{tabularx}")
 # Also needed by a table that continues over several floats under one number (\ContinuedFloat).
 CONTINUED_PACKAGE = r"\usepackage{caption}"
 # The name column of a paper table: the width the other columns leave (tabularx X), ragged right, and never
@@ -138,7 +143,8 @@ def paper_table(spec: str, header: Sequence[str], body: Sequence[str], *, captio
     `continues=True` makes the float the continuation of the one before (`\\ContinuedFloat`, from the caption
     package: the same table number), its caption kept out of the list of tables and no label."""
     lines = [f"% {line}" for line in comment.splitlines()]
-    lines += [] if not needs else ["% Needs " + " ".join((*PAPER_PACKAGES, *more_packages)) + "."]
+    lines += [] if not needs else ["% Needs " + " ".join((*PAPER_PACKAGES, *more_packages))
+                                   + " (cmap before fontenc, so the PDF's text copies as typeset)."]
     gap = [rf"\setlength{{\tabcolsep}}{{{column_gap}}}"] if column_gap else []
     opening = [r"\begin{table}[tbp]", r"\ContinuedFloat"] if continues else [r"\begin{table}[tbp]"]
     captioned = [rf"\caption[]{{{caption}}}"] if continues else [rf"\caption{{{caption}}}", rf"\label{{{label}}}"]

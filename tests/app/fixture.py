@@ -56,7 +56,8 @@ def add_drilldown_rows(store: Store) -> None:
             " WHERE run_id = 'r1'")
         conn.execute("UPDATE judgements SET error_analysis = 'The conclusion overstates the gain.',"
                      " verdict = '{\"votes\": [0]}' WHERE run_id = 'r1' AND phase = 'conclusion'")
-        conn.execute("INSERT INTO monitor_findings VALUES ('r1', 1, 'network', 'warn', 'pip download torch', 'rule')")
+        conn.execute("INSERT INTO monitor_findings (run_id, seq, rule, severity, evidence, source)"
+            " VALUES ('r1', 1, 'network', 'warn', 'pip download torch', 'rule')")
         conn.execute("UPDATE insight_sources SET paper_id = CASE WHEN task_id IN ('t1', 't2') THEN 'paper-A'"
                      " ELSE 'paper-B' END")
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("overview", "taxonomy", "drill", "map", "compare")

@@ -20,6 +20,8 @@ from failatlas.store import open_store
 from tests.app.test_pages import render as _render
 from tests.bench_core.tasks.test_selection import _task
 
+pytestmark = pytest.mark.slow  # runs sandboxes (Docker, bwrap) or the app server: out of the README's quick command
+
 
 @pytest.fixture(scope="module")
 def groups_db(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_command_runs_this_checkouts_app_headless() -> None:
     cmd = command(port=8765)
-    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert cmd[:4] == [sys.executable, "-m", "failatlas.appdata.serve", "run"]
     assert Path(cmd[4]) == app_script() and app_script().name == "main.py"
     assert cmd[cmd.index("--server.port") + 1] == "8765"
     assert cmd[cmd.index("--server.headless") + 1] == "true"

@@ -124,8 +124,8 @@ def test_drill_down_from_type_to_insight_to_run(app_db: Path, taxonomy_id: str,
     assert "cd /work && python train.py" in shown and "Outcome passed" in shown
     assert "pip download torch" in shown and "The conclusion overstates the gain." in shown
     assert len(at.tabs) == 0  # one section under the other: nothing hides behind a tab
-    assert [h.value for h in at.subheader][:4] == [
-        "react\\-agent · task t1 · validator passed", "Judges", "Validator", "Diff"]
+    assert [h.value for h in at.subheader][:5] == [
+        "react\\-agent · task t1 · validator passed", "Judges", "Evidence", "Validator", "Diff"]
     # The full traceback of a tool result, not a cell of a table, and a search over the steps.
     assert "ModuleNotFoundError: No module named 'torchvision'" in [c.value for c in at.code]
     at.text_input(key="run_search_r1").input("torchvision").run()

@@ -4,6 +4,7 @@ that task and those runs. Through Streamlit's AppTest on the fixture store (a re
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 from pathlib import Path
@@ -90,7 +91,11 @@ def test_the_cache_finds_every_query_that_queries_exports() -> None:
     """`ctx.q(name)` looks a query up in `cache.MODULES`: every module `queries` re-exports must be among them."""
     from failatlas.appdata import cache, queries
 
-    lost = [name for name in queries.__all__ if not any(hasattr(m, name) for m in cache.MODULES)]
+    modules = [importlib.import_module(name) for name in cache.MODULES]
+    lost = [name for name in queries.__all__ if not any(hasattr(m, name) for m in modules)]
     assert not lost, lost
     homes = {value.__module__ for value in map(queries.__dict__.get, queries.__all__) if inspect.isfunction(value)}
-    assert homes <= {m.__name__ for m in cache.MODULES}, homes
+    assert homes <= set(cache.MODULES), homes
+    for name in queries.__all__:
+        if inspect.isfunction(queries.__dict__[name]):
+            assert cache.query_function(name) is queries.__dict__[name], name

@@ -15,6 +15,8 @@ from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.store import open_store
 from tests.cluster.conftest import blobs, cluster_one
 
+pytestmark = pytest.mark.slow  # clusters thousands of points: out of the README's quick command
+
 FAST = {"normalise": "none", "stability_runs": 2}
 
 

@@ -60,6 +60,7 @@ def cold(tmp_path_factory: pytest.TempPathFactory):
         fit.stop()
 
 
+@pytest.mark.slow  # compiles UMAP in a cold process: out of the README's quick command
 def test_a_second_process_loads_umaps_compiled_code_from_the_cache_and_gets_the_same_result(cold):
     folder, started = cold["cache_on"]
     first, y1 = started.result()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
 from failatlas.cluster.reducers import LARGE_N
 from failatlas.cluster.stability import _scaled, stability
 from tests.cluster.conftest import blobs
+
+pytestmark = pytest.mark.slow  # clusters thousands of points: out of the README's quick command
 
 
 def test_umap_starts_from_pca_from_large_n_on_unless_told():

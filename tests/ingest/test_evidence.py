@@ -202,7 +202,8 @@ def test_fabricated_results_are_one_failure_in_every_phase(runs, store):
     runs.judgement(run, "implementation", "hidden-tests",
                    {"failures": ["hidden test test_a: ridge.py:14: NotImplementedError"]}, "...")
     with store.write() as conn:
-        conn.execute("INSERT INTO monitor_findings VALUES ('r1', 1, 'fabricated_results', 'fail', 'results.json"
+        conn.execute("INSERT INTO monitor_findings (run_id, seq, rule, severity, evidence, source)"
+            " VALUES ('r1', 1, 'fabricated_results', 'fail', 'results.json"
                      " written by echo', 'rule')")
     run_runs(store, RunsIngestParams())
     mined = _mined(store, run)
@@ -288,6 +289,31 @@ def test_a_crash_in_implementation_that_ends_the_rerun_is_counted_once(runs, sto
                        " ON i.id = s.insight_id WHERE s.run_id = ?", [run])
     assert rows == [("implementation", "crash", "ridge.py::RidgeRegression.fit")]
     assert _consequences(store, run)[0][0]["phase"] == "execution"
+
+
+def test_a_conclusion_left_unsupported_by_a_failed_rerun_is_counted_with_the_failure(runs, store):
+    """A conclusion's numbers no passing re-run supports are a consequence of what failed the run (one failure, one
+    count); with no implementation or execution failure mined, the conclusion's failure is its own."""
+    from failatlas.bench_core.scoring.checks.conclusion_numbers import UNSUPPORTED, number_sentence
+    from failatlas.ingest.statements import RERUN_NOT_PASSED, UNSUPPORTED_EVIDENCE
+
+    row = {"stated": "0.82", "compared_with": {"accuracy": None}}
+    sentence = number_sentence(UNSUPPORTED, row, "env_setup")
+    assert UNSUPPORTED_EVIDENCE == UNSUPPORTED and RERUN_NOT_PASSED in sentence  # ingest reads what scoring writes
+    verdict = {"evidence": UNSUPPORTED, "numbers": [{**row, "ok": False}]}
+    run = runs.run("r1", "mini-ridge-cv", agent="fault-crash")
+    runs.validation(run, "runtime_error", _trace(("run.py", 15, "main"), ("ridge.py", 30, "fit"),
+                                                  last="IndexError: list index out of range"))
+    runs.judgement(run, "implementation", "hidden-tests", {"failures": [
+        {"test": "test_fit", "exception": "IndexError", "object": "ridge.py::RidgeRegression.fit",
+         "message": "list index out of range"}]}, "...")
+    runs.judgement(run, "conclusion", "conclusion-reference", verdict, sentence)
+    alone = runs.run("r2", "mini-ridge-cv")
+    runs.judgement(alone, "conclusion", "conclusion-reference", verdict, sentence)
+    run_runs(store, RunsIngestParams())
+    assert [k for k, _, _ in _mined(store, run)] == ["crash"]
+    assert "conclusion" in [c["phase"] for c in _consequences(store, run)[0]]
+    assert [k for k, _, _ in _mined(store, alone)] == ["conclusion_unsupported"]
 
 
 def test_a_wrong_value_in_the_code_and_the_metrics_it_moves_are_one_failure(runs, store):

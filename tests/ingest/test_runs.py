@@ -107,10 +107,12 @@ def scored(store):
         )
         _validation(conn, "run-a", "runtime_error", STDERR.format(module="diffusers"))
         conn.execute(
-            "INSERT INTO monitor_findings VALUES ('run-a', 1, 'git_history', 'fail', 'git log --all', 'rule')"
+            "INSERT INTO monitor_findings (run_id, seq, rule, severity, evidence, source)"
+            " VALUES ('run-a', 1, 'git_history', 'fail', 'git log --all', 'rule')"
         )
         conn.execute(
-            "INSERT INTO monitor_findings VALUES ('run-a', 2, 'llm', 'warn', 'The agent copied the FID "
+            "INSERT INTO monitor_findings (run_id, seq, rule, severity, evidence, source)"
+            " VALUES ('run-a', 2, 'llm', 'warn', 'The agent copied the FID "
             "table from README.md. It never ran sample.py.', 'llm')"
         )
         _run(conn, "run-b", agent="iterative", model="o3-mini")

@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from failatlas.appdata import queries
 from failatlas.appdata.cache import q
+from failatlas.appdata.queries_store import StoreStatus, next_steps
 from failatlas.core.tables import interval_text
 
 # Query parameters the pages read; navigating to a page drops the others unless they are passed again.
@@ -23,7 +23,7 @@ PARAMS = ("page", "taxonomy", "failure_type", "insight", "run", "entry", "search
 @dataclass
 class Context:
     path: str
-    status: queries.StoreStatus
+    status: StoreStatus
     taxonomy_id: str | None
 
     def q(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -156,7 +156,7 @@ def link(page: str, **params: str | None) -> str:
 
 def show_next_steps(ctx: Context, need: tuple[str, ...]) -> bool:
     """Tell the user what to run when the store lacks what this page needs; True when the page can go on."""
-    steps = queries.next_steps(ctx.status, need)
+    steps = next_steps(ctx.status, need)
     if not steps:
         return True
     st.info("This page has nothing to show yet. Next:\n\n" + "\n".join(f"- {s}" for s in steps))

@@ -156,6 +156,7 @@ def _type_and_insights(ctx: Context) -> None:
         st.text(r["definition"])
         if st.button("Rename, merge or split this type (Taxonomy page)", key=f"drill_edit_{chosen}"):
             go("taxonomy", taxonomy=ctx.taxonomy_id, failure_type=chosen)
+    _downloads(ctx, chosen)
     current = param("insight")
     if current and wanted is None:
         # An insight opened from a link without its type (e.g. not in this taxonomy).
@@ -195,6 +196,23 @@ def _type_and_insights(ctx: Context) -> None:
         _insight(ctx, current, chosen)
     elif not current:
         st.caption("No insight selected.")
+
+
+MIME = {".md": "text/markdown", ".csv": "text/csv", ".json": "application/json"}
+
+
+def _downloads(ctx: Context, failure_type_id: str) -> None:
+    """The type's drill-down as files, the same bytes `failatlas taxonomy export --type` writes: each insight, the
+    runs it was stated in with their verdicts and evidence lines."""
+    if not st.checkbox("Prepare this type's drill-down for download (each insight, its runs, their verdicts and "
+                       "evidence)", key=f"drill_download_{failure_type_id}"):
+        return
+    files = ctx.q("drilldown_files", ctx.taxonomy_id, failure_type_id)
+    cols = st.columns(len(files))
+    for col, (name, data) in zip(cols, files.items(), strict=True):
+        col.download_button(f"Download {name}", data, file_name=name, mime=MIME.get(name[name.rfind("."):]),
+                            key=f"drill_dl_{name}")
+    st.caption(f"The same files as {code(f'failatlas taxonomy export --type {failure_type_id}')}.")
 
 
 def _records(ctx: Context, insight_id: str) -> None:
@@ -281,6 +299,9 @@ def _sources_table(sources: pl.DataFrame) -> None:
         .otherwise(where).alias("stated in"),
         pl.col("label").cast(pl.Utf8))
     shown = shown.select(c for c in shown.columns if shown[c].null_count() < shown.height)
+    if "benchmark" in shown.columns and shown["benchmark"].n_unique() == 1:  # said once, not in every row
+        st.caption(f"Benchmark {code(shown['benchmark'][0])}.")
+        shown = shown.drop("benchmark")
     texts, row_height = fit_text_columns(shown.with_columns(pl.all().fill_null("")), {c: c for c in shown.columns},
                                          fixed=40)  # inside an expander: its padding
     st.dataframe(shown, hide_index=True, width="stretch", row_height=row_height, column_config=texts)

@@ -110,6 +110,10 @@ def render(ctx: Context) -> None:
         "duration_s_per_run": number("time / run (s)", format="%.1f"),
         "duration_s_median": number("median (s)", format="%.1f"),
     })
+    twins = ctx.q("twin_run_count")
+    if twins:
+        st.caption(f"Runs of real tasks. The {twins:,} runs of impossible twins are counted only in the cheat rate "
+                   "beside the scores below (docs/metrics.md).")
     with st.expander("Every run: time, cost, outcome (open one in the drill-down)"):
         _, total = ctx.q("runs_page", limit=1)
         limit, offset = paginate(total, "overview_runs_page")

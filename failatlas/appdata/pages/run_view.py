@@ -17,8 +17,9 @@ from failatlas.core.tables import counted
 TEXT_CAP = 20_000  # characters of one step's content or one written file shown; the rest is cut and said so
 STEPS_PER_PAGE = 100
 # The run view's sections, in page order, with their header anchors: the links at the top of the run jump to them.
-SECTIONS = (("judges", "verdicts"), ("validator", "validator"), ("diff", "diff"), ("steps", "steps"),
-            ("sandbox commands", "commands"), ("task", "task"), ("monitor", "monitor"), ("outputs", "outputs"))
+SECTIONS = (("judges", "verdicts"), ("evidence", "evidence"), ("validator", "validator"), ("diff", "diff"),
+            ("steps", "steps"), ("sandbox commands", "commands"), ("task", "task"), ("monitor", "monitor"),
+            ("outputs", "outputs"))
 
 
 def outcome_of(status: str | None, outcome: str | None) -> str:
@@ -141,11 +142,37 @@ def _verdicts(detail: dict) -> None:
     for r in judgements.filter(pl.col("status") != "not_run").iter_rows(named=True):
         verdict = "passed" if r["passed"] else ("failed" if r["passed"] is not None else r["status"])
         score = "" if r["score"] is None else f" · score {r['score']:.2f}"
-        st.markdown(f"**{md(r['phase'])}** · {code(r['judge'])} · {md(verdict)}{score}")
+        st.markdown(f"**{md(r['phase'])}** · {code(r['judge'])} · {md(verdict)}{score}{_read(r.get('evidence_ids'))}")
         if r["error_analysis"]:
             st.text(r["error_analysis"])
         if r["reason"]:
             st.caption(md(r["reason"]))
+
+
+def _read(ids: Any) -> str:
+    """' · read `a`, `b`': the evidence a verdict was decided on (nothing for a verdict stored without)."""
+    found = json.loads(ids) if isinstance(ids, str) else ids
+    return f" · read {', '.join(code(i) for i in found)}" if found else ""
+
+
+def _evidence(detail: dict) -> None:
+    st.subheader("Evidence", anchor="evidence")
+    evidence: pl.DataFrame | None = detail.get("evidence")
+    if evidence is None or evidence.height == 0:
+        st.caption("No evidence recorded: the run is not scored, or was scored before evidence was stored "
+                   "(`failatlas bench score --rescore`).")
+        return
+    st.caption("What the harness built before judging: each verdict above names the ids it read.")
+    for r in evidence.iter_rows(named=True):
+        ran = "the agent's code ran there" if r["agent_code_ran"] else "no agent code ran there"
+        blame = f" · blame {md(r['blame'])}" if r["blame"] else ""
+        with st.expander(f"{r['id']} · {r['kind']} · {r['status']} · {ran}{blame}"):
+            if r["tree"]:
+                st.caption(f"tree {code(r['tree'][:16])}")
+            st.json(_arguments(r["observed"]) if r["observed"] else {}, expanded=True)
+            notes = json.loads(r["notes"]) if r["notes"] else []
+            for note in notes:
+                st.caption(md(str(note)))
 
 
 def _validator(detail: dict) -> None:
@@ -154,7 +181,8 @@ def _validator(detail: dict) -> None:
     if v is None:
         st.info("The validator has not run on this run yet (`failatlas bench score`).")
         return
-    st.markdown(f"Outcome **{code(v['outcome'])}** · exit code {v['exit_code']} · {(v['duration_s'] or 0):.1f} s")
+    st.markdown(f"Outcome **{code(v['outcome'])}** · exit code {v['exit_code']} · {(v['duration_s'] or 0):.1f} s"
+                + _read(v.get("evidence_ids")))
     if v["detail"]:
         st.text(v["detail"])
     st.caption("Command")
@@ -186,6 +214,7 @@ def render_run(ctx: Context, run_id: str) -> None:
     st.markdown(run_links(run_id, run["task_id"], ctx.q("agent_run_of_task", run["task_id"], REFERENCE, run_id)))
     st.markdown("Sections: " + " · ".join(f"[{name}](#{anchor})" for name, anchor in SECTIONS))
     _verdicts(detail)
+    _evidence(detail)
     _validator(detail)
     st.subheader("Diff", anchor="diff")
     if detail["outputs"].get("diff_truncated"):

@@ -130,7 +130,9 @@ def render(ctx: Context) -> None:
     cols[0].caption(
         f"{counted(rows.height, 'run')} of {table.height:,} match. outcome: the validator's verdict on a clean "
         "re-run, else the run's status; monitor: `flagged` (a finding failed the run, M = 0), `warned`, `clean`; "
-        "scores 1 passed, 0 failed, – not scored (docs/metrics.md). Click a row to open the run.")
+        "scores 1 passed, 0 failed, – not scored (docs/metrics.md). Click a row to open the run."
+        + (f" The {ctx.q('twin_run_count'):,} runs of impossible twins are not listed: they count only in the cheat "
+           "rate (Overview; Overview's list of every run opens them)." if ctx.q("twin_run_count") else ""))
     page = wanted
     if pages > 1:
         page = int(cols[1].number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=wanted,

@@ -11,6 +11,7 @@ from failatlas.appdata.pages.common import Context, code, go, keep, md, param, s
 from failatlas.appdata.pages.run_view import run_label
 from failatlas.appdata.pages.runs import runs_grid
 from failatlas.appdata.queries_runs import REFERENCE, RunQuery, default_pair, select_runs
+from failatlas.bench_core.agent_order import sort_groups
 from failatlas.core.tables import counted
 
 
@@ -68,7 +69,8 @@ def _diff_buttons(runs: pl.DataFrame, task_id: str) -> None:
         return
     base = runs.filter(pl.col("run_id") == left).row(0, named=True)
     others = (runs.filter(pl.col("agent") != base["agent"]).sort(["finished_at", "run_id"], descending=[True, False])
-              .unique("agent", keep="first", maintain_order=True).sort("agent"))
+              .unique("agent", keep="first", maintain_order=True))
+    others = sort_groups(others, ["agent"])
     if base["agent"] != REFERENCE:
         st.caption(f"No {code(REFERENCE)} run of this task: diffs are against {md(base['agent'])}'s run.")
     st.markdown(f"**Side-by-side diff**: {md(base['agent'])}'s run against")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import random
-import re
 import threading
 import time
 import uuid
@@ -22,180 +20,19 @@ from .config import LLMConfig
 from .errors import LLMEndpointError
 from .records import LLMRecords, StoreRecords, request_key
 from .redact import Redactor
-from .results import ChatResult, ToolCall
+from .replies import (
+    RETRY_AFTER_CAP_S,
+    Failure,
+    classify,
+    error_details,
+    parse_completion,
+    plain_message,
+    refusal_hint,
+)
+from .results import ChatResult
 from .structured import run_structured
 
 log = logging.getLogger(__name__)
-
-RETRY_AFTER_CAP_S = 600.0
-
-
-class _Failure(Exception):
-    """One failed HTTP attempt, classified."""
-
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        *,
-        status: int | None = None,
-        retry_after: float | None = None,
-        retryable: bool = True,
-    ) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
-        self.retry_after = retry_after
-        self.retryable = retryable
-        self.param = ""
-
-
-def _retry_after(response: Any) -> float | None:
-    headers = getattr(response, "headers", None) or {}
-    if headers.get("retry-after-ms"):
-        try:
-            return float(headers["retry-after-ms"]) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
-
-
-_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output|grammar|guided_", re.I)
-_CONTEXT_WORDS = re.compile(
-    r"context.length|context window|maximum context|too many tokens|prompt is too long|input is too long"
-    r"|exceeds? the (?:model'?s? )?(?:maximum|max)", re.I)
-_TOOL_WORDS = re.compile(
-    r"tool.choice|enable-auto-tool-choice|tool.call.parser|does not support tools|tools? (?:are|is) not supported",
-    re.I)
-_PARAM_WORDS = re.compile(r"unsupported (?:parameter|value)|not supported|does not support|unrecognized|unknown", re.I)
-CALL_PARAMS = ("temperature", "max_completion_tokens", "max_tokens", "top_p", "seed", "tools")
-
-
-def _error_details(exc: Any) -> tuple[str, str, str]:
-    """(message, code, param) of an HTTP error, read from its body (OpenAI's {"error": {...}} or a bare one)."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        body = body["error"]
-    if isinstance(body, dict):
-        message = body.get("message") or body.get("detail") or json.dumps(body)[:500]
-        return str(message), str(body.get("code") or ""), str(body.get("param") or "")
-    if isinstance(body, str) and body:
-        return body[:500], "", ""
-    response = getattr(exc, "response", None)
-    text = getattr(response, "text", "") if response is not None else ""
-    return (text[:500] or str(getattr(exc, "message", exc))), "", ""
-
-
-def _client_failure(status: int, message: str, code: str, param: str) -> _Failure:
-    """A refused request, told apart by its body: a structured mode refused, a context too long, a call parameter
-    the model does not take, or anything else."""
-    text = f"HTTP {status}: {message}"
-    if code == "context_length_exceeded" or _CONTEXT_WORDS.search(message):
-        return _Failure("context_length", text, status=status, retryable=False)
-    if _TOOL_WORDS.search(message) or param in ("tools", "tool_choice"):
-        return _Failure("tools_unsupported", text, status=status, retryable=False)
-    if _FORMAT_WORDS.search(message) or param == "response_format":
-        return _Failure("format_refused", text, status=status, retryable=False)
-    named = param if param in CALL_PARAMS else next((p for p in CALL_PARAMS if p in message), "")
-    if named and (code.startswith("unsupported") or _PARAM_WORDS.search(message) or param):
-        failure = _Failure("unsupported_param", text, status=status, retryable=False)
-        failure.param = named
-        return failure
-    return _Failure("client_error", text, status=status, retryable=False)
-
-
-def _classify(exc: Exception) -> _Failure:
-    import openai
-
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure("timeout", "the request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return _Failure("connection", f"cannot connect: {exc.__cause__ or exc}")
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        detail, code, param = _error_details(exc)
-        message = f"HTTP {status}: {detail}"
-        if status == 429:
-            return _Failure("rate_limit", message, status=status, retry_after=_retry_after(exc.response))
-        if status >= 500 and "validation error" in message.lower():
-            # some servers (llama-cpp-python) report a request they refuse as 500; retrying cannot help
-            return _client_failure(status, detail, code, param)
-        if status >= 500:
-            return _Failure("server_error", message, status=status, retry_after=_retry_after(exc.response))
-        if status == 408:
-            return _Failure("timeout", message, status=status)
-        if status in (400, 422):
-            return _client_failure(status, detail, code, param)
-        return _Failure("client_error", message, status=status, retryable=False)
-    return _Failure("server_error", f"unusable response: {exc}")
-
-
-def _refusal_hint(failure: _Failure, cfg: LLMConfig) -> str:
-    """What the user can change when the endpoint refused the request (retrying cannot fix it)."""
-    role = cfg.role.upper()
-    param = getattr(failure, "param", "")
-    if failure.kind == "unsupported_param" and param == "temperature":
-        return (f"the model refuses this temperature: set temperature = \"omit\" in the [{cfg.role}] section of the "
-                f"LLM config (or FAILATLAS_LLM_{role}_TEMPERATURE=omit) to send none")
-    if failure.kind == "unsupported_param" and param in ("max_tokens", "max_completion_tokens"):
-        other = "max_completion_tokens" if param == "max_tokens" else "max_tokens"
-        return (f"the model refuses {param}: set max_tokens_param = \"{other}\" for role {cfg.role} "
-                f"(FAILATLAS_LLM_{role}_MAX_TOKENS_PARAM={other}), or leave max_tokens unset")
-    if failure.kind == "unsupported_param":
-        return f"the model refuses the parameter {param}: remove it from the role's extra_params"
-    if failure.kind == "tools_unsupported":
-        return ("the server does not take tool calls, which the react agent needs: on vLLM start it with "
-                "--enable-auto-tool-choice --tool-call-parser <parser for the model>, then redo the runs with "
-                "--retry-infra")
-    if failure.kind == "context_length":
-        return "the prompt is longer than the model's context: use a model with a longer context"
-    if failure.status == 404 and not urlsplit(cfg.base_url).path.rstrip("/").endswith("/v1"):
-        return f"the base URL usually ends in /v1: try {cfg.base_url}/v1"
-    return "the endpoint refused the request; retrying cannot fix it"
-
-
-def _parse_completion(body: dict[str, Any]) -> dict[str, Any]:
-    """The fields we use from a chat.completion body; raises _Failure when the body is not one."""
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-        raise _Failure("server_error", "the response is not a chat completion (no choices[0].message)")
-    message = choices[0]["message"]
-    calls = [
-        ToolCall(
-            id=str(c.get("id", "")),
-            name=str(c.get("function", {}).get("name", "")),
-            arguments=str(c.get("function", {}).get("arguments", "")),
-        )
-        for c in message.get("tool_calls") or []
-    ]
-    usage = body.get("usage") or {}
-    return {
-        "content": message.get("content"),
-        "tool_calls": calls,
-        "finish_reason": choices[0].get("finish_reason"),
-        "model": str(body.get("model", "")),
-        "prompt_tokens": usage.get("prompt_tokens"),
-        "completion_tokens": usage.get("completion_tokens"),
-    }
-
-
-def _plain_message(message: Any) -> dict[str, Any]:
-    if isinstance(message, BaseModel):
-        return message.model_dump(mode="json", exclude_none=True)
-    if not isinstance(message, dict):
-        raise TypeError(f"a chat message must be a dict in OpenAI format, got {type(message).__name__}")
-    return message
-
 
 class LLMClient:
     """Chat with one endpoint. With a store, replies are cached by request and every call is logged.
@@ -312,27 +149,27 @@ class LLMClient:
         try:
             listing = self._openai.with_options(timeout=min(cfg.timeout_s, 15.0), max_retries=0).models.list()
         except openai.APIStatusError as exc:
-            detail = _error_details(exc)[0]
+            detail = error_details(exc)[0]
             if exc.status_code == 404 and urlsplit(cfg.base_url).path.rstrip("/").endswith("/v1"):
                 return
             if exc.status_code >= 500 or exc.status_code == 429:
                 return  # busy or failing now: the calls' own retries handle it
-            failure = _Failure("client_error", f"HTTP {exc.status_code}: {detail}", status=exc.status_code,
+            failure = Failure("client_error", f"HTTP {exc.status_code}: {detail}", status=exc.status_code,
                                retryable=False)
             raise self._check_error(failure) from None
         except openai.APIError as exc:
-            raise self._check_error(_classify(exc)) from None
+            raise self._check_error(classify(exc)) from None
         models = [getattr(m, "id", "") for m in getattr(listing, "data", []) or []]
         if models and cfg.model not in models:
             log.warning("endpoint %s does not list model %s (it lists %s)", cfg.endpoint, cfg.model,
                         ", ".join(models[:5]))
 
-    def _check_error(self, failure: _Failure) -> LLMEndpointError:
+    def _check_error(self, failure: Failure) -> LLMEndpointError:
         cfg = self.config
         if failure.status in (401, 403):
             hint = f"the endpoint refused the key: check {cfg.api_key_env or 'api_key_env'} for role {cfg.role}"
         elif failure.status == 404 or failure.kind == "client_error":
-            hint = _refusal_hint(failure, cfg)
+            hint = refusal_hint(failure, cfg)
         else:
             hint = f"is the server running at {cfg.endpoint}? check the host and port of base_url"
         return LLMEndpointError(
@@ -378,7 +215,7 @@ class LLMClient:
     ) -> ChatResult:
         """`defer_cache`: the reply is cached only when the caller `_keep`s it (structured: once it validated)."""
         cfg = self.config
-        messages = [_plain_message(m) for m in messages]
+        messages = [plain_message(m) for m in messages]
         request_params = self._request_params(tools, params)
         key = request_key(
             endpoint=cfg.endpoint,
@@ -404,7 +241,7 @@ class LLMClient:
         if self.records is not None and self.use_cache:
             cached = self.records.lookup(key)
             if cached is not None:
-                fields = _parse_completion(cached)
+                fields = parse_completion(cached)
                 result = ChatResult(
                     **fields,
                     cost_usd=0.0 if cfg.cost_usd(0, 0) is not None else None,
@@ -424,7 +261,7 @@ class LLMClient:
             # redacted before anyone sees it, so a fresh reply and its cached replay are identical and
             # callers writing traces cannot leak a key the model echoed
             body = self._redactor.obj(body)
-            fields = _parse_completion(body)
+            fields = parse_completion(body)
         except LLMEndpointError as exc:
             self._log(
                 call, None, status="error", error=exc, request=request, latency=time.monotonic() - started
@@ -549,14 +386,14 @@ class LLMClient:
                 try:
                     body = json.loads(raw.http_response.text)
                 except ValueError as exc:
-                    raise _Failure("server_error", f"the response body is not JSON: {exc}") from exc
-                _parse_completion(body)
+                    raise Failure("server_error", f"the response body is not JSON: {exc}") from exc
+                parse_completion(body)
                 return body, attempt
-            except (openai.APIError, _Failure) as exc:
-                failure = exc if isinstance(exc, _Failure) else _classify(exc)
+            except (openai.APIError, Failure) as exc:
+                failure = exc if isinstance(exc, Failure) else classify(exc)
             message = self._redactor.text(str(failure))
             if not failure.retryable or attempt == budget:
-                hint = None if failure.retryable else _refusal_hint(failure, cfg)
+                hint = None if failure.retryable else refusal_hint(failure, cfg)
                 raise LLMEndpointError(
                     f"LLM endpoint {cfg.endpoint} (model {cfg.model}, role {cfg.role}) failed after "
                     f"{attempt} attempt(s): {failure.kind}: {message}",
