@@ -38,6 +38,20 @@ def store(db_path: Path):
     return open_store(db_path)
 
 
+@pytest.fixture
+def cli_columns(monkeypatch: pytest.MonkeyPatch):
+    """`cli_columns(N)`: the CLI prints N columns wide for this test. $COLUMNS alone is not enough: rich reads it
+    once, when a console is made, and the CLI's consoles are made when failatlas.core.cli is first imported, by
+    whichever test of the worker came first."""
+    def set_to(columns: int) -> None:
+        from failatlas.core.cli import console, err_console
+
+        monkeypatch.setenv("COLUMNS", str(columns))
+        for each in (console, err_console):
+            monkeypatch.setattr(each, "_width", columns)
+    return set_to
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
@@ -115,6 +129,50 @@ def demo_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return DemoBuild(path=folder / "demo.duckdb", lines=lines, result=result)
 
 
+# --- two workers (`-n 2 --dist loadgroup`, the README's test commands) -------------------------------------------
+# A session fixture is built once per worker. The expensive ones are built once in all: every test that needs one
+# joins that fixture's group, which one worker runs; every other test is grouped by its file (its module fixtures
+# built once). The store-sharing group goes first so that the longest unit starts first.
+SHARED_BUILDS = (
+    ("mini-store", {"scored_mini_store", "mini_store_copy", "demo_build", "demo_store"}),
+    ("gaia-cli", {"gaia_cli_store"}),
+    ("trail", {"trail_template"}),
+    ("app-template", {"app_template"}),
+)
+
+
+def xdist_group_of(fixturenames: list[str] | tuple[str, ...], nodeid: str) -> str:
+    """The group a test runs in under `--dist loadgroup`: the first shared build it needs, else its file."""
+    needs = set(fixturenames)
+    for group, fixtures in SHARED_BUILDS:
+        if needs & fixtures:
+            return group
+    return nodeid.split("::", 1)[0]
+
+
+def _join_group(item: pytest.Item, group: str) -> None:
+    """What xdist does for an `xdist_group` mark (the group after '@' in the node id, which its scheduler reads),
+    done here: xdist 3.8 sets `item._nodeid`, which pytest 9.2 no longer reads, so its own marks group nothing."""
+    new = f"{item.nodeid}@{group}"
+    if hasattr(item, "_id"):
+        from _pytest.nodes import coerce_node_id
+
+        item._id = coerce_node_id(new)
+    else:
+        item._nodeid = new
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config.option, "loadgroup", False):  # an xdist worker under `--dist loadgroup` only
+        return
+    groups = {id(item): xdist_group_of(getattr(item, "fixturenames", ()), item.nodeid) for item in items}
+    items.sort(key=lambda item: groups[id(item)] != SHARED_BUILDS[0][0])  # stable: the longest unit first
+    for item in items:
+        _join_group(item, groups[id(item)])
+        if item.nodeid.rsplit("@", 1)[-1] != groups[id(item)]:
+            raise pytest.UsageError(f"cannot put {item.nodeid} in its xdist group {groups[id(item)]}")
+
+
 # --- `--every-module`: the quick command's promise that it still touches every module of the product ------------
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -144,15 +202,29 @@ def product_modules() -> list[str]:
     return names
 
 
+WORKER_MODULES: set[str] = set()  # on the controller of `-n N`: the product modules its workers imported
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # pytest-xdist's hook: a worker finished and sent its output
+    WORKER_MODULES.update(getattr(node, "workeroutput", {}).get("failatlas_modules", ()))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not session.config.getoption("--every-module") or session.testscollected == 0:
-        return
     import sys
 
-    missing = [m for m in product_modules() if m not in sys.modules]
+    if not session.config.getoption("--every-module"):
+        return
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller decides
+        session.config.workeroutput["failatlas_modules"] = sorted(m for m in sys.modules if m.startswith("failatlas"))
+        return
+    if session.testscollected == 0:
+        return
+    missing = [m for m in product_modules() if m not in sys.modules and m not in WORKER_MODULES]
     if missing:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         line = reporter.write_line if reporter else print
         line(f"\n--every-module: {len(missing)} module(s) of the product were never imported by the tests that ran: "
              + ", ".join(missing))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+

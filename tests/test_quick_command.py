@@ -11,7 +11,8 @@ from pathlib import Path
 from tests.conftest import product_modules
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK = 'python3 -m pytest -q -m "not slow and not docker" --every-module'
+FULL = "python3 -m pytest -q -n 2 --dist loadgroup"
+QUICK = f'{FULL} -m "not slow and not docker" --every-module'
 
 
 def test_the_readme_gives_the_quick_command_beside_the_full_one():
@@ -19,8 +20,8 @@ def test_the_readme_gives_the_quick_command_beside_the_full_one():
     tests = readme.split("## Tests", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```bash\n(.*?)```", tests, re.S)
     lines = [line.split("#", 1)[0].strip() for block in commands for line in block.splitlines()]
-    assert "python3 -m pytest -q" in lines and QUICK in lines
-    assert "python3 -m pytest -q" in (ROOT / ".ci" / "run").read_text().splitlines()[-1]
+    assert FULL in lines and QUICK in lines
+    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == FULL
 
 
 def test_every_module_of_the_product_is_listed_from_the_files():
@@ -41,3 +42,22 @@ def test_a_selection_that_leaves_modules_unimported_fails_and_names_them():
     without = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                               "tests/core/test_intervals.py"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert without.returncode == 0 and "--every-module" not in without.stdout
+
+
+def test_two_workers_keep_a_file_on_one_and_count_modules_their_workers_imported():
+    """`-n 2 --dist loadgroup` (tests/conftest.py): each file's tests run on one worker (module fixtures built once),
+    and `--every-module` counts what the workers imported, not what the controller did."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                           "loadgroup", "--every-module", "-m", "not slow", "tests/test_script_modules.py",
+                           "tests/core/test_intervals.py"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:]
+    workers: dict[str, set[str]] = {}
+    for line in done.stdout.splitlines():
+        found = re.match(r"\[(gw\d)\] .*PASSED (tests/\S+?)::", line)
+        if found:
+            workers.setdefault(found.group(2), set()).add(found.group(1))
+    assert set(workers) == {"tests/test_script_modules.py", "tests/core/test_intervals.py"}, done.stdout[-2000:]
+    assert all(len(seen) == 1 for seen in workers.values()), workers
+    said = [line for line in done.stdout.splitlines() if line.startswith("--every-module:")]
+    assert said and "failatlas.taxonomy.name_fit" in said[0], done.stdout[-2000:]
+    assert "failatlas.bench_core.hidden.fixture" not in said[0]  # imported by a worker only
