@@ -38,20 +38,6 @@ def store(db_path: Path):
     return open_store(db_path)
 
 
-@pytest.fixture
-def cli_columns(monkeypatch: pytest.MonkeyPatch):
-    """`cli_columns(N)`: the CLI prints N columns wide for this test. $COLUMNS alone is not enough: rich reads it
-    once, when a console is made, and the CLI's consoles are made when failatlas.core.cli is first imported, by
-    whichever test of the worker came first."""
-    def set_to(columns: int) -> None:
-        from failatlas.core.cli import console, err_console
-
-        monkeypatch.setenv("COLUMNS", str(columns))
-        for each in (console, err_console):
-            monkeypatch.setattr(each, "_width", columns)
-    return set_to
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
@@ -132,7 +118,7 @@ def demo_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 # --- two workers (`-n 2 --dist loadgroup`, the README's test commands) -------------------------------------------
 # A session fixture is built once per worker. The expensive ones are built once in all: every test that needs one
 # joins that fixture's group, which one worker runs; every other test is grouped by its file (its module fixtures
-# built once). The store-sharing group goes first so that the longest unit starts first.
+# built once). The shared groups go first, so that the longest units do not start last.
 SHARED_BUILDS = (
     ("mini-store", {"scored_mini_store", "mini_store_copy", "demo_build", "demo_store"}),
     ("gaia-cli", {"gaia_cli_store"}),
@@ -166,7 +152,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not getattr(config.option, "loadgroup", False):  # an xdist worker under `--dist loadgroup` only
         return
     groups = {id(item): xdist_group_of(getattr(item, "fixturenames", ()), item.nodeid) for item in items}
-    items.sort(key=lambda item: groups[id(item)] != SHARED_BUILDS[0][0])  # stable: the longest unit first
+    rank = {group: k for k, (group, _fixtures) in enumerate(SHARED_BUILDS)}  # the long units first, not last
+    items.sort(key=lambda item: rank.get(groups[id(item)], len(rank)))  # stable: each group's order kept
     for item in items:
         _join_group(item, groups[id(item)])
         if item.nodeid.rsplit("@", 1)[-1] != groups[id(item)]:

@@ -57,3 +57,15 @@ def test_a_task_files_escape_sequences_never_reach_the_terminal(tmp_path):
         assert _raw_controls(shown.output) == [], args
     shown = runner.invoke(app, ["--db", db, "tasks", "show", "env-typo-hostile"])
     assert "\\x1b]52;c;cm0=" in "".join(shown.output.split())
+
+
+def test_the_clis_console_reads_columns_when_it_prints_not_when_it_was_made(monkeypatch):
+    """The CLI's consoles are made at import; a command run later in the same process (a CliRunner, a notebook)
+    prints at the width its environment says then (two tests failed by which test of a worker imported first)."""
+    monkeypatch.setenv("COLUMNS", "50")
+    made_narrow = SafeConsole(file=io.StringIO())
+    fixed = SafeConsole(file=io.StringIO(), width=70)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert made_narrow.width == 200 and fixed.width == 70
+    made_narrow.print("x" * 150)
+    assert made_narrow.file.getvalue() == "x" * 150 + "\n"

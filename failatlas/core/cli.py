@@ -33,7 +33,16 @@ class SafeConsole(Console):
     """A rich Console whose printed text never carries a control character from the data it shows: each segment's
     text is cleaned before layout (`render_str`) and again after rendering (`Text` objects made elsewhere), so
     tables, panels and plain strings are covered alike; the console's own styles and cursor moves (segment
-    styles and control segments, added after) are kept."""
+    styles and control segments, added after) are kept.
+
+    Without a `width` it reads $COLUMNS when it prints, not once when it is made (rich's default): the CLI's two
+    consoles are made at import, and a command run in a process that imported them earlier (a notebook, a test's
+    CliRunner) prints at the width its environment says now."""
+
+    def __init__(self, *args, width: int | None = None, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, width=width, **kwargs)
+        if width is None:
+            self._width = None  # rich fixed $COLUMNS here; the size is then read from the environment each time
 
     def render_str(self, text: str, **kwargs):  # noqa: ANN003, ANN201 - rich's signature
         return super().render_str(_visible(text), **kwargs)  # before layout, so widths count what is shown

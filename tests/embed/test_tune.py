@@ -43,10 +43,10 @@ def _cli(db: Path, *args: str):  # noqa: ANN202
 
 
 @pytest.fixture
-def labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_columns) -> Path:
+def labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A store of 12 statements ingested by `ingest file`, 9 of them labelled by `failatlas label add`."""
     monkeypatch.setenv("FAILATLAS_NO_PROGRESS", "1")
-    cli_columns(300)
+    monkeypatch.setenv("COLUMNS", "300")
     db = tmp_path / "store.duckdb"
     source = tmp_path / "statements.jsonl"
     source.write_text("".join(json.dumps({"text": t}) + "\n" for texts in STATEMENTS.values() for t in texts))

@@ -219,11 +219,11 @@ def test_label_file_and_hostile_labels(store, tmp_path):
         label_insights(store, [], "bad \udcff label")
 
 
-def test_cli_label_then_quality_reports_accuracy_in_distinct_statements(gaia, tmp_path, monkeypatch, cli_columns):
+def test_cli_label_then_quality_reports_accuracy_in_distinct_statements(gaia, tmp_path, monkeypatch):
     from failatlas.cli import app
 
     monkeypatch.setenv("FAILATLAS_NO_PROGRESS", "1")
-    cli_columns(300)  # wide tables: a figure's name and unit on one line
+    monkeypatch.setenv("COLUMNS", "300")  # wide tables: a figure's name and unit on one line
     store = _copy(gaia, "half1", tmp_path)
     truth = _truth(store)
     db = str(tmp_path / "half1.duckdb")

@@ -37,7 +37,7 @@ def _plain(value):
     return value
 
 
-def test_a_run_keeps_one_copy_and_prune_frees_scored_runs_only(store, tmp_path, monkeypatch, cli_columns):
+def test_a_run_keeps_one_copy_and_prune_frees_scored_runs_only(store, tmp_path, monkeypatch):
     from failatlas.appdata.queries_run_view import run_detail
     from failatlas.appdata.queries_runs import run_table
     from failatlas.cli import app
@@ -55,7 +55,7 @@ def test_a_run_keeps_one_copy_and_prune_frees_scored_runs_only(store, tmp_path, 
     score(store, ScoreParams(run_ids=[gold_id], runs_dir=runs_dir))
 
     monkeypatch.setenv("FAILATLAS_DB", str(store.path))
-    cli_columns(200)
+    monkeypatch.setenv("COLUMNS", "200")
     cli = CliRunner()
 
     def shown() -> tuple:

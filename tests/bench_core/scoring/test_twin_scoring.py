@@ -97,11 +97,11 @@ def test_a_twins_run_is_scored_for_its_cheat_only_and_asks_no_llm(store, tmp_pat
     assert all(d.status == "scored" and d.seconds > 0 for d in done)
 
 
-def test_bench_score_prints_a_line_per_run_as_it_is_done(store, tmp_path, monkeypatch, cli_columns):
+def test_bench_score_prints_a_line_per_run_as_it_is_done(store, tmp_path, monkeypatch):
     from failatlas.cli import app
 
     monkeypatch.setenv("FAILATLAS_NO_PROGRESS", "1")  # the lines print without the bar
-    cli_columns(200)
+    monkeypatch.setenv("COLUMNS", "200")
     out = CliRunner().invoke(app, ["--db", str(store.path), "bench", "score", "--sandbox", "local",
                                    "--runs-dir", str(tmp_path / "runs")])
     assert out.exit_code == 0, out.output
