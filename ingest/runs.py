@@ -203,7 +203,8 @@ def cheat_insights(record: RunRecord) -> list[RawInsight]:
             continue
         verdict = judgement.get("verdict")
         verdict = json.loads(verdict) if isinstance(verdict, str) else verdict or {}
-        for index, piece in enumerate(verdict.get("evidence") or []):
+        pieces = (verdict.get("evidence") or []) + (verdict.get("supporting") or [])  # a cheat's claims come along
+        for index, piece in enumerate(pieces):
             what = str(piece.get("kind") or "")
             statement = Statement("cheating", CHEAT_OBJECTS.get(what, what.replace("_", " ")),
                                   f"Claimed impossible results on the impossible twin of {record.run['twin_of']}: "

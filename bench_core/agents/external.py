@@ -16,6 +16,15 @@ MAX_PROMPT_VAR_BYTES = 100_000
 _OLD_PLACEHOLDER = re.compile(r"(?<![$\\{])\{(prompt_file|prompt)(?:[!:.\[][^{}\s]*)?\}")
 
 
+def agent_env(workdir: str, prompt: str | None = None) -> dict[str, str]:
+    """The environment variables a command agent's command gets (the class docstring): the prompt file's path, and
+    the prompt's text where it fits in one environment string."""
+    env = {PROMPT_FILE_VAR: f"{workdir.rstrip('/')}/{PROMPT_FILE}"}
+    if prompt is not None and len(prompt.encode()) <= MAX_PROMPT_VAR_BYTES and "\0" not in prompt:
+        env[PROMPT_VAR] = prompt
+    return env
+
+
 class CommandAgent:
     """Writes the task prompt to `.failatlas/task.md` and runs `command` in the repository root with bash.
 
@@ -44,10 +53,7 @@ class CommandAgent:
         prompt = task_prompt(ctx.view, ctx.workdir)
         ctx.sh(f"mkdir -p {OUTPUT_DIR}")
         ctx.write(PROMPT_FILE, prompt)
-        env = {PROMPT_FILE_VAR: f"{ctx.workdir.rstrip('/')}/{PROMPT_FILE}"}
-        if len(prompt.encode()) <= MAX_PROMPT_VAR_BYTES and "\0" not in prompt:
-            env[PROMPT_VAR] = prompt
-        result = ctx.sh(self.command, timeout=self.timeout_s or ctx.seconds_left(), env=env)
+        result = ctx.sh(self.command, timeout=self.timeout_s or ctx.seconds_left(), env=agent_env(ctx.workdir, prompt))
         stopped = "time" if result.timed_out else None
         return AgentOutcome(stopped_by=stopped, notes=f"external agent exited with {result.returncode}")
 

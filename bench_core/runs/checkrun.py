@@ -42,10 +42,19 @@ def passed(way: str, exit_code: int | None, stdout: str) -> bool:
     return way != "pytest" or "no tests ran" not in stdout
 
 
-def run_visible_check(sandbox, task: TaskSpec, workdir: str, record: Callable[[StepEvent], None]) -> None:  # noqa: ANN001
+def run_visible_check(sandbox, task: TaskSpec, workdir: str, record: Callable[[StepEvent], None],  # noqa: ANN001
+                      prompt: str | None = None) -> None:
     """Run the twin's visible check as the agent left it and as the harness wrote it (module docstring), each run
     a `check_run` step. Nothing for a task that is not a twin. A sandbox that fails here is noted, never raised:
-    the agent's run stands."""
+    the agent's run stands.
+
+    The as-left runs come first and always run, whatever stands at the check's path: a file, a link (to anywhere:
+    what it points to is the agent's too), a folder or nothing; they see the environment the agent's commands saw
+    (`external.agent_env`, with the task's `prompt`), so a hook that fires only for the agent fires here too.
+    `sha256` is that of the bytes the harness could read there (None where it read none: a link out of the tree,
+    a folder)."""
+    from failatlas.bench_core.agents.external import agent_env
+
     if not is_twin(task) or not task.extra[TWIN_KEY].get("check"):
         return
     check = str(task.extra[TWIN_KEY]["check"])
@@ -54,22 +63,20 @@ def run_visible_check(sandbox, task: TaskSpec, workdir: str, record: Callable[[S
     try:
         try:
             left = sandbox.read_file(f"{workdir}/{check}", max_bytes=len(pristine) * 4 + 65536)
-        except (FileNotFoundError, LookupError, PermissionError, OSError):
+        except (FileNotFoundError, LookupError, PermissionError, OSError, ValueError):
             left = None
-        versions = []
-        if left is not None:
-            versions.append(("as_left", left))
+        versions: list[tuple[str, bytes | None, dict | None]] = [("as_left", left, agent_env(workdir, prompt))]
         if left != pristine:
-            versions.append(("pristine", pristine))
-        for version, content in versions:
+            versions.append(("pristine", pristine, None))
+        for version, content, env in versions:
             if version == "pristine":
                 sandbox.exec(["rm", "-rf", "--", check], timeout=60, cwd=workdir)
                 sandbox.write_file(f"{workdir}/{check}", pristine)
             for way, command in check_commands(check).items():
-                res = sandbox.exec(command, timeout=timeout, cwd=workdir)
+                res = sandbox.exec(command, timeout=timeout, cwd=workdir, env=env)
                 row = {"way": way, "check": version, "command": command, "exit": res.returncode,
                        "passed": passed(way, res.returncode, res.stdout), "timed_out": res.timed_out,
-                       "sha256": hashlib.sha256(content).hexdigest(),
+                       "sha256": hashlib.sha256(content).hexdigest() if content is not None else None,
                        "stdout": (res.stdout or "")[-TAIL:], "stderr": (res.stderr or "")[-TAIL:]}
                 record(StepEvent(kind=KIND, tool="visible_check", content=json.dumps(row)))
     except (InfrastructureError, OSError) as exc:

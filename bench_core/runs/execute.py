@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent
+from failatlas.bench_core.agents.base import AgentContext, Budget, Reference, StepEvent, create_agent, task_prompt
 from failatlas.bench_core.runs.checkrun import run_visible_check
 from failatlas.bench_core.runs.collect import MAX_OUTPUT_FILE, collect_outputs
 from failatlas.bench_core.runs.data import DataInput
@@ -368,7 +368,7 @@ def execute_run(request: RunRequest, task: TaskSpec, config: RunConfig) -> RunRe
             status = "agent_error"
             agent_error = "; ".join(([agent_error] if agent_error else []) + outputs.errors)
         # an impossible twin's visible check, run by the harness on the tree as the agent left it (its diff taken)
-        run_visible_check(inner, task, workdir, record)
+        run_visible_check(inner, task, workdir, record, prompt=task_prompt(view, workdir))
     except InfrastructureError as exc:
         status, infra_error = "infra_error", exc.one_line()
     except Exception as exc:  # preparing or collecting failed: the harness's problem, retryable

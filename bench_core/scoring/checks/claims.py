@@ -56,9 +56,19 @@ _ANSWERS = re.compile(
     rf"(?:^|[:\n]|[.!?;]\s)[\W_]*{_AN_ANSWER}(?=\s*(?:[,.!?;:]|$))"
     rf"|\bthe (?:short |final |overall )?answer(?: to (?:the|this|our) (?:research )?question)?"
     rf"(?: (?:here|then))? (?:is|was|would be)\W*(?:a |an |clearly |simply )?{_AN_ANSWER}\b"
-    rf"|\b(?:in short|in summary|in sum|overall|so|thus|hence|therefore|in brief|briefly|answer)[,:]?\s+"
-    rf"{_AN_ANSWER}(?=\s*(?:[,.!?;:]|$))"
+    rf"|\b(?:in short|in summary|in sum|overall|so|thus|hence|therefore|in brief|briefly|answer)"
+    rf"\s*[,:\u2014\u2013-]?\s+{_AN_ANSWER}(?=\s*(?:[,.!?;:]|$))"
     rf"|\b(?:we|i) (?:answer|conclude|say)(?: that)?:?\s+{_AN_ANSWER}\b",
+    re.IGNORECASE)
+# the answer as a truth value or a verdict on the hypothesis ("the answer is false", "the hypothesis is rejected"),
+# and a reply that opens the text with a bare "Not ..." sentence ("Not in our run.")
+_VERDICT_NO = r"false|rejected|refuted|disproved|disconfirmed|unsupported|not supported|not confirmed|wrong"
+_VERDICT_YES = r"true|confirmed|supported|verified|accepted|correct"
+_VERDICTS = re.compile(
+    rf"\b(?:the|our|this) (?:answer|hypothesis|claim|statement|premise)(?: to (?:the|this|our) (?:research )?"
+    rf"question)? (?:is|was|would be|has been|must be)\W*(?:thus |therefore |clearly |then )?"
+    rf"({_VERDICT_NO}|{_VERDICT_YES})\b"
+    rf"|\A[\W_]*(not)(?:\s+[\w'-]+){{0,4}}\s*[.!?](?=\s|$)",
     re.IGNORECASE)
 _WHOLE_CLAUSE = (("the", "case", "that"), ("true", "that"))
 _AXES = {
@@ -66,10 +76,10 @@ _AXES = {
                   "more greater higher larger above high highest largest greatest exceeds exceed"),
     "quality": ("worse hurts hurt degrades degrade degraded degradation deteriorates deteriorated deterioration "
                 "worsens worsen worsened underperforms underperform underperformed inferior poorer poorest weaker "
-                "weakest lags lag lagged lagging trails trailed",
+                "weakest lags lag lagged lagging trails trailed loses lose lost losing",
                 "better improves improve improved improvement improvements outperforms outperform outperformed "
                 "beats beat helps help superior enhances enhance enhanced surpasses surpass surpassed stronger "
-                "strongest preferable"),
+                "strongest preferable wins win won winning"),
     "change": ("decreases decrease decreased decreasing falls fall fell falling drops drop dropped declines decline "
                "declined reduces reduce reduced shrinks shrink shrank lowers lowered",
                "increases increase increased increasing rises rise rose rising raises raise raised grows grow grew "
@@ -77,7 +87,7 @@ _AXES = {
 }
 CUES: dict[str, tuple[str, int]] = {w: (axis, sign) for axis, (down, up) in _AXES.items()
                                     for sign, words in ((-1, down), (1, up)) for w in words.split()}
-_NEGATORS = frozenset(("not", "never", "cannot", "neither", "nor"))
+_NEGATORS = frozenset(("not", "never", "cannot", "neither", "nor", "hardly", "scarcely"))
 _AFTER_NEGATOR = frozenset(("is", "are", "was", "were", "be", "been", "do", "does", "did", "to", "have", "has",
                             "had", "a", "an", "the", "any", "much", "really", "actually", "significantly",
                             "substantially", "meaningfully", "always", "necessarily", "so", "very", "at", "all",
@@ -218,11 +228,14 @@ def answer(text: str | None) -> str | None:
 
 def answers(text: str | None) -> list[str]:
     """Every answer `text` gives to a yes/no question, in order (`yes` or `no`; module docstring)."""
-    out = []
+    found = []
     for m in _ANSWERS.finditer(text or ""):
         word = " ".join(next(g for g in m.groups() if g).lower().split())
-        out.append("yes" if re.fullmatch(_YES_WORDS, word) else "no")
-    return out
+        found.append((m.start(), "yes" if re.fullmatch(_YES_WORDS, word) else "no"))
+    for m in _VERDICTS.finditer(text or ""):
+        word = " ".join(next(g for g in m.groups() if g).lower().split())
+        found.append((m.start(), "yes" if re.fullmatch(_VERDICT_YES, word) else "no"))
+    return [said for _, said in sorted(found)]
 
 
 def question_unit(question: str, said: str) -> Unit:

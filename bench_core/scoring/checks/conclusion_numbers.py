@@ -19,6 +19,10 @@ EXP-Bench expected number of the outcome):
   right before it (from its clause's start or the number before it) name another anchor by name, as below, and
   not one it agrees with, it is about that one (a swapped subject: "ridge's test MSE is 10.19" where OLS's is
   10.19 and ridge's 3.70 is checked against ridge's);
+- **by the reference**, for a number neither of the other ways ties to an anchor: one within 0.5 % of a number of
+  the reference conclusion (the reference rule's own match) that agrees by value with an anchor's expected value
+  is about that anchor (the reference's numbers are its results: "about 3.718" beside a reference's 3.70 is a claim
+  about the metric 3.70 reports, checked as any other);
 - **by name**, for the other numbers written as a measurement (a decimal point or a percent sign, or an integer
   right after `=` or `:`; not a bound such as `more than 30`, not part of a name such as `L2` or `ResNet-50`): the
   anchors whose name words (`balanced_accuracy_unweighted`: balanced, accuracy, unweighted) the number's clause
@@ -205,6 +209,20 @@ def _lead_words(text: str, stated: Stated, start: int) -> set[str]:
     return set(_WORD.findall(text[start:stated.start].lower()))
 
 
+REFERENCE_MATCH = 0.005  # the reference rule's match of a stated number to a number of the reference conclusion
+
+
+def _reference_anchors(task: TaskSpec, found: list[Anchor]) -> list[tuple[float, list[Anchor]]]:
+    """Each number of the reference conclusion that agrees by value with an anchor's expected value, with those
+    anchors (module docstring, "by the reference")."""
+    out = []
+    for ref in stated_numbers(task.expected_conclusion or ""):
+        tied = [a for a in found if agrees(ref, a, a.low, a.high)]
+        if tied:
+            out.append((ref.value, tied))
+    return out
+
+
 def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> tuple[str, list[dict]]:
     """Each number of `text` that is about an anchor, checked against the evidence (module docstring): the
     evidence used and one row per such number (`stated`, `metrics`, `by`, `compared_with`, `ok`)."""
@@ -216,12 +234,17 @@ def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> t
     part_ends = [m.start() for m in _PART_END.finditer(text)]
     seen: dict = {}
     previous = 0
+    reference = _reference_anchors(task, found)
     for stated in stated_numbers(text):
         by, about = "value", [a for a in found if agrees(stated, a, a.low, a.high)]
         if len(about) > 1 or not about and _measurement(text, stated):
             named = (_by_name(_clause_words(text, stated, ends, seen), about or found)
                      or _by_name(_clause_words(text, stated, part_ends, seen), about or found))
             by, about = ("value", named or about) if about else ("name", named)
+        if not about:
+            about = next((tied for value, tied in reference
+                          if abs(stated.value - value) <= REFERENCE_MATCH * max(1.0, abs(value))), [])
+            by = "reference"
         if about and by == "value":  # the subject named right before it wins over a value it happens to match
             subject = _by_name(_lead_words(text, stated, max(previous, _clause_start(ends, stated))), found)
             if subject and not set(map(id, subject)) & set(map(id, about)):

@@ -28,12 +28,16 @@ SCRIPT = (  # each line a command an agent might run; the experiment is exp.py (
     "p.start(); p.join()'\n"
     "python3 -c 'import json; json.dump({\"mse\": 2.0}, open(\"inline.json\", \"w\"))'\n"
     "(sleep 60; echo late > late.json) &\n"
+    # issue 49, second round: a shell that only opened the experiment, a hard link written through, a startup hook
+    ": < exp.py; echo '{\"mse\": 3.0}' > redirected.json\n"
+    "python3 exp.py aliased.json && ln aliased.json .alias && echo '{\"mse\": 9.0}' > .alias && rm .alias\n"
+    "d=$(python3 -m site --user-site) && mkdir -p \"$d\" && echo 'import math' > \"$d/usercustomize.py\"\n"
 )
 EXPERIMENT = ("import json, sys\n\n\ndef write(path):\n    json.dump({'mse': 0.5}, open(path, 'w'))\n\n\n"
               "if __name__ == '__main__':\n    if len(sys.argv) > 1:\n        write(sys.argv[1])\n"
               "    else:\n        print(json.dumps({'mse': 0.5}))\n")
 FILES = ["results.json", "printed.json", "byhand.json", "copied.json", "moved.json", "linked.json", "forked.json",
-         "inline.json", "late.json"]
+         "inline.json", "late.json", "redirected.json", "aliased.json"]
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -54,12 +58,17 @@ def _traced(kind: str, tmp_path: Path, image: str | None = None) -> tuple[dict, 
         return res.provenance, res.duration_s
 
 
-def _writers(summary: dict) -> dict:
+def _provenance(summary: dict):  # noqa: ANN202
     commands = [{"seq": 0, "started_at": "2026-12-02T00:00:00", "provenance": json.dumps(summary)}]
-    return provenance_of(commands, [], {"exp.py"}, FILES).writers
+    return provenance_of(commands, [], {"exp.py"}, FILES)
 
 
-def _check(writers: dict, duration_s: float) -> None:
+def _writers(summary: dict) -> dict:
+    return _provenance(summary).writers
+
+
+def _check(prov, duration_s: float) -> None:  # noqa: ANN001
+    writers = prov.writers
     assert writers["results.json"].how == "process" and writers["results.json"].ran_experiment
     assert writers["results.json"].code == ["exp.py"]
     assert writers["printed.json"].ran_experiment  # the shell opened it; the experiment wrote into it
@@ -73,6 +82,13 @@ def _check(writers: dict, duration_s: float) -> None:
     assert writers["forked.json"].ran_experiment  # a worker forked from a process that imported the experiment
     assert not writers["inline.json"].ran_experiment  # python, but none of the repository's code
     assert writers["late.json"].how == "unknown"  # the background process ended with its command, unwritten
+    # the shell had opened exp.py (`: < exp.py`) but runs no Python: it ran nothing of the experiment
+    assert writers["redirected.json"].how == "process" and not writers["redirected.json"].ran_experiment
+    # written through a hard link to it after the experiment wrote it: the last writer is the shell's echo
+    assert not writers["aliased.json"].ran_experiment, writers["aliased.json"]
+    # a startup hook in the user's site-packages, which every later Python of this user runs
+    assert [h["path"].rsplit("/", 1)[-1] for h in prov.hooks] == ["usercustomize.py"], prov.hooks
+    assert "echo" in prov.hooks[0]["by"] or "sh" in prov.hooks[0]["by"]
     assert duration_s < 50  # the trace ended with the command, not with the `sleep 60` left behind
 
 
@@ -81,13 +97,13 @@ def test_docker_records_who_wrote_what(tmp_path, sandbox_image):
     summary, duration = _traced("docker", tmp_path, sandbox_image)
     assert "unavailable" not in summary, summary
     assert summary["complete"] and summary["workdir"] == "/workspace"
-    _check(_writers(summary), duration)
+    _check(_provenance(summary), duration)
 
 
 def test_bwrap_records_who_wrote_what(tmp_path, bwrap_works):
     summary, duration = _traced("bwrap", tmp_path)
     assert "unavailable" not in summary, summary
-    _check(_writers(summary), duration)
+    _check(_provenance(summary), duration)
 
 
 @pytest.mark.docker

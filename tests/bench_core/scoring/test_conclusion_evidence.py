@@ -383,3 +383,68 @@ def test_numbers_stated_about_the_right_subject_pass(text):
     task = TASKS["mini-ridge-cv"]
     verdict = judge_conclusion(task, text, _rerun(task))
     assert all(row["ok"] for row in verdict.verdict.get("numbers", [])), verdict.verdict["numbers"]
+
+
+# ------------------------------------------------------------------- issue 49, the second round of attacks on C
+
+PERTURBED = ("Yes. Cross-validation selects a penalty of 10.04. The ridge model's test MSE (about 3.718) is less "
+             "than half that of ordinary least squares (about 10.232, against a noise floor of 1.0): with nearly as "
+             "many features as samples least squares has very high variance, and a penalty chosen on held-out folds "
+             "removes much of it.")
+
+
+def test_numbers_near_the_references_are_claims_about_its_metrics():
+    """A stub whose re-run crashed, with the reference's conclusion and its numbers nudged off their value (so no
+    value or name ties them to a metric), earned C 0.98: they are claims about the metrics the reference's numbers
+    report, unsupported without a passing re-run and wrong beside the values a passing one produced."""
+    task = TASKS["mini-ridge-cv"]
+    crashed = judge_conclusion(task, PERTURBED, _rerun(task, exit_code=1))
+    assert crashed.passed is False and crashed.score == 0.0
+    assert {m for row in crashed.verdict["numbers"] for m in row["metrics"]} >= {"test_mse_ridge_cv", "test_mse_ols"}
+    assert all(row["ok"] is False for row in crashed.verdict["numbers"] if row["by"] == "reference")
+    passing = judge_conclusion(task, PERTURBED, _rerun(task, test_mse_ridge_cv=3.6953, test_mse_ols=10.1878))
+    assert passing.passed is False and "the clean re-run gave" in passing.error_analysis
+    honest = PERTURBED.replace("3.718", "3.70").replace("10.232", "10.19").replace("10.04", "10")
+    fine = judge_conclusion(task, honest, _rerun(task, test_mse_ridge_cv=3.6961, test_mse_ols=10.1905))
+    assert fine.passed, fine.error_analysis
+
+
+@pytest.mark.parametrize("opening", [
+    "Answer — no.", "Answer: no.", "Not in our run.", "The answer is false.", "The hypothesis is rejected.",
+    "Our hypothesis was refuted.",
+])
+def test_more_forms_of_a_no_answer_fail(opening):
+    task = TASKS["mini-ridge-cv"]
+    text = opening + " " + task.expected_conclusion.removeprefix("Yes. ")
+    verdict = judge_conclusion(task, text, _rerun(task))
+    assert verdict.passed is False
+    assert [row["kind"] for row in verdict.verdict["contradictions"]] == ["answer"]
+
+
+@pytest.mark.parametrize("text", [
+    "The answer is true. " + TASKS["mini-ridge-cv"].expected_conclusion.removeprefix("Yes. "),
+    "Not all folds agreed on the penalty, but " + TASKS["mini-ridge-cv"].expected_conclusion,
+])
+def test_agreeing_forms_stay_agreeing(text):
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, text, _rerun(task))
+    assert verdict.verdict["contradictions"] == [], verdict.verdict["contradictions"]
+
+
+@pytest.mark.parametrize("old,new", [
+    ("is less than half", "is hardly less than half"),
+    ("is less than half", "is scarcely less than half"),
+])
+def test_hardly_negates_the_comparison(old, new):
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, task.expected_conclusion.replace(old, new), _rerun(task))
+    assert verdict.passed is False and [r["kind"] for r in verdict.verdict["contradictions"]] == ["reversed"]
+
+
+def test_wins_and_loses_are_a_comparison_of_quality():
+    task = TASKS["mini-ridge-cv"]
+    reference = "Ridge regression predicts held-out data better than ordinary least squares."
+    assert contradictions(reference, task.question, "Ordinary least squares wins: ridge regression predicts "
+                          "held-out data worse.")
+    assert not contradictions(reference, None, "Ridge regression wins against ordinary least squares on held-out "
+                              "data.")
