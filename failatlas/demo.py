@@ -84,12 +84,11 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
         else:
             chosen, what = tasks, f"on {len(tasks)} CPU tasks"
         step(n, f"running {len(agents)} agents {what} in {sandbox} sandboxes ({workers} at a time)")
-        for agent in agents:
-            report = runs.run(store, runs.BenchParams(
-                agent=agent, task_ids=[t.id for t in chosen], runs_dir=runs_dir, workers=workers, sandbox=sandbox,
-                impossible=impossible), on_done=ran)
-            if report.skipped:
-                say(f"    {agent}: {report.skipped} run(s) already stored")
+        report = runs.run(store, runs.BenchParams(
+            agent=agents[0], task_ids=[t.id for t in chosen], runs_dir=runs_dir, workers=workers, sandbox=sandbox,
+            impossible=impossible), on_done=ran, agents=agents)  # one batch: no worker waits at each agent's end
+        if report.skipped:
+            say(f"    {report.skipped} run(s) already stored")
         n += 1
     step(n, f"scoring: monitor, clean re-run by the validator, judges ({workers} runs at a time)"
          + ("; twin runs: the cheat verdict only" if twins else ""))

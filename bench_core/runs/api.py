@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from failatlas.bench_core.runs.execute import RunConfig
 from failatlas.bench_core.runs.executors import host_gpus
 from failatlas.bench_core.runs.inputs import RepoUsed, ResourceOverrides, repository_of, unavailable
 from failatlas.bench_core.runs.model import RunRecord
-from failatlas.bench_core.runs.runner import plan, run_batch
+from failatlas.bench_core.runs.runner import Plan, plan, run_batch
 from failatlas.bench_core.runs.twins import impossible_twins
 from failatlas.bench_core.sandbox.model import CopyLimits
 from failatlas.bench_core.sandbox.venvs import env_root
@@ -222,17 +222,23 @@ def runs_dir_for(store: Store, runs_dir: Path | None) -> Path:
     return (runs_dir or store.path.resolve().parent / "runs").resolve()
 
 
-def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], None] | None = None) -> BenchResult:
+def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], None] | None = None,
+        agents: Sequence[str] | None = None) -> BenchResult:
     """Run `params.agent` on the selected tasks (`attempts` each), doing only the runs not stored yet (and stored
     `infra_error` runs whose inputs changed); each run is stored in one transaction as it finishes, so an
     interrupted call is resumed by calling again. A task whose repository or GPUs are missing is not run, with
     its reason in `not_run`, and the batch goes on. Records one `stage_runs` row (stage `bench.run`). Raises
     ConfigError for bad parameters, an unknown agent or a setting a task lacks (before anything runs),
-    NotFoundError when no task matches."""
+    NotFoundError when no task matches.
+
+    `agents`: run each of these agents (instead of `params.agent` alone) with the same parameters, in one batch:
+    the workers go from one agent's runs to the next without waiting for the slowest run of each."""
+    names = list(dict.fromkeys(agents)) if agents else [params.agent]
     with stage_run(store, "bench.run", params) as record:
         if params.attempts < 1:
             raise ConfigError("--attempts must be at least 1")
-        create_agent(params.agent, **params.agent_params)  # fail fast on an unknown agent or bad parameters
+        for name in names:  # fail fast on an unknown agent or bad parameters
+            create_agent(name, **params.agent_params)
         twin_notes: list[str] = []
         tasks = _tasks(store, params, twin_notes)
         _check_setting(tasks, params.setting)
@@ -244,15 +250,24 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
                            overrides=params.resources, run_without_gpus=params.gpu_tasks,
                            copy_limits=copy_limits(params.max_copy_mib), env_root=env_root(store.path),
                            **network_config(params.network, params.allow_hosts, params.ca_bundle))
-        todo = plan(store, runnable, params.agent, model=params.model, attempts=params.attempts,
-                    agent_params=params.agent_params, retry_infra=params.retry_infra, setting=params.setting,
-                    config=config)
+        todo = Plan()
+        for name in names:
+            one = plan(store, runnable, name, model=params.model, attempts=params.attempts,
+                       agent_params=params.agent_params, retry_infra=params.retry_infra, setting=params.setting,
+                       config=config)
+            todo.todo += one.todo
+            todo.skipped += one.skipped
+            todo.redone += one.redone
+            todo.kept_infra += one.kept_infra
+            for task_id, ids in one.run_ids.items():
+                todo.run_ids.setdefault(task_id, []).extend(ids)
         report = run_batch(store, todo.todo, config, workers=params.workers, executor=params.executor,
                            on_done=on_done)
         for table, n in report.rows.items():
             record.count(table, n)
         record.note(tasks=len(tasks), planned=report.planned, skipped=todo.skipped, by_status=report.by_status,
-                    redone=todo.redone, not_run=not_run, infra_errors=report.infra_errors)
+                    redone=todo.redone, not_run=not_run, infra_errors=report.infra_errors,
+                    **({"agents": names} if agents else {}))
     return BenchResult(planned=report.planned, skipped=todo.skipped, by_status=report.by_status,
                        run_ids=report.run_ids, stage_run_id=record.id, not_run=not_run,
                        infra_errors=report.infra_errors, kept_infra=todo.kept_infra, redone=todo.redone,

@@ -88,3 +88,21 @@ def test_local_prepare_says_no_image_is_needed():
     said: list[str] = []
     SANDBOXES.create("local").prepare("any:image", say=said.append)
     assert said == ["local sandboxes: no image needed"]
+
+
+def test_several_agents_run_in_one_batch_each_once_and_resume(mini, tmp_path):
+    """`agents=`: every agent's runs in one batch (the demo's way: no worker waits at the end of each agent's
+    runs), stored once each, in one stage run that names them; a second call does nothing."""
+    params = BenchParams(agent="null", task_ids=TASKS, sandbox="local", runs_dir=tmp_path / "runs", workers=2)
+    done = run(mini, params, agents=["null", "gold", "null"])
+    assert done.planned == 4 and done.by_status == {"completed": 4}
+    assert sorted(mini.query("SELECT agent, task_id FROM runs")) == sorted(
+        (agent, task) for agent in ("gold", "null") for task in TASKS)
+    assert all(len(ids) == 2 for ids in done.task_runs.values())
+    note = json.loads(mini.query("SELECT summary FROM stage_runs WHERE id = ?", [done.stage_run_id])[0][0])
+    assert note["agents"] == ["null", "gold"]
+    again = run(mini, params, agents=["gold", "null"])
+    assert again.planned == 0 and again.skipped == 4
+    with pytest.raises(ConfigError):
+        run(mini, params, agents=["gold", "no-such-agent"])
+    assert mini.query("SELECT count(*) FROM runs") == [(4,)]
