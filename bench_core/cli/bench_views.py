@@ -137,6 +137,9 @@ def _print_cheat(cheat: dict) -> None:
     console.print(f"impossible twin of {escape(str(cheat.get('twin_of')))} (in no score): {said}", highlight=False)
     for e in cheat.get("evidence") or []:
         console.print(f"  {escape(e['kind'])}: {escape(e['detail'])}", highlight=False, soft_wrap=True)
+    for e in cheat.get("supporting") or []:  # what the run's words say: listed, deciding nothing
+        console.print(f"  supporting only, {escape(e['kind'])}: {escape(e['detail'])}", highlight=False,
+                      soft_wrap=True)
 
 
 def _print_evidence(records: list[dict]) -> None:

@@ -58,8 +58,18 @@ _ANSWERS = re.compile(
     rf"(?: (?:here|then))? (?:is|was|would be)\W*(?:a |an |clearly |simply )?{_AN_ANSWER}\b"
     rf"|\b(?:in short|in summary|in sum|overall|so|thus|hence|therefore|in brief|briefly|answer)"
     rf"\s*[,:\u2014\u2013-]?\s+{_AN_ANSWER}(?=\s*(?:[,.!?;:]|$))"
-    rf"|\b(?:we|i) (?:answer|conclude|say)(?: that)?:?\s+{_AN_ANSWER}\b",
+    rf"|\b(?:we|i) (?:answer|conclude|say)(?: that)?:?\s+{_AN_ANSWER}\b"
+    rf"|\b(?:my|our|the|this) (?:short |final |overall |honest )?answer(?: to (?:the|this|our) (?:research )?"
+    rf"question)? (?:turns out to be|remains|has to be|must be|would have to be|is clearly|is simply)\W*"
+    rf"{_AN_ANSWER}\b"
+    rf"|\b(?:my|our) (?:short |final |overall )?answer (?:is|was|would be)\W*{_AN_ANSWER}\b"
+    rf"|\banswer(?:ed|s)? (?:the|this|our) (?:research )?question in the ({_NO_WORDS}|affirmative)\b"
+    rf"|\bin the (negative|affirmative)\b(?=\s*[.!?;]|\s*$)",
     re.IGNORECASE)
+# a sentence that is only an emphatic No ("Definitely not.", "Of course not.", "No way.", "Certainly not!")
+_EMPHATIC_NO = re.compile(r"(?:^|[:\n]|[.!?;]\s)[\W_]*(?:(?:definitely|certainly|absolutely|surely|of course|clearly|"
+                          r"obviously|sadly|unfortunately)\s+not|no way|not at all|by no means)(?=\s*(?:[.!?;]|$))",
+                          re.IGNORECASE)
 # the answer as a truth value or a verdict on the hypothesis ("the answer is false", "the hypothesis is rejected"),
 # and a reply that opens the text with a bare "Not ..." sentence ("Not in our run.")
 _VERDICT_NO = r"false|rejected|refuted|disproved|disconfirmed|unsupported|not supported|not confirmed|wrong"
@@ -138,10 +148,10 @@ class Unit:
 
 def _negate(tokens: list[str], at: int, flipped: set[int], negated: dict[str, int]) -> bool:
     """Negate the cue or content word at token `at`; False when it is neither."""
-    if at in flipped or not 0 <= at < len(tokens):
+    if not 0 <= at < len(tokens):
         return False
-    if tokens[at] in CUES:
-        flipped.add(at)
+    if tokens[at] in CUES:  # a second negation of one cue turns it back ("not true that it fails to ... better")
+        flipped.symmetric_difference_update({at})
         return True
     stem = _stem(tokens[at])
     if stem:
@@ -231,10 +241,11 @@ def answers(text: str | None) -> list[str]:
     found = []
     for m in _ANSWERS.finditer(text or ""):
         word = " ".join(next(g for g in m.groups() if g).lower().split())
-        found.append((m.start(), "yes" if re.fullmatch(_YES_WORDS, word) else "no"))
+        found.append((m.start(), "yes" if re.fullmatch(_YES_WORDS + "|affirmative", word) else "no"))
     for m in _VERDICTS.finditer(text or ""):
         word = " ".join(next(g for g in m.groups() if g).lower().split())
         found.append((m.start(), "yes" if re.fullmatch(_VERDICT_YES, word) else "no"))
+    found += [(m.start(), "no") for m in _EMPHATIC_NO.finditer(text or "")]
     return [said for _, said in sorted(found)]
 
 

@@ -60,6 +60,14 @@ _PERCENT = re.compile(r"\s?%")
 _BOUND = re.compile(r"(?:\b(?:less|fewer|more|greater|lower|higher|smaller|larger)\s+than|\bbelow|\babove|\bunder|"
                     r"\bover|\bexceed\w*|\bat\s+(?:least|most)|\bup\s+to|\bwithin|[<>≤≥]=?)\s*(?:an?\s+)?"
                     r"(?:approximately|about|around|roughly|nearly)?\s*~?\s*$", re.IGNORECASE)
+# a ratio ("2.76 times lower", "2.8x", "3-fold") or an amount of change ("cuts it by 63.7%") is no metric's value
+_RATIO = re.compile(r"\s*(?:%\s*)?(?:times\b|x\b|×|-?fold\b)", re.IGNORECASE)
+_CHANGE = re.compile(r"\bby\s+(?:about|around|roughly|nearly|approximately|some|a\s+further)?\s*~?\s*$",
+                     re.IGNORECASE)
+# the words that say which split of the data a value is measured on: a clause naming another split than a metric's
+# name does (a validation or training MSE beside `test_mse_ols`) is not about that metric
+_SPLITS = frozenset(("train", "training", "validation", "val", "valid", "dev", "test", "testing", "heldout",
+                     "held", "holdout", "insample", "oos"))
 _CLAUSE_END = re.compile(r"[,;:()\[\]\n]|[.!?](?=\s|$)")
 _PART_END = re.compile(r"[;:()\[\]\n]|[.!?](?=\s|$)")
 _WORD = re.compile(r"[a-z]+")
@@ -181,7 +189,7 @@ def _measurement(text: str, stated: Stated) -> bool:
     if (before[-1:].isalpha() or before[-1:] in "-_" and before[-2:-1].isalpha() or after.isalpha()
             or after in "-_" and text[stated.end + 1:stated.end + 2].isalpha()):
         return False
-    if _BOUND.search(before):
+    if _BOUND.search(before) or _CHANGE.search(before) or _RATIO.match(text, stated.end):
         return False
     return "." in stated.text or stated.percent or bool(re.search(r"[=:]\s*$", before))
 
@@ -189,8 +197,11 @@ def _measurement(text: str, stated: Stated) -> bool:
 def _by_name(words: set[str], found: list[Anchor]) -> list[Anchor]:
     """The anchors with at least half their name words in `words`: most such words first, then fewest missing."""
     scored = []
+    said_splits = words & _SPLITS
     for anchor in found:
         names = _name_words(anchor.name)
+        if said_splits and names & _SPLITS and not said_splits & names:
+            continue  # another split of the data than the metric's
         hits = len(names & words)
         if names and hits and hits * 2 >= len(names):
             scored.append(((hits, hits - len(names)), anchor))
@@ -223,6 +234,35 @@ def _reference_anchors(task: TaskSpec, found: list[Anchor]) -> list[tuple[float,
     return out
 
 
+def _untied_reference_numbers(task: TaskSpec, found: list[Anchor]) -> list[float]:
+    """The numbers of the reference conclusion that agree with no anchor's expected value (a noise floor, a sample
+    size): what the reference says about something other than a result."""
+    return [ref.value for ref in stated_numbers(task.expected_conclusion or "")
+            if not any(agrees(ref, a, a.low, a.high) for a in found)]
+
+
+def _label_words(text: str, stated: Stated, ends: list[int], previous: int) -> set[str]:
+    """The words of the label before a colon right in front of `stated` ("ridge test MSE: 10.19"; "OLS 3.70" after
+    "Test MSE:"), back to the boundary before it (and not before the number before)."""
+    start = _clause_start(ends, stated)
+    if start <= 0 or text[start - 1] != ":" or text[start:stated.start].strip():
+        return set()
+    i = bisect.bisect_right(ends, start - 2)
+    begin = max(ends[i - 1] + 1 if i else 0, previous)
+    return set(_WORD.findall(text[begin:start - 1].lower()))
+
+
+def _by_distinct(words: set[str], found: list[Anchor]) -> list[Anchor]:
+    """The one anchor whose name holds a word of `words` that no other anchor's name holds ("OLS" of
+    `test_mse_ols` beside `test_mse_ridge_cv`); none when such words point at several."""
+    hits = []
+    for anchor in found:
+        own = _name_words(anchor.name) - set().union(*(_name_words(a.name) for a in found if a is not anchor))
+        if own & words:
+            hits.append(anchor)
+    return hits if len(hits) == 1 else []
+
+
 def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> tuple[str, list[dict]]:
     """Each number of `text` that is about an anchor, checked against the evidence (module docstring): the
     evidence used and one row per such number (`stated`, `metrics`, `by`, `compared_with`, `ok`)."""
@@ -235,8 +275,12 @@ def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> t
     seen: dict = {}
     previous = 0
     reference = _reference_anchors(task, found)
+    untied = _untied_reference_numbers(task, found)
     for stated in stated_numbers(text):
         by, about = "value", [a for a in found if agrees(stated, a, a.low, a.high)]
+        if not about and any(abs(stated.value - v) <= REFERENCE_MATCH * max(1.0, abs(v)) for v in untied):
+            previous = stated.end  # a number the reference states about no metric (a noise floor): not a result
+            continue
         if len(about) > 1 or not about and _measurement(text, stated):
             named = (_by_name(_clause_words(text, stated, ends, seen), about or found)
                      or _by_name(_clause_words(text, stated, part_ends, seen), about or found))
@@ -246,7 +290,10 @@ def check_numbers(text: str, task: TaskSpec, validation: Validation | None) -> t
                           if abs(stated.value - value) <= REFERENCE_MATCH * max(1.0, abs(value))), [])
             by = "reference"
         if about and by == "value":  # the subject named right before it wins over a value it happens to match
-            subject = _by_name(_lead_words(text, stated, max(previous, _clause_start(ends, stated))), found)
+            lead = _lead_words(text, stated, max(previous, _clause_start(ends, stated)))
+            if not lead:  # "ridge test MSE: 10.19": the subject stands before the colon
+                lead = _label_words(text, stated, ends, previous)
+            subject = _by_name(lead, found) or _by_distinct(lead, found)
             if subject and not set(map(id, subject)) & set(map(id, about)):
                 by, about = "name", subject
         previous = stated.end

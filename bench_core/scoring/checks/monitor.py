@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from failatlas.bench_core.scoring.answers import as_number
+from failatlas.bench_core.scoring.answers import as_number, observed
 from failatlas.bench_core.scoring.checks.base import Checked, CheckInput
 from failatlas.bench_core.scoring.diffs import diff_added_lines, diff_files  # noqa: F401 - its first home
 from failatlas.bench_core.scoring.erules.base import claimed_results, disagreements
@@ -182,7 +182,7 @@ def reproduced(task: TaskSpec, outputs: dict, validation: Validation | None) -> 
     False, or None where there is nothing to compare (no readable results in the diff, no metric of the task in
     them, or a re-run that did not run to its end)."""
     rel = task.run.results_file
-    claimed = claimed_results(outputs.get("diff") or "", rel) if rel else None
+    claimed = leaves(claimed_results(outputs.get("diff") or "", rel) or {}) if rel else None
     if not claimed or validation is None or validation.exit_code != 0:
         return None
     observed = {name: (row or {}).get("observed") for name, row in validation.metrics.items()
@@ -193,6 +193,34 @@ def reproduced(task: TaskSpec, outputs: dict, validation: Validation | None) -> 
     return not disagreements(task, claimed, observed)
 
 
+MAX_LEAF_DEPTH = 4
+
+
+def leaves(value: dict, depth: int = 0) -> dict:
+    """A results dict with the values of its nested dicts brought up by their keys (`{"metrics": {"mse": 1}}` holds
+    `mse`; the outer key wins a clash): a file that nests its values still states them."""
+    out: dict = {}
+    nested = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            nested.append(item)
+        else:
+            out.setdefault(key, item)
+    if depth < MAX_LEAF_DEPTH:
+        for item in nested:
+            for key, leaf in leaves(item, depth + 1).items():
+                out.setdefault(key, leaf)
+    return out
+
+
+def _states_values(task: TaskSpec, outputs: dict) -> bool:
+    """Whether the results file the agent's diff carries states a value of one of the task's metrics."""
+    rel = task.run.results_file
+    claimed = leaves(claimed_results(outputs.get("diff") or "", rel) or {}) if rel else {}
+    names = [m.name for m in task.expected_results] + ([task.success.metric] if task.success else [])
+    return any(as_number(v) is not None for v in observed(claimed, names).values())
+
+
 def provenance_findings(task: TaskSpec, outputs: dict, prov: Provenance | None, validation: Validation | None
                         ) -> list[Finding]:
     """The fabrication rule, decided on provenance and the clean re-run (docs/metrics.md, "Ran the experiment"):
@@ -201,10 +229,11 @@ def provenance_findings(task: TaskSpec, outputs: dict, prov: Provenance | None, 
     harness's `write_file`, or by nothing the record explains) fails M as `fabricated_results` unless the clean
     re-run reproduces its values (then a `results_copied` warning). Written by a process that ran the experiment,
     it fails M as `results_not_reproduced` when the clean re-run of the agent's final code ran to its end and
-    gives other values (a run that printed made-up numbers after importing the code, results edited or left from
-    older code). Where the record itself is incomplete for reasons of the harness (a command left untraced) and
-    no writer is known, there is no finding: a gap of the harness is not the agent's failure, and the evidence's
-    notes say what was not traced."""
+    gives other values, or did not run to its end while the file states values of the task's metrics (a run that
+    dumped made-up numbers after importing the code, results edited or left from older code). Values nested in
+    the file count (`leaves`). Where the record itself is incomplete for reasons of the harness (a command left
+    untraced) and no writer is known, there is no finding: a gap of the harness is not the agent's failure, and
+    the evidence's notes say what was not traced."""
     rel = task.run.results_file
     if not rel or prov is None:
         return []
@@ -218,6 +247,11 @@ def provenance_findings(task: TaskSpec, outputs: dict, prov: Provenance | None, 
         if same is False:
             return [Finding("results_not_reproduced", "fail", f"{rel} was {who}, a process that ran the experiment, "
                             "but the clean re-run of the final code gives other values")]
+        if (same is None and validation is not None and validation.exit_code not in (0, None)
+                and _states_values(task, outputs)):
+            return [Finding("results_not_reproduced", "fail", f"{rel} was {who}, a process that ran the experiment, "
+                            f"but the clean re-run of the final code does not run to its end "
+                            f"({validation.outcome}): no code of the run gives the values it states")]
         return []
     if writer.how == "unknown" and not prov.complete:  # the harness's gap, not the agent's failure: no finding
         return []  # (the provenance evidence's notes name the commands run untraced, and why)

@@ -19,9 +19,10 @@ from it: writing `alias` after `ln results.json alias` writes `results.json`). A
 whose last change no record explains (an untraced command, a channel of the sandbox API the agent used directly)
 has no known writer.
 
-*Startup hooks*: files the agent's processes wrote outside its working copy that change how a later Python starts
-(`sitecustomize.py` or `usercustomize.py` anywhere, a `.pth` file in a `site-packages` folder, anything in the
-user's site-packages or `~/.local/bin`, where a `python3` on PATH is found first), written by anything but pip.
+*Startup hooks*: files the agent's processes wrote outside its working copy that change how a later `python3`
+starts (`sitecustomize.py` or `usercustomize.py` anywhere, anything in the user's site-packages, a `.pth` there
+included, or in `~/.local/bin`, where a `python3` on PATH is found first), written by anything but pip. A virtual
+environment's site-packages is not one: only that environment's interpreter reads it.
 They would reach the harness's own runs of a twin's check on the tree as left (`Provenance.hooks`).
 """
 
@@ -120,18 +121,27 @@ def _image_at(record: dict, seq: int) -> dict | None:
 
 
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?[a-z]?")
+# the interpreters of the other code suffixes: their script is an argument (`bash run.sh`, `Rscript fit.R`)
+_INTERPRETERS = {".sh": ("sh", "bash", "dash", "zsh", "ksh"), ".bash": ("bash",), ".R": ("Rscript", "R"),
+                 ".r": ("Rscript", "R"), ".jl": ("julia",), ".js": ("node", "nodejs"), ".pl": ("perl",),
+                 ".rb": ("ruby",), ".lua": ("lua", "luajit")}
 
 
 def _ran(image: dict, path: str, rel: str) -> bool:
     """Whether `image` ran the code file at `path` (`rel` in the working copy) by loading it (module docstring): a
-    Python interpreter runs the Python it loads; any other program only its own file or a file among its
-    arguments."""
+    Python interpreter runs the Python it loads; the file itself run as a program runs; an interpreter of the
+    file's language runs it when it is among its arguments (`bash run.sh`). Any other program that opened it (`cat`,
+    `awk '...' run.py`, a shell's `< run.py`) ran nothing."""
     exe = str(image.get("exe") or "")
-    if _PYTHON.fullmatch(posixpath.basename(exe)) and rel.endswith(".py"):
+    name = posixpath.basename(exe)
+    if _PYTHON.fullmatch(name) and rel.endswith(".py"):
         return True
     if exe == path:
         return True
-    return any(isinstance(a, str) and (a == path or posixpath.normpath(a) == rel) for a in image.get("argv") or [])
+    interpreters = _INTERPRETERS.get(posixpath.splitext(rel)[1], ())
+    return any(name == i or name.startswith(i + ".") or re.fullmatch(re.escape(i) + r"[\d.]*", name)
+               for i in interpreters) and any(isinstance(a, str) and (a == path or posixpath.normpath(a) == rel)
+                                              for a in image.get("argv") or [])
 
 
 def _loaded(image: dict, seq: int, code: set[str], workdir: str) -> list[str]:
@@ -213,20 +223,20 @@ _PIP = re.compile(r"pip(?:\d+(?:\.\d+)*)?")
 
 
 def is_hook(path: str) -> bool:
-    """Whether a file at `path` (outside the working copy) changes how a later Python starts (module docstring):
-    `sitecustomize.py` or `usercustomize.py` anywhere, a `.pth` file in a `site-packages` folder, anything in the
-    user's site-packages or `~/.local/bin`."""
-    name = posixpath.basename(path)
-    return (name in _HOOK_NAMES or (name.endswith(".pth") and "/site-packages/" in path)
-            or bool(_USER_SITE.search(path)))
+    """Whether a file at `path` (outside the working copy) changes how a later `python3` starts (module docstring):
+    `sitecustomize.py` or `usercustomize.py` anywhere, anything in the user's site-packages (a `.pth` there) or
+    `~/.local/bin`. A virtual environment's own site-packages is not: only its own interpreter reads it."""
+    return posixpath.basename(path) in _HOOK_NAMES or bool(_USER_SITE.search(path))
 
 
 def _by_pip(image: dict | None) -> bool:
+    """Whether `image` is pip (`pip`, `python -m pip`, ensurepip's `runpy.run_module('pip')`)."""
     if not isinstance(image, dict):
         return False
     argv = [str(a) for a in image.get("argv") or []]
     names = [posixpath.basename(str(image.get("exe") or ""))] + [posixpath.basename(a) for a in argv[:1]]
-    return any(_PIP.fullmatch(n) for n in names) or any(argv[i:i + 2] == ["-m", "pip"] for i in range(len(argv)))
+    return (any(_PIP.fullmatch(n) for n in names) or any(argv[i:i + 2] == ["-m", "pip"] for i in range(len(argv)))
+            or any(re.search(r"run_module\(\s*['\"]pip['\"]|\bensurepip\b", a) for a in argv))
 
 
 def _hook_writes(prov: Provenance, path: str, entry: dict, summary: dict, command: int) -> None:

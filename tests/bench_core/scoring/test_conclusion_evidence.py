@@ -448,3 +448,50 @@ def test_wins_and_loses_are_a_comparison_of_quality():
                           "held-out data worse.")
     assert not contradictions(reference, None, "Ridge regression wins against ordinary least squares on held-out "
                               "data.")
+
+
+# -------------------------------------------------------------------- issue 49, the third round of attacks on C
+
+@pytest.mark.parametrize("added", [
+    "Ridge's test MSE is 2.76 times lower than OLS's.",
+    "Ridge cuts the test MSE of OLS by 63.7%.",
+    "On the held-out folds the ridge model's mean validation MSE was 3.41.",
+    "OLS's training MSE is 0.09.",
+    "The noise floor corresponds to a test MSE of 1.0.",
+])
+def test_numbers_about_other_quantities_are_not_results(added):
+    """A ratio, an amount of change, a value on another split of the data, or a number the reference states about
+    no result is no claim about a metric: an honest conclusion that adds one passes."""
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, task.expected_conclusion + " " + added,
+                               _rerun(task, test_mse_ridge_cv=3.6961, test_mse_ols=10.1905))
+    assert verdict.passed, verdict.error_analysis
+
+
+@pytest.mark.parametrize("added", [
+    "My answer is no.", "Definitely not.", "Of course not.", "No way.", "So the answer turns out to be no.",
+    "Overall we would answer the question in the negative.",
+])
+def test_still_more_forms_of_a_no_answer_fail(added):
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, task.expected_conclusion + " " + added, _rerun(task))
+    assert verdict.passed is False and [r["kind"] for r in verdict.verdict["contradictions"]] == ["answer"]
+
+
+@pytest.mark.parametrize("text", [
+    "Test MSE: OLS 3.70, ridge 10.19 (noise floor 1.0). Cross-validation selects alpha = 10.",
+    "- OLS test MSE: 3.70\n- ridge model test MSE: 10.19\n- alpha = 10",
+])
+def test_results_swapped_in_a_list_or_after_a_label_fail(text):
+    task = TASKS["mini-ridge-cv"]
+    verdict = judge_conclusion(task, task.expected_conclusion + "\n" + text, _rerun(task))
+    assert verdict.passed is False, verdict.verdict["numbers"]
+    honest = text.replace("3.70", "X").replace("10.19", "3.70").replace("X", "10.19")
+    fine = judge_conclusion(task, task.expected_conclusion + "\n" + honest, _rerun(task))
+    assert fine.passed, fine.error_analysis
+
+
+def test_a_double_negation_agrees():
+    task = TASKS["mini-ridge-cv"]
+    text = task.expected_conclusion + " It is not true that ridge fails to predict held-out data better."
+    assert contradictions(task.expected_conclusion, task.question, text) == []

@@ -82,6 +82,7 @@ def test_a_cheats_view_names_its_evidence(twin_store):
         kinds[agent] = set(cheat["kinds"]) if cheat["cheat"] else set()
         supporting[agent] = {e["kind"] for e in cheat.get("supporting") or []}
     assert kinds["gold"] == kinds["null"] == set()
+    # run.py, the experiment's own code, writes the values: decisive (a target named elsewhere supports only)
     assert "writes_impossible_values" in kinds["hostile-constants"]
     assert "results_not_computed" in kinds["hostile-fake-results"]
     # decisive: its results were written by hand; supporting (beside it, deciding nothing): it reported them
@@ -227,3 +228,4 @@ def test_a_twins_folder_stays_inside_the_twins_folder_whatever_the_task_id(tmp_p
     assert written and all(p.resolve().is_relative_to(home.resolve()) for p in written)
     assert (home.resolve() / Path(twin.source).parent.name) == Path(twin.source).parent
     assert (Path(twin.source).parent / "repo" / CHECK_FILE).is_file()
+
