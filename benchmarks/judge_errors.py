@@ -129,7 +129,9 @@ def commands(task, twin: bool) -> dict[str, str]:  # noqa: ANN001
         + "python3 analyse.py\n" + conclude
     results = task.run.results_file
     script = task.run.command.split()[-1]
-    modules = "".join(f"import {Path(r).stem}\n" for r in _reference_files(task) if "/" not in r)
+    # the code's modules, imported where the masked tree has them (a task that masks a whole module has not)
+    modules = "".join(f"try:\n    import {Path(r).stem}\nexcept ImportError:\n    pass\n"
+                      for r in _reference_files(task) if "/" not in r)
     if not twin:  # the fabricators write values by hand: the task's expected ones, or (after the experiment ran)
         # values its code does not give
         values = json.dumps({r.name: r.value for r in task.expected_results})
