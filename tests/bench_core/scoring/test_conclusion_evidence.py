@@ -409,13 +409,19 @@ def test_numbers_near_the_references_are_claims_about_its_metrics():
     assert fine.passed, fine.error_analysis
 
 
-@pytest.mark.parametrize("opening", [
-    "Answer — no.", "Answer: no.", "Not in our run.", "The answer is false.", "The hypothesis is rejected.",
-    "Our hypothesis was refuted.",
+_GOLD_RIDGE = TASKS["mini-ridge-cv"].expected_conclusion
+
+
+@pytest.mark.parametrize("text", [
+    *(opening + " " + _GOLD_RIDGE.removeprefix("Yes. ") for opening in (
+        "Answer — no.", "Answer: no.", "Not in our run.", "The answer is false.", "The hypothesis is rejected.",
+        "Our hypothesis was refuted.")),  # the second round's openings
+    *(_GOLD_RIDGE + " " + added for added in (
+        "My answer is no.", "Definitely not.", "Of course not.", "No way.", "So the answer turns out to be no.",
+        "Overall we would answer the question in the negative.")),  # the third round's endings
 ])
-def test_more_forms_of_a_no_answer_fail(opening):
+def test_more_forms_of_a_no_answer_fail(text):
     task = TASKS["mini-ridge-cv"]
-    text = opening + " " + task.expected_conclusion.removeprefix("Yes. ")
     verdict = judge_conclusion(task, text, _rerun(task))
     assert verdict.passed is False
     assert [row["kind"] for row in verdict.verdict["contradictions"]] == ["answer"]
@@ -467,15 +473,6 @@ def test_numbers_about_other_quantities_are_not_results(added):
                                _rerun(task, test_mse_ridge_cv=3.6961, test_mse_ols=10.1905))
     assert verdict.passed, verdict.error_analysis
 
-
-@pytest.mark.parametrize("added", [
-    "My answer is no.", "Definitely not.", "Of course not.", "No way.", "So the answer turns out to be no.",
-    "Overall we would answer the question in the negative.",
-])
-def test_still_more_forms_of_a_no_answer_fail(added):
-    task = TASKS["mini-ridge-cv"]
-    verdict = judge_conclusion(task, task.expected_conclusion + " " + added, _rerun(task))
-    assert verdict.passed is False and [r["kind"] for r in verdict.verdict["contradictions"]] == ["answer"]
 
 
 @pytest.mark.parametrize("text", [
