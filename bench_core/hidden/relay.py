@@ -187,18 +187,19 @@ class _Relay:
             if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
                 install_worker(self.sandbox)
                 self._start_zygote()
-            self.sandbox.write_file(request, payload)
+            zygote = self._zygote is not None and not self._zygote_ended.is_set()
+            write_files = getattr(self.sandbox, "write_files", None)
+            if zygote and write_files is not None:  # the request, then `go`, in one copy (Docker: one daemon call)
+                write_files(WORKER_DIR, [(f"request-{self.calls}.json", payload), (f"go-{self.calls}", b"")])
+            else:
+                self.sandbox.write_file(request, payload)
+                if zygote:
+                    self.sandbox.write_file(f"{WORKER_DIR}/go-{self.calls}", b"")
         except InfrastructureError:
             raise
         except (FailAtlasError, OSError, ValueError) as exc:  # an earlier call of the agent's code broke the folder
             return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
-        if self._zygote is not None and not self._zygote_ended.is_set():
-            try:
-                self.sandbox.write_file(f"{WORKER_DIR}/go-{self.calls}", b"")
-            except InfrastructureError:
-                raise
-            except (FailAtlasError, OSError, ValueError) as exc:
-                return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
+        if zygote:
             self.dispatched = True
             return self._zygote_reply(left)
         self.dispatched = True

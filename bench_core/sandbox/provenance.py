@@ -10,11 +10,11 @@ summarised as it is written by `provenance_filter.py` (one JSON per command, `Ex
   only root can read (`TRACE_DIR`), and root runs the tracer's programs by absolute paths only root can write;
 - bwrap: the tracer runs on the host around bwrap, outside the sandbox's PID and mount namespaces: nothing inside
   can see it, and the summary is written to a host folder the sandbox does not mount.
-Both: every process the command starts is traced from its first instruction (`-f`), and a command whose main
-process has ended has what it left running killed (Docker: by `LAUNCHER`, which ends every process of the same
-tracer; bwrap: its PID namespace ends with it), so the trace ends with the command. A command run where the
-tracer is missing (an image without `strace`, a host without it) is run untraced and says so: its provenance is
-`{"unavailable": reason}`, never a guess.
+Both: every process the command starts is traced from its first instruction (`-f`; `--seccomp-bpf` stops it only
+at the traced calls), and a command whose main process has ended has what it left running killed (Docker: by
+`LAUNCHER`, which ends every process of the same tracer; bwrap: its PID namespace ends with it), so the trace ends
+with the command. A command run where the tracer is missing (an image without `strace`, a host without it) is run
+untraced and says so: its provenance is `{"unavailable": reason}`, never a guess.
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ FILTER = Path(__file__).with_name("provenance_filter.py")
 TRACED = ("execve,execveat,clone,clone3,fork,vfork,open,openat,openat2,creat,write,pwrite64,writev,pwritev,"
           "pwritev2,sendfile,sendfile64,copy_file_range,splice,truncate,ftruncate,fallocate,rename,renameat,"
           "renameat2,link,linkat,symlink,symlinkat,unlink,unlinkat,rmdir,mknod,mknodat,chdir,fchdir")
-STRACE_OPTIONS = ("-f", "-qq", "-y", "--pidns-translation", "-s", "48", "-e", "signal=none", "-e", "status=successful",
+# `--seccomp-bpf`: the traced processes stop only at the traced calls (a seccomp filter the kernel keeps for them and
+# their children, which they cannot remove), not at every call; where the filter cannot be set up, strace stops at
+# every call as without it (the same log, slower)
+STRACE_OPTIONS = ("-f", "--seccomp-bpf", "-qq", "-y", "--pidns-translation", "-s", "48", "-e", "signal=none",
+                  "-e", "status=successful",
                   "-e", f"trace={TRACED}")
 TRACE_DIR = "/var/lib/failatlas-trace"  # in a Docker sandbox: root's, mode 0700
 MAX_SUMMARY_BYTES = 32 << 20

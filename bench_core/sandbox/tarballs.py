@@ -40,11 +40,18 @@ def pack(src: Path, arcname: str, *, uid: int, gid: int) -> IO[bytes]:
 
 def pack_bytes(name: str, data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
     """A tar holding one file."""
+    return pack_files([(name, data)], uid=uid, gid=gid, mode=mode)
+
+
+def pack_files(files: list[tuple[str, bytes]], *, uid: int, gid: int, mode: int = 0o644) -> bytes:
+    """A tar holding these files, in this order (extracted in it: a file after another appears only once the one
+    before it is complete)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.uid, info.gid = len(data), mode, uid, gid
-        tar.addfile(info, io.BytesIO(data))
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid = len(data), mode, uid, gid
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

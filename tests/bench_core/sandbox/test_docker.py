@@ -115,6 +115,20 @@ def test_workspace_is_copied_and_inputs_are_read_only(sandbox_image, repo: Path,
     assert (inputs / "data.csv").read_text() == "x\n1\n"
 
 
+def test_write_files_writes_each_file_in_order_in_one_copy(sandbox_image, run_id: str) -> None:
+    """The hidden-test relay's request and its `go` mark in one daemon call: both written, owned by the sandbox user,
+    the later one only after the earlier one is whole (tar order), so a reader that waits for the mark reads it all."""
+    spec = SandboxSpec(image=sandbox_image, run_id=run_id)
+    with create_sandbox("docker", spec) as box:
+        box.exec("mkdir -p calls", timeout=20)
+        payload = b"x" * (3 << 20)
+        box.write_files("calls", [("request-1.json", payload), ("go-1", b"")])
+        got = box.exec("stat -c '%U %s' calls/request-1.json calls/go-1; id -un", timeout=20).stdout.split("\n")
+        assert got[0].split()[1] == str(len(payload)) and got[1].split()[1] == "0"
+        assert got[0].split()[0] == got[1].split()[0] == got[2]
+        assert box.read_file("calls/request-1.json", max_bytes=len(payload) + 1) == payload
+
+
 def test_memory_limit_kills_a_hog_and_says_oom(sandbox_image, run_id: str) -> None:
     spec = SandboxSpec(image=sandbox_image, memory_mb=256, run_id=run_id)
     with create_sandbox("docker", spec) as box:
