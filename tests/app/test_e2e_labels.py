@@ -133,6 +133,22 @@ def _open(page, title: str, submit: str):  # noqa: ANN001, ANN202
     return _form(page, submit)
 
 
+def _tab(page, name: str):  # noqa: ANN001, ANN202
+    """Click the tab `name` and return its form (submit button `name`); a click that lands while Streamlit re-runs
+    the page can be lost, so it is repeated until the form's field shows."""
+    from playwright.sync_api import expect
+
+    for attempt in range(3):
+        page.get_by_role("tab", name=name).click()
+        try:
+            expect(_form(page, name).locator("input").first).to_be_visible(timeout=15_000)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
+    return _form(page, name)
+
+
 def _expect_said(page, text: str) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
@@ -238,8 +254,7 @@ def test_rename_merge_split_in_the_app_show_after_a_reload_and_a_rebuild(trail_d
             form.get_by_role("button", name="Rename").click()
             _expect_said(page, f"Rename: {renamed} “Renamed in the browser”")
 
-            page.get_by_role("tab", name="Merge").click()
-            form = _form(page, "Merge")
+            form = _tab(page, "Merge")
             _pick(page, form.get_by_test_id("stMultiSelect"), [f"({kept})", f"({gone})"],
                   then=form.get_by_label("Name of the merged type", exact=False))
             form.get_by_label("Name of the merged type", exact=False).fill("Merged in the browser")
@@ -247,8 +262,7 @@ def test_rename_merge_split_in_the_app_show_after_a_reload_and_a_rebuild(trail_d
             _expect_said(page, f"Merge: {kept} “Merged in the browser” "
                                f"({members[kept] + members[gone]} distinct insights)")
 
-            page.get_by_role("tab", name="Split").click()
-            form = _form(page, "Split")
+            form = _tab(page, "Split")
             _choose(page, form.get_by_test_id("stSelectbox"), f"({halved})")
             form.get_by_role("button", name="Split").click()
             _expect_said(page, f"Split: {halved} ")
@@ -260,8 +274,7 @@ def test_rename_merge_split_in_the_app_show_after_a_reload_and_a_rebuild(trail_d
             expect(page.get_by_text(re.compile(r"^Merged in the browser · ")).first).to_be_visible(timeout=LONG)
             page.goto(f"{url}/?page=taxonomy&taxonomy={taxonomy_id}", wait_until="networkidle")
             _open(page, "Edit the taxonomy: rename, merge or split types", "Rename")
-            page.get_by_role("tab", name="Split").click()
-            box = _form(page, "Split").get_by_test_id("stSelectbox").locator("input").element_handle()
+            box = _tab(page, "Split").get_by_test_id("stSelectbox").locator("input").element_handle()
             _offered(page, box, f"({kept})")  # offered
             box.fill("")
             box.type(f"({gone})")  # merged away: not offered
