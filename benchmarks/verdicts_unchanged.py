@@ -8,7 +8,7 @@ gold, null and the fault agents on the two tasks that mask functions and their c
 the old commit, once from the new), `dump` prints one store's verdicts canonically and `diff` compares two labels:
 
     python benchmarks/verdicts_unchanged.py make DIR [--workers 2]
-    python benchmarks/verdicts_unchanged.py score DIR LABEL [--workers 2]     # e.g. LABEL=before, then after
+    python benchmarks/verdicts_unchanged.py score DIR LABEL [--workers 2] [--image TAG]  # LABEL=before, then after
     python benchmarks/verdicts_unchanged.py diff DIR before after
 
 What is compared per run: the validation's outcome, exit code and observed metric values; per judgement its phase,
@@ -84,24 +84,51 @@ def make(root: Path, workers: int) -> None:
               f" ({len(batch.infra_errors)} infra errors)", flush=True)
 
 
-def score(root: Path, label: str, workers: int) -> None:
-    """Re-score a copy of each store (`<kind>/<label>.duckdb`) with the code this interpreter imports."""
+def score(root: Path, label: str, workers: int, image: str | None = None) -> None:
+    """Re-score a copy of each store (`<kind>/<label>.duckdb`) with the code this interpreter imports, in `image`
+    (default: the image the runs were made in, this code's DEFAULT_IMAGE where none is given): both sides of a
+    comparison should re-run in the same image, so that only the code differs."""
     from failatlas.bench_core import scoring
     from failatlas.bench_core.sandbox import DEFAULT_IMAGE
     from failatlas.store import open_store
+
+    image = image or DEFAULT_IMAGE
 
     for kind in STORES:
         folder = root / kind
         target = folder / f"{label}.duckdb"
         shutil.copy(folder / "runs.duckdb", target)
         store = open_store(target)
+        _fit_tasks(store, kind, label)
         start = time.monotonic()
         result = scoring.run(store, scoring.ScoreParams(runs_dir=folder / "runs", sandbox="docker",
-                                                        image=DEFAULT_IMAGE, llm=False, workers=workers,
+                                                        image=image, llm=False, workers=workers,
                                                         rescore=True))
         print(f"{kind} {label}: {result.scored} scored in {time.monotonic() - start:.0f} s; "
               f"infra {len(result.infra_errors)}, failed {len(result.failed)}", flush=True)
         (folder / f"{label}.json").write_text(json.dumps(dump(store), indent=1, sort_keys=True))
+
+
+def _fit_tasks(store, kind: str, label: str) -> None:
+    """Drop from each stored task the top-level fields this code's TaskSpec does not know (an older checkout refuses
+    a task saved by newer code with `Extra inputs are not permitted`), saying which: such a field feeds only checks
+    the older code does not have."""
+    from failatlas.bench_core.tasks.model import TaskSpec
+
+    known = set(TaskSpec.model_fields)
+    dropped: set[str] = set()
+    for task_id, spec in store.query("SELECT id, spec FROM tasks"):
+        data = json.loads(spec)
+        extra = set(data) - known
+        if extra:
+            dropped |= extra
+            for name in extra:
+                del data[name]
+            with store.write() as con:
+                con.execute("UPDATE tasks SET spec = ? WHERE id = ?", [json.dumps(data), task_id])
+    if dropped:
+        print(f"{kind} {label}: fields this code does not know, dropped from the stored tasks: "
+              f"{', '.join(sorted(dropped))}", flush=True)
 
 
 def _round(x):
@@ -131,6 +158,7 @@ def dump(store) -> dict:
 def diff(root: Path, a: str, b: str) -> int:
     """Print every difference between the verdicts of labels `a` and `b`; the number of differing runs."""
     differing = total = 0
+    kinds: dict[str, int] = {}  # each kind of change -> how many runs show it
     for kind in STORES:
         left = json.loads((root / kind / f"{a}.json").read_text())
         right = json.loads((root / kind / f"{b}.json").read_text())
@@ -142,8 +170,29 @@ def diff(root: Path, a: str, b: str) -> int:
         for run in bad:
             print(f"  {run}:\n    {a}: {json.dumps(left.get(run), sort_keys=True)}\n"
                   f"    {b}: {json.dumps(right.get(run), sort_keys=True)}")
+            for what in _changes(left.get(run) or {}, right.get(run) or {}):
+                kinds[what] = kinds.get(what, 0) + 1
     print(f"in all: {differing} of {total} runs differ between {a} and {b}")
+    for what, count in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {count:4d} run(s): {what}")
     return differing
+
+
+def _changes(left: dict, right: dict) -> list[str]:
+    """What differs between one run's two verdict records, each as `field: before -> after` (the summary's key)."""
+    out = []
+    for field in ("outcome", "exit", "observed"):
+        x, y = (left.get("E") or {}).get(field), (right.get("E") or {}).get(field)
+        if x != y:
+            out.append(f"E {field}: {json.dumps(x) if field != 'observed' else 'values'} -> "
+                       f"{json.dumps(y) if field != 'observed' else 'values'}")
+    lj, rj = left.get("judgements", {}), right.get("judgements", {})
+    for key in sorted(set(lj) | set(rj)):
+        if lj.get(key) != rj.get(key):
+            out.append(f"{key}: {json.dumps(lj.get(key))} -> {json.dumps(rj.get(key))}")
+    lf, rf = set(left.get("findings", [])), set(right.get("findings", []))
+    out += [f"finding only {'before' if f in lf else 'after'}: {f}" for f in sorted(lf ^ rf)]
+    return out
 
 
 def main() -> None:
@@ -156,6 +205,7 @@ def main() -> None:
     p.add_argument("root", type=Path)
     p.add_argument("label")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--image", help="the sandbox image to re-run in (default: this code's DEFAULT_IMAGE)")
     p = sub.add_parser("diff")
     p.add_argument("root", type=Path)
     p.add_argument("a")
@@ -164,7 +214,7 @@ def main() -> None:
     if args.cmd == "make":
         make(args.root.resolve(), args.workers)
     elif args.cmd == "score":
-        score(args.root.resolve(), args.label, args.workers)
+        score(args.root.resolve(), args.label, args.workers, args.image)
     else:
         sys.exit(1 if diff(args.root.resolve(), args.a, args.b) else 0)
 
