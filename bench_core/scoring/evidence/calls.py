@@ -14,6 +14,8 @@ carry, a random stream, is left to the derived replay and the in-run agreement, 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import secrets
 import tempfile
@@ -55,38 +57,69 @@ def as_cases(drawn: dict[int, list[dict]], names: list[str]) -> list[dict]:
     return cases
 
 
-def check_calls(drawn: dict[int, list[dict]], names: list[str], sandbox, timeout_s: float) -> dict[int, dict]:
-    """Replay the reference (the tree `sandbox` holds) on each drawn call's inputs: per target, how many were checked
-    and agreed, and the first difference in words."""
+def case_key(case: dict, reference_key: str) -> str:
+    """What decides a drawn call's outcome: the reference (its recording key) and the call as recorded (inputs,
+    state, results, what it changed); not its id, its number in the run or how long it took."""
+    body = {k: v for k, v in case.items() if k not in ("id", "number", "duration")}
+    text = json.dumps([reference_key, body], sort_keys=True, default=repr, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_calls(drawn: dict[int, list[dict]], names: list[str], start, timeout_s: float, *,
+                memo: dict | None = None, reference_key: str | None = None) -> dict[int, dict]:
+    """Replay the reference on each drawn call's inputs (in a sandbox `start()` opens on the reference tree, only
+    when some call is not known yet): per target, how many were checked and agreed, and the first difference in
+    words. `memo` (the scoring batch's) keeps each call's outcome under `case_key`: the replay runs trusted code
+    only (the reference, which this check requires to reproduce its calls from their inputs alone), so a call
+    recorded the same way by another run of the batch has the same outcome and is not replayed again."""
     cases = as_cases(drawn, names)
     out = {t: {"checked": len(calls), "agreed": 0, "differed": 0, "first_difference": None}
            for t, calls in drawn.items()}
     if not cases:
         return out
-    run = replay(cases, sandbox, timeout_s=replay_timeout(cases, timeout_s))
-    by_id = {c["id"]: c for c in cases}
-    passed = {test_id(n) for n in run.passed}
+    keys = {c["id"]: ("calls-case", case_key(c, reference_key)) for c in cases} \
+        if memo is not None and reference_key else {}
+    outcomes: dict[str, str | None] = {}  # case id -> None (agreed) or the difference's text
     for case in cases:
-        row = out[case["t"]]
-        if case["id"] in passed:
-            row["agreed"] += 1
-    for failure in run.failures:
-        case = by_id.get(test_id(failure["test"]) or "")
-        if case is None:
+        key = keys.get(case["id"])
+        if key is not None and key in memo:
+            outcomes[case["id"]] = memo[key]
+    todo = [c for c in cases if c["id"] not in outcomes]
+    problems: list[str] = []
+    if todo:
+        with start() as sandbox:
+            run = replay(todo, sandbox, timeout_s=replay_timeout(todo, timeout_s))
+        problems = run.problems
+        for name in run.passed:
+            if test_id(name) is not None:
+                outcomes[test_id(name)] = None
+        for failure in run.failures:
+            case_id = test_id(failure["test"])
+            if case_id is not None:
+                outcomes[case_id] = failure.get("message") or failure.get("exception") or ""
+        if memo is not None and not problems:  # a replay cut short says nothing for later runs
+            for case in todo:
+                if case["id"] in outcomes and case["id"] in keys:
+                    memo[keys[case["id"]]] = outcomes[case["id"]]
+    for case in cases:
+        if case["id"] not in outcomes:
             continue
         row = out[case["t"]]
+        text = outcomes[case["id"]]
+        if text is None:
+            row["agreed"] += 1
+            continue
         row["differed"] += 1
         if row["first_difference"] is None:
-            text = failure.get("message") or failure.get("exception") or ""
             row["first_difference"] = f"call {case['number']}: {text}"[:300]
-    if run.problems:
+    if problems:
         for row in out.values():
-            row.setdefault("problems", run.problems[:3])
+            row.setdefault("problems", problems[:3])
     return out
 
 
 def drawn_calls(task, reference: Path | None, recording, observed, names: list[str], starter,
-                secret: str | None = None) -> dict:
+                secret: str | None = None, *, memo: dict | None = None, reference_key: str | None = None) -> dict:
     """One scoring's check of a run's calls (module docstring): with a fresh `secret` (or the one given), draw from
     `observed`'s sample and replay the reference tree `reference` (through `starter`, a sandbox starter on a tree) on
     each drawn call's inputs. `recording` is the reference's (None: nothing checked). The evidence's payload."""
@@ -108,10 +141,14 @@ def drawn_calls(task, reference: Path | None, recording, observed, names: list[s
     result: dict[int, dict] = {}
     if any(drawn.values()):
         with tempfile.TemporaryDirectory(prefix="failatlas-calls-") as tmp:
-            tree = Path(reference_workspace(task, Path(tmp) / "reference", repo=reference))
+
+            def start():
+                tree = Path(reference_workspace(task, Path(tmp) / "reference", repo=reference))
+                return starter(tree)({})
+
             try:
-                with starter(tree)({}) as sandbox:
-                    result = check_calls(drawn, names, sandbox, max(60.0, float(task.run.timeout_s)))
+                result = check_calls(drawn, names, start, max(60.0, float(task.run.timeout_s)), memo=memo,
+                                     reference_key=reference_key)
             except AgentFaultError as exc:  # only the reference ran here: a harness failure
                 raise InfrastructureError(f"replaying the reference on the run's calls failed: {exc}") from exc
     population = {names[t]: n for t, n in observed.population.items() if 0 <= t < len(names)}
@@ -136,8 +173,10 @@ def build_calls(ctx: Context, found: EvidenceSet) -> Evidence | None:
         return None
     names = [t["qualname"] for t in watch.targets]
     reference = reference_tree(ctx.task, ctx.repo)
-    recording = load_recording(cache_folder(ctx.store), key_of(ctx.task, reference, ctx.memo)) if reference else None
-    payload = drawn_calls(ctx.task, reference, recording, observed, names, ctx.starter)
+    key = key_of(ctx.task, reference, ctx.memo) if reference else None
+    recording = load_recording(cache_folder(ctx.store), key) if key else None
+    payload = drawn_calls(ctx.task, reference, recording, observed, names, ctx.starter, memo=ctx.memo,
+                          reference_key=key)
     return Evidence("calls", "calls", agent_code_ran=True, payload=payload, observed=payload,
                     tree=found.get("rerun").tree,
                     status="ok" if payload["functions"] or payload["missing"] or payload["foreign"]

@@ -20,7 +20,7 @@ from failatlas.bench_core.prepare import prepare_workspace
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 from failatlas.bench_core.scoring.checks.derived_tests import judge_derived, with_calls
 from failatlas.bench_core.scoring.checks.execution import validate
-from failatlas.bench_core.scoring.evidence.calls import DRAW, draw, drawn_calls
+from failatlas.bench_core.scoring.evidence.calls import DRAW, case_key, draw, drawn_calls
 from failatlas.bench_core.scoring.evidence.recording import key_of, load_recording, watch_of
 from failatlas.bench_core.suites import load_suite
 
@@ -144,6 +144,46 @@ def test_a_correct_fit_passes_twenty_scorings_and_one_wrong_on_a_tenth_fails_at_
     row = failed[0].verdict["drawn_calls"]["functions"]["RidgeRegression.fit"]
     assert row["differed"] >= 1 and row["calls"] == CALLS
     assert "drawn at random after the run" in failed[0].error_analysis
+
+
+def test_calls_known_in_the_batch_are_not_replayed_again_and_other_results_are(tmp_path, task, reference, folder):
+    """The batch memo keeps each drawn call's outcome by what decides it (the reference and the call as recorded):
+    a second run with the same calls starts no sandbox and gets the same rows; a run whose results differ is
+    replayed and fails as without the memo."""
+    tree, validation, watch, recording = _observed(tmp_path / "correct", task, reference, folder, CORRECT)
+    names = [t["qualname"] for t in watch.targets]
+    key = key_of(task, reference, None)
+    memo: dict = {}
+    started: list[Path] = []
+
+    def counting(tree_: Path):
+        started.append(tree_)
+        return _local(tree_)
+
+    first = drawn_calls(task, reference, recording, validation.observed, names, counting, "c" * 32, memo=memo,
+                        reference_key=key)
+    assert len(started) == 1 and first["functions"]["RidgeRegression.fit"]["agreed"] == DRAW
+    again = drawn_calls(task, reference, recording, validation.observed, names, counting, "c" * 32, memo=memo,
+                        reference_key=key)
+    assert len(started) == 1 and again["functions"] == first["functions"]
+    _tree, wrong, _watch, _recording = _observed(tmp_path / "tenth", task, reference, folder, TENTH)
+    bad = [drawn_calls(task, reference, recording, wrong.observed, names, counting, s * 32, memo=memo,
+                       reference_key=key)["functions"]["RidgeRegression.fit"] for s in "def"]
+    plain = [drawn_calls(task, reference, recording, wrong.observed, names, _local, s * 32)
+             ["functions"]["RidgeRegression.fit"] for s in "def"]
+    assert len(started) == 4  # each of the wrong run's draws held calls no run had shown
+    assert [row["differed"] for row in bad] == [row["differed"] for row in plain] and all(
+        row["differed"] for row in bad)
+
+
+def test_a_calls_key_ignores_the_calls_place_and_time_but_not_its_results():
+    case = {"t": 0, "qualname": "RidgeRegression.fit", "args": [[1.0]], "ret": {"coef_": [1.0]}, "id": "fit-run-1-3",
+            "number": 3, "duration": 0.5}
+    key = case_key(case, "ref")
+    assert case_key({**case, "id": "fit-run-9-7", "number": 7, "duration": 2.0}, "ref") == key
+    assert case_key({**case, "ret": {"coef_": [1.0000001]}}, "ref") != key
+    assert case_key({**case, "args": [[2.0]]}, "ref") != key
+    assert case_key(case, "another reference") != key
 
 
 # ------------------------------------------------------------------------- what the sample folder may hold
