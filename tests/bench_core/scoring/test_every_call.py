@@ -98,14 +98,23 @@ def folder(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("recordings")
 
 
-def _twenty(tree, task, reference, folder, validation, watch, recording):
+def _twenty(tree, task, reference, folder, validation, watch, recording, memo: dict):
+    """The derived-tests verdict with 20 draws of fresh secrets, each with the batch `memo` (`calls.case_key`);
+    and how many replay sandboxes the draws started."""
     names = [t["qualname"] for t in watch.targets]
     base = judge_derived(task, _local(tree), reference, folder=folder, validation=validation)
+    started: list[Path] = []
+
+    def counting(tree_: Path):
+        started.append(tree_)
+        return _local(tree_)
+
     verdicts = []
     for _ in range(20):
-        payload = drawn_calls(task, reference, recording, validation.observed, names, _local)
+        payload = drawn_calls(task, reference, recording, validation.observed, names, counting, memo=memo,
+                              reference_key=key_of(task, reference, None))
         verdicts.append(with_calls(base, payload))
-    return base, verdicts
+    return base, verdicts, len(started)
 
 
 def test_the_reservoir_keeps_an_even_share_of_every_call(tmp_path, task, reference, folder):
@@ -127,16 +136,19 @@ def test_the_reservoir_keeps_an_even_share_of_every_call(tmp_path, task, referen
 
 def test_a_correct_fit_passes_twenty_scorings_and_one_wrong_on_a_tenth_fails_at_least_19(tmp_path, task,
                                                                                             reference, folder):
+    memo: dict = {}  # one scoring batch's: both runs' draws share it, as runs of one task do
     tree, validation, watch, recording = _observed(tmp_path / "correct", task, reference, folder, CORRECT)
-    base, verdicts = _twenty(tree, task, reference, folder, validation, watch, recording)
+    base, verdicts, started = _twenty(tree, task, reference, folder, validation, watch, recording, memo)
     assert base.passed is True
     assert all(v.passed for v in verdicts), [v.error_analysis for v in verdicts if not v.passed][:2]
     secrets_seen = {v.verdict["drawn_calls"]["secret"] for v in verdicts}
     assert len(secrets_seen) == 20
     assert all(v.verdict["drawn_calls"]["functions"]["RidgeRegression.fit"]["checked"] == DRAW for v in verdicts)
+    # the 20 draws come from the same 128 kept calls: once each has been replayed, a draw starts no sandbox
+    assert 1 <= started < 20, started
 
     tree, validation, watch, recording = _observed(tmp_path / "tenth", task, reference, folder, TENTH)
-    base, verdicts = _twenty(tree, task, reference, folder, validation, watch, recording)
+    base, verdicts, _started = _twenty(tree, task, reference, folder, validation, watch, recording, memo)
     # the fixed schedule (calls 1-3 and the powers of two) never meets a wrong call: the old checks pass it
     assert base.passed is True, base.error_analysis
     failed = [v for v in verdicts if not v.passed]
@@ -144,36 +156,12 @@ def test_a_correct_fit_passes_twenty_scorings_and_one_wrong_on_a_tenth_fails_at_
     row = failed[0].verdict["drawn_calls"]["functions"]["RidgeRegression.fit"]
     assert row["differed"] >= 1 and row["calls"] == CALLS
     assert "drawn at random after the run" in failed[0].error_analysis
-
-
-def test_calls_known_in_the_batch_are_not_replayed_again_and_other_results_are(tmp_path, task, reference, folder):
-    """The batch memo keeps each drawn call's outcome by what decides it (the reference and the call as recorded):
-    a second run with the same calls starts no sandbox and gets the same rows; a run whose results differ is
-    replayed and fails as without the memo."""
-    tree, validation, watch, recording = _observed(tmp_path / "correct", task, reference, folder, CORRECT)
+    # the memo changes no row: three of the wrong run's draws replayed afresh, without it, give the same rows
     names = [t["qualname"] for t in watch.targets]
-    key = key_of(task, reference, None)
-    memo: dict = {}
-    started: list[Path] = []
-
-    def counting(tree_: Path):
-        started.append(tree_)
-        return _local(tree_)
-
-    first = drawn_calls(task, reference, recording, validation.observed, names, counting, "c" * 32, memo=memo,
-                        reference_key=key)
-    assert len(started) == 1 and first["functions"]["RidgeRegression.fit"]["agreed"] == DRAW
-    again = drawn_calls(task, reference, recording, validation.observed, names, counting, "c" * 32, memo=memo,
-                        reference_key=key)
-    assert len(started) == 1 and again["functions"] == first["functions"]
-    _tree, wrong, _watch, _recording = _observed(tmp_path / "tenth", task, reference, folder, TENTH)
-    bad = [drawn_calls(task, reference, recording, wrong.observed, names, counting, s * 32, memo=memo,
-                       reference_key=key)["functions"]["RidgeRegression.fit"] for s in "def"]
-    plain = [drawn_calls(task, reference, recording, wrong.observed, names, _local, s * 32)
-             ["functions"]["RidgeRegression.fit"] for s in "def"]
-    assert len(started) == 4  # each of the wrong run's draws held calls no run had shown
-    assert [row["differed"] for row in bad] == [row["differed"] for row in plain] and all(
-        row["differed"] for row in bad)
+    for verdict in verdicts[:3]:
+        drawn = verdict.verdict["drawn_calls"]
+        plain = drawn_calls(task, reference, recording, validation.observed, names, _local, drawn["secret"])
+        assert plain["functions"] == drawn["functions"]
 
 
 def test_a_calls_key_ignores_the_calls_place_and_time_but_not_its_results():
