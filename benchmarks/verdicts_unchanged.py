@@ -99,6 +99,7 @@ def score(root: Path, label: str, workers: int, image: str | None = None) -> Non
         target = folder / f"{label}.duckdb"
         shutil.copy(folder / "runs.duckdb", target)
         store = open_store(target)
+        _fit_tables(store, kind, label)
         _fit_tasks(store, kind, label)
         start = time.monotonic()
         result = scoring.run(store, scoring.ScoreParams(runs_dir=folder / "runs", sandbox="docker",
@@ -107,6 +108,27 @@ def score(root: Path, label: str, workers: int, image: str | None = None) -> Non
         print(f"{kind} {label}: {result.scored} scored in {time.monotonic() - start:.0f} s; "
               f"infra {len(result.infra_errors)}, failed {len(result.failed)}", flush=True)
         (folder / f"{label}.json").write_text(json.dumps(dump(store), indent=1, sort_keys=True))
+
+
+def _fit_tables(store, kind: str, label: str) -> None:
+    """Drop the columns this code's own schema does not have (an older checkout writes some tables by position, and
+    a newer store's extra columns, such as issue 51's `evidence_ids`, would refuse its rows), saying which: the
+    schema is read from a fresh store this code migrates."""
+    import tempfile
+
+    from failatlas.store import open_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = open_store(Path(tmp) / "schema.duckdb")
+        own = {(t, c) for t, c in fresh.query("SELECT table_name, column_name FROM information_schema.columns")}
+    have = store.query("SELECT table_name, column_name FROM information_schema.columns")
+    extra = sorted((t, c) for t, c in have if (t, c) not in own and any(t == o for o, _ in own))
+    for table, column in extra:
+        with store.write() as con:
+            con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
+    if extra:
+        print(f"{kind} {label}: columns this code does not have, dropped: "
+              f"{', '.join(f'{t}.{c}' for t, c in extra)}", flush=True)
 
 
 def _fit_tasks(store, kind: str, label: str) -> None:

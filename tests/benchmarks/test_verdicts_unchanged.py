@@ -62,3 +62,16 @@ def test_fields_unknown_to_the_code_are_dropped_from_a_copy_and_named(tmp_path, 
     assert "a_later_field" not in kept and kept == {k: v for k, v in spec.items() if k != "a_later_field"}
     verdicts_unchanged._fit_tasks(store, "proof", "before")  # nothing left to drop: says nothing
     assert capsys.readouterr().out == ""
+
+
+def test_columns_unknown_to_the_code_are_dropped_from_a_copy_and_named(tmp_path, capsys):
+    store = open_store(tmp_path / "runs.duckdb")
+    with store.write() as con:  # what a newer checkout's migration added
+        con.execute("ALTER TABLE judgements ADD COLUMN later_ids JSON")
+    verdicts_unchanged._fit_tables(store, "proof", "before")
+    assert "columns this code does not have, dropped: judgements.later_ids" in capsys.readouterr().out
+    columns = {c for (c,) in store.query("SELECT column_name FROM information_schema.columns"
+                                         " WHERE table_name = 'judgements'")}
+    assert "later_ids" not in columns and {"run_id", "phase", "judge", "status"} <= columns
+    verdicts_unchanged._fit_tables(store, "proof", "before")
+    assert capsys.readouterr().out == ""
