@@ -58,8 +58,9 @@ def as_cases(drawn: dict[int, list[dict]], names: list[str]) -> list[dict]:
 
 
 def case_key(case: dict, reference_key: str) -> str:
-    """What decides a drawn call's outcome: the reference (its recording key) and the call as recorded (inputs,
-    state, results, what it changed); not its id, its number in the run or how long it took."""
+    """What decides a drawn call's outcome: the reference and where it is replayed (`reference_key`: the recording's
+    key, the task, the sandbox's kind and settings) and the call as recorded (inputs, state, results, what it
+    changed); not its id, its number in the run or how long it took."""
     body = {k: v for k, v in case.items() if k not in ("id", "number", "duration")}
     text = json.dumps([reference_key, body], sort_keys=True, default=repr, allow_nan=True)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -175,8 +176,12 @@ def build_calls(ctx: Context, found: EvidenceSet) -> Evidence | None:
     reference = reference_tree(ctx.task, ctx.repo)
     key = key_of(ctx.task, reference, ctx.memo) if reference else None
     recording = load_recording(cache_folder(ctx.store), key) if key else None
+    # what else a replay's outcome may depend on: the task (its timeout) and where the replay runs (sandbox kind,
+    # image or environment, limits), as the re-run's own memo keys them
+    settings = {k: v for k, v in (ctx.spec or {}).items() if k not in ("run_id", "labels")}
+    where = json.dumps([key, ctx.task.id, ctx.sandbox, settings], sort_keys=True, default=str) if key else None
     payload = drawn_calls(ctx.task, reference, recording, observed, names, ctx.starter, memo=ctx.memo,
-                          reference_key=key)
+                          reference_key=where)
     return Evidence("calls", "calls", agent_code_ran=True, payload=payload, observed=payload,
                     tree=found.get("rerun").tree,
                     status="ok" if payload["functions"] or payload["missing"] or payload["foreign"]
