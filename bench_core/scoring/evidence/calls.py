@@ -27,6 +27,10 @@ from failatlas.bench_core.scoring.evidence.model import Context, Evidence, Evide
 from failatlas.core.errors import AgentFaultError, InfrastructureError
 
 DRAW = 64  # calls drawn per function: a function wrong on a share p of its calls escapes with probability <= (1-p)^64
+# how a call ends when the replay's circumstances end it (hidden/relay.py's error replies, a skipped test): such an
+# outcome is not kept for other runs, whose replay may not meet them
+CIRCUMSTANCES = frozenset({"Timeout", "OutOfMemory", "NoReply", "ReplyTooLarge", "MalformedReply", "WorkerUnavailable",
+                           "Skipped"})
 
 
 def draw(sample: list[dict], targets: list[int], secret: str, k: int = DRAW) -> dict[int, list[dict]]:
@@ -66,6 +70,25 @@ def case_key(case: dict, reference_key: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def outcomes_of(run) -> tuple[dict[str, str | None], set[str]]:
+    """A replay's outcome per case id (None: agreed; else the difference's text), and the ids whose outcome a
+    comparison settled: not those the replay's circumstances ended (`CIRCUMSTANCES`), which another run's replay
+    may not meet."""
+    outcomes: dict[str, str | None] = {}
+    settled = set()
+    for name in run.passed:
+        if test_id(name) is not None:
+            outcomes[test_id(name)] = None
+            settled.add(test_id(name))
+    for failure in run.failures:
+        case_id = test_id(failure["test"])
+        if case_id is not None:
+            outcomes[case_id] = failure.get("message") or failure.get("exception") or ""
+            if failure.get("exception") not in CIRCUMSTANCES:
+                settled.add(case_id)
+    return outcomes, settled
+
+
 def check_calls(drawn: dict[int, list[dict]], names: list[str], start, timeout_s: float, *,
                 memo: dict | None = None, reference_key: str | None = None) -> dict[int, dict]:
     """Replay the reference on each drawn call's inputs (in a sandbox `start()` opens on the reference tree, only
@@ -91,17 +114,10 @@ def check_calls(drawn: dict[int, list[dict]], names: list[str], start, timeout_s
         with start() as sandbox:
             run = replay(todo, sandbox, timeout_s=replay_timeout(todo, timeout_s))
         problems = run.problems
-        for name in run.passed:
-            if test_id(name) is not None:
-                outcomes[test_id(name)] = None
-        for failure in run.failures:
-            case_id = test_id(failure["test"])
-            if case_id is not None:
-                outcomes[case_id] = failure.get("message") or failure.get("exception") or ""
+        found, settled = outcomes_of(run)
+        outcomes.update(found)
         if memo is not None and not problems:  # a replay cut short says nothing for later runs
-            for case in todo:
-                if case["id"] in outcomes and case["id"] in keys:
-                    memo[keys[case["id"]]] = outcomes[case["id"]]
+            memo.update((keys[i], found[i]) for i in settled if i in keys)
     for case in cases:
         if case["id"] not in outcomes:
             continue

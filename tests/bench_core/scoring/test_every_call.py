@@ -20,7 +20,7 @@ from failatlas.bench_core.prepare import prepare_workspace
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 from failatlas.bench_core.scoring.checks.derived_tests import judge_derived, with_calls
 from failatlas.bench_core.scoring.checks.execution import validate
-from failatlas.bench_core.scoring.evidence.calls import DRAW, case_key, draw, drawn_calls
+from failatlas.bench_core.scoring.evidence.calls import DRAW, draw, drawn_calls
 from failatlas.bench_core.scoring.evidence.recording import key_of, load_recording, watch_of
 from failatlas.bench_core.suites import load_suite
 
@@ -162,16 +162,6 @@ def test_a_correct_fit_passes_twenty_scorings_and_one_wrong_on_a_tenth_fails_at_
         drawn = verdict.verdict["drawn_calls"]
         plain = drawn_calls(task, reference, recording, validation.observed, names, _local, drawn["secret"])
         assert plain["functions"] == drawn["functions"]
-
-
-def test_a_calls_key_ignores_the_calls_place_and_time_but_not_its_results():
-    case = {"t": 0, "qualname": "RidgeRegression.fit", "args": [[1.0]], "ret": {"coef_": [1.0]}, "id": "fit-run-1-3",
-            "number": 3, "duration": 0.5}
-    key = case_key(case, "ref")
-    assert case_key({**case, "id": "fit-run-9-7", "number": 7, "duration": 2.0}, "ref") == key
-    assert case_key({**case, "ret": {"coef_": [1.0000001]}}, "ref") != key
-    assert case_key({**case, "args": [[2.0]]}, "ref") != key
-    assert case_key(case, "another reference") != key
 
 
 # ------------------------------------------------------------------------- what the sample folder may hold
