@@ -27,6 +27,7 @@ from failatlas.bench_core.scoring.evidence.model import Context, Evidence, Evide
 from failatlas.core.errors import AgentFaultError, InfrastructureError
 
 DRAW = 64  # calls drawn per function: a function wrong on a share p of its calls escapes with probability <= (1-p)^64
+MEMO_CALLS = 200_000  # outcomes a scoring batch keeps (each a key and at most 300 characters)
 # how a call ends when the replay's circumstances end it (hidden/relay.py's error replies, a skipped test): such an
 # outcome is not kept for other runs, whose replay may not meet them
 CIRCUMSTANCES = frozenset({"Timeout", "OutOfMemory", "NoReply", "ReplyTooLarge", "MalformedReply", "WorkerUnavailable",
@@ -89,6 +90,17 @@ def outcomes_of(run) -> tuple[dict[str, str | None], set[str]]:
     return outcomes, settled
 
 
+def remember(memo: dict, outcomes: list[tuple[tuple, str | None]], limit: int = MEMO_CALLS) -> bool:
+    """Keep one replay's settled outcomes (key, None or the difference's first 300 characters) in the batch `memo`,
+    unless that would hold more than `limit` of them; whether they were kept."""
+    count = memo.get(("calls-case", "count"), 0)
+    if count + len(outcomes) > limit:
+        return False
+    memo.update((key, text if text is None else text[:300]) for key, text in outcomes)
+    memo[("calls-case", "count")] = count + len(outcomes)
+    return True
+
+
 def check_calls(drawn: dict[int, list[dict]], names: list[str], start, timeout_s: float, *,
                 memo: dict | None = None, reference_key: str | None = None) -> dict[int, dict]:
     """Replay the reference on each drawn call's inputs (in a sandbox `start()` opens on the reference tree, only
@@ -117,7 +129,7 @@ def check_calls(drawn: dict[int, list[dict]], names: list[str], start, timeout_s
         found, settled = outcomes_of(run)
         outcomes.update(found)
         if memo is not None and not problems:  # a replay cut short says nothing for later runs
-            memo.update((keys[i], found[i]) for i in settled if i in keys)
+            remember(memo, [(keys[i], found[i]) for i in settled if i in keys])
     for case in cases:
         if case["id"] not in outcomes:
             continue

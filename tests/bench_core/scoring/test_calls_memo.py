@@ -5,7 +5,7 @@ test_every_call.py."""
 from __future__ import annotations
 
 from failatlas.bench_core.hidden.relay import JudgeRun
-from failatlas.bench_core.scoring.evidence.calls import CIRCUMSTANCES, case_key, outcomes_of
+from failatlas.bench_core.scoring.evidence.calls import CIRCUMSTANCES, case_key, outcomes_of, remember
 
 
 def test_a_calls_key_ignores_the_calls_place_and_time_but_not_its_results():
@@ -30,3 +30,12 @@ def test_only_outcomes_a_comparison_settled_are_kept():
     assert all(outcomes[name] == "cut" for name in CIRCUMSTANCES)  # counted in this run's rows as differing
     assert settled == {"a", "b"}  # but a deadline or a memory limit is not kept for another run's calls
     assert "test_other" not in outcomes and "other" not in outcomes
+
+
+def test_a_batch_keeps_outcomes_up_to_its_bound():
+    memo: dict = {}
+    assert remember(memo, [(("calls-case", "k1"), None), (("calls-case", "k2"), "x" * 1000)], limit=3)
+    assert memo[("calls-case", "k1")] is None and memo[("calls-case", "k2")] == "x" * 300
+    assert not remember(memo, [(("calls-case", "k3"), None), (("calls-case", "k4"), None)], limit=3)
+    assert ("calls-case", "k3") not in memo  # all or nothing: a replay's outcomes are kept whole or not at all
+    assert remember(memo, [(("calls-case", "k3"), None)], limit=3) and memo[("calls-case", "count")] == 3
