@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from typer.testing import CliRunner
 
@@ -12,8 +10,9 @@ from failatlas.bench_core.repos import repository_for
 from failatlas.bench_core.tasks.catalog import get_task, list_tasks
 from failatlas.cli import app
 from failatlas.core.store import Store
+from tests.conftest import SHARED_DATA
 
-MLRC = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "autoexperiment" / "MLRC"
+MLRC = SHARED_DATA / "autoexperiment" / "MLRC"
 
 
 @pytest.fixture

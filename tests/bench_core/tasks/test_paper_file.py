@@ -5,7 +5,6 @@ field, and nothing is imported."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from failatlas.bench_core.tasks.catalog import get_task, list_tasks
 from failatlas.bench_core.tasks.paper_file import data_of
 from failatlas.core.errors import InputError
 from failatlas.store import open_store
+from tests.conftest import SHARED_DATA
 
-MLRC = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "autoexperiment" / "MLRC"
+MLRC = SHARED_DATA / "autoexperiment" / "MLRC"
 
 
 @pytest.fixture
