@@ -55,12 +55,24 @@ def test_the_readme_demo_table_is_the_scripts_output_on_the_demo(demo: tuple[Sto
     pick = ["--taxonomy", demo[1]]  # the demo's build, whatever other tests of this module build after it
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_table.py"), "--db", str(store.path), *pick,
                            "--check", str(ROOT / "README.md")], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr + _occurrences(store, demo[1])
     printed = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_table.py"), "--db", str(store.path), *pick],
                              capture_output=True, text=True, timeout=300, check=True).stdout
     rows = [line for line in printed.splitlines() if line.startswith("| ") and not line.startswith("| Phase")]
     n_types = store.query("SELECT count(*) FROM failure_types WHERE taxonomy_id = ?", [demo[1]])[0][0]
     assert len(rows) >= n_types  # every type, and 'Unassigned' rows where a phase has them
+
+
+def _occurrences(store: Store, taxonomy_id: str) -> str:
+    """Every occurrence of the build's monitor and execution types, with its run and the finding or verdict it came
+    from: what a mismatch needs to be explained (a table differing in CI said only that a count moved)."""
+    rows = store.query(
+        "SELECT i.phase, t.name, r.agent, r.task_id, i.kind, i.object, left(i.text, 160), s.source_field,"
+        " left(s.detail::VARCHAR, 300) FROM insight_failure_types ift JOIN insights i ON i.id = ift.insight_id"
+        " JOIN failure_types t ON t.taxonomy_id = ift.taxonomy_id AND t.id = ift.failure_type_id"
+        " LEFT JOIN insight_sources s ON s.insight_id = i.id LEFT JOIN runs r ON r.id = s.run_id"
+        " WHERE ift.taxonomy_id = ? AND i.phase IN ('monitor', 'execution') ORDER BY ALL", [taxonomy_id])
+    return "\nthe occurrences of the monitor and execution types:\n" + "\n".join(" | ".join(map(str, r)) for r in rows)
 
 
 def test_every_export_lists_each_types_objects(demo: tuple[Store, str, list[str]], tmp_path: Path) -> None:
