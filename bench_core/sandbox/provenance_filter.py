@@ -138,6 +138,8 @@ class Summary:
         self.processes = {}   # pid -> record
         self.files = {}       # path -> {"events": [...], "count": n}
         self.pending = {}     # tid -> the text of an unfinished call
+        self.started = {}     # tid -> the log position its unfinished call started after
+        self.born = {}        # pid -> the log position its record was made at
         self.seq = 0
         self.lines = 0
         self.dropped = {"processes": 0, "files": 0, "events": 0, "lines": 0}
@@ -152,6 +154,7 @@ class Summary:
                 self.dropped["processes"] += 1
                 return None
             found = self.processes[pid] = {"ppid": None, "images": [_image(None, [], -1)]}
+            self.born[pid] = self.seq
         return found
 
     def _watched(self, path):
@@ -198,6 +201,46 @@ class Summary:
             image["code"].append(path)
             image["code_seq"].append(self.seq)
 
+    def _clone(self, pid, args, result, ret, started):
+        """A fork or thread `pid` made, logged when the call returned. `-f` attaches the child at once, so its own
+        first calls can come in the log before this line (under load, or where the tracer stops only at the traced
+        calls): a record made after the call `started` is the child's own, and what it ran is kept; an older one
+        is a reused pid's, and is replaced."""
+        # a child in another PID namespace (bwrap's) is named as the tracer sees it (--pidns-translation)
+        translated = _TRANSLATED.search(result)
+        child = int(translated.group(1) if translated else ret.split("<")[0])
+        early = child in self.processes and self.born.get(child, -1) > started
+        parent = self.processes.get(pid)
+        if "CLONE_THREAD" in " ".join(args):
+            self.group[child] = pid
+            # calls logged while the clone was unfinished may be the thread's, named by its own id: it runs the
+            # group's programs, so it gets a record of them, as of now
+            record = self._process(child) if parent is not None and (early or started + 1 < self.seq) else None
+            if record is not None:
+                record["ppid"] = pid
+                record["images"] = [dict(i, code=list(i["code"]), code_seq=list(i["code_seq"]))
+                                    for i in parent["images"]]
+            return
+        if not (early and child in self.cwd):
+            self.cwd[child] = self.cwd.get(pid, self.workdir)
+        record = self._process(child)
+        if record is None:
+            return
+        record["ppid"] = pid
+        if parent is None:
+            return
+        current = parent["images"][-1]  # a fork runs the image its parent runs: what it loaded comes along
+        inherited = _image(current["exe"], current["argv"], -1, list(current["code"]))
+        first = record["images"][0]
+        if not early:
+            record["images"] = [inherited]
+        elif first["seq"] == -1 and first["exe"] is None:  # the child's own programs after it, kept
+            for n, path in enumerate(first["code"]):
+                if path not in inherited["code"] and len(inherited["code"]) < MAX_CODE_PER_PROCESS:
+                    inherited["code"].append(path)
+                    inherited["code_seq"].append(first["code_seq"][n])
+            record["images"][0] = inherited
+
     def feed(self, line):
         self.lines += 1
         if len(line) > MAX_LINE:
@@ -208,38 +251,28 @@ class Summary:
             return
         tid, text = int(m.group(1)), m.group(2)
         resumed = _RESUMED.match(text)
+        started = self.seq
         if resumed:
             text = self.pending.pop(tid, resumed.group(1) + "(") + resumed.group(2)
+            started = self.started.pop(tid, started)
         elif text.endswith("<unfinished ...>"):
             self.pending[tid] = text[: -len("<unfinished ...>")]
+            self.started[tid] = self.seq
             return
         call = split_call(text)
         if call is None:
             return
         self.seq += 1
         try:
-            self._call(tid, *call)
+            self._call(tid, *call, started=started)
         except (ValueError, IndexError, KeyError):  # a line of a shape not foreseen: skipped, never fatal
             self.dropped["lines"] += 1
 
-    def _call(self, tid, name, args, result):
+    def _call(self, tid, name, args, result, started=None):
         pid = self._pid(tid)
         ret = result.split(" ", 1)[0]
         if name in ("clone", "clone3", "fork", "vfork"):
-            # a child in another PID namespace (bwrap's) is named as the tracer sees it (--pidns-translation)
-            translated = _TRANSLATED.search(result)
-            child = int(translated.group(1) if translated else ret.split("<")[0])
-            if "CLONE_THREAD" in " ".join(args):
-                self.group[child] = pid
-                return
-            self.cwd[child] = self.cwd.get(pid, self.workdir)
-            parent = self.processes.get(pid)
-            record = self._process(child)
-            if record is not None:
-                record["ppid"] = pid
-                if parent is not None:  # a fork runs the image its parent runs: what it loaded comes along
-                    current = parent["images"][-1]
-                    record["images"] = [_image(current["exe"], current["argv"], -1, list(current["code"]))]
+            self._clone(pid, args, result, ret, self.seq if started is None else started)
             return
         if name in ("execve", "execveat"):
             at = 1 if name == "execveat" else 0

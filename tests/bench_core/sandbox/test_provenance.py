@@ -155,3 +155,72 @@ def test_the_summariser_parses_strace_quoting():
     assert [e["op"] for e in summary.files['/w/a" = 3<b>.json']["events"]] == ["open_write", "write"]
     assert split_call("write(1, \"a\\\")b\", 3) = 3") == ("write", ["1", '"a\\")b"', "3"], "3")
     assert split_call("openat(AT_FDCWD, \"x\" <unfinished ...>") is None
+
+
+# The order strace logs a fork in, where the child runs before its parent's `clone` returns: `-f` attaches the child
+# at once, and under load (or with `--seccomp-bpf`) the child's first calls can come in the log before the parent's
+# `clone(...) = pid`. A child's own record must survive its parent's late clone line.
+_LATE_CLONE = [
+    '10 execve("/usr/bin/bash", ["bash", "run.sh"], 0x0 /* 3 vars */) = 0',
+    '10 openat(AT_FDCWD</w>, "/w/run.sh", O_RDONLY) = 3</w/run.sh>',
+    '10 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD <unfinished ...>',
+    '11 chdir("/w/sub") = 0',
+    '11 execve("/usr/bin/python3", ["python3", "../run.py"], 0x0 /* 3 vars */) = 0',
+    '11 openat(AT_FDCWD</w/sub>, "../run.py", O_RDONLY) = 3</w/run.py>',
+    '10 <... clone resumed>, child_tidptr=0x7f) = 11',
+    '11 openat(AT_FDCWD</w/sub>, "../exp.py", O_RDONLY) = 4</w/exp.py>',
+    '11 openat(AT_FDCWD</w/sub>, "../results.json", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 5</w/results.json>',
+    '11 write(5</w/results.json>, "{}", 2) = 2',
+]
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["clone-first", "child-first"])
+def test_a_child_logged_before_its_parents_clone_keeps_what_it_ran(late):
+    """The process that wrote results.json ran python3 on the repository's code, whichever order strace logged the
+    fork in: the parent's late `clone` line must not replace the child's programs, code or folder with its own."""
+    lines = list(_LATE_CLONE)
+    if not late:  # the usual order: the parent's clone returns, then the child runs
+        resumed = lines.pop(6)
+        lines[2] = lines[2].replace(" <unfinished ...>", resumed.split("resumed>", 1)[1])
+    summary = Summary("/w", ["/w"])
+    for line in lines:
+        summary.feed(line + "\n")
+    child = summary.processes[11]
+    assert child["ppid"] == 10 and child["images"][-1]["exe"] == "/usr/bin/python3"
+    assert summary.cwd[11] == "/w/sub"
+    result = json.loads(json.dumps(summary.result(True)))
+    commands = [{"seq": 0, "started_at": "2026-12-04T00:00:00", "provenance": result}]
+    writer = provenance_of(commands, [], {"run.py", "exp.py", "run.sh"}, ["results.json"]).writers["results.json"]
+    assert writer.how == "process" and writer.ran_experiment and "run.py" in writer.code, writer
+
+
+def test_a_reused_pid_is_the_new_childs_and_a_late_threads_writes_are_its_process():
+    """A pid that an earlier, ended process had is the new child's once its parent's clone returns (nothing of the
+    old program carries over); a thread whose write came in the log before its `clone` line wrote as its process,
+    which ran the experiment."""
+    lines = [
+        '10 execve("/usr/bin/bash", ["bash", "-c", "x"], 0x0 /* 3 vars */) = 0',
+        '10 clone(child_stack=NULL, flags=SIGCHLD) = 11',
+        '11 execve("/usr/bin/python3", ["python3", "run.py"], 0x0 /* 3 vars */) = 0',
+        '11 openat(AT_FDCWD</w>, "run.py", O_RDONLY) = 3</w/run.py>',
+        '10 clone(child_stack=NULL, flags=SIGCHLD) = 11',  # pid 11 ended; a new fork of bash got it again
+        '11 openat(AT_FDCWD</w>, "notes.txt", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/notes.txt>',
+        '10 clone(child_stack=NULL, flags=SIGCHLD) = 12',
+        '12 execve("/usr/bin/python3", ["python3", "run.py"], 0x0 /* 3 vars */) = 0',
+        '12 openat(AT_FDCWD</w>, "run.py", O_RDONLY) = 3</w/run.py>',
+        '12 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM, child_tid=0x7f0, '
+        'parent_tid=0x7f0, exit_signal=0, stack=0x7f, stack_size=0x7fff00, tls=0x7f} <unfinished ...>',
+        '13 openat(AT_FDCWD</w>, "results.json", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 4</w/results.json>',
+        '13 write(4</w/results.json>, "{}", 2) = 2',
+        '12 <... clone3 resumed> => {parent_tid=[13]}, 88) = 13',
+    ]
+    summary = Summary("/w", ["/w"])
+    for line in lines:
+        summary.feed(line + "\n")
+    reused = summary.processes[11]["images"]
+    assert [i["exe"] for i in reused] == ["/usr/bin/bash"] and reused[0]["code"] == []
+    commands = [{"seq": 0, "started_at": "2026-12-04T00:00:00", "provenance": json.loads(json.dumps(
+        summary.result(True)))}]
+    prov = provenance_of(commands, [], {"run.py"}, ["results.json", "notes.txt"])
+    assert prov.writers["results.json"].ran_experiment and prov.writers["results.json"].code == ["run.py"]
+    assert prov.writers["notes.txt"].how == "process" and not prov.writers["notes.txt"].ran_experiment
