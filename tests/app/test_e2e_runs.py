@@ -110,9 +110,11 @@ def test_run_list_task_view_and_gold_against_a_fault_agent(demo_server: str, tmp
         expect(codes.nth(1)).to_be_visible(timeout=30_000)
         left, right = codes.nth(0).bounding_box(), codes.nth(1).bounding_box()
         assert abs(left["y"] - right["y"]) < 5 and left["x"] + left["width"] <= right["x"], (left, right)
+        # Streamlit streams a page's elements: the last section may arrive after both diff columns show (CI read
+        # the body once before "Diff of the diffs" had come), so wait for it before reading the page's text
+        expect(page.get_by_role("heading", name="Diff of the diffs")).to_be_visible(timeout=30_000)
         body = page.inner_text("body")
         assert "gold · task" in body and f"{FAULT} · task" in body and "different tasks" not in body
-        assert "Diff of the diffs" in body
         page.locator("#files").evaluate("e => e.scrollIntoView({block: 'start'})")  # the files, then the columns
         page.wait_for_timeout(1000)
         page.screenshot(path=str(shots / "app-run-diff-side-by-side.png"))
