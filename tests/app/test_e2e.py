@@ -231,6 +231,7 @@ def test_compare_gold_with_each_fault_agent(demo_server: str, tmp_path: Path) ->
                 grids = page.locator("[data-testid='stDataFrame']")
                 expect(grids.first).to_be_visible(timeout=60_000)
                 page.wait_for_timeout(1500)
+                walk.settled(page)
                 assert "not in this store" not in page.inner_text("body")
                 assert f"left={agent}" in page.url and "right=gold" in page.url
                 for grid in grids.all():
@@ -267,6 +268,7 @@ def test_taxonomy_page_names_units_and_keeps_one_interval_rule(demo_server: str)
             grids = page.locator("[data-testid='stDataFrame']")
             expect(grids.first).to_be_visible(timeout=60_000)
             page.wait_for_timeout(1500)
+            walk.settled(page)
             body = page.inner_text("body")
             assert "1 insights" not in body and "1 runs" not in body
             noun = "insight occurrences" if unit == "insights" else "runs"

@@ -70,6 +70,7 @@ def test_run_list_task_view_and_gold_against_a_fault_agent(demo_server: str, tmp
         order = {"1": 0, "0": 1, "–": 2}
         assert [order[s] for s in scores] == sorted(order[s] for s in scores), scores  # 1s, 0s, then unscored
         assert rows[0]["agent"] == "gold" and rows[0]["E"] == "1", rows  # gold re-runs pass the validator
+        walk.settled(page)
         assert f"{n_runs} runs of" in page.inner_text("body")
         tasks = {r[0] for r in store.query("SELECT task_id FROM runs")}
         assert all(r["task"].removeprefix("?page=task&task=") in tasks for r in rows), rows  # the task's view
@@ -113,6 +114,7 @@ def test_run_list_task_view_and_gold_against_a_fault_agent(demo_server: str, tmp
         # Streamlit streams a page's elements: the last section may arrive after both diff columns show (CI read
         # the body once before "Diff of the diffs" had come), so wait for it before reading the page's text
         expect(page.get_by_role("heading", name="Diff of the diffs")).to_be_visible(timeout=30_000)
+        walk.settled(page)
         body = page.inner_text("body")
         assert "gold · task" in body and f"{FAULT} · task" in body and "different tasks" not in body
         page.locator("#files").evaluate("e => e.scrollIntoView({block: 'start'})")  # the files, then the columns

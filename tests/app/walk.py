@@ -47,6 +47,30 @@ def _click_until(page, target, in_url: str, tries: int = 3) -> None:  # noqa: AN
                 raise
 
 
+RUNNING = "[data-testid='stStatusWidgetRunningIcon']"  # Streamlit's "Running..." icon, unmounted when the run ends
+
+
+def settled(page, timeout_ms: int = 60_000, quiet_ms: int = 800) -> None:  # noqa: ANN001
+    """Wait until Streamlit has finished running the page's script: its running icon absent for `quiet_ms` in a row
+    (elements arrive over the websocket as the script runs, after `networkidle`; a page read before the run ends
+    may miss its last sections). Streamlit shows the icon once a run has lasted 500 ms (1.67's status widget), so a
+    quiet window longer than that also sees a run that had just begun. Raises AssertionError when it is still
+    running after `timeout_ms`."""
+    import time
+
+    until = time.monotonic() + timeout_ms / 1000
+    quiet_since = None
+    while time.monotonic() < until:
+        if page.locator(RUNNING).count():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"the page was still running its script after {timeout_ms / 1000:.0f} s")
+
+
 def _shot(page, shots: Path | None, name: str) -> None:  # noqa: ANN001
     if shots is not None:
         page.wait_for_timeout(1200)  # grids and charts draw after their frame appears
