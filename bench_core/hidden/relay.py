@@ -39,30 +39,32 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from failatlas.bench_core.hidden import wire
+from failatlas.bench_core.hidden.zygote import (
+    ENV,
+    REPLY_LIMIT,
+    WORKER,
+    WORKER_DIR,
+    error_reply,
+    start_zygote,
+    too_large,
+)
 from failatlas.core import syntax
 from failatlas.core.errors import AgentFaultError, FailAtlasError, HarnessSetupError, InfrastructureError
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"failatlas_wire.py": "wire.py", "failatlas_hidden.py": "fixture.py", "failatlas_judge.py": "judge_main.py",
            "failatlas_compare.py": "compare.py"}
-WORKER_DIR = ".failatlas-hidden"
-WORKER = f"{WORKER_DIR}/failatlas_worker.py"
 REPLY_MARKER = "FAILATLAS_REPLY "
 HEADER = struct.Struct(">cQ")
 MAX_FRAME = 128 * 1024 * 1024  # a frame from the judge (its requests and its result)
-REPLY_LIMIT = wire.MAX_BYTES  # a reply relayed to the judge, whose frame limit is twice this
 JUDGE_MEMORY_BYTES = 8 * 1024 * 1024 * 1024  # RLIMIT_AS of the judge process
 # the judge's own work between calls (data generation, reference computations) may take this long beyond the
 # task's deadline before it is stopped
 JUDGE_GRACE_S = 120.0
-# how long the zygote may take to import the task's libraries before calls fall back to one process each
-ZYGOTE_START_S = 120.0
 JUDGE_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "TMPDIR")
 
 
@@ -113,43 +115,34 @@ def install_worker(sandbox) -> None:
     sandbox.write_file(f"{WORKER_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
 
 
-def _error_reply(exception: str, message: str) -> bytes:
-    return json.dumps({"ok": False, "error": {"exception": exception, "object": "the agent's process",
-                                              "message": message}}).encode()
-
-
-def _too_large() -> bytes:
-    return _error_reply("ReplyTooLarge", f"the agent's process wrote more than {REPLY_LIMIT} bytes of reply")
-
-
 def _reply(result) -> bytes:
     """The worker's reply line as it is (ASCII, at most REPLY_LIMIT bytes), or an error reply saying why there is
     none."""
     if result.timed_out or result.killed_reason == "timeout":
-        return _error_reply("Timeout", f"the call did not finish within {result.duration_s or 0:.0f} s")
+        return error_reply("Timeout", f"the call did not finish within {result.duration_s or 0:.0f} s")
     if result.killed_reason == "oom":
-        return _error_reply("OutOfMemory", "the agent's process ran out of memory")
+        return error_reply("OutOfMemory", "the agent's process ran out of memory")
     if result.truncated:  # the reply line may be cut or spliced from the output's head and tail
-        return _too_large()
+        return too_large()
     lines = [ln for ln in (result.stdout or "").splitlines() if ln.startswith(REPLY_MARKER)]
     if lines:
         line = lines[-1][len(REPLY_MARKER):]
         if len(line) > REPLY_LIMIT:
-            return _too_large()
+            return too_large()
         if not line.isascii():
-            return _error_reply("MalformedReply", "the agent's process wrote a reply line that is not the "
+            return error_reply("MalformedReply", "the agent's process wrote a reply line that is not the "
                                 "worker's (not ASCII JSON)")
         return line.encode("ascii")
     tail = [ln for ln in (result.stderr or "").splitlines() if ln.strip()]
     more = f": {tail[-1][:300]}" if tail else ""
-    return _error_reply("NoReply", f"the agent's process ended with exit code {result.returncode} before "
+    return error_reply("NoReply", f"the agent's process ended with exit code {result.returncode} before "
                         f"replying{more}")
 
 
 class _Relay:
-    """Runs the judge's calls in the sandbox: through a zygote (one long `exec` in a thread of its own, forking a
-    fresh process per call from a process that holds the heavy imports) when it comes up, else one
-    `python3 worker.py` per call. Both are the protocol only (`write_file`, `read_file`, `exec`)."""
+    """Runs the judge's calls in the sandbox: through a zygote (`zygote.py`: forking a fresh process per call from
+    a process that holds the heavy imports) when it comes up, else one `python3 worker.py` per call. Both are the
+    sandbox protocol only."""
 
     def __init__(self, sandbox, deadline: float, call_timeout: float, preload: list[str]) -> None:
         self.sandbox, self.deadline, self.call_timeout, self.preload = sandbox, deadline, call_timeout, preload
@@ -157,8 +150,7 @@ class _Relay:
         self.calls = 0
         self.dispatched = False  # a call was handed to a worker: the agent's code may run from here on
         self.timed_out_calls = 0
-        self._zygote: threading.Thread | None = None
-        self._zygote_ended = threading.Event()
+        self._zygote = None
 
     def agent_started(self) -> bool:
         """Whether the agent's code may have run in the sandbox: a call was handed to a worker, or a command (the
@@ -181,95 +173,30 @@ class _Relay:
         left = min(self.deadline - time.monotonic(), self.call_timeout)
         if left <= 1:
             self.timed_out_calls += 1
-            return _error_reply("Timeout", "the hidden tests' time was spent before this call")
+            return error_reply("Timeout", "the hidden tests' time was spent before this call")
+        if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
+            install_worker(self.sandbox)
+            self._zygote = start_zygote(self.sandbox, self.workdir, self.preload, self.deadline)
+        self.dispatched = True
+        if self._zygote is not None and self._zygote.alive:
+            reply, timed_out = self._zygote.call(self.calls, payload, left)
+            self.timed_out_calls += timed_out
+            return reply
         request = f"{WORKER_DIR}/request-{self.calls}.json"
         try:
-            if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
-                install_worker(self.sandbox)
-                self._start_zygote()
-            zygote = self._zygote is not None and not self._zygote_ended.is_set()
-            write_files = getattr(self.sandbox, "write_files", None)
-            if zygote and write_files is not None:  # the request, then `go`, in one copy (Docker: one daemon call)
-                write_files(WORKER_DIR, [(f"request-{self.calls}.json", payload), (f"go-{self.calls}", b"")])
-            else:
-                self.sandbox.write_file(request, payload)
-                if zygote:
-                    self.sandbox.write_file(f"{WORKER_DIR}/go-{self.calls}", b"")
+            self.sandbox.write_file(request, payload)
         except InfrastructureError:
             raise
         except (FailAtlasError, OSError, ValueError) as exc:  # an earlier call of the agent's code broke the folder
-            return _error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
-        if zygote:
-            self.dispatched = True
-            return self._zygote_reply(left)
-        self.dispatched = True
+            return error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
         result = self.sandbox.exec(f"exec python3 -I -B {WORKER} {request}", timeout=left, cwd=self.workdir,
-                                   env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=REPLY_LIMIT + 4096)
+                                   env=ENV, output_limit=REPLY_LIMIT + 4096)
         self.timed_out_calls += bool(result.timed_out or result.killed_reason == "timeout")
         return _reply(result)
 
-    def _start_zygote(self) -> None:
-        names = " ".join(n for n in self.preload if all(p.isidentifier() for p in n.split(".")))
-        command = f"exec python3 -I -B {WORKER} --serve {WORKER_DIR} {names}"
-        timeout = max(1.0, self.deadline - time.monotonic() + 30)
-
-        def serve() -> None:
-            try:
-                self.sandbox.exec(command, timeout=timeout, cwd=self.workdir,
-                                  env={"PYTHONDONTWRITEBYTECODE": "1"}, output_limit=64 * 1024)
-            except Exception:  # noqa: BLE001 - the per-call worker takes over when the zygote is gone
-                pass
-            finally:
-                self._zygote_ended.set()
-
-        self._zygote = threading.Thread(target=serve, daemon=True, name="failatlas-hidden-zygote")
-        self._zygote.start()
-        until = time.monotonic() + ZYGOTE_START_S
-        pause = 0.02
-        while time.monotonic() < until and not self._zygote_ended.is_set():
-            if self._read(f"{WORKER_DIR}/ready") is not None:
-                return
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.3)
-        self._stop_zygote()  # it did not come up in time: one process per call from here on
-
-    def _read(self, path: str) -> bytes | None:
-        try:
-            data = self.sandbox.read_file(path, max_bytes=REPLY_LIMIT + 1)
-        except InfrastructureError:
-            raise
-        except (FailAtlasError, OSError, ValueError):
-            return None
-        return _too_large() if len(data) > REPLY_LIMIT else data
-
-    def _zygote_reply(self, left: float) -> bytes:
-        until, pause = time.monotonic() + left, 0.01
-        path = f"{WORKER_DIR}/reply-{self.calls}.json"
-        while time.monotonic() < until:
-            data = self._read(path)
-            if data is not None:
-                return data
-            if self._zygote_ended.is_set():
-                data = self._read(path)
-                return data if data is not None else _error_reply(
-                    "NoReply", "the agent's process ended the call's worker before it replied")
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.2)
-        with contextlib.suppress(FailAtlasError, OSError, ValueError):
-            self.sandbox.write_file(f"{WORKER_DIR}/cancel-{self.calls}", b"")
-        self.timed_out_calls += 1
-        return _error_reply("Timeout", f"the call did not finish within {left:.0f} s")
-
-    def _stop_zygote(self) -> None:
-        if self._zygote is None:
-            return
-        with contextlib.suppress(FailAtlasError, OSError, ValueError):
-            self.sandbox.write_file(f"{WORKER_DIR}/stop", b"")
-        self._zygote.join(timeout=15)
-        self._zygote_ended.set()  # stopped, or not stopping: either way it is not used again
-
     def close(self) -> None:
-        self._stop_zygote()
+        if self._zygote is not None:
+            self._zygote.close()
 
 
 def preload_modules(pristine: Path | None) -> list[str]:

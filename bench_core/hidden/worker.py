@@ -6,14 +6,27 @@ Copied into the sandbox's working copy (as `.failatlas-hidden/failatlas_worker.p
 of `module:qualname` with arguments, or a snippet with inputs), runs it with the working copy first on sys.path,
 and prints one line `FAILATLAS_REPLY <wire data>` to the stdout it held before any code of the agent ran (the
 agent's prints go to stderr). Nothing it prints is trusted: the judge decodes it as the agent's data and decides.
+
+The zygote talks to the harness one of two ways: through files in its folder (`--serve`: `request-<n>.json`,
+`go-<n>`, `reply-<n>.json`, each a sandbox operation of the harness's), or, where the sandbox holds a command's
+stdin and stdout open (Docker's attached exec: `--serve-channel`), through frames on them (`FRAME`: magic, kind,
+call number, length, then the bytes): the harness sends `Q` (a request) and `C` (cancel call n), the zygote sends
+`Y` (ready) and `R` (call n's reply, as the call's process wrote it). Closing its stdin stops it. The agent's
+processes run as the same user and can reach the zygote's stdin and stdout through /proc: whatever they write or
+take there can only spoil their own run's replies, which are the agent's data already.
 """
 
 import contextlib
 import os
+import struct
 import sys
 import traceback
 
 MARKER = "FAILATLAS_REPLY "
+FRAME = struct.Struct(">2sBII")  # magic, kind, call number, length of what follows
+FRAME_MAGIC = b"FZ"
+READY, REQUEST, CANCEL, REPLY = (ord(k) for k in "YQCR")
+MAX_REQUEST = 128 * 1024 * 1024
 
 
 def _object(exc: BaseException, workdir: str, here: str, fallback: str) -> str:
@@ -47,12 +60,17 @@ def _target(spec: str):
     return obj
 
 
-def _answer(request_file: str, here: str, wire) -> str:
-    """Run one request with the working copy first on sys.path; the reply's wire text."""
-    workdir = os.path.realpath(os.getcwd())
+def _read_request(request_file: str) -> bytes:
     with open(request_file, "rb") as handle:
-        request = wire.decode(handle.read(), torch=True)  # tensors as torch.Tensor: the code called wants them
+        data = handle.read()
     os.unlink(request_file)
+    return data
+
+
+def _answer(data: bytes, here: str, wire) -> str:
+    """Run one request (its wire bytes) with the working copy first on sys.path; the reply's wire text."""
+    workdir = os.path.realpath(os.getcwd())
+    request = wire.decode(data, torch=True)  # tensors as torch.Tensor: the code called wants them
     sys.path.insert(0, workdir)
     label = request.get("target") or "<hidden test snippet>"
     try:
@@ -88,7 +106,7 @@ def main(request_file: str) -> None:
     here, wire = _codec()
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    text = _answer(request_file, here, wire)
+    text = _answer(_read_request(request_file), here, wire)
     reply.write(MARKER + text + "\n")
     reply.flush()
     os._exit(0)
@@ -108,7 +126,7 @@ def _child(folder: str, number: int, here: str, wire) -> None:
     os.dup2(log, 1)
     os.dup2(log, 2)
     try:
-        text = _answer(os.path.join(folder, f"request-{number}.json"), here, wire)
+        text = _answer(_read_request(os.path.join(folder, f"request-{number}.json")), here, wire)
     except BaseException as exc:  # noqa: BLE001 - an unreadable request is answered, never left hanging
         error = {"exception": "BadRequest", "object": "the call", "message": _message(exc)[:300]}
         text = wire.encode({"ok": False, "error": error}).decode("utf-8")
@@ -143,6 +161,17 @@ def _imported_by(workdir: str) -> list[str]:
     return [n for n in names if n.split(".")[0] not in sys.stdlib_module_names][:100]
 
 
+def _preload(preload: list[str]) -> None:
+    """Import the given modules and the third-party ones the working copy's files import, none it shadows."""
+    workdir = os.path.realpath(os.getcwd())
+    for name in [*preload, *_imported_by(workdir)]:
+        top = name.split(".")[0]
+        if os.path.exists(os.path.join(workdir, top + ".py")) or os.path.isdir(os.path.join(workdir, top)):
+            continue
+        with contextlib.suppress(BaseException):  # one that does not import here is the call's business
+            __import__(name)
+
+
 def serve(folder: str, preload: list[str]) -> None:
     """The zygote: import the codec, numpy and the modules the task's and the working copy's files import
     (third-party ones, never the agent's code, none the working copy shadows), say `ready`, then fork one
@@ -153,13 +182,7 @@ def serve(folder: str, preload: list[str]) -> None:
     import time
 
     here, wire = _codec()
-    workdir = os.path.realpath(os.getcwd())
-    for name in [*preload, *_imported_by(workdir)]:
-        top = name.split(".")[0]
-        if os.path.exists(os.path.join(workdir, top + ".py")) or os.path.isdir(os.path.join(workdir, top)):
-            continue
-        with contextlib.suppress(BaseException):  # one that does not import here is the call's business
-            __import__(name)
+    _preload(preload)
     open(os.path.join(folder, "ready"), "w").close()
     number = 1
     while not os.path.exists(os.path.join(folder, "stop")):
@@ -187,6 +210,145 @@ def serve(folder: str, preload: list[str]) -> None:
         number += 1
 
 
+def _exactly(fd: int, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _frame_in(fd: int):
+    """(kind, number, payload) of the next frame on `fd`, or None at its end or at anything that is not a frame."""
+    header = _exactly(fd, FRAME.size)
+    if len(header) < FRAME.size:
+        return None
+    magic, kind, number, length = FRAME.unpack(header)
+    if magic != FRAME_MAGIC or length > MAX_REQUEST:
+        return None
+    payload = _exactly(fd, length)
+    return (kind, number, payload) if len(payload) == length else None
+
+
+def _frame_out(fd: int, kind: int, number: int, payload: bytes) -> None:
+    data = memoryview(FRAME.pack(FRAME_MAGIC, kind, number, len(payload)) + payload)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _error_text(wire, exception: str, message: str) -> bytes:
+    error = {"exception": exception, "object": "the agent's process", "message": message}
+    return wire.encode({"ok": False, "error": error})
+
+
+def _channel_child(folder: str, number: int, payload: bytes, reply_fd: int, here: str, wire) -> None:
+    """The forked process of one call (channel mode): its own session, output to a log, the reply to `reply_fd`."""
+    os.setsid()
+    log = os.open(os.path.join(folder, f"out-{number}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        text = _answer(payload, here, wire).encode("utf-8")
+    except BaseException as exc:  # noqa: BLE001 - an unreadable request is answered, never left hanging
+        text = _error_text(wire, "BadRequest", _message(exc)[:300])
+    try:
+        data = memoryview(text)
+        while data:
+            data = data[os.write(reply_fd, data):]
+    finally:
+        os._exit(0)
+
+
+def _kill_call(pid: int, signal_number: int) -> None:
+    """Kill a call's process and its session (it may not have made its own session yet)."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(pid, signal_number)
+
+
+def _channel_call(folder: str, number: int, payload: bytes, channel: tuple[int, int], here: str,
+                  wire) -> bytes | None:
+    """Run call `number` in a forked process and return its reply (at most wire.MAX_BYTES, else an error reply);
+    None when the harness closed the channel meanwhile (the call's process is killed)."""
+    import select
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        for fd in channel:
+            os.close(fd)
+        _channel_child(folder, number, payload, write_end, here, wire)
+    os.close(write_end)
+    parts, size, reading, exited, status = [], 0, True, False, None
+    try:
+        while True:
+            if not exited:
+                done, found = os.waitpid(pid, os.WNOHANG)
+                exited, status = bool(done), found if done else None
+            watched = [channel[0], read_end] if reading else [channel[0]]
+            ready = select.select(watched, [], [], 0.0 if exited else 0.05)[0]
+            if read_end in ready:
+                chunk = os.read(read_end, 1 << 16)
+                reading = bool(chunk)
+                if size <= wire.MAX_BYTES:
+                    parts.append(chunk)
+                size += len(chunk)
+            if channel[0] in ready:
+                frame = _frame_in(channel[0])
+                if frame is None:  # closed (or desynchronised by the agent's processes): stop
+                    _kill_call(pid, signal.SIGKILL)
+                    return None
+                if frame[0] == CANCEL and frame[1] == number:
+                    _kill_call(pid, signal.SIGKILL)
+            # once the call's process ended: what it wrote is in the pipe; a process it left may hold the pipe
+            # open, so read only what is there now, and no more than a reply can be
+            if exited and not (reading and read_end in ready and size <= wire.MAX_BYTES):
+                break
+    finally:
+        os.close(read_end)
+        if not exited:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    if size > wire.MAX_BYTES:
+        return _error_text(wire, "ReplyTooLarge", f"the agent's process wrote more than {wire.MAX_BYTES} bytes "
+                           "of reply")
+    if size == 0:
+        why = (f"killed by signal {os.WTERMSIG(status)}" if status is not None and os.WIFSIGNALED(status)
+               else f"exit code {os.WEXITSTATUS(status) if status is not None else '?'}")
+        return _error_text(wire, "NoReply", f"the agent's process ended ({why}) before replying")
+    return b"".join(parts)
+
+
+def serve_channel(folder: str, preload: list[str]) -> None:
+    """The zygote of `serve`, talking through frames on its stdin and stdout (module docstring)."""
+    here, wire = _codec()
+    channel_in, channel_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(2, 1)  # what the imports print goes to stderr, never into the channel
+    os.close(null)
+    _preload(preload)
+    _frame_out(channel_out, READY, 0, b"")
+    while True:
+        frame = _frame_in(channel_in)
+        if frame is None:
+            return
+        kind, number, payload = frame
+        if kind != REQUEST:  # a cancel of a call already answered
+            continue
+        reply = _channel_call(folder, number, payload, (channel_in, channel_out), here, wire)
+        if reply is None:
+            return
+        _frame_out(channel_out, REPLY, number, reply)
+
+
 def _environment_site() -> None:
     """Put the sandbox user's own site-packages back where Python keeps it, before the system's: `-I` drops it, and
     a task environment built as an image installs there (`pip install --user` as the agent, `build-env`), so the
@@ -210,5 +372,7 @@ if __name__ == "__main__":
     _environment_site()
     if sys.argv[1] == "--serve":
         serve(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "--serve-channel":
+        serve_channel(sys.argv[2], sys.argv[3:])
     else:
         main(sys.argv[1])

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from failatlas.bench_core.sandbox import docker_stream, provenance, tarballs
+from failatlas.bench_core.sandbox import channel, docker_stream, provenance, tarballs
 from failatlas.bench_core.sandbox.errors import SandboxError, SandboxTimeoutError
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
@@ -211,6 +212,53 @@ class DockerCommands:
             return exec_id, docker_stream.exec_output(self._api, exec_id)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
+
+    def open_channel(self, cmd: str | Sequence[str], *, timeout: float, cwd: str | None = None,
+                     env: Mapping[str, str] | None = None, limit: int = 1 << 20) -> channel.Channel:
+        """Start `cmd` as the sandbox user with its stdin and stdout held open (`channel.py`): one daemon call for
+        the whole exchange instead of one per message. The deadline is `exec`'s (`timeout -s KILL` inside the
+        container); closing the channel ends the command and reaps what it left running. Counts in
+        `commands_started`. Raises SandboxError when it cannot start."""
+        import docker
+
+        self._check_open()
+        argv = command_argv(cmd, self.spec.shell)
+        marker = uuid.uuid4().hex
+        if self._has_timeout:
+            argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
+        with self._live_lock:
+            self._live.add(marker)
+        try:
+            exec_id = self._api.exec_create(self.container.id, argv, user=self.spec.user, stdin=True,
+                                            environment={**self._command_env, **(env or {}), MARKER_VAR: marker},
+                                            workdir=self._path(cwd) if cwd else None)["Id"]
+            sock, chunks = docker_stream.exec_attached(self._api, exec_id)
+        except docker.errors.DockerException as exc:
+            self._live.discard(marker)
+            raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
+        except BaseException:
+            self._live.discard(marker)
+            raise
+        self.commands_started += 1
+
+        def stop() -> None:
+            try:
+                if pump.is_alive():  # still running after its stdin closed
+                    self._kill_marked(marker)
+                    pump.join(5.0)
+                with contextlib.suppress(OSError):
+                    sock.close()
+            finally:
+                with self._live_lock:
+                    self._live.discard(marker)
+            self._reap(marker)
+
+        def end_input() -> None:
+            sock.shutdown(socket.SHUT_WR)
+
+        opened = channel.Channel(limit, write=sock.sendall, end_input=end_input, stop=stop)
+        pump = channel.start_pump(opened, chunks)
+        return opened
 
     def _stream_exec(self, argv: list[str], check_time: Callable[[], None]) -> tuple[str, str, tarballs.ChunkReader]:
         """Start `argv` as the sandbox user with its stdout as a stream read under `check_time`; (exec id, marker,

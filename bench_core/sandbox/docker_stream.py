@@ -30,6 +30,24 @@ def exec_output(api: Any, exec_id: str) -> Iterator[tuple[bytes | None, bytes | 
     """Start the created exec `exec_id` (attached, no TTY) and yield its output as (stdout, stderr) chunks, one
     side None, until the daemon closes the stream; the connection is closed at the end. Raises SandboxError when
     the daemon refuses the start, ExecStreamBroken when the stream ends inside a frame."""
+    reader, response = _start(api, exec_id)
+    return _frames(reader, response)
+
+
+def exec_attached(api: Any, exec_id: str) -> tuple[Any, Iterator[tuple[bytes | None, bytes | None]]]:
+    """Start the created exec `exec_id` (made with `stdin=True`): (the connection's socket, whose `sendall`
+    writes to the command's stdin and whose `shutdown(SHUT_WR)` closes it, and the output as `exec_output`
+    yields it). Raises SandboxError when the daemon refuses the start or the socket cannot be reached."""
+    reader, response = _start(api, exec_id)
+    sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    if sock is None or not hasattr(sock, "sendall"):
+        response.close()
+        raise SandboxError("cannot write to a command's stdin: this docker package's HTTP response has no socket "
+                           "where docker 7.x keeps it (failatlas.bench_core.sandbox.docker_stream)")
+    return sock, _frames(reader, response)
+
+
+def _start(api: Any, exec_id: str) -> tuple[Any, Any]:
     import docker
 
     try:
@@ -40,7 +58,7 @@ def exec_output(api: Any, exec_id: str) -> Iterator[tuple[bytes | None, bytes | 
         raise SandboxError(f"cannot start a command in the sandbox: {exc}") from exc
     reader = _buffered_reader(response)
     api._disable_socket_timeout(getattr(reader, "raw", reader))  # a command may be silent for minutes
-    return _frames(reader, response)
+    return reader, response
 
 
 def _buffered_reader(response: Any) -> Any:

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from failatlas.bench_core.hidden import JudgeError, relay, run_judge, wire
+from failatlas.bench_core.hidden import zygote as zygote_module
 from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 from failatlas.bench_core.sandbox.model import ExecResult
 
 # walks the frames up to the worker's reply handle and writes its own reply line there (dos_reply.sh); under the
-# zygote, writes the call's reply file itself
+# zygote, writes the call's reply file itself, or over a channel its reply pipe
 FLOOD = '''
 def _flood(payload):
     import os, sys
@@ -30,6 +31,11 @@ def _flood(payload):
         r = f.f_locals.get("reply")
         if hasattr(r, "fileno"):
             os.write(r.fileno(), b"FAILATLAS_REPLY " + payload + b"\\n")
+            os._exit(0)
+        if isinstance(f.f_locals.get("reply_fd"), int):  # the zygote over a channel: the call's reply pipe
+            data = memoryview(payload)
+            while data:
+                data = data[os.write(f.f_locals["reply_fd"], data):]
             os._exit(0)
         if "folder" in f.f_locals and "number" in f.f_locals:
             with open(os.path.join(f.f_locals["folder"], f"reply-{f.f_locals['number']}.json"), "wb") as h:
@@ -72,39 +78,107 @@ def test_after_the_floods_the_channel_is_in_step(agent):
 '''
 
 
-def _judge(tmp_path: Path, tests: str, timeout_s: float = 120.0):
+def _judge(tmp_path: Path, tests: str, timeout_s: float = 120.0, *, kind: str = "local", image: str | None = None,
+           module: str = FLOOD):
     work = tmp_path / "work"
     work.mkdir()
-    (work / "mod.py").write_text(FLOOD)
+    (work / "mod.py").write_text(module)
     test_file = tmp_path / "test_hidden.py"
     test_file.write_text(tests)
-    with create_sandbox("local", SandboxSpec(memory_mb=2048), workspace=work) as box:
+    spec = SandboxSpec(memory_mb=2048, **({"image": image} if image else {}))
+    with create_sandbox(kind, spec, workspace=work) as box:
         start = time.monotonic()
         run = run_judge([test_file], box, pristine=None, timeout_s=timeout_s)
         return run, time.monotonic() - start
 
 
-@pytest.mark.parametrize("zygote", [True, False])
-def test_floods_on_the_reply_handle_fail_their_calls_and_the_exchange_goes_on(tmp_path, monkeypatch, zygote):
+def _count_channel_calls(monkeypatch) -> list[int]:
+    numbers: list[int] = []
+    call = zygote_module.ChannelZygote.call
+
+    def counted(self, number, payload, left):
+        numbers.append(number)
+        return call(self, number, payload, left)
+
+    monkeypatch.setattr(zygote_module.ChannelZygote, "call", counted)
+    return numbers
+
+
+# the call's process reaches the zygote's own stdin and stdout through /proc (the same user) and writes into them
+CORRUPT = '''
+def corrupt():
+    import os
+    zygote = os.getppid()
+    hit = 0
+    for fd in os.listdir(f"/proc/{zygote}/fd"):
+        try:
+            if os.readlink(f"/proc/{zygote}/fd/{fd}").startswith("pipe:"):
+                with open(f"/proc/{zygote}/fd/{fd}", "wb", buffering=0) as handle:
+                    handle.write(b"not a frame " * 100)
+                hit += 1
+        except OSError:
+            pass
+    return hit
+
+
+def fine(x):
+    return 2 * x
+'''
+
+CORRUPT_TESTS = '''
+def test_before(agent):
+    assert agent.call("mod:fine", 1) == 2
+
+
+def test_corrupt(agent):
+    agent.call("mod:corrupt")
+
+
+def test_after(agent):
+    assert [agent.call("mod:fine", i) for i in range(3)] == [0, 2, 4]
+'''
+
+
+@pytest.mark.docker
+def test_a_call_that_writes_into_the_zygotes_channel_fails_itself_and_the_exchange_goes_on(
+        tmp_path, monkeypatch, sandbox_image):
+    """Over a channel, the agent's process can reach the zygote's stdin and stdout through /proc: what it writes
+    there fails its own call (typed, the agent's), the zygote is dropped, and later calls run one process each."""
+    over_channel = _count_channel_calls(monkeypatch)
+    run, took = _judge(tmp_path, CORRUPT_TESTS, kind="docker", image=sandbox_image, module=CORRUPT, timeout_s=60)
+    assert run.passed == ["test_before", "test_after"] and run.problems == [] and not run.agent_fault
+    assert [f["test"] for f in run.failures] == ["test_corrupt"]
+    assert run.failures[0]["exception"] in ("MalformedReply", "NoReply"), run.failures[0]
+    assert over_channel == [1, 2]  # the corrupted channel is not used again
+    assert took < 60
+
+
+@pytest.mark.parametrize("mode", ["zygote", "per-call", pytest.param("channel", marks=pytest.mark.docker)])
+def test_floods_on_the_reply_handle_fail_their_calls_and_the_exchange_goes_on(tmp_path, monkeypatch, request, mode):
     """hang2.sh / dos_reply.sh hung `bench score` forever (80 MiB of \\xff, re-encoded to 3 bytes each, past the
-    judge's frame limit); each flood is now the agent's failed call, typed, through the zygote or one process per
-    call (the red team forced the latter by killing the zygote)."""
-    if not zygote:
-        monkeypatch.setattr(relay, "ZYGOTE_START_S", 0.0)
-    run, took = _judge(tmp_path, TESTS)
+    judge's frame limit); each flood is now the agent's failed call, typed, through the zygote (over files in a
+    local sandbox, over a channel in Docker) or one process per call (the red team forced the latter by killing
+    the zygote)."""
+    if mode == "per-call":
+        monkeypatch.setattr(zygote_module, "ZYGOTE_START_S", 0.0)
+    image = request.getfixturevalue("sandbox_image") if mode == "channel" else None
+    over_channel = _count_channel_calls(monkeypatch)
+    run, took = _judge(tmp_path, TESTS, kind="docker" if mode == "channel" else "local", image=image)
+    assert len(over_channel) == (5 if mode == "channel" else 0)  # every call went through the kind's way
+    zygote = mode != "per-call"
     assert run.passed == ["test_after_the_floods_the_channel_is_in_step"] and run.problems == []
     kinds = {f["test"]: (f["exception"], f["message"]) for f in run.failures}
     assert kinds["test_flood[invalid_utf8]"][0] == ("UnplainResult" if zygote else "MalformedReply")
     # under the zygote the agent writes the reply file itself, not atomically: the relay may read it half written
     # (not plain data) or whole (past the cap); either is the agent's failed call
-    flooded = {"ReplyTooLarge", "UnplainResult"} if zygote else {"ReplyTooLarge"}
+    flooded = {"ReplyTooLarge", "UnplainResult"} if mode == "zygote" else {"ReplyTooLarge"}
     assert kinds["test_flood[invalid_utf8_flood]"][0] in flooded
     assert kinds["test_flood[past_the_cap]"][0] in flooded
     assert kinds["test_flood[many_values]"][0] == "UnplainResult"
     # whole, the flood is refused for its count of values; read half written under the zygote (a loaded full run
     # did), it is not plain data: the same type, either way the agent's failed call
     message = kinds["test_flood[many_values]"][1]
-    assert "values is more than" in message or (zygote and message.startswith("not plain data")), message
+    assert "values is more than" in message or (mode == "zygote" and message.startswith("not plain data")), message
     assert took < 120
 
 
