@@ -179,9 +179,11 @@ class _Relay:
             self._zygote = start_zygote(self.sandbox, self.workdir, self.preload, self.deadline)
         self.dispatched = True
         if self._zygote is not None and self._zygote.alive:
-            reply, timed_out = self._zygote.call(self.calls, payload, left)
-            self.timed_out_calls += timed_out
-            return reply
+            answered = self._zygote.call(self.calls, payload, left)
+            if answered is not None:  # else the harness's stream broke: the call runs in a process of its own
+                self.timed_out_calls += answered[1]
+                return answered[0]
+            left = min(self.deadline - time.monotonic(), self.call_timeout)
         request = f"{WORKER_DIR}/request-{self.calls}.json"
         try:
             self.sandbox.write_file(request, payload)

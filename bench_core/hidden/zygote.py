@@ -74,10 +74,11 @@ class ChannelZygote:
     def alive(self) -> bool:
         return self.channel is not None
 
-    def call(self, number: int, payload: bytes, left: float) -> tuple[bytes, bool]:
+    def call(self, number: int, payload: bytes, left: float) -> tuple[bytes, bool] | None:
         """The reply to call `number` (and whether it timed out). An exchange that breaks (the channel ended or
         carried what is not a frame: the agent's processes can reach it) ends the zygote; the call is answered
-        with why."""
+        with why. None when the stream itself broke (the Docker API's, not the command's doing): the call is not
+        answered, and the caller runs it another way."""
         until = time.monotonic() + left
         try:
             self.channel.send(FRAME.pack(FRAME_MAGIC, REQUEST, number, len(payload)) + payload, until=until)
@@ -88,9 +89,7 @@ class ChannelZygote:
             while True:
                 header = self.channel.read(FRAME.size, until=until)
                 if len(header) < FRAME.size:
-                    self.close()
-                    return error_reply("NoReply", "the agent's process ended the call's worker before it "
-                                       "replied"), False
+                    return self._ended()
                 magic, kind, got, length = FRAME.unpack(header)
                 if magic != FRAME_MAGIC or kind != REPLY or length > REPLY_LIMIT:
                     self.close()
@@ -98,9 +97,7 @@ class ChannelZygote:
                                        "not write (the agent's processes can reach it)"), False
                 body = self.channel.read(length, until=until)
                 if len(body) < length:
-                    self.close()
-                    return error_reply("NoReply", "the agent's process ended the call's worker before it "
-                                       "replied"), False
+                    return self._ended()
                 if got == number:
                     return body, False
                 # the late reply of a call that timed out before: skipped
@@ -111,6 +108,15 @@ class ChannelZygote:
         except ChannelError as exc:
             self.close()
             return error_reply("MalformedReply", str(exc)), False
+
+    def _ended(self) -> tuple[bytes, bool] | None:
+        """The channel ended inside a reply: the zygote was killed (by the agent's processes, or for the memory
+        they took), or the harness's stream broke (None: not the agent's)."""
+        broken = self.channel.broken
+        self.close()
+        if broken is not None:
+            return None
+        return error_reply("NoReply", "the agent's process ended the call's worker before it replied"), False
 
     def close(self) -> None:
         if self.channel is not None:

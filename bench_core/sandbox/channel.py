@@ -41,6 +41,7 @@ class Channel:
         self._ended = False
         self._overflowed = False
         self._closed = False
+        self.broken: BaseException | None = None  # why the stream of the command's output broke, if it did
         self.stderr = CappedBuffer(STDERR_LIMIT)
 
     # the stream, fed by the subclass's pump thread
@@ -57,8 +58,8 @@ class Channel:
                         else:
                             self._buffer += out
                         self._ready.notify_all()
-        except Exception:  # noqa: BLE001, S110 - a stream that breaks ends the channel; readers see `ended`
-            pass
+        except Exception as exc:  # noqa: BLE001 - a stream that breaks ends the channel: readers see `ended`
+            self.broken = exc  # and `broken`: the harness's stream failed, not the command
         finally:
             with self._ready:
                 self._ended = True
