@@ -31,6 +31,10 @@ class Sandbox(Protocol):
     `max_bytes` bytes of a regular file read as the sandbox user, and raises SandboxPathError (not an
     infrastructure error) for a folder, FIFO or link where a file should be; `copy_out` copies within `limits`,
     keeps no link that resolves outside the copy, and returns a `CopyReport` of what it left out.
+
+    Optional: `open_channel(cmd, *, timeout, cwd=None, env=None, limit=...)` starts a command with its stdin and
+    stdout held open and returns a `channel.Channel` (Docker has it: one attached exec instead of a daemon call per
+    message); callers test for it with `hasattr` and fall back to the methods above.
     """
 
     backend: str
