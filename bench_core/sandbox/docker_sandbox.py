@@ -19,6 +19,7 @@ Files come out as the agent's user, never as root, within limits (`docker_files`
 
 from __future__ import annotations
 
+import json
 import posixpath
 import threading
 import time
@@ -53,6 +54,9 @@ from failatlas.bench_core.sandbox.policy import CA_PATH, ca_env, pip_env
 from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
 STREAM_RETRIES = 2  # a file read whose Docker API stream broke is tried this many more times
+# what `DockerSandbox._probe` learnt, by (image id, user, environment)
+_PROBED: dict[tuple[str, str, str], tuple[int, int, bool, bool, str]] = {}
+_PROBED_LOCK = threading.Lock()
 
 def network_env(spec: SandboxSpec, egress: Any) -> dict[str, str]:
     """The variables of the sandbox's network: its egress proxy (registries) and the CA bundle (with network)."""
@@ -104,7 +108,7 @@ class DockerSandbox(DockerCommands):
                                "environment's image", hint="build it without --venv for Docker runs")
         client = docker_client(client)
         try:
-            client.images.get(spec.image)
+            image_id = client.images.get(spec.image).id
         except docker.errors.ImageNotFound:
             raise SandboxError(f"the sandbox image {spec.image} does not exist",
                                hint="build it with `failatlas sandbox build-image`") from None
@@ -116,8 +120,9 @@ class DockerSandbox(DockerCommands):
             from failatlas.bench_core.sandbox.egress import Egress
 
             egress = Egress.start(client, spec)
+        options = cls._run_options(spec, client, egress)
         try:
-            container = client.containers.run(spec.image, **cls._run_options(spec, client, egress))
+            container = client.containers.run(spec.image, **options)
         except docker.errors.DockerException as exc:
             if egress is not None:
                 egress.close()
@@ -131,7 +136,7 @@ class DockerSandbox(DockerCommands):
         if spec.network_env_per_command:
             box._command_env = network_env(spec, egress)
         try:
-            box._probe()
+            box._probe((image_id, spec.user, json.dumps(options.get("environment"), sort_keys=True)))
             if workspace is not None:
                 box._put(tarballs.pack(workspace, ".", uid=box._uid, gid=box._gid), spec.workdir)
         except BaseException:
@@ -184,8 +189,17 @@ class DockerSandbox(DockerCommands):
             options["storage_opt"] = {"size": f"{spec.disk_mb}M"}
         return options
 
-    def _probe(self) -> None:
-        """Learn the user's uid/gid, whether `timeout` and GNU find and tar exist, and the starting cgroup counters."""
+    def _probe(self, key: tuple[str, str, str]) -> None:
+        """Learn the user's uid/gid, whether `timeout` and GNU find and tar exist, and the starting cgroup counters.
+        What the image gives is the same for every container of one image id, user and environment (`key`), and a
+        new container's counters start at zero: a later sandbox of the same key takes them from the first (one
+        command less per sandbox; nothing the agent can write into a container changes its image)."""
+        with _PROBED_LOCK:
+            known = _PROBED.get(key)
+        if known is not None:
+            self._uid, self._gid, self._has_timeout, self._gnu_tools, self._home = known
+            self._counters = (0, 0)
+            return
         script = ("id -u; id -g; command -v timeout >/dev/null && echo yes || echo no; " + docker_files.GNU_SH
                   + '; echo "${HOME:-/tmp}"; ' + _COUNTERS_SH)
         res = self._raw_exec(["/bin/sh", "-c", script], user=self.spec.user, timeout=30)
@@ -200,6 +214,9 @@ class DockerSandbox(DockerCommands):
         self._gnu_tools = lines[3] == "gnu"
         self._home = lines[4]
         self._counters = _parse_counters("\n".join(lines[5:]))
+        if self._counters == (0, 0):  # else this engine's counters are not the container's own: probe each time
+            with _PROBED_LOCK:
+                _PROBED[key] = (self._uid, self._gid, self._has_timeout, self._gnu_tools, self._home)
 
     def _restart(self) -> None:
         """Last resort when a command cannot be killed from inside: restart the container, files kept."""

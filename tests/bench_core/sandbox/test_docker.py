@@ -138,6 +138,35 @@ def test_memory_limit_kills_a_hog_and_says_oom(sandbox_image, run_id: str) -> No
         assert box.exec("echo alive", timeout=20).stdout == "alive\n"
 
 
+def test_a_later_sandbox_of_the_same_image_skips_the_probe_and_still_tells_oom_apart(sandbox_image, run_id: str,
+                                                                                      monkeypatch) -> None:
+    """What the probe learns of an image (uid, gid, timeout, GNU tools, HOME) is reused by the next sandbox of the
+    same image, user and environment; its counters start at zero, so an OOM in it is still told from a crash."""
+    from failatlas.bench_core.sandbox import docker_sandbox
+
+    spec = SandboxSpec(image=sandbox_image, memory_mb=256, run_id=run_id)
+    with create_sandbox("docker", spec) as first:
+        learnt = (first._uid, first._gid, first._has_timeout, first._gnu_tools, first._home)
+    probes: list[object] = []
+    raw = docker_sandbox.DockerSandbox._raw_exec
+
+    def counted(self, argv, **kwargs):
+        probes.extend(a for a in argv if "command -v timeout" in a)
+        return raw(self, argv, **kwargs)
+
+    monkeypatch.setattr(docker_sandbox.DockerSandbox, "_raw_exec", counted)
+    with create_sandbox("docker", spec) as box:
+        assert probes == [] and (box._uid, box._gid, box._has_timeout, box._gnu_tools, box._home) == learnt
+        assert box.exec("id -u; echo $HOME", timeout=20).stdout.split() == [str(learnt[0]), learnt[4]]
+        crash = box.exec(["python3", "-c", "import os; os.kill(os.getpid(), 9)"], timeout=60)
+        assert crash.returncode == 137 and crash.killed_reason is None
+        hog = box.exec(["python3", "-c", "a = bytearray(2**30)"], timeout=60)
+        assert hog.returncode == 137 and hog.killed_reason == "oom"
+    other = SandboxSpec(image=sandbox_image, memory_mb=256, run_id=run_id, env={"HOME": "/tmp/elsewhere"})
+    with create_sandbox("docker", other) as box:
+        assert len(probes) == 1 and box._home == "/tmp/elsewhere"  # another environment is probed again
+
+
 def test_fork_bomb_is_contained_and_reported(sandbox_image, run_id: str) -> None:
     spec = SandboxSpec(image=sandbox_image, pids_limit=48, run_id=run_id)
     with create_sandbox("docker", spec) as box:
