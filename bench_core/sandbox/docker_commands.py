@@ -11,6 +11,7 @@ survives; processes and /tmp do not). Nothing a command starts outlives it (`_re
 from __future__ import annotations
 
 import contextlib
+import posixpath
 import re
 import socket
 import threading
@@ -63,6 +64,9 @@ _TRACER_SETUP = (
     f'mkdir -p -m 700 {provenance.TRACE_DIR} && chmod 700 {provenance.TRACE_DIR} || exit 3; '
     'strace -f -qq -o /dev/null true || { echo "strace cannot trace here" >&2; exit 3; }'
 )
+# where the tracer's programs are in an image (and that strace can trace there), by the probe's key (docker_sandbox)
+_TRACERS: dict[object, list[str]] = {}
+_TRACERS_LOCK = threading.Lock()
 _SUMMARY_SH = 'for i in $(seq 1 100); do [ -f "$1" ] && break; sleep 0.05; done; cat "$1" && rm -f "$1"'
 
 
@@ -329,15 +333,26 @@ class DockerCommands:
         if not self.spec.trace_processes:
             self._tracer = "the sandbox was started without process tracing"
             return self._tracer
-        res = self._raw_exec(["/bin/sh", "-c", _TRACER_SETUP], user="0:0", timeout=30)
-        found = res.stdout.split()
-        if res.returncode != 0 or len(found) != 3 or not all(p.startswith("/") for p in found):
-            self._tracer = (res.stdout.strip().splitlines()[-1:] or [res.stderr.strip() or
-                                                                    f"setup exit {res.returncode}"])[0][:200]
-            return self._tracer
+        probed = getattr(self, "_probe_key", None)
+        key = (probed, self.spec.read_only_root) if probed is not None else None
+        with _TRACERS_LOCK:
+            found = _TRACERS.get(key) if key is not None else None
+        if found is None:
+            res = self._raw_exec(["/bin/sh", "-c", _TRACER_SETUP], user="0:0", timeout=30)
+            found = res.stdout.split()
+            if res.returncode != 0 or len(found) != 3 or not all(p.startswith("/") for p in found):
+                self._tracer = (res.stdout.strip().splitlines()[-1:] or [res.stderr.strip() or
+                                                                        f"setup exit {res.returncode}"])[0][:200]
+                return self._tracer
+            if key is not None:
+                with _TRACERS_LOCK:
+                    _TRACERS[key] = list(found)
         self._strace, self._setpriv, self._python = found
-        payload = tarballs.pack_bytes("filter.py", provenance.FILTER.read_bytes(), uid=0, gid=0)
-        self._put(payload, provenance.TRACE_DIR)
+        # the folder (root's, mode 0700) and the summariser in one copy: on a container of an image already set
+        # up here, where the programs are and that strace can trace are known, and this is the only call
+        folder = posixpath.basename(provenance.TRACE_DIR)
+        self._put(tarballs.pack_tree([(folder, None), (f"{folder}/filter.py", provenance.FILTER.read_bytes())],
+                                     uid=0, gid=0, dir_mode=0o700), posixpath.dirname(provenance.TRACE_DIR))
         self._tracer = ""
         return None
 

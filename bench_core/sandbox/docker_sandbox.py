@@ -194,6 +194,7 @@ class DockerSandbox(DockerCommands):
         What the image gives is the same for every container of one image id, user and environment (`key`), and a
         new container's counters start at zero: a later sandbox of the same key takes them from the first (one
         command less per sandbox; nothing the agent can write into a container changes its image)."""
+        self._probe_key = key  # the tracer's setup is known by it too (docker_commands)
         with _PROBED_LOCK:
             known = _PROBED.get(key)
         if known is not None:

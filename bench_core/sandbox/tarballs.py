@@ -55,6 +55,23 @@ def pack_files(files: list[tuple[str, bytes]], *, uid: int, gid: int, mode: int 
     return buf.getvalue()
 
 
+def pack_tree(entries: list[tuple[str, bytes | None]], *, uid: int, gid: int, mode: int = 0o644,
+              dir_mode: int = 0o755) -> bytes:
+    """A tar of folders (data None) and files, in this order, owned by uid:gid."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.uid, info.gid = uid, gid
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, dir_mode
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), mode
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 class ChunkReader(io.RawIOBase):
     """A readable stream over chunks from the daemon, pulled by a thread so that the reader's deadline holds even
     while the daemon sends nothing. Chunks are bytes, or (stdout, stderr) pairs of an exec, whose stderr is kept

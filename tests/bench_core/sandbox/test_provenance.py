@@ -107,9 +107,14 @@ def test_bwrap_records_who_wrote_what(tmp_path, bwrap_works):
 
 
 @pytest.mark.docker
-def test_an_image_without_strace_runs_untraced_and_says_why(tmp_path, sandbox_image):
+def test_an_image_without_strace_runs_untraced_and_says_why(tmp_path, sandbox_image, monkeypatch):
     """The v2 image (no strace) is never built here: a spec asking for tracing on an image whose tracer is missing
-    gets the command run as it would be, and `unavailable` with the reason; simulated by hiding strace from root."""
+    gets the command run as it would be, and `unavailable` with the reason; simulated by hiding strace from root
+    in a container whose image this process has not set a tracer up for yet (what it learns of an image's tracer
+    is kept by image: `docker_commands._TRACERS`)."""
+    from failatlas.bench_core.sandbox import docker_commands
+
+    monkeypatch.setattr(docker_commands, "_TRACERS", {})
     spec = SandboxSpec(run_id="prov-missing", trace_processes=True, image=sandbox_image)
     with create_sandbox("docker", spec, workspace=_repo(tmp_path)) as box:
         box._raw_exec(["/bin/sh", "-c", "mv /usr/bin/strace /usr/bin/strace.hidden"], user="0:0", timeout=30)
