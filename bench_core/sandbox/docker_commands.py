@@ -39,12 +39,26 @@ _FORK_FAILED = re.compile(r"fork: retry: Resource temporarily unavailable|fork s
                           r"|exec failed: unable to start container process")
 # every process of the calling user but those whose environment holds one of the entries given as `-e ENTRY`
 # arguments (an unreadable environment holds none); PID 1 is never touched
-_REAP_SH = (
-    'me=$(id -u); for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; u=; '
+_REAP_LOOP = (
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; u=; '
     'while read -r k v _; do if [ "$k" = Uid: ]; then u=$v; break; fi; done < "$d/status"; '
     '[ "$u" = "$me" ] || continue; '
     'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$@" || kill -9 "$p" 2>/dev/null; '
     "done 2>/dev/null; true"
+)
+_REAP_SH = "me=$(id -u); " + _REAP_LOOP
+assert "'" not in _REAP_SH  # quoted whole inside _AFTER_SH
+# after a traced command, as root: its summary (`$1`, waited for up to 5 s, printed and removed), the cgroup
+# counters, then `_REAP_SH` as the sandbox user (dropped to by setpriv, `$3`, uid `$4`, gid `$5`: root has no
+# CAP_KILL here) sparing the `-e` entries that follow; each part fenced by `$2`, a fresh value per command
+_AFTER_SH = (
+    's=$1; fence=$2; setpriv=$3; uid=$4; gid=$5; shift 5; '
+    'for i in $(seq 1 100); do [ -f "$s" ] && break; sleep 0.05; done; '
+    'if [ -f "$s" ]; then cat "$s"; st=$?; rm -f "$s"; else st=1; fi; '
+    '[ "$st" = 0 ] || st=1; printf "\\n%s %s\\n%s counters\\n" "$fence" "$st" "$fence"; '
+    + _COUNTERS_SH.removesuffix("; true") + '; printf "\\n%s\\n" "$fence"; '
+    '"$setpriv" --reuid="$uid" --regid="$gid" --clear-groups -- /bin/sh -c \'' + _REAP_SH + '\' reap "$@" '
+    '&& echo "$fence reaped"'
 )
 _KILL_SH = (
     'for d in /proc/[0-9]*; do '
@@ -126,13 +140,20 @@ class DockerCommands:
             env={**extra, **self._command_env, **(env or {}), MARKER_VAR: marker}, output_limit=output_limit,
             marker=marker, agent=True,
         )
-        if trace:
+        counted = reaped = None
+        if trace and untraced is None and self._uid != 0:  # summary, counters and reap: one root command
+            found, counted, reaped = self._after_traced(marker)
+            res = res.model_copy(update={"provenance": found})
+        elif trace:
             found = self._summary(marker) if untraced is None else provenance.unavailable(untraced)
             res = res.model_copy(update={"provenance": found})
         reason: KilledReason | None = "timeout" if res.timed_out else None
         fork_failed = bool(_FORK_FAILED.search(res.stdout) or _FORK_FAILED.search(res.stderr))
+        before = self._counters
+        if counted is not None:
+            self._counters = counted
         if res.returncode != 0 or res.timed_out or fork_failed:
-            before, after = self._counters, self._read_counters()
+            after = counted if counted is not None else self._read_counters()
             if after[0] > before[0]:
                 reason = "oom"
             elif after[1] > before[1] or fork_failed:
@@ -143,7 +164,7 @@ class DockerCommands:
             # background processes left at the limit (a fork bomb that returned) would starve every later
             # command, the harness's own included; a restart ends them and keeps the working copy
             self._restart()
-        else:
+        elif not reaped:
             self._reap(marker)
         return res.model_copy(update={"command": command_text(cmd), "killed_reason": reason})
 
@@ -363,6 +384,37 @@ class DockerCommands:
         return provenance.traced_argv(user, strace=self._strace, summary=f"{provenance.TRACE_DIR}/{marker}.json",
                                       workdir=self.workdir, watched=[self._home, "/tmp"], python=self._python,
                                       filter_path=f"{provenance.TRACE_DIR}/filter.py")
+
+    def _after_traced(self, marker: str) -> tuple[dict, tuple[int, int] | None, bool]:
+        """After the traced command `marker`: its tracer's summary (read and removed), the cgroup counters and the
+        reap of what it left running (`_reap`'s rule), in one command as root instead of three; (summary, counters
+        or None, whether the reap ran). What could not be done here is left to the caller's separate steps."""
+        fence = uuid.uuid4().hex  # made after the summary was written: nothing in it can hold this
+        summary = f"{provenance.TRACE_DIR}/{marker}.json"
+        with self._live_lock:
+            own = uuid.uuid4().hex
+            spared = [arg for m in (*self._live, own) for arg in ("-e", f"{MARKER_VAR}={m}")]
+            try:
+                res = self._raw_exec(["/bin/sh", "-c", _AFTER_SH, "after", summary, fence, self._setpriv,
+                                      str(self._uid), str(self._gid), *spared],
+                                     user="0:0", timeout=30, marker=own,
+                                     output_limit=2 * (provenance.MAX_SUMMARY_BYTES + 1) + 65536)
+            except SandboxError as exc:
+                return provenance.unavailable(f"the summary could not be read: {exc}"), None, False
+        head, found_fence, tail = res.stdout.rpartition(f"\n{fence} counters\n")
+        text, _, status = head.rpartition(f"\n{fence} ")
+        counters, counted, reaped = tail.rpartition(f"\n{fence}\n")
+        if not found_fence or status not in ("0", "1"):
+            return provenance.unavailable("the tracer's summary could not be read"), None, False
+        # counters only where their part ended (a command killed inside it, at the memory limit, printed less)
+        after = _parse_counters(counters) if counted else None
+        if status == "1":
+            found = provenance.unavailable("the tracer left no summary")
+        elif res.truncated or len(text.encode()) > provenance.MAX_SUMMARY_BYTES:
+            found = provenance.unavailable("the summary is larger than the harness reads")
+        else:
+            found = provenance.parse_summary(text.encode())
+        return found, after, bool(counted) and res.returncode == 0 and reaped.strip() == f"{fence} reaped"
 
     def _summary(self, marker: str) -> dict:
         """The tracer's summary of command `marker`, read (and removed) as root."""

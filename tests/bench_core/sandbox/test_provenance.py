@@ -150,6 +150,29 @@ def test_the_agent_cannot_reach_the_tracer_in_docker(tmp_path, sandbox_image):
     assert _writers(res.provenance)["results.json"].ran_experiment
 
 
+@pytest.mark.docker
+def test_after_a_traced_command_docker_reaps_counts_and_reads_the_summary_in_one_step(tmp_path, sandbox_image):
+    """What follows a traced command in Docker (its summary, the cgroup counters, the reap of what it left) is one
+    command as root: a background process it left is gone, an OOM and a fork bomb are told apart, the next
+    command runs and is traced."""
+    spec = SandboxSpec(run_id="prov-after", trace_processes=True, image=sandbox_image, memory_mb=256, pids_limit=64)
+    with create_sandbox("docker", spec, workspace=_repo(tmp_path)) as box:
+        # a process of the sandbox user that no command of the harness's spares (the tracer's launcher ends what
+        # the traced command itself started; this one it never saw)
+        box._raw_exec(["/bin/sh", "-c", "setsid sleep 300 > /dev/null 2>&1 &"], user=box.spec.user, timeout=20)
+        assert "sleep 300" in box._raw_exec(["ps", "-eo", "args"], user="0:0", timeout=20).stdout
+        left = box.exec("python3 exp.py results.json", timeout=60, trace=True)
+        assert left.returncode == 0 and "unavailable" not in left.provenance
+        assert _writers(left.provenance)["results.json"].ran_experiment
+        assert "sleep 300" not in box._raw_exec(["ps", "-eo", "args"], user="0:0", timeout=20).stdout
+        hog = box.exec(["python3", "-c", "a = bytearray(2**30)"], timeout=60, trace=True)
+        assert hog.killed_reason == "oom"
+        bomb = box.exec("bomb() { bomb | bomb & }; bomb; sleep 30", timeout=6, trace=True)
+        assert bomb.killed_reason == "pids"
+        after = box.exec("python3 exp.py again.json && echo ok", timeout=60, trace=True)
+    assert after.stdout.strip() == "ok" and "unavailable" not in after.provenance
+
+
 def test_the_summariser_parses_strace_quoting():
     """A file name with quotes, `<`, `>` and ` = ` in it cannot pass for syntax: strace escapes them."""
     summary = Summary("/w", [])
