@@ -170,21 +170,24 @@ class DockerCommands:
 
     def _raw_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None = None,
                   env: Mapping[str, str] | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT,
-                  marker: str | None = None, agent: bool = False) -> ExecResult:
+                  marker: str | None = None, agent: bool = False, last_resort: bool = False) -> ExecResult:
         """Run `argv` as `user` under `marker` (a fresh one when None); `agent`: a command of `exec`, counted in
-        `commands_started` once it started."""
+        `commands_started` once it started; `last_resort`: the harness's own kill, which, when it cannot end in
+        time itself (the agent's processes starve the container's CPU), restarts the container instead of
+        starting another kill (a chain of them never ends while the starving processes carry no marker)."""
         marker = marker or uuid.uuid4().hex  # every command carries one, so `_reap` can spare it while it runs
         with self._live_lock:
             self._live.add(marker)
         try:
             return self._marked_exec(argv, user=user, timeout=timeout, cwd=cwd, env={**(env or {}), MARKER_VAR: marker},
-                                     output_limit=output_limit, marker=marker, agent=agent)
+                                     output_limit=output_limit, marker=marker, agent=agent, last_resort=last_resort)
         finally:
             with self._live_lock:
                 self._live.discard(marker)
 
     def _marked_exec(self, argv: list[str], *, user: str, timeout: float, cwd: str | None,
-                     env: Mapping[str, str], output_limit: int, marker: str, agent: bool) -> ExecResult:
+                     env: Mapping[str, str], output_limit: int, marker: str, agent: bool,
+                     last_resort: bool = False) -> ExecResult:
         out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
         started = time.monotonic()
         exec_id, stream = self._start_exec(argv, user=user, env=env, cwd=cwd)
@@ -206,8 +209,9 @@ class DockerCommands:
         threading.Thread(target=pump, daemon=True, name="failatlas-sandbox-exec").start()
         harness_kill = not done.wait(timeout + GRACE_S)
         if harness_kill:
-            self._kill_marked(marker)
-            if not done.wait(3.0):
+            if not last_resort:
+                self._kill_marked(marker)
+            if last_resort or not done.wait(3.0):
                 self._restart()
         if not done.wait(10.0):
             raise SandboxTimeoutError(f"sandbox {self.container.name} did not end a command after killing it")
@@ -218,7 +222,7 @@ class DockerCommands:
                                f"was lost: {type(broken[0]).__name__}: {broken[0]}")
         duration = time.monotonic() - started
         timed_out = harness_kill or (duration >= timeout and returncode in (124, 137, None))
-        if timed_out and not harness_kill:
+        if timed_out and not harness_kill and not last_resort:
             self._kill_marked(marker)
         return ExecResult(
             command=command_text(argv), returncode=returncode, stdout=out.text(), stderr=err.text(),
@@ -268,8 +272,12 @@ class DockerCommands:
 
         def stop() -> None:
             try:
-                if pump.is_alive():  # still running after its stdin closed
-                    self._kill_marked(marker)
+                if pump.is_alive():  # its output is still open after its stdin closed
+                    if self._exec_running(exec_id):  # the command itself still runs
+                        self._kill_marked(marker)
+                    # else a process it left holds its stdout (the agent's can, through /proc): stop reading
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)  # wakes the pump's blocked read
                     pump.join(5.0)
                 with contextlib.suppress(OSError):
                     sock.close()
@@ -302,6 +310,15 @@ class DockerCommands:
         stream.close()
         self._live.discard(marker)
         return self._exit_code(exec_id) if stream.ended else None
+
+    def _exec_running(self, exec_id: str) -> bool:
+        """Whether the command `exec_id` still runs, by the daemon's word (no command in the container)."""
+        import docker
+
+        try:
+            return bool(self._api.exec_inspect(exec_id).get("Running"))
+        except docker.errors.DockerException:
+            return True
 
     def _exit_code(self, exec_id: str) -> int | None:
         import docker
@@ -337,7 +354,7 @@ class DockerCommands:
         """Kill every process of the sandbox user that carries this command's marker (setsid escapees too)."""
         with contextlib.suppress(SandboxError):
             self._raw_exec(["/bin/sh", "-c", _KILL_SH, "kill", f"{MARKER_VAR}={marker}"],
-                           user=self.spec.user, timeout=10)
+                           user=self.spec.user, timeout=10, last_resort=True)
 
     def _read_counters(self) -> tuple[int, int]:
         with contextlib.suppress(SandboxError):

@@ -153,6 +153,44 @@ def test_a_call_that_writes_into_the_zygotes_channel_fails_itself_and_the_exchan
     assert took < 60
 
 
+# red team against the channel (2026-12-05): a call holds the zygote's stdout open through /proc, so the channel's
+# output does not end when the zygote does, and starves the container's CPU with processes that carry no marker
+HOLD_AND_STARVE = '''
+import os, time
+
+
+def f(x):
+    out = os.open(f"/proc/{os.getppid()}/fd/4", os.O_WRONLY)
+    os.set_inheritable(out, True)
+    for _ in range(40):
+        if os.fork() == 0:
+            os.setsid()
+            os.execve("/bin/sh", ["sh", "-c", "while :; do :; done"], {})
+    time.sleep(3600)
+'''
+
+
+@pytest.mark.docker
+def test_a_call_that_holds_the_channel_and_starves_the_container_ends_by_the_deadline(tmp_path, sandbox_image):
+    """Closing the channel neither waits for output the agent's processes hold open nor chains kills that cannot
+    run in a container they starve (each kill that overruns restarts the container instead); the hidden tests end
+    within their deadline plus the grace, and nothing the call started is left."""
+    tests = "def test_one(agent):\n    assert agent.call('mod:f', 3) == 6\n"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mod.py").write_text(HOLD_AND_STARVE)
+    (tmp_path / "test_hidden.py").write_text(tests)
+    spec = SandboxSpec(image=sandbox_image, memory_mb=2048)
+    with create_sandbox("docker", spec, workspace=work) as box:
+        start = time.monotonic()
+        run = run_judge([tmp_path / "test_hidden.py"], box, pristine=None, timeout_s=10)
+        took = time.monotonic() - start
+        left = box._raw_exec(["ps", "-eo", "args"], user="0:0", timeout=30).stdout
+    assert run.failures[0]["exception"] == "Timeout" and not run.passed
+    assert took < 10 + relay.JUDGE_GRACE_S, took
+    assert "while :" not in left, left
+
+
 @pytest.mark.parametrize("mode", ["zygote", "per-call", pytest.param("channel", marks=pytest.mark.docker)])
 def test_floods_on_the_reply_handle_fail_their_calls_and_the_exchange_goes_on(tmp_path, monkeypatch, request, mode):
     """hang2.sh / dos_reply.sh hung `bench score` forever (80 MiB of \\xff, re-encoded to 3 bytes each, past the
