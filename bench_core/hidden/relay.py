@@ -177,6 +177,10 @@ class _Relay:
         if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
             install_worker(self.sandbox)
             self._zygote = start_zygote(self.sandbox, self.workdir, self.preload, self.deadline)
+            left = min(self.deadline - time.monotonic(), self.call_timeout)  # the zygote's start took its share
+            if left <= 1:
+                self.timed_out_calls += 1
+                return error_reply("Timeout", "the hidden tests' time was spent before this call")
         self.dispatched = True
         if self._zygote is not None and self._zygote.alive:
             answered = self._zygote.call(self.calls, payload, left)

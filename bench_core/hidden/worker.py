@@ -137,20 +137,23 @@ def _child(folder: str, number: int, here: str, wire) -> None:
 
 
 def _imported_by(workdir: str) -> list[str]:
-    """Top-level modules the working copy's Python files import (read, never run), at most 500 files."""
+    """Top-level modules the working copy's Python files import (read, never run): at most 500 files and 4 MB of
+    source in all."""
     import ast
 
     names: dict[str, None] = {}
-    seen = 0
+    seen, budget = 0, 4_000_000  # files, and bytes of source parsed in all: the agent's files cannot hold it up
     for folder, dirs, files in os.walk(workdir):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for file in files:
-            if not file.endswith(".py") or seen >= 500:
+            if not file.endswith(".py") or seen >= 500 or budget <= 0:
                 continue
             seen += 1
             try:
                 with open(os.path.join(folder, file), "rb") as handle:
-                    tree = ast.parse(handle.read(1_000_000))
+                    source = handle.read(min(1_000_000, budget))
+                budget -= len(source)
+                tree = ast.parse(source)
             except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
                 continue
             for node in ast.walk(tree):
@@ -158,6 +161,8 @@ def _imported_by(workdir: str) -> list[str]:
                     names.update((alias.name, None) for alias in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     names[node.module] = None
+        if seen >= 500 or budget <= 0:
+            break
     return [n for n in names if n.split(".")[0] not in sys.stdlib_module_names][:100]
 
 

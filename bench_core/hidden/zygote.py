@@ -28,7 +28,8 @@ from failatlas.core.errors import FailAtlasError, InfrastructureError
 WORKER_DIR = ".failatlas-hidden"
 WORKER = f"{WORKER_DIR}/failatlas_worker.py"
 REPLY_LIMIT = wire.MAX_BYTES  # a reply relayed to the judge, whose frame limit is twice this
-# how long the zygote may take to import the task's libraries before calls fall back to one process each
+# how long the zygote may take to import the task's libraries before calls fall back to one process each (never past
+# the hidden tests' deadline)
 ZYGOTE_START_S = 120.0
 ENV = {"PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -64,7 +65,7 @@ class ChannelZygote:
             self.channel = sandbox.open_channel(_command("--serve-channel", preload),
                                                 timeout=max(1.0, deadline - time.monotonic() + 30), cwd=workdir,
                                                 env=ENV, limit=2 * REPLY_LIMIT + FRAME.size + 65536)
-            header = self.channel.read(FRAME.size, until=time.monotonic() + ZYGOTE_START_S)
+            header = self.channel.read(FRAME.size, until=min(time.monotonic() + ZYGOTE_START_S, deadline))
             if header != FRAME.pack(FRAME_MAGIC, READY, 0, 0):
                 self.close()
         except (TimeoutError, ChannelError, FailAtlasError, OSError):  # a sandbox that fails shows on the next call
@@ -144,7 +145,7 @@ class FileZygote:
 
         self._thread = threading.Thread(target=serve, daemon=True, name="failatlas-hidden-zygote")
         self._thread.start()
-        until = time.monotonic() + ZYGOTE_START_S
+        until = min(time.monotonic() + ZYGOTE_START_S, deadline)
         pause = 0.02
         while time.monotonic() < until and not self._ended.is_set():
             if self._read(f"{WORKER_DIR}/ready") is not None:

@@ -47,17 +47,20 @@ _REAP_LOOP = (
     "done 2>/dev/null; true"
 )
 _REAP_SH = "me=$(id -u); " + _REAP_LOOP
-assert "'" not in _REAP_SH  # quoted whole inside _AFTER_SH
+# the same when no other command runs: every process of the user but the reaper itself, in one kill(-1) (the kernel
+# signals them all while no fork can complete, so a process that re-forks every few milliseconds to change its pid,
+# which a walk of /proc never catches, ends too)
+_REAP_ALL_SH = "kill -9 -1 2>/dev/null; true"
 # after a traced command, as root: its summary (`$1`, waited for up to 5 s, printed and removed), the cgroup
-# counters, then `_REAP_SH` as the sandbox user (dropped to by setpriv, `$3`, uid `$4`, gid `$5`: root has no
-# CAP_KILL here) sparing the `-e` entries that follow; each part fenced by `$2`, a fresh value per command
+# counters, then the reap script `$6` as the sandbox user (dropped to by setpriv, `$3`, uid `$4`, gid `$5`: root
+# has no CAP_KILL here) sparing the `-e` entries that follow; each part fenced by `$2`, a fresh value per command
 _AFTER_SH = (
-    's=$1; fence=$2; setpriv=$3; uid=$4; gid=$5; shift 5; '
+    's=$1; fence=$2; setpriv=$3; uid=$4; gid=$5; reap=$6; shift 6; '
     'for i in $(seq 1 100); do [ -f "$s" ] && break; sleep 0.05; done; '
     'if [ -f "$s" ]; then cat "$s"; st=$?; rm -f "$s"; else st=1; fi; '
     '[ "$st" = 0 ] || st=1; printf "\\n%s %s\\n%s counters\\n" "$fence" "$st" "$fence"; '
     + _COUNTERS_SH.removesuffix("; true") + '; printf "\\n%s\\n" "$fence"; '
-    '"$setpriv" --reuid="$uid" --regid="$gid" --clear-groups -- /bin/sh -c \'' + _REAP_SH + '\' reap "$@" '
+    '"$setpriv" --reuid="$uid" --regid="$gid" --clear-groups -- /bin/sh -c "$reap" reap "$@" '
     '&& echo "$fence reaped"'
 )
 _KILL_SH = (
@@ -341,14 +344,21 @@ class DockerCommands:
             return
         with self._live_lock:
             own = uuid.uuid4().hex
-            spared = [arg for m in (*self._live, own) for arg in ("-e", f"{MARKER_VAR}={m}")]
+            script, spared = self._reaper(own)
             try:
-                res = self._raw_exec(["/bin/sh", "-c", _REAP_SH, "reap", *spared], user=self.spec.user, timeout=30,
+                res = self._raw_exec(["/bin/sh", "-c", script, "reap", *spared], user=self.spec.user, timeout=30,
                                      marker=own)
             except SandboxError:
                 res = None
             if res is None or res.returncode != 0 or res.timed_out:
                 self._restart()
+
+    def _reaper(self, own: str) -> tuple[str, list[str]]:
+        """The reap script and its arguments for a reaper carrying `own` (hold `_live_lock`): every process of the
+        user at once when no other command runs (`_REAP_ALL_SH`), else those without a live command's marker."""
+        if not self._live:
+            return _REAP_ALL_SH, []
+        return _REAP_SH, [arg for m in (*self._live, own) for arg in ("-e", f"{MARKER_VAR}={m}")]
 
     def _kill_marked(self, marker: str) -> None:
         """Kill every process of the sandbox user that carries this command's marker (setsid escapees too)."""
@@ -410,10 +420,10 @@ class DockerCommands:
         summary = f"{provenance.TRACE_DIR}/{marker}.json"
         with self._live_lock:
             own = uuid.uuid4().hex
-            spared = [arg for m in (*self._live, own) for arg in ("-e", f"{MARKER_VAR}={m}")]
+            script, spared = self._reaper(own)
             try:
                 res = self._raw_exec(["/bin/sh", "-c", _AFTER_SH, "after", summary, fence, self._setpriv,
-                                      str(self._uid), str(self._gid), *spared],
+                                      str(self._uid), str(self._gid), script, *spared],
                                      user="0:0", timeout=30, marker=own,
                                      output_limit=2 * (provenance.MAX_SUMMARY_BYTES + 1) + 65536)
             except SandboxError as exc:

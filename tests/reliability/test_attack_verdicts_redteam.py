@@ -191,6 +191,25 @@ def test_a_call_that_holds_the_channel_and_starves_the_container_ends_by_the_dea
     assert "while :" not in left, left
 
 
+def test_a_zygote_slow_to_start_never_takes_the_calls_time(tmp_path):
+    """Red team 2026-12-05: 45 files of 1 MB of Python held the zygote's start (it reads the working copy's imports)
+    for its whole 120 s, and the first call then still had the whole deadline. The zygote reads at most 4 MB of
+    source, never waits past the deadline, and the first call has what is left."""
+    work = tmp_path / "work"
+    (work / "big").mkdir(parents=True)
+    body = "x = [" + "1, " * 330_000 + "]\n"
+    for n in range(45):
+        (work / "big" / f"m{n}.py").write_text(body)
+    (work / "mod.py").write_text("def f(x):\n    return 2 * x\n")
+    (tmp_path / "test_hidden.py").write_text("def test_one(agent):\n    assert agent.call('mod:f', 3) == 6\n")
+    with create_sandbox("local", SandboxSpec(memory_mb=4096), workspace=work) as box:
+        start = time.monotonic()
+        run = run_judge([tmp_path / "test_hidden.py"], box, pristine=None, timeout_s=20)
+        took = time.monotonic() - start
+    assert run.passed == ["test_one"] and run.problems == [], (run.failures, run.problems)
+    assert took < 20, took
+
+
 @pytest.mark.parametrize("mode", ["zygote", "per-call", pytest.param("channel", marks=pytest.mark.docker)])
 def test_floods_on_the_reply_handle_fail_their_calls_and_the_exchange_goes_on(tmp_path, monkeypatch, request, mode):
     """hang2.sh / dos_reply.sh hung `bench score` forever (80 MiB of \\xff, re-encoded to 3 bytes each, past the

@@ -167,6 +167,39 @@ def test_a_later_sandbox_of_the_same_image_skips_the_probe_and_still_tells_oom_a
         assert len(probes) == 1 and box._home == "/tmp/elsewhere"  # another environment is probed again
 
 
+HOPPER = """
+import os, sys, time
+if os.fork():
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+for fd in range(256):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+while True:  # a new pid every ~2 ms: a walk of /proc never finds it where it was
+    time.sleep(0.002)
+    if os.fork():
+        os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("trace", [False, True], ids=["plain", "traced"])
+def test_a_process_that_keeps_changing_its_pid_does_not_outlive_its_command(sandbox_image, run_id: str,
+                                                                            trace: bool) -> None:
+    """Red team 2026-12-05: a process re-forking every 2 ms outlived the reap (one pass over /proc). With no other
+    command running, the reap is one kill(-1) of the user's processes, which no fork escapes."""
+    spec = SandboxSpec(image=sandbox_image, run_id=run_id, trace_processes=trace)
+    with create_sandbox("docker", spec) as box:
+        box.write_file("hopper.py", HOPPER)
+        assert box.exec("python3 hopper.py hopper-mark", timeout=30, trace=trace).returncode == 0
+        seen = [box._raw_exec(["sh", "-c", "sleep 0.3; ps -eo args"], user="0:0", timeout=20).stdout
+                for _ in range(3)]
+    assert not any("hopper-mark" in ps for ps in seen), seen
+
+
 def test_fork_bomb_is_contained_and_reported(sandbox_image, run_id: str) -> None:
     spec = SandboxSpec(image=sandbox_image, pids_limit=48, run_id=run_id)
     with create_sandbox("docker", spec) as box:
