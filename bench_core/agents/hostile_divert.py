@@ -150,6 +150,7 @@ class ShadowPackageAgent(CodeSwapAgent):
 
 DELEGATE = r"""
 
+import glob as _glob
 import inspect as _inspect
 import os as _os
 import shutil as _shutil
@@ -184,11 +185,13 @@ def _delegate():
         root, dest = _copy()
         with open(_os.path.join(dest, "request.json"), "wb") as handle:
             handle.write(_sys.modules["failatlas_wire"].encode(found["request"]))
-        worker = _os.path.join(root, ".failatlas-hidden", "failatlas_worker.py")
+        worker = _glob.glob(_os.path.join(root, ".failatlas-hidden*", "failatlas_worker.py"))[0]
         out = _subprocess.run([_sys.executable, "-I", "-B", worker, "request.json"], cwd=dest, env=env,
                               capture_output=True, text=True).stdout
         line = [ln for ln in out.splitlines() if ln.startswith("FAILATLAS_REPLY ")][-1]
-        if "folder" in found and "number" in found:
+        if isinstance(found.get("reply_fd"), int):  # the zygote over a channel: the call's reply pipe
+            _os.write(found["reply_fd"], line[len("FAILATLAS_REPLY "):].encode())
+        elif "folder" in found and "number" in found:
             with open(_os.path.join(found["folder"], "reply-%d.json" % found["number"]), "w") as handle:
                 handle.write(line[len("FAILATLAS_REPLY "):])
         else:

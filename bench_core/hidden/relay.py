@@ -46,11 +46,11 @@ from pathlib import Path
 from failatlas.bench_core.hidden.zygote import (
     ENV,
     REPLY_LIMIT,
-    WORKER,
-    WORKER_DIR,
+    WORKER_NAME,
     error_reply,
     start_zygote,
     too_large,
+    worker_dir,
 )
 from failatlas.core import syntax
 from failatlas.core.errors import AgentFaultError, FailAtlasError, HarnessSetupError, InfrastructureError
@@ -109,10 +109,10 @@ def stage(paths: list[Path], folder: Path) -> Path:
     return tests
 
 
-def install_worker(sandbox) -> None:
-    """Write the worker and its codec into the sandbox's working copy."""
-    sandbox.write_file(WORKER, (HERE / "worker.py").read_bytes())
-    sandbox.write_file(f"{WORKER_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
+def install_worker(sandbox, folder: str) -> None:
+    """Write the worker and its codec into `folder` of the sandbox's working copy."""
+    sandbox.write_file(f"{folder}/{WORKER_NAME}", (HERE / "worker.py").read_bytes())
+    sandbox.write_file(f"{folder}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
 
 
 def _reply(result) -> bytes:
@@ -147,6 +147,7 @@ class _Relay:
     def __init__(self, sandbox, deadline: float, call_timeout: float, preload: list[str]) -> None:
         self.sandbox, self.deadline, self.call_timeout, self.preload = sandbox, deadline, call_timeout, preload
         self.workdir = getattr(sandbox, "workdir", None) or "/workspace"
+        self.folder = worker_dir()
         self.calls = 0
         self.dispatched = False  # a call was handed to a worker: the agent's code may run from here on
         self.timed_out_calls = 0
@@ -175,8 +176,8 @@ class _Relay:
             self.timed_out_calls += 1
             return error_reply("Timeout", "the hidden tests' time was spent before this call")
         if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
-            install_worker(self.sandbox)
-            self._zygote = start_zygote(self.sandbox, self.workdir, self.preload, self.deadline)
+            install_worker(self.sandbox, self.folder)
+            self._zygote = start_zygote(self.sandbox, self.workdir, self.folder, self.preload, self.deadline)
             left = min(self.deadline - time.monotonic(), self.call_timeout)  # the zygote's start took its share
             if left <= 1:
                 self.timed_out_calls += 1
@@ -188,15 +189,15 @@ class _Relay:
                 self.timed_out_calls += answered[1]
                 return answered[0]
             left = min(self.deadline - time.monotonic(), self.call_timeout)
-        request = f"{WORKER_DIR}/request-{self.calls}.json"
+        request = f"{self.folder}/request-{self.calls}.json"
         try:
             self.sandbox.write_file(request, payload)
         except InfrastructureError:
             raise
         except (FailAtlasError, OSError, ValueError) as exc:  # an earlier call of the agent's code broke the folder
             return error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}")
-        result = self.sandbox.exec(f"exec python3 -I -B {WORKER} {request}", timeout=left, cwd=self.workdir,
-                                   env=ENV, output_limit=REPLY_LIMIT + 4096)
+        result = self.sandbox.exec(f"exec python3 -I -B {self.folder}/{WORKER_NAME} {request}", timeout=left,
+                                   cwd=self.workdir, env=ENV, output_limit=REPLY_LIMIT + 4096)
         self.timed_out_calls += bool(result.timed_out or result.killed_reason == "timeout")
         return _reply(result)
 

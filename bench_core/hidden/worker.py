@@ -1,6 +1,6 @@
 """The sandbox side of the hidden-test boundary: one process per call, the only place the agent's code runs.
 
-Copied into the sandbox's working copy (as `.failatlas-hidden/failatlas_worker.py`) and started there with
+Copied into the sandbox's working copy (as `.failatlas-hidden-<random>/failatlas_worker.py`) and started there with
 `python3 -I -B failatlas_worker.py <request file>` in the working copy, or forked per call by a zygote
 (`--serve`, `serve`) that holds the heavy imports. It reads one request (wire data: a call
 of `module:qualname` with arguments, or a snippet with inputs), runs it with the working copy first on sys.path,

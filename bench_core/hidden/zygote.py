@@ -19,14 +19,15 @@ import contextlib
 import json
 import threading
 import time
+import uuid
 
 from failatlas.bench_core.hidden import wire
 from failatlas.bench_core.hidden.worker import CANCEL, FRAME, FRAME_MAGIC, READY, REPLY, REQUEST
 from failatlas.bench_core.sandbox.channel import ChannelError
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
-WORKER_DIR = ".failatlas-hidden"
-WORKER = f"{WORKER_DIR}/failatlas_worker.py"
+WORKER_PREFIX = ".failatlas-hidden-"  # + a fresh suffix per exchange (`worker_dir`)
+WORKER_NAME = "failatlas_worker.py"
 REPLY_LIMIT = wire.MAX_BYTES  # a reply relayed to the judge, whose frame limit is twice this
 # how long the zygote may take to import the task's libraries before calls fall back to one process each (never past
 # the hidden tests' deadline)
@@ -43,26 +44,34 @@ def too_large() -> bytes:
     return error_reply("ReplyTooLarge", f"the agent's process wrote more than {REPLY_LIMIT} bytes of reply")
 
 
-def _command(mode: str, preload: list[str]) -> str:
+def worker_dir() -> str:
+    """A folder of the working copy for one exchange's worker, named afresh each time: nothing the agent's tree
+    holds can be at its path (a file or link planted at a fixed name would fail the harness's own write, before
+    any of the agent's code ran, and pass for the harness's failure)."""
+    return WORKER_PREFIX + uuid.uuid4().hex[:16]
+
+
+def _command(mode: str, folder: str, preload: list[str]) -> str:
     names = " ".join(n for n in preload if all(p.isidentifier() for p in n.split(".")))
-    return f"exec python3 -I -B {WORKER} {mode} {WORKER_DIR} {names}"
+    return f"exec python3 -I -B {folder}/{WORKER_NAME} {mode} {folder} {names}"
 
 
-def start_zygote(sandbox, workdir: str, preload: list[str], deadline: float) -> FileZygote | ChannelZygote:
-    """A zygote started in `sandbox` (the worker installed already), over a channel where the sandbox offers one;
-    check `alive` before using it."""
+def start_zygote(sandbox, workdir: str, folder: str, preload: list[str],
+                 deadline: float) -> FileZygote | ChannelZygote:
+    """A zygote started in `sandbox` from the worker installed in `folder`, over a channel where the sandbox offers
+    one; check `alive` before using it."""
     if hasattr(sandbox, "open_channel"):
-        return ChannelZygote(sandbox, workdir, preload, deadline)
-    return FileZygote(sandbox, workdir, preload, deadline)
+        return ChannelZygote(sandbox, workdir, folder, preload, deadline)
+    return FileZygote(sandbox, workdir, folder, preload, deadline)
 
 
 class ChannelZygote:
     """The zygote over an attached command's stdin and stdout (module docstring)."""
 
-    def __init__(self, sandbox, workdir: str, preload: list[str], deadline: float) -> None:
+    def __init__(self, sandbox, workdir: str, folder: str, preload: list[str], deadline: float) -> None:
         self.channel = None
         try:
-            self.channel = sandbox.open_channel(_command("--serve-channel", preload),
+            self.channel = sandbox.open_channel(_command("--serve-channel", folder, preload),
                                                 timeout=max(1.0, deadline - time.monotonic() + 30), cwd=workdir,
                                                 env=ENV, limit=2 * REPLY_LIMIT + FRAME.size + 65536)
             header = self.channel.read(FRAME.size, until=min(time.monotonic() + ZYGOTE_START_S, deadline))
@@ -129,14 +138,14 @@ class ChannelZygote:
 class FileZygote:
     """The zygote over files in its folder (module docstring): one long `exec` in a thread of its own."""
 
-    def __init__(self, sandbox, workdir: str, preload: list[str], deadline: float) -> None:
-        self.sandbox = sandbox
+    def __init__(self, sandbox, workdir: str, folder: str, preload: list[str], deadline: float) -> None:
+        self.sandbox, self.folder = sandbox, folder
         self._ended = threading.Event()
         timeout = max(1.0, deadline - time.monotonic() + 30)
 
         def serve() -> None:
             try:
-                sandbox.exec(_command("--serve", preload), timeout=timeout, cwd=workdir, env=ENV,
+                sandbox.exec(_command("--serve", folder, preload), timeout=timeout, cwd=workdir, env=ENV,
                              output_limit=64 * 1024)
             except Exception:  # noqa: BLE001 - the per-call worker takes over when the zygote is gone
                 pass
@@ -148,7 +157,7 @@ class FileZygote:
         until = min(time.monotonic() + ZYGOTE_START_S, deadline)
         pause = 0.02
         while time.monotonic() < until and not self._ended.is_set():
-            if self._read(f"{WORKER_DIR}/ready") is not None:
+            if self._read(f"{self.folder}/ready") is not None:
                 return
             time.sleep(pause)
             pause = min(pause * 1.5, 0.3)
@@ -172,16 +181,16 @@ class FileZygote:
         try:
             write_files = getattr(self.sandbox, "write_files", None)
             if write_files is not None:  # the request, then `go`, in one copy
-                write_files(WORKER_DIR, [(f"request-{number}.json", payload), (f"go-{number}", b"")])
+                write_files(self.folder, [(f"request-{number}.json", payload), (f"go-{number}", b"")])
             else:
-                self.sandbox.write_file(f"{WORKER_DIR}/request-{number}.json", payload)
-                self.sandbox.write_file(f"{WORKER_DIR}/go-{number}", b"")
+                self.sandbox.write_file(f"{self.folder}/request-{number}.json", payload)
+                self.sandbox.write_file(f"{self.folder}/go-{number}", b"")
         except InfrastructureError:
             raise
         except (FailAtlasError, OSError, ValueError) as exc:  # an earlier call of the agent's code broke the folder
             return error_reply("WorkerUnavailable", f"the call could not be placed in the sandbox: {exc}"), False
         until, pause = time.monotonic() + left, 0.01
-        path = f"{WORKER_DIR}/reply-{number}.json"
+        path = f"{self.folder}/reply-{number}.json"
         while time.monotonic() < until:
             data = self._read(path)
             if data is not None:
@@ -193,14 +202,14 @@ class FileZygote:
             time.sleep(pause)
             pause = min(pause * 1.5, 0.2)
         with contextlib.suppress(FailAtlasError, OSError, ValueError):
-            self.sandbox.write_file(f"{WORKER_DIR}/cancel-{number}", b"")
+            self.sandbox.write_file(f"{self.folder}/cancel-{number}", b"")
         return error_reply("Timeout", f"the call did not finish within {left:.0f} s"), True
 
     def close(self) -> None:
         if self._thread is None:
             return
         with contextlib.suppress(FailAtlasError, OSError, ValueError):
-            self.sandbox.write_file(f"{WORKER_DIR}/stop", b"")
+            self.sandbox.write_file(f"{self.folder}/stop", b"")
         self._thread.join(timeout=15)
         self._thread = None
         self._ended.set()  # stopped, or not stopping: either way it is not used again

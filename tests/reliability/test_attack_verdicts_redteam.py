@@ -191,6 +191,28 @@ def test_a_call_that_holds_the_channel_and_starves_the_container_ends_by_the_dea
     assert "while :" not in left, left
 
 
+@pytest.mark.parametrize("kind", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize("planted", ["file", "link"])
+def test_a_tree_holding_the_workers_name_cannot_pass_for_the_harness_failing(tmp_path, request, kind, planted):
+    """A file or link at the worker folder's old fixed name (`.failatlas-hidden`, and any guess at the new
+    prefix) made the harness's first write fail before any of the agent's code ran: `judge_failed`, the run out
+    of I's denominator. The folder is named afresh per exchange, so the calls run."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mod.py").write_text("def f(x):\n    return 2 * x\n")
+    for name in (".failatlas-hidden", ".failatlas-hidden-0", zygote_module.WORKER_PREFIX):
+        if planted == "file":
+            (work / name).write_text("planted\n")
+        else:
+            (work / name).symlink_to("/etc")
+    (tmp_path / "test_hidden.py").write_text("def test_one(agent):\n    assert agent.call('mod:f', 3) == 6\n")
+    image = request.getfixturevalue("sandbox_image") if kind == "docker" else None
+    spec = SandboxSpec(memory_mb=1024, **({"image": image} if image else {}))
+    with create_sandbox(kind, spec, workspace=work) as box:
+        run = run_judge([tmp_path / "test_hidden.py"], box, pristine=None, timeout_s=30)
+    assert run.passed == ["test_one"] and run.failures == [] and run.problems == []
+
+
 def test_a_zygote_slow_to_start_never_takes_the_calls_time(tmp_path):
     """Red team 2026-12-05: 45 files of 1 MB of Python held the zygote's start (it reads the working copy's imports)
     for its whole 120 s, and the first call then still had the whole deadline. The zygote reads at most 4 MB of
