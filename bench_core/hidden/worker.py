@@ -277,9 +277,10 @@ def _kill_call(pid: int, signal_number: int) -> None:
 
 
 def _channel_call(folder: str, number: int, payload: bytes, channel: tuple[int, int], here: str,
-                  wire) -> bytes | None:
+                  wire, pending: list) -> bytes | None:
     """Run call `number` in a forked process and return its reply (at most wire.MAX_BYTES, else an error reply);
-    None when the harness closed the channel meanwhile (the call's process is killed)."""
+    None when the harness closed the channel meanwhile (the call's process is killed). A request that arrives
+    meanwhile is appended to `pending`."""
     import select
     import signal
 
@@ -312,6 +313,8 @@ def _channel_call(folder: str, number: int, payload: bytes, channel: tuple[int, 
                     return None
                 if frame[0] == CANCEL and frame[1] == number:
                     _kill_call(pid, signal.SIGKILL)
+                elif frame[0] == REQUEST:  # the next call, sent after this one was cancelled: kept for after it
+                    pending.append(frame)
             # once the call's process ended: what it wrote is in the pipe; a process it left may hold the pipe
             # open, so read only what is there now, and no more than a reply can be
             if exited and not (reading and read_end in ready and size <= wire.MAX_BYTES):
@@ -341,14 +344,15 @@ def serve_channel(folder: str, preload: list[str]) -> None:
     os.close(null)
     _preload(preload)
     _frame_out(channel_out, READY, 0, b"")
+    pending: list = []
     while True:
-        frame = _frame_in(channel_in)
+        frame = pending.pop(0) if pending else _frame_in(channel_in)
         if frame is None:
             return
         kind, number, payload = frame
         if kind != REQUEST:  # a cancel of a call already answered
             continue
-        reply = _channel_call(folder, number, payload, (channel_in, channel_out), here, wire)
+        reply = _channel_call(folder, number, payload, (channel_in, channel_out), here, wire, pending)
         if reply is None:
             return
         _frame_out(channel_out, REPLY, number, reply)

@@ -114,3 +114,25 @@ def test_a_broken_docker_stream_is_not_the_agents_failure(tmp_path, monkeypatch,
     assert run.passed == ["test_calls"] and run.failures == [] and run.problems == [] and not run.agent_fault
     assert len(calls) == 3  # each call, the first included, ran in a process of its own
 
+
+
+@pytest.mark.docker
+def test_the_call_after_a_timed_out_one_is_not_lost(tmp_path, sandbox_image):
+    """The request of the call after a cancelled one can reach the zygote while it still ends the cancelled
+    call; it is kept and answered, not dropped (red team, 2026-12-05)."""
+    from failatlas.bench_core.hidden import wire
+    from failatlas.bench_core.hidden.relay import _Relay
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mod.py").write_text("import time\n\n\ndef slow():\n    time.sleep(60)\n\n\ndef f(x):\n    return 2 * x\n")
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, memory_mb=1024), workspace=work) as box:
+        relay_ = _Relay(box, time.monotonic() + 120, 4.0, [])
+        try:
+            first = relay_.call(wire.encode({"op": "call", "target": "mod:slow", "args": []}))
+            replies = [relay_.call(wire.encode({"op": "call", "target": "mod:f", "args": [i]})) for i in range(3)]
+        finally:
+            relay_.close()
+    assert b"Timeout" in first
+    assert [wire.decode(r) for r in replies] == [{"ok": True, "value": 2 * i} for i in range(3)]
+    assert relay_._zygote is not None and relay_.timed_out_calls == 1
