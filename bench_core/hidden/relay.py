@@ -171,24 +171,21 @@ class _Relay:
 
     def _call(self, payload: bytes) -> bytes:
         self.calls += 1
-        left = min(self.deadline - time.monotonic(), self.call_timeout)
-        if left <= 1:
-            self.timed_out_calls += 1
-            return error_reply("Timeout", "the hidden tests' time was spent before this call")
         if self.calls == 1:  # once: an agent's code that breaks it later fails its own later calls
+            if self._left() <= 1:
+                return self._spent()
             install_worker(self.sandbox, self.folder)
             self._zygote = start_zygote(self.sandbox, self.workdir, self.folder, self.preload, self.deadline)
-            left = min(self.deadline - time.monotonic(), self.call_timeout)  # the zygote's start took its share
-            if left <= 1:
-                self.timed_out_calls += 1
-                return error_reply("Timeout", "the hidden tests' time was spent before this call")
+        left = self._left()  # after the zygote's start, which took its share
+        if left <= 1:
+            return self._spent()
         self.dispatched = True
         if self._zygote is not None and self._zygote.alive:
             answered = self._zygote.call(self.calls, payload, left)
             if answered is not None:  # else the harness's stream broke: the call runs in a process of its own
                 self.timed_out_calls += answered[1]
                 return answered[0]
-            left = min(self.deadline - time.monotonic(), self.call_timeout)
+            left = self._left()
         request = f"{self.folder}/request-{self.calls}.json"
         try:
             self.sandbox.write_file(request, payload)
@@ -200,6 +197,13 @@ class _Relay:
                                    cwd=self.workdir, env=ENV, output_limit=REPLY_LIMIT + 4096)
         self.timed_out_calls += bool(result.timed_out or result.killed_reason == "timeout")
         return _reply(result)
+
+    def _left(self) -> float:
+        return min(self.deadline - time.monotonic(), self.call_timeout)
+
+    def _spent(self) -> bytes:
+        self.timed_out_calls += 1
+        return error_reply("Timeout", "the hidden tests' time was spent before this call")
 
     def close(self) -> None:
         if self._zygote is not None:
