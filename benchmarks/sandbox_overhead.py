@@ -1,6 +1,6 @@
 """Sandbox overhead: a trivial command through FailAtlas's Docker sandbox (traced) vs a raw `docker run`.
 
-    python benchmarks/sandbox_overhead.py [--n 20] [--image failatlas/sandbox:bookworm-v3] [--harness 5] [--json OUT]
+    python benchmarks/sandbox_overhead.py [--n 20] [--image failatlas/sandbox:bookworm-v4] [--harness 5] [--json OUT]
 
 Timed, interleaved (A B C A B C ...) so drift hits all alike, `n` times each:
 - raw: `docker run --rm IMAGE true` through the CLI;
@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # for tests/ helpers; the installed failatlas comes first
 
-IMAGE = "failatlas/sandbox:bookworm-v3"
+IMAGE = "failatlas/sandbox:bookworm-v4"
 LIMITS = ["--cpus", "1", "--memory", "2g", "--pids-limit", "256", "--network", "none",
           "--tmpfs", "/tmp:size=512m", "--shm-size", "256m"]
 

@@ -35,6 +35,11 @@ DEFAULT_PACKAGES = ("python3", "python-is-python3", "python3-pip", "python3-venv
 # PEP 668 marker would refuse it, and the sandbox is the agent's own machine.
 PIP_MARKERS = ("usr/lib/python3*/EXTERNALLY-MANAGED",)
 AGENT_PATH = "/home/agent/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# the image's environment; SETUPTOOLS_USE_DISTUTILS=stdlib: `import distutils` (joblib, so every scikit-learn import)
+# takes Python 3.11's own distutils instead of loading setuptools and pkg_resources through their shim, about a third
+# of `import sklearn`'s time (benchmarks/RESULTS.md); the same module either way for what the image holds
+IMAGE_ENV = ("LANG=C.UTF-8", f"PATH={AGENT_PATH}", "HOME=/home/agent", "PIP_BREAK_SYSTEM_PACKAGES=1",
+             "SETUPTOOLS_USE_DISTUTILS=stdlib")
 AGENT_UID = 1000
 IMAGE_LABEL = "failatlas.image"
 
@@ -83,7 +88,7 @@ def image_exists(tag: str, *, client: Any = None) -> bool:
 
 def recipe_hash(suite: str, packages: Sequence[str]) -> str:
     """A short hash of what goes into the image, stored as a label so a stale image can be recognised."""
-    parts = [suite, f"uid={AGENT_UID}", f"path={AGENT_PATH}", *PIP_MARKERS, *sorted(packages)]
+    parts = [suite, f"uid={AGENT_UID}", *IMAGE_ENV, *PIP_MARKERS, *sorted(packages)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
@@ -183,8 +188,7 @@ def build_base_image(
         say(f"[3/3] importing into Docker as {tag}")
         repository, _, version = tag.rpartition(":") if ":" in tag.rsplit("/", 1)[-1] else (tag, "", "latest")
         changes = [
-            f"USER {AGENT_UID}:{AGENT_UID}", "WORKDIR /workspace", "ENV LANG=C.UTF-8",
-            f"ENV PATH={AGENT_PATH}", "ENV HOME=/home/agent", "ENV PIP_BREAK_SYSTEM_PACKAGES=1",
+            f"USER {AGENT_UID}:{AGENT_UID}", "WORKDIR /workspace", *(f"ENV {pair}" for pair in IMAGE_ENV),
             f"LABEL {IMAGE_LABEL}={recipe}", 'CMD ["/bin/bash"]',
         ]
         slow = docker.from_env(timeout=3600)

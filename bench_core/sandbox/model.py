@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from failatlas.bench_core.sandbox.policy import NetworkPolicy, as_policy, check_host
 from failatlas.bench_core.tasks.data import check_name, data_target, data_var
 
-DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v3"  # v3: strace, for the provenance of agent commands
+DEFAULT_IMAGE = "failatlas/sandbox:bookworm-v4"  # v3: strace (provenance); v4: distutils without setuptools
 VENV_TARGET = "/failatlas-env"  # where a task environment built as a venv is seen (venvs.py)
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
