@@ -42,6 +42,7 @@ from failatlas.bench_core.sandbox.errors import (
     SandboxFileNotFoundError,
     SandboxPathError,
 )
+from failatlas.bench_core.sandbox.host_cgroup import HostCgroup
 from failatlas.bench_core.sandbox.model import (
     DEFAULT_IMAGE,
     DEFAULT_READ_LIMIT,
@@ -97,6 +98,7 @@ class DockerSandbox(DockerCommands):
         self._tracer: str | None = None  # None: not set up yet; "": ready; else why the agent's commands run untraced
         self._strace = self._setpriv = self._python = ""
         self._home = "/tmp"
+        self._host: HostCgroup | None = None  # the host's view of its cgroups, where there is one (host_cgroup.py)
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None, client: Any = None) -> DockerSandbox:
@@ -137,6 +139,7 @@ class DockerSandbox(DockerCommands):
             box._command_env = network_env(spec, egress)
         try:
             box._probe((image_id, spec.user, json.dumps(options.get("environment"), sort_keys=True)))
+            box._find_host()
             if workspace is not None:
                 box._put(tarballs.pack(workspace, ".", uid=box._uid, gid=box._gid), spec.workdir)
         except BaseException:
@@ -223,12 +226,28 @@ class DockerSandbox(DockerCommands):
         """Last resort when a command cannot be killed from inside: restart the container, files kept."""
         import docker
 
+        self._host = None
         try:
             self.container.kill()
             self.container.start()
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot restart sandbox {self.container.name}: {exc}") from exc
         self.restarts += 1
+        self._find_host()
+
+    def _find_host(self) -> None:
+        """The host's view of this container's cgroups (host_cgroup.py), kept only for a sandbox user other than
+        root (its rule tells the user's processes from init's by their uid)."""
+        import docker
+
+        self._host = None
+        if self._uid == 0:
+            return
+        try:
+            self.container.reload()  # the attributes `run` returned were read before the container started
+        except docker.errors.DockerException:
+            return
+        self._host = HostCgroup.find(self.container.id, ((self.container.attrs or {}).get("State") or {}).get("Pid"))
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.workdir, path))
