@@ -10,7 +10,8 @@ The model (`LabelModel`, measured against nearest prototypes, k-NN and prototype
 of TRAIL GAIA in docs/quality.md): multinomial logistic regression, classes weighted to balance, on the embedding
 concatenated with TF-IDF of word unigrams and bigrams and of character 2-5-grams within words; its probabilities
 calibrated by one temperature fitted on cross-validated predictions of the training rows. A category is named by
-its label as the examples spell it; a seed category that no example names keeps the seed's name.
+its label as the examples spell it (the seed's name where that spelling names a topic, not a failure); a seed
+category that no example names keeps the seed's name.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def match_seed(label: str, categories: Sequence[SeedCategory]) -> SeedCategory |
         return exact[0]
     prefix = [c for c in categories if (k := label_key(c.name))[: len(key)] == key or key[: len(k)] == k]
     return prefix[0] if len(prefix) == 1 else None
+
+
+def shown_name(spelled: str, seed_name: str) -> str:
+    """The name a learned seed category is shown by: the label as the examples spell it, unless that is no
+    readable failure name ('Task Orchestration', 'Language-only': a topic) and the seed's own name is
+    ('Task orchestration error'); the two name the same category (`match_seed` matched them)."""
+    from failatlas.taxonomy.labelling.readable import unreadable_reason
+
+    return seed_name if unreadable_reason(spelled) and not unreadable_reason(seed_name) else spelled
 
 
 def same_category(name: str, label: str) -> bool:
@@ -113,7 +123,7 @@ def training_set(seed: Seed | None, examples: Sequence[tuple[str, str]], labels:
             spelled.setdefault(label, SeedCategory(name=label, definition=f"Statements labelled '{label}'."))
             return label
         name = by_seed.setdefault(seed_cat.name, label)
-        spelled.setdefault(name, seed_cat.model_copy(update={"name": name}))
+        spelled.setdefault(name, seed_cat.model_copy(update={"name": shown_name(name, seed_cat.name)}))
         return name
 
     data = TrainingSet()

@@ -64,8 +64,9 @@ def label_effects(learner: Learner, phase: str, kind: str, learned: list[Draft])
     examples, labels = learner.in_scope(phase, kind)
     if not labels:
         return []
-    data, _ = training_set(learner.seed, examples, labels, phase, seed_rows=False)
-    category_of = dict(zip((lab for _, _, lab in labels), data.labels[len(examples):], strict=True))
+    data, categories = training_set(learner.seed, examples, labels, phase, seed_rows=False)
+    category_of = {lab: categories[c].name for (_, _, lab), c in zip(labels, data.labels[len(examples):],
+                                                                     strict=True)}
     n_labelled = Counter(lab for _, _, lab in labels)
     n_categories = len(set(data.labels))
     taken = Counter({d.seed_category.name: len(d.insight_ids) for d in learned if d.seed_category is not None})

@@ -27,7 +27,14 @@ from failatlas.taxonomy import BuildParams
 from failatlas.taxonomy import run as build
 from failatlas.taxonomy.evaluate import evaluate_taxonomy
 from failatlas.taxonomy.labels import label_file, label_insights, label_type, list_labels, remove_labels
-from failatlas.taxonomy.learned import LabelModel, label_key, match_seed, read_examples, same_category
+from failatlas.taxonomy.learned import (
+    LabelModel,
+    label_key,
+    match_seed,
+    read_examples,
+    same_category,
+    training_set,
+)
 from failatlas.taxonomy.seeding import load_seed
 from tests.taxonomy.fill import add_clustering
 
@@ -108,6 +115,19 @@ def test_labels_name_seed_categories_as_the_data_spells_them():
     assert match_seed("Resource", cats) is None  # three categories start so: none is chosen
     assert match_seed("Flaky GPU driver", cats) is None
     assert same_category("Goal Deviation", "Goal deviation") and not same_category("Goal Deviation", "Timeout")
+
+
+def test_a_label_spelled_as_a_topic_shows_the_seeds_failure_name():
+    seed = load_seed("trail")
+    examples = [("The plan skipped a step", "Task Orchestration"), ("No closing tag", "Formatting Errors"),
+                ("It made up a year", "Language-only"), ("Wrong arguments to the tool", "Incorrect tool args")]
+    data, categories = training_set(seed, examples, [], "other", seed_rows=False)
+    assert data.labels == ["Task Orchestration", "Formatting Errors", "Language-only", "Incorrect tool args"]
+    assert categories["Task Orchestration"].name == "Task orchestration error"  # a topic: the seed's name
+    assert categories["Language-only"].name == "Language-only hallucination"
+    assert categories["Formatting Errors"].name == "Formatting Errors"  # readable: as the data spells it
+    assert categories["Incorrect tool args"].name == "Incorrect tool args"  # no seed category: its own
+    assert all(same_category(categories[c].name, c) for c in data.labels)  # measured against the same labels
 
 
 def test_the_label_model_transfers_across_trace_disjoint_halves_with_calibrated_confidence(gaia):
