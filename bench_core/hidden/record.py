@@ -20,6 +20,7 @@ from pathlib import Path
 
 from failatlas.bench_core.hidden import wire
 from failatlas.bench_core.hidden.relay import HERE, JudgeError, run_judge
+from failatlas.bench_core.sandbox.protocol import write_folder
 from failatlas.core.errors import FailAtlasError, InfrastructureError
 
 # bump when what is recorded or how it is replayed changes: stored recordings of another version are not reused
@@ -94,9 +95,9 @@ def install_recorder(sandbox, targets: list[dict], limits: Limits, *, observe: b
     not plain data are left out of its state one by one, rather than the whole call."""
     workdir = getattr(sandbox, "workdir", None) or "/workspace"
     spec = {**_spec(workdir, targets, limits, observe), **(extra or {})}
-    sandbox.write_file(f"{RECORD_DIR}/sitecustomize.py", (HERE / "recorder.py").read_bytes())
-    sandbox.write_file(f"{RECORD_DIR}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
-    sandbox.write_file(f"{RECORD_DIR}/spec.json", json.dumps(spec).encode())
+    write_folder(sandbox, RECORD_DIR, [("sitecustomize.py", (HERE / "recorder.py").read_bytes()),
+                                       ("failatlas_wire.py", (HERE / "wire.py").read_bytes()),
+                                       ("spec.json", json.dumps(spec).encode())])
     env = {"PYTHONPATH": f"{workdir}/{RECORD_DIR}", "FAILATLAS_RECORD_SPEC": f"{workdir}/{RECORD_DIR}/spec.json",
            "PYTHONDONTWRITEBYTECODE": "1"}
     return spec, env

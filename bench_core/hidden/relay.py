@@ -52,6 +52,7 @@ from failatlas.bench_core.hidden.zygote import (
     too_large,
     worker_dir,
 )
+from failatlas.bench_core.sandbox.protocol import write_folder
 from failatlas.core import syntax
 from failatlas.core.errors import AgentFaultError, FailAtlasError, HarnessSetupError, InfrastructureError
 
@@ -111,8 +112,8 @@ def stage(paths: list[Path], folder: Path) -> Path:
 
 def install_worker(sandbox, folder: str) -> None:
     """Write the worker and its codec into `folder` of the sandbox's working copy."""
-    sandbox.write_file(f"{folder}/{WORKER_NAME}", (HERE / "worker.py").read_bytes())
-    sandbox.write_file(f"{folder}/failatlas_wire.py", (HERE / "wire.py").read_bytes())
+    write_folder(sandbox, folder, [(WORKER_NAME, (HERE / "worker.py").read_bytes()),
+                                   ("failatlas_wire.py", (HERE / "wire.py").read_bytes())])
 
 
 def _reply(result) -> bytes:

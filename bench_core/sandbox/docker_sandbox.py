@@ -298,6 +298,17 @@ class DockerSandbox(DockerCommands):
         self._check_open()
         self._put(tarballs.pack_files(files, uid=self._uid, gid=self._gid), self._path(folder))
 
+    def write_folder(self, folder: str, files: list[tuple[str, bytes]]) -> None:
+        """Create `folder` (its parent exists) holding `files` (names, in this order), owned by the user, in one
+        copy into its parent (`protocol.write_folder`)."""
+        self._check_open()
+        target = self._path(folder)
+        name = posixpath.basename(target)
+        if target == self.workdir or not name or name in (".", ".."):
+            raise SandboxPathError(f"{folder} is not a folder below the working copy")
+        entries: list[tuple[str, bytes | None]] = [(name, None), *((f"{name}/{n}", data) for n, data in files)]
+        self._put(tarballs.pack_tree(entries, uid=self._uid, gid=self._gid), posixpath.dirname(target))
+
     def copy_in(self, host_src: str | Path, dest: str) -> None:
         """Copy a host file or folder to the sandbox path `dest` (the copy's own path), owned by the user."""
         self._check_open()

@@ -34,7 +34,8 @@ class Sandbox(Protocol):
 
     Optional: `open_channel(cmd, *, timeout, cwd=None, env=None, limit=...)` starts a command with its stdin and
     stdout held open and returns a `channel.Channel` (Docker has it: one attached exec instead of a daemon call per
-    message); callers test for it with `hasattr` and fall back to the methods above.
+    message); callers test for it with `hasattr` and fall back to the methods above. `write_folder(folder, files)`
+    creates a folder holding files in one step (`write_folder` below uses it where a kind has it).
     """
 
     backend: str
@@ -106,6 +107,20 @@ SANDBOXES: Registry[SandboxKind] = Registry("sandbox")
 def sandbox_kind(name: str) -> SandboxKind:
     """The registered sandbox kind `name`. Raises ConfigError naming the known kinds."""
     return SANDBOXES.create(name)
+
+
+def write_folder(sandbox: Sandbox, folder: str, files: list[tuple[str, bytes]]) -> None:
+    """Create `folder` (relative to the working copy; its parent exists) holding `files` (names and contents, in
+    this order): in one copy where the kind can (Docker: instead of a failed copy, a `mkdir` and a copy per file),
+    else a `write_file` each."""
+    if any(not name or "/" in name or name in (".", "..") for name, _data in files):
+        raise ValueError(f"file names, not paths, are written into {folder}")
+    at_once = getattr(sandbox, "write_folder", None)
+    if at_once is not None:
+        at_once(folder, files)
+        return
+    for name, data in files:
+        sandbox.write_file(f"{folder}/{name}", data)
 
 
 def create_sandbox(backend: str, spec: SandboxSpec, *, workspace: str | Path | None = None) -> Sandbox:

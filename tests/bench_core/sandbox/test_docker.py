@@ -129,6 +129,30 @@ def test_write_files_writes_each_file_in_order_in_one_copy(sandbox_image, run_id
         assert box.read_file("calls/request-1.json", max_bytes=len(payload) + 1) == payload
 
 
+def test_write_folder_creates_the_folder_and_its_files_in_one_copy(sandbox_image, run_id: str, monkeypatch) -> None:
+    """The recorder's and the hidden-test worker's files: one daemon call, no failed copy and no `mkdir` first;
+    the folder and files are the user's; a name that is a path is refused before anything is written."""
+    from failatlas.bench_core.sandbox import docker_sandbox
+    from failatlas.bench_core.sandbox.protocol import write_folder
+
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        calls: list[str] = []
+        put, raw = docker_sandbox.DockerSandbox._put, docker_sandbox.DockerSandbox._raw_exec
+        monkeypatch.setattr(docker_sandbox.DockerSandbox, "_put", lambda self, a, d: (calls.append(f"put {d}"),
+                                                                                     put(self, a, d))[1])
+        monkeypatch.setattr(docker_sandbox.DockerSandbox, "_raw_exec",
+                            lambda self, argv, **kw: (calls.append("exec"), raw(self, argv, **kw))[1])
+        write_folder(box, ".made", [("a.py", b"print(1)\n"), ("b.json", b"{}")])
+        assert calls == ["put /workspace"]
+        got = box.exec("stat -c '%U %F' .made .made/a.py .made/b.json; id -un", timeout=20).stdout.split("\n")
+        owner = got[3]
+        assert got[:3] == [f"{owner} directory", f"{owner} regular file", f"{owner} regular file"], got
+        assert box.read_file(".made/a.py") == b"print(1)\n"
+        with pytest.raises(ValueError):
+            write_folder(box, ".other", [("../escape.py", b"x")])
+        assert box.exec("ls -a /workspace", timeout=20).stdout.split() == [".", "..", ".made"]
+
+
 def test_memory_limit_kills_a_hog_and_says_oom(sandbox_image, run_id: str) -> None:
     spec = SandboxSpec(image=sandbox_image, memory_mb=256, run_id=run_id)
     with create_sandbox("docker", spec) as box:
