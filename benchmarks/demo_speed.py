@@ -18,7 +18,10 @@ them (issue 54), keeping each demo's output:
 
 Both demos use the same sandbox image and the same Docker engine; the image must exist (scripts/setup.sh). The
 load average (1 minute) is printed at each demo's start and end: on a busy machine the times say as much about
-the other work as about the demo.
+the other work as about the demo. So each demo's CPU time is printed too, which other work sharing the cores
+changes much less: the demo's own processes (their rusage), its containers (the `docker` cpuacct cgroup, cgroup v1
+with the cgroupfs driver) and the engine's daemons (dockerd and containerd, from /proc); a part this host cannot
+see is printed as "-". Another program using Docker at the same time is counted in the last two.
 """
 
 from __future__ import annotations
@@ -31,6 +34,45 @@ import tempfile
 import time
 from pathlib import Path
 
+DOCKER_CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
+
+
+def _cpu() -> dict[str, float | None]:
+    """CPU seconds so far: this process's waited-for children, the Docker containers' cgroup, dockerd, containerd."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    found: dict[str, float | None] = {"demo": children.ru_utime + children.ru_stime}
+    try:
+        found["containers"] = int(DOCKER_CPUACCT.read_text()) / 1e9
+    except (OSError, ValueError):
+        found["containers"] = None
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in ("dockerd", "containerd"):
+        total = None
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:
+                continue
+            if text[text.index("(") + 1:text.rindex(")")] == name:  # its own time and its waited-for children's
+                fields = text[text.rindex(")") + 2:].split()
+                total = (total or 0.0) + sum(int(v) for v in fields[11:15]) / tick
+        found[name] = total
+    return found
+
+
+def _cpu_line(before: dict[str, float | None], after: dict[str, float | None]) -> str:
+    parts, total = [], 0.0
+    for key in before:
+        if before[key] is None or after[key] is None:
+            parts.append(f"{key} -")
+            continue
+        spent = after[key] - before[key]
+        total += spent
+        parts.append(f"{key} {spent:.0f} s")
+    return f"CPU {total:.0f} s ({', '.join(parts)})"
+
 
 def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n: int = 0) -> float:
     with tempfile.TemporaryDirectory(prefix=f"demo-{label}-") as tmp:
@@ -38,6 +80,7 @@ def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n:
                                  check=False).stdout.strip()
         print(f"{label}: {version or python} demo {' '.join(extra)} in {tmp}; load {os.getloadavg()[0]:.1f}",
               flush=True)
+        cpu = _cpu()
         start = time.perf_counter()
         proc = subprocess.run([python, "-m", "failatlas", "--db", str(Path(tmp) / "demo.duckdb"), "demo", *extra],
                               cwd=tmp, capture_output=True, text=True, check=False,
@@ -48,7 +91,7 @@ def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n:
             (log / f"{label}-{n + 1}.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             sys.exit(f"{label}: failatlas demo exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-        print(f"{label}: {seconds:.0f} s; load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{label}: {seconds:.0f} s; load {os.getloadavg()[0]:.1f}; {_cpu_line(cpu, _cpu())}", flush=True)
         return seconds
 
 
