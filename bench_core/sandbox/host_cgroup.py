@@ -8,7 +8,10 @@ are read from the host's side instead, where nothing in the container can change
 - `resting()`: whether the container holds only its init (docker-init, root) and init's `sleep` (root): then no
   command left anything to reap. Orphans of the agent's commands are re-parented to init too, but run as the
   sandbox user, never as root (no new privileges, no capabilities), so they are seen; any other process, a live
-  command of the harness's included, makes it False and the reap runs in the container as before.
+  command of the harness's included, makes it False and the reap runs in the container as before. The pids
+  controller's count of tasks is read first and must equal those of init and `sleep`: it is charged before a new
+  task exists, in one number, so a process that keeps re-forking to change its pid (which a list read while it
+  forks could miss) is always counted, and once no task of the agent is left, none can appear.
 - `counters()`: (oom kills, fork failures at the pids limit), the numbers `_COUNTERS_SH` prints inside.
 
 `find` returns None wherever that view cannot be had or checked (a remote engine, another process namespace, a
@@ -24,20 +27,18 @@ from pathlib import Path
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def _status(pid: str) -> tuple[int, int] | None:
-    """(parent pid, real uid) of host process `pid`, None when it is gone."""
-    ppid = uid = None
+def _status(pid: str) -> tuple[int, int, int] | None:
+    """(parent pid, real uid, threads) of host process `pid`, None when it is gone."""
+    found: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("PPid:"):
-                    ppid = int(line.split()[1])
-                elif line.startswith("Uid:"):
-                    uid = int(line.split()[1])
-                    break
+                key = line.split(":", 1)[0]
+                if key in ("PPid", "Uid", "Threads"):
+                    found[key] = int(line.split()[1])
     except (OSError, ValueError, IndexError):
         return None
-    return (ppid, uid) if ppid is not None and uid is not None else None
+    return (found["PPid"], found["Uid"], found["Threads"]) if len(found) == 3 else None
 
 
 def _keyed(path: Path, key: str) -> int:
@@ -54,6 +55,7 @@ class HostCgroup:
 
     def __init__(self, init_pid: int, procs: Path, oom: Path | None, pids: Path | None) -> None:
         self.init_pid, self.procs, self.oom, self.pids = init_pid, procs, oom, pids
+        self.tasks = procs.with_name("pids.current")  # the pids controller's count of the cgroup's tasks
 
     @classmethod
     def find(cls, container_id: str, init_pid: object) -> HostCgroup | None:
@@ -86,7 +88,7 @@ class HostCgroup:
             return None
         procs = procs_dir / "cgroup.procs"
         view = cls(init_pid, procs, oom if oom.is_file() else None, pids if pids.is_file() else None)
-        if not named or str(init_pid) not in view._pids():
+        if not named or not view.tasks.is_file() or str(init_pid) not in view._pids():
             return None
         return view
 
@@ -98,16 +100,23 @@ class HostCgroup:
 
     def resting(self) -> bool:
         """Whether only init and its root children (init's `sleep`) are in the container now."""
+        try:
+            tasks = int(self.tasks.read_text())  # first: what exists now, new tasks being made included
+        except (OSError, ValueError):
+            return False
         pids = self._pids()
         if str(self.init_pid) not in pids:
             return False  # the container restarted, or this view is stale: say nothing
+        threads = 0
         for pid in pids:
-            if pid == str(self.init_pid):
-                continue
             status = _status(pid)
-            if status is None or status != (self.init_pid, 0):
+            if status is None:
                 return False
-        return True
+            ppid, uid, count = status
+            if pid != str(self.init_pid) and (ppid, uid) != (self.init_pid, 0):
+                return False
+            threads += count
+        return tasks == threads
 
     def counters(self) -> tuple[int, int] | None:
         """(oom kills, fork failures at the pids limit) of the container, None when a file cannot be read."""

@@ -4,6 +4,7 @@ the container where the host sees it, and the command in the container wherever 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,9 @@ def test_a_command_that_leaves_nothing_costs_one_exec_and_a_leftover_is_still_re
         # an orphan re-parented to init, in a session of its own, is the agent's user's: seen, and reaped inside
         assert box.exec("setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo started", timeout=20).returncode == 0
         assert len(seen) == 4 and "kill -9 -1" in " ".join(seen[-1]), seen
+        deadline = time.monotonic() + 10  # the killed process is counted until init has reaped it
+        while not box._host.resting() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert box._host.resting()
         ps = box._raw_exec(["ps", "-eo", "user,args"], user="0:0", timeout=20).stdout
         assert "sleep 300" not in ps, ps
