@@ -151,6 +151,12 @@ def test_write_folder_creates_the_folder_and_its_files_in_one_copy(sandbox_image
         with pytest.raises(ValueError):
             write_folder(box, ".other", [("../escape.py", b"x")])
         assert box.exec("ls -a /workspace", timeout=20).stdout.split() == [".", "..", ".made"]
+        # a link planted at the folder's name (the agent's tree carried into a judged one) is replaced, never followed
+        box.exec("ln -s /tmp .planted", timeout=20)
+        write_folder(box, ".planted", [("a.py", b"1")])
+        assert box.exec("stat -c %F .planted", timeout=20).stdout.split() == ["directory"]
+        assert box.exec("ls -A /tmp", timeout=20).stdout.split() == []
+        assert box.exec("ls -A .planted", timeout=20).stdout.split() == ["a.py"]
 
 
 def test_memory_limit_kills_a_hog_and_says_oom(sandbox_image, run_id: str) -> None:
