@@ -54,6 +54,63 @@ LABEL_MODELS = {"shipped": (1.0, "balanced"), "before-41": (0.0, None), "chars-u
                 "words-balanced": (0.0, "balanced")}
 
 
+def abstaining(rule: str) -> None:
+    """A benchmark-only switch of the label model (issue 53, measured and not shipped): a statement the rule
+    abstains on gets even probabilities, so no learned category takes it (1/k is below the 0.2 threshold for the
+    k >= 6 categories of both domains) and clustering does. `calibrated`: below the margin (best minus second
+    calibrated probability) where an isotonic fit of the training rows' cross-validated rightness on the margin
+    reaches 1/2 (none with < 50 rows or < 10 wrong); a number: below that margin; `agree`: where the category
+    whose labelled statements' unit mean is nearest (embedding alone) is not the model's choice."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from failatlas.taxonomy.learned import LabelModel, _softmax
+    from failatlas.taxonomy.margin import label_prototypes
+
+    fit, proba = LabelModel.fit, LabelModel.predict_proba
+
+    def cross_validated_logits(model, vectors, texts, labels):  # noqa: ANN001, ANN202
+        from sklearn.model_selection import KFold  # the folds LabelModel.fit calibrates its temperature on
+
+        y = np.searchsorted(model.classes_, np.asarray(labels, dtype=object))
+        cv = np.full((len(y), len(model.classes_)), -1e9)
+        for train, test in KFold(min(model.folds, len(y)), shuffle=True, random_state=model.random_state).split(y):
+            if len(set(y[train])) >= 2:
+                clf = model._fit_one(vectors[train], [texts[i] for i in train], y[train])
+                cv[test] = model._logits(clf, vectors[test], [texts[i] for i in test], len(model.classes_))
+        model.clf_ = model._fit_one(vectors, texts, y)  # _fit_one refits the vocabularies: back to the whole set's
+        return cv
+
+    def fit_and_calibrate(self, vectors, texts, labels):  # noqa: ANN001, ANN202
+        fit(self, vectors, texts, labels)
+        self.abstain_protos_ = label_prototypes(vectors, list(labels), list(self.classes_))
+        self.abstain_margin_ = 0.0
+        seen = self.cv_predictions_ >= 0
+        if rule == "calibrated" and seen.sum() >= 50 and (self.cv_predictions_ != self.cv_truth_)[seen].sum() >= 10:
+            cv = cross_validated_logits(self, vectors, texts, labels)[seen] / self.temperature_
+            ranked = np.sort(_softmax(cv), axis=1)
+            gaps, right = ranked[:, -1] - ranked[:, -2], self.cv_predictions_[seen] == self.cv_truth_[seen]
+            at = np.unique(gaps)
+            sure = IsotonicRegression(out_of_bounds="clip").fit(gaps, right.astype(float)).predict(at) >= 0.5
+            self.abstain_margin_ = float(at[np.argmax(sure)]) if sure.any() else float("inf")
+        elif rule not in ("calibrated", "agree"):
+            self.abstain_margin_ = float(rule)
+        return self
+
+    def abstain(self, vectors, texts):  # noqa: ANN001, ANN202
+        p = proba(self, vectors, texts)
+        if p.shape[1] < 2:
+            return p
+        ranked = np.sort(p, axis=1)
+        torn = ranked[:, -1] - ranked[:, -2] < self.abstain_margin_
+        if rule == "agree":
+            unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            torn |= (unit @ self.abstain_protos_.T).argmax(axis=1) != p.argmax(axis=1)
+        p[torn] = 1.0 / p.shape[1]
+        return p
+
+    LabelModel.fit, LabelModel.predict_proba = fit_and_calibrate, abstain
+
+
 def own_half(text: str) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest(), 16) % 2
 
@@ -191,6 +248,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     " script logged (its stderr: '<domain> half <n> <build>: <taxonomy id>') in the stores of --work")
     ap.add_argument("--demo", type=Path, help="a store `failatlas demo` filled: score its current taxonomy, build"
                     " again with this code from the same clusterings, score that (names, fit, leftovers)")
+    ap.add_argument("--abstain", help="a benchmark-only switch: the label model abstains (calibrated | a margin |"
+                    " agree; see `abstaining`): measured for issue 53, not shipped")
     args = ap.parse_args(argv)
     if args.demo:
         return demo_rows(args.demo, args.show_names)
@@ -202,6 +261,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         defaults = list(LabelModel.__init__.__defaults__)
         defaults[2], defaults[3] = LABEL_MODELS[args.label_model]  # char_weight, class_weight
         LabelModel.__init__.__defaults__ = tuple(defaults)
+    if args.abstain:
+        abstaining(args.abstain)
     args.work.mkdir(parents=True, exist_ok=True)
     embedder = CachingEmbedder(qt.DEFAULT_MODEL, args.work / "encode_cache.json")
     trail = load_seed("trail")
