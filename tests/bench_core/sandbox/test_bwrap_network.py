@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -163,19 +165,28 @@ def test_proxy_is_unprivileged_and_ends_with_the_sandbox(repo: Path) -> None:
 
 def test_proxy_ends_when_the_harness_dies(repo: Path) -> None:
     """A harness killed without closing its sandbox leaves no proxy behind (`--parent`); the folder is an orphan
-    that `clean_orphans` removes."""
+    that `clean_orphans` removes. The sandbox lives in a base folder of its own (`FAILATLAS_SANDBOX_TMP`): every
+    runner cleans its kind's orphans when it starts, so in the shared temp folder a runner of a test running
+    beside this one could remove the orphan before this test looks for it (seen once in the full suite)."""
     from failatlas.bench_core.sandbox.local import cleanup_local_orphans
 
-    script = ("import os, sys; from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox; "
-              "box = create_sandbox('bwrap', SandboxSpec(network='registries', allow_hosts=['pypi.org'], "
-              f"run_id='test-bwrap-net-orphan'), workspace={str(repo)!r}); "
-              "print(box.egress.proc.pid, flush=True); os._exit(0)")
-    pid = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
-    deadline = time.monotonic() + 15
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not Path(f"/proc/{pid}").exists(), "the proxy outlived its harness"
-    assert len(cleanup_local_orphans(run_id="test-bwrap-net-orphan")) == 1
+    base = Path(tempfile.mkdtemp(prefix="failatlas-orphan-base-"))
+    base.chmod(0o755)  # the sandbox's uid reaches its folder, as in the system temp folder
+    try:
+        script = ("import os, sys; from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox; "
+                  "box = create_sandbox('bwrap', SandboxSpec(network='registries', allow_hosts=['pypi.org'], "
+                  f"run_id='test-bwrap-net-orphan'), workspace={str(repo)!r}); "
+                  "print(box.egress.proc.pid, flush=True); os._exit(0)")
+        pid = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "FAILATLAS_SANDBOX_TMP": str(base)}).stdout)
+        deadline = time.monotonic() + 15
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pid}").exists(), "the proxy outlived its harness"
+        assert len(cleanup_local_orphans(run_id="test-bwrap-net-orphan", base=base)) == 1
+        assert not any(base.iterdir())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_full_is_refused_with_one_clear_line(repo: Path) -> None:
