@@ -254,7 +254,8 @@ def demo(
     sandbox: Annotated[str, typer.Option(
         help="auto (docker where its engine answers, else bwrap), docker, bwrap, or local (trusted agents only: "
         "it isolates nothing).")] = "auto",
-    workers: Annotated[int, typer.Option(help="Runs in parallel.")] = 2,
+    workers: Annotated[int, typer.Option(
+        help="Runs in parallel (3: on 2 cores a third keeps them busy while the others wait on Docker).")] = 3,
     twins: Annotated[bool, typer.Option(
         help="Also run every agent on the tasks' impossible twins: the cheat rate beside the scores (--no-twins: "
         "the scores only).")] = True,

@@ -32,7 +32,7 @@ class DemoResult:
     seconds: float = 0.0
 
 
-def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: int = 2, twins: bool = True,
+def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: int = 3, twins: bool = True,
              say: Callable[[str], None] = print, tick: Callable[[], None] | None = None) -> DemoResult:
     """Run the whole pipeline on the mini-suite into `store`, writing tables and figures under `out_dir`. With
     `twins`, every agent also runs on the tasks' impossible twins, whose runs give the cheat rate of the report
