@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +45,38 @@ def stamp(path: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+# Results the server computed before it listened (`serve.warm`: the first page's queries), by `_call`'s arguments;
+# the first `_call` with the same arguments (the same store stamp: nothing committed since) takes its result from
+# here instead of querying, once, and Streamlit's cache keeps it from then on
+WARM: dict[tuple, Any] = {}
+_warming = False
+
+
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
 def _call(name: str, path: str, version: tuple[int, ...], args: tuple, kwargs: tuple) -> Any:
-    del version  # part of the cache key only
+    warm = WARM.pop((name, path, version, args, kwargs), WARM)
+    if warm is not WARM:
+        return warm
     return query_function(name)(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **dict(kwargs))
 
 
 def q(path: str, name: str, *args: Any, **kwargs: Any) -> Any:
     """`<module>.<name>(Store(path), *args, **kwargs)` for the first of `MODULES` that has `name`, cached until the
     store changes."""
-    return _call(name, path, stamp(path), tuple(args), tuple(sorted(kwargs.items())))
+    key = (name, path, stamp(path), tuple(args), tuple(sorted(kwargs.items())))
+    if _warming:  # `warming()`: computed now, kept for the server's first `_call` with these arguments
+        WARM[key] = query_function(name)(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **kwargs)
+        return WARM[key]
+    return _call(*key)
+
+
+@contextmanager
+def warming() -> Iterator[None]:
+    """While inside, `q` runs each query at once and keeps its result in `WARM` for the server's first `_call` (no
+    Streamlit runtime exists yet, so its cache cannot be filled)."""
+    global _warming
+    _warming = True
+    try:
+        yield
+    finally:
+        _warming = False

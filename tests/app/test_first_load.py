@@ -70,3 +70,64 @@ def test_after_the_servers_preload_no_page_load_imports_ours_or_a_heavy_package(
     # the same loads without the preload import the stages: what the preload saves the first page
     plain = _imports(app_db, "plain", pages[:1])["overview"]
     assert {"failatlas.bench_core.scoring.metrics", "failatlas.appdata.pages.overview"} <= set(plain)
+
+
+WARM_PROBE = """
+import json, os, sys
+from streamlit.testing.v1 import AppTest
+from failatlas.appdata import cache, serve
+from failatlas.core.store import Store
+assert serve.preload() == []
+why = serve.warm() if sys.argv[1] != "cold" else "cold"
+warmed = len(cache.WARM)
+if sys.argv[1] == "changed":  # a writer commits after the warm-up: its results must not be shown
+    with Store(os.environ["FAILATLAS_DB"]).write() as conn:
+        conn.execute("DELETE FROM judgements")
+asked = []
+real = cache.query_function
+cache.query_function = lambda name: (asked.append(name), real(name))[1]
+at = AppTest.from_file(os.path.join(sys.argv[2], "app.py"), default_timeout=300)
+at.run()
+assert not at.exception, [e.value for e in at.exception]
+tables = [el.value.to_dict(orient="list") for el in at.dataframe]
+print(json.dumps({"why": why, "warmed": warmed, "left": len(cache.WARM), "asked": asked,
+                  "tables": json.loads(json.dumps(tables, default=str))}))
+"""
+
+
+def _first_load(db: Path, how: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", WARM_PROBE, how, str(ROOT)], capture_output=True, text=True,
+                         env={"FAILATLAS_DB": str(db), "PATH": "/usr/bin:/bin", "HOME": str(db.parent)},
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_servers_warm_up_answers_every_query_of_the_first_page_with_the_same_tables(app_db: Path) -> None:
+    cold = _first_load(app_db, "cold")
+    warm = _first_load(app_db, "warm")
+    assert cold["asked"] and cold["tables"]  # the Overview queries the store and draws tables
+    assert warm["why"] is None and warm["warmed"] >= len(set(cold["asked"]))
+    assert warm["asked"] == [] and warm["left"] == 0  # every query answered by the warm-up, each taken once
+    assert warm["tables"] == cold["tables"]
+
+
+def test_a_commit_after_the_warm_up_is_shown_not_the_warmed_results(app_db: Path) -> None:
+    changed = _first_load(app_db, "changed")
+    assert changed["why"] is None and changed["warmed"]
+    assert changed["asked"]  # the store's stamp moved: the page queried again
+    cold_after = _first_load(app_db, "cold")  # the same store, now without judgements, read without a warm-up
+    assert changed["tables"] == cold_after["tables"]
+
+
+def test_the_warm_up_says_why_it_did_not_warm_and_never_stops_the_server(tmp_path: Path, monkeypatch) -> None:
+    from failatlas.appdata import cache, serve
+
+    monkeypatch.setenv("FAILATLAS_DB", str(tmp_path / "none.duckdb"))
+    assert serve.warm() == "no store yet" and not (tmp_path / "none.duckdb").exists()
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(b"not a DuckDB file" * 100)
+    monkeypatch.setenv("FAILATLAS_DB", str(bad))
+    why = serve.warm()
+    assert why is not None and "bad.duckdb" in why
+    assert not cache._warming
