@@ -17,6 +17,7 @@ from failatlas.core.store import Store
 
 TTL = 600
 LOCK_TIMEOUT = 60.0
+WARM_LOCK_TIMEOUT = 2.0  # the warm-up before the server listens waits this long for a writer, then lets the page
 # Where `q(path, name)` looks a query up, in this order (`queries` re-exports the first five); each module is
 # imported when a query is first looked up in it, so a page imports only the query modules it reads through
 MODULES = tuple(f"failatlas.appdata.{name}" for name in (
@@ -65,7 +66,7 @@ def q(path: str, name: str, *args: Any, **kwargs: Any) -> Any:
     store changes."""
     key = (name, path, stamp(path), tuple(args), tuple(sorted(kwargs.items())))
     if _warming:  # `warming()`: computed now, kept for the server's first `_call` with these arguments
-        WARM[key] = query_function(name)(Store(path, lock_timeout=LOCK_TIMEOUT), *args, **kwargs)
+        WARM[key] = query_function(name)(Store(path, lock_timeout=WARM_LOCK_TIMEOUT), *args, **kwargs)
         return WARM[key]
     return _call(*key)
 

@@ -131,3 +131,22 @@ def test_the_warm_up_says_why_it_did_not_warm_and_never_stops_the_server(tmp_pat
     why = serve.warm()
     assert why is not None and "bad.duckdb" in why
     assert not cache._warming
+
+
+def test_a_writer_holding_the_store_delays_the_servers_start_by_seconds_not_the_lock_timeout(app_db: Path) -> None:
+    import time
+
+    hold = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('holding', flush=True); time.sleep(60)"
+    writer = subprocess.Popen([sys.executable, "-c", hold, str(app_db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", "from failatlas.appdata import serve; print(serve.warm())"],
+                             capture_output=True, text=True, env={"FAILATLAS_DB": str(app_db), "PATH": "/usr/bin:/bin",
+                                                                  "HOME": str(app_db.parent)}, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        writer.kill()
+        writer.wait()
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "StoreLockedError" in out.stdout and took < 30  # the lock timeout of a page is 60 s
