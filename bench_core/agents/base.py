@@ -96,11 +96,23 @@ class AgentContext:
     def write(self, relpath: str, text: str) -> None:
         """Write `text` to `relpath` in the sandbox. Its trace step records the size and SHA-256 of the bytes
         written, which collection checks what it reads back against (`runs.readback`); `bytes` counts characters."""
+        self.sandbox.write_file(f"{self.workdir}/{relpath}", self._recorded_write(relpath, text))
+
+    def write_folder(self, folder: str, files: list[tuple[str, str]]) -> None:
+        """Write `files` (names and texts) into `folder` (relative to the working copy; created when missing, its
+        parent must exist): a trace step per file, as `write` records it, and one copy into the sandbox where its
+        kind can (`sandbox.protocol.write_folder`), instead of a `mkdir` and a copy per file."""
+        from failatlas.bench_core.sandbox.protocol import write_folder
+
+        write_folder(self.sandbox, f"{self.workdir}/{folder}",
+                     [(name, self._recorded_write(f"{folder}/{name}", text)) for name, text in files])
+
+    def _recorded_write(self, relpath: str, text: str) -> bytes:
         data = text.encode()
         self.record(StepEvent(kind="tool_call", tool="write_file", arguments={
             "path": relpath, "bytes": len(text), "size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
             "content": text[:WRITTEN_CONTENT_CAP], "content_truncated": len(text) > WRITTEN_CONTENT_CAP}))
-        self.sandbox.write_file(f"{self.workdir}/{relpath}", data)
+        return data
 
 
 class AgentOutcome(BaseModel):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import posixpath
 
 from failatlas.bench_core.agents.base import (
     CONCLUSION_FILE,
     DESIGN_FILE,
+    OUTPUT_DIR,
     RUN_SCRIPT,
     AgentContext,
     AgentOutcome,
@@ -65,12 +67,13 @@ class GoldAgent:
 
     def write_outputs(self, ctx: AgentContext, *, conclusion: bool = True) -> None:
         task = self._require_reference(ctx).task
-        ctx.sh(f"mkdir -p {DESIGN_FILE.rsplit('/', 1)[0]}")
-        ctx.write(DESIGN_FILE, design_json(task))
+        files = [(DESIGN_FILE, design_json(task))]
         if conclusion and task.expected_conclusion:
-            ctx.write(CONCLUSION_FILE, task.expected_conclusion)
+            files.append((CONCLUSION_FILE, task.expected_conclusion))
         if task.run.command:
-            ctx.write(RUN_SCRIPT, run_script(task))
+            files.append((RUN_SCRIPT, run_script(task)))
+        # the three files sit in OUTPUT_DIR: one copy creates it with them (no `mkdir` command, no copy per file)
+        ctx.write_folder(OUTPUT_DIR, [(posixpath.basename(path), text) for path, text in files])
 
     def run_experiment(self, ctx: AgentContext) -> None:
         task = self._require_reference(ctx).task

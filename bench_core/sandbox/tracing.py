@@ -20,7 +20,7 @@ from failatlas.bench_core.sandbox.model import (
     KilledReason,
 )
 from failatlas.bench_core.sandbox.output import command_text
-from failatlas.bench_core.sandbox.protocol import Sandbox
+from failatlas.bench_core.sandbox.protocol import Sandbox, write_folder
 
 TAIL_CHARS = 4000
 
@@ -129,6 +129,9 @@ class TracedSandbox:
 
     def write_file(self, path: str, data: bytes | str) -> None:
         self.inner.write_file(path, data)
+
+    def write_folder(self, folder: str, files: list[tuple[str, bytes]]) -> None:
+        write_folder(self.inner, folder, files)  # in one copy where the inner kind can (`protocol.write_folder`)
 
     def copy_in(self, host_src: str | Path, dest: str) -> None:
         self.inner.copy_in(host_src, dest)
