@@ -26,7 +26,7 @@ from pathlib import Path
 from failatlas.bench_core.agents.base import CONCLUSION_FILE, DESIGN_FILE, RUN_SCRIPT
 from failatlas.bench_core.runs.diff import tree_diff
 from failatlas.bench_core.runs.model import RunOutputs
-from failatlas.bench_core.runs.readback import Seen, Written, copied_seen, read_seen, settle
+from failatlas.bench_core.runs.readback import Seen, Written, copied_seen, read_all_seen, settle
 from failatlas.bench_core.sandbox.model import CopyLimits, CopyReport
 from failatlas.bench_core.sandbox.tarballs import DAMAGED
 from failatlas.core.errors import InputError
@@ -129,7 +129,7 @@ def collect_outputs(sandbox, workdir: str, masked: Path, scratch: Path, *, file_
     # the masked repository's .git is the harness's (the diff never reads it): a large repository's objects must
     # not fill the cap and make an agent's run an agent_error (issue 52, R5)
     limits = (copy_limits or CopyLimits()).model_copy(update={"skip_top": (".git",)})
-    first = {rel: read_seen(sandbox, workdir, rel, file_limit) for rel in OUTPUT_FILES}
+    first = read_all_seen(sandbox, workdir, list(OUTPUT_FILES), file_limit)  # one command on Docker
     final = scratch / "final"
     report = _copy_out(sandbox, workdir, final, limits)
     if not final.is_dir():  # the working copy itself was left out (unreadable, say)

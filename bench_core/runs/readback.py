@@ -102,6 +102,32 @@ def read_seen(sandbox: Any, workdir: str, rel: str, cap: int) -> Seen:
         return Seen("missing")
 
 
+def read_all_seen(sandbox: Any, workdir: str, rels: list[str], cap: int) -> dict[str, Seen]:
+    """Each of `rels` as `read_seen` sees it, read in one step where the sandbox's kind can
+    (`sandbox.protocol.read_files`), else (or when that step fails) one by one. SandboxError and the like of the
+    reads one by one propagate."""
+    from failatlas.bench_core.sandbox.errors import SandboxError
+    from failatlas.bench_core.sandbox.protocol import read_files
+
+    try:
+        answers = read_files(sandbox, [f"{workdir}/{rel}" for rel in rels], max_bytes=cap + 1)
+    except (PermissionError, SandboxError):
+        # together they took longer than one read may, or the output came back without every file's answer (a
+        # stream lost on the way: issue 38): each read alone, as `settle` then checks it against the copy
+        return {rel: read_seen(sandbox, workdir, rel, cap) for rel in rels}
+    out = {}
+    for rel, got in zip(rels, answers, strict=True):
+        if isinstance(got, PermissionError):  # a folder, FIFO or link where the file belongs
+            out[rel] = Seen("unusable", reason=str(got))
+        elif isinstance(got, (FileNotFoundError, LookupError)):
+            out[rel] = Seen("missing")
+        elif isinstance(got, BaseException):
+            raise got
+        else:
+            out[rel] = Seen("file", got)
+    return out
+
+
 def copied_seen(root: Path, rel: str, report: CopyReport, cap: int) -> Seen:
     """`rel` in the copied tree `root`, never following a link; 'broken' when the copy's archive was damaged,
     'unknown' when the copy left it (or a folder above it) out, or stopped early."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,11 +68,7 @@ exit 0
 def read_file(box: DockerSandbox, path: str, *, max_bytes: int) -> bytes:
     """`DockerSandbox.read_file`: the first `max_bytes` bytes of the regular file `path`, read as the sandbox user.
     Raises SandboxFileNotFoundError, or SandboxPathError (not a regular file, a link, unreadable, too slow)."""
-    target = box._path(path)
-    if target == box.workdir or target.startswith(box.workdir.rstrip("/") + "/"):
-        base, rel = box.workdir, target[len(box.workdir):]
-    else:
-        base, rel = posixpath.dirname(target), posixpath.basename(target)
+    base, rel, target = _read_args(box, path)
     cap = max(0, max_bytes)
     deadline = time.monotonic() + READ_TIMEOUT_S
 
@@ -88,14 +85,80 @@ def read_file(box: DockerSandbox, path: str, *, max_bytes: int) -> bytes:
             kept += len(chunks[-1])
     finally:
         code = box._end_stream(exec_id, marker, stream)
-    reason = stream.stderr.text().strip()
-    if code == 4:
-        raise SandboxFileNotFoundError(f"no file {path} in the sandbox")
-    if code == 3:
-        raise SandboxPathError(f"{path} in the sandbox {reason}")
-    if code != 0:
-        raise SandboxPathError(f"{path} in the sandbox cannot be read: {reason or f'exit {code}'}")
+    failed = _read_error(path, code, stream.stderr.text().strip())
+    if failed is not None:
+        raise failed
     return b"".join(chunks)
+
+
+def _read_error(path: str, code: int | None, reason: str) -> OSError | None:
+    """The error of `_READ_SH`'s exit `code` for `path` (None: it read the file)."""
+    if code == 4:
+        return SandboxFileNotFoundError(f"no file {path} in the sandbox")
+    if code == 3:
+        return SandboxPathError(f"{path} in the sandbox {reason}")
+    if code != 0:
+        return SandboxPathError(f"{path} in the sandbox cannot be read: {reason or f'exit {code}'}")
+    return None
+
+
+def _read_args(box: DockerSandbox, path: str) -> list[str]:
+    """`_READ_SH`'s arguments but the cap for `path`: the folder whose parts are checked, the path below it, and
+    the whole path."""
+    target = box._path(path)
+    if target == box.workdir or target.startswith(box.workdir.rstrip("/") + "/"):
+        return [box.workdir, target[len(box.workdir):], target]
+    return [posixpath.dirname(target), posixpath.basename(target), target]
+
+
+# $1 a fence, $2 `_READ_SH`; then four arguments per file (`_READ_SH`'s): each file's bytes (or, when it cannot be
+# read, the reason) and then a line "<fence> <exit code>". The fence is made after the agent's commands ended: no
+# file can hold it
+_READ_ALL_SH = r"""
+fence=$1; script=$2; shift 2
+while [ $# -ge 4 ]; do
+  /bin/sh -c "$script" read "$1" "$2" "$3" "$4" 2>&1
+  printf '\n%s %s\n' "$fence" "$?"
+  shift 4
+done
+"""
+
+
+def read_files(box: DockerSandbox, paths: list[str], *, max_bytes: int) -> list[bytes | OSError]:
+    """`DockerSandbox.read_files`: each path as `read_file` reads it (the same checks, as the sandbox user), in one
+    command; for each, its first `max_bytes` bytes or the error `read_file` would raise. Raises SandboxError when
+    the command's output does not hold every file's answer (the sandbox failed under it)."""
+    cap = max(0, max_bytes)
+    fence = uuid.uuid4().hex
+    argv = ["/bin/sh", "-c", _READ_ALL_SH, "read-all", fence, _READ_SH]
+    for path in paths:
+        base, rel, target = _read_args(box, path)
+        argv += [base, rel, str(cap), target]
+    deadline = time.monotonic() + READ_TIMEOUT_S
+
+    def check_time() -> None:
+        if time.monotonic() > deadline:
+            raise SandboxPathError(f"{', '.join(paths)} in the sandbox could not be read within {READ_TIMEOUT_S:g} s")
+
+    bound = len(paths) * (cap + len(fence) + 4096)  # each file at most the cap, a reason or a frame line beside it
+    exec_id, marker, stream = box._stream_exec(argv, check_time)
+    chunks, kept = [], 0
+    try:
+        while kept < bound and (chunk := stream.read(1 << 20)):
+            chunks.append(chunk[:bound - kept])
+            kept += len(chunks[-1])
+    finally:
+        box._end_stream(exec_id, marker, stream)
+    out, rest = [], b"".join(chunks)
+    frame = f"\n{fence} ".encode()
+    for path in paths:
+        body, found, rest = rest.partition(frame)
+        code, newline, rest = rest.partition(b"\n")
+        if not found or not newline or not code.isdigit():
+            raise SandboxError(f"reading {', '.join(paths)} in the sandbox: the command ended before {path}")
+        failed = _read_error(path, int(code), body.decode(errors="replace").strip())
+        out.append(failed if failed is not None else body)
+    return out
 
 
 def copy_out(box: DockerSandbox, src: str, host_dest: str | Path, *, limits: CopyLimits | None) -> CopyReport:

@@ -35,7 +35,8 @@ class Sandbox(Protocol):
     Optional: `open_channel(cmd, *, timeout, cwd=None, env=None, limit=...)` starts a command with its stdin and
     stdout held open and returns a `channel.Channel` (Docker has it: one attached exec instead of a daemon call per
     message); callers test for it with `hasattr` and fall back to the methods above. `write_folder(folder, files)`
-    creates a folder holding files in one step (`write_folder` below uses it where a kind has it).
+    creates a folder holding files in one step, and `read_files(paths, max_bytes=...)` reads several files in one
+    step (`write_folder` and `read_files` below use them where a kind has them).
     """
 
     backend: str
@@ -121,6 +122,23 @@ def write_folder(sandbox: Sandbox, folder: str, files: list[tuple[str, bytes]]) 
         return
     for name, data in files:
         sandbox.write_file(f"{folder}/{name}", data)
+
+
+def read_files(sandbox: Sandbox, paths: list[str], *, max_bytes: int = DEFAULT_READ_LIMIT
+               ) -> list[bytes | OSError]:
+    """Each of `paths` as `sandbox.read_file` reads it: its bytes, or the error it raises for that file (missing, or
+    not a regular file the user can read: FileNotFoundError, PermissionError); in one step where
+    the kind can (Docker: one command instead of one per file), else a `read_file` each."""
+    at_once = getattr(sandbox, "read_files", None)
+    if at_once is not None:
+        return at_once(paths, max_bytes=max_bytes)
+    out: list[bytes | OSError] = []
+    for path in paths:
+        try:
+            out.append(sandbox.read_file(path, max_bytes=max_bytes))
+        except (FileNotFoundError, PermissionError) as exc:  # missing; a folder, FIFO or link where the file belongs
+            out.append(exc)
+    return out
 
 
 def create_sandbox(backend: str, spec: SandboxSpec, *, workspace: str | Path | None = None) -> Sandbox:

@@ -20,7 +20,7 @@ from failatlas.bench_core.sandbox.model import (
     KilledReason,
 )
 from failatlas.bench_core.sandbox.output import command_text
-from failatlas.bench_core.sandbox.protocol import Sandbox, write_folder
+from failatlas.bench_core.sandbox.protocol import Sandbox, read_files, write_folder
 
 TAIL_CHARS = 4000
 
@@ -126,6 +126,9 @@ class TracedSandbox:
 
     def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
         return self.inner.read_file(path, max_bytes=max_bytes)
+
+    def read_files(self, paths: list[str], *, max_bytes: int = DEFAULT_READ_LIMIT) -> list[bytes | OSError]:
+        return read_files(self.inner, paths, max_bytes=max_bytes)  # in one step where the inner kind can
 
     def write_file(self, path: str, data: bytes | str) -> None:
         self.inner.write_file(path, data)

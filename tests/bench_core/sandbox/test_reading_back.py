@@ -182,3 +182,36 @@ def test_a_tree_too_deep_for_the_host_is_cut_not_an_error(boxes, tmp_path: Path)
     report = box.copy_out("deep", tmp_path / "deep", limits=CopyLimits(max_depth=30))
     assert [c.reason for c in report.cut] == ["cannot be written on the host: File name too long"]
     assert report.stopped is None and (tmp_path / "deep").is_dir()
+
+
+@pytest.mark.parametrize("backend", ["docker", "local"])
+def test_read_files_answers_each_path_as_read_file_does_in_one_command(backend, boxes, monkeypatch) -> None:
+    """`protocol.read_files` (Docker: one command for all, issue 54) gives for each path what `read_file` gives:
+    the same bytes up to the cap, or an error of the same class and words; bytes that look like its own frame
+    lines, binary data and empty files come back whole."""
+    from failatlas.bench_core.sandbox.protocol import read_files
+
+    box = boxes(backend)
+    secret = "/etc/shadow" if backend == "docker" else os.path.realpath(__file__)
+    _sh(box, f"mkdir -p m/dir m/real && mkfifo m/fifo && ln -s {secret} m/secret && ln -s real m/via"
+             " && echo inside > m/real/f && : > m/empty && chmod 0 m/real/f 2>/dev/null; echo inside > m/g"
+             " && printf 'a\\n0123456789abcdef0123456789abcdef 0\\nb\\n\\0\\377' > m/frames"
+             " && head -c 3000 /dev/urandom > m/bin")
+    names = ["g", "frames", "bin", "empty", "dir", "fifo", "secret", "via/f", "real/f", "none", "g/below"]
+    if backend == "docker":
+        calls = []
+        start = type(box)._start_exec
+        monkeypatch.setattr(type(box), "_start_exec", lambda self, argv, **kw: (calls.append(argv[0]),
+                                                                              start(self, argv, **kw))[1])
+    for cap in (1 << 20, 5):
+        got = _within(30, lambda cap=cap: read_files(box, [f"m/{n}" for n in names], max_bytes=cap))
+        for name, answer in zip(names, got, strict=True):
+            try:
+                alone = box.read_file(f"m/{name}", max_bytes=cap)
+            except (SandboxPathError, SandboxFileNotFoundError) as exc:
+                assert type(answer) is type(exc) and str(answer) == str(exc), (name, answer, exc)
+            else:
+                assert answer == alone, name
+        assert got[0] == b"inside\n"[:cap] and got[3] == b""
+    if backend == "docker":  # one command per call of read_files, beside the read_file of each path
+        assert calls.count("/bin/sh") == 2 + 2 * len(names), calls
