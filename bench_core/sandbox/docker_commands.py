@@ -75,8 +75,9 @@ _KILL_SH = (
 # where a Docker sandbox keeps the tracer's summariser and summaries (root's only: the agent's user reads nothing)
 # the tracer's programs by absolute path, looked up where only root can write: root never runs a `python3` the agent
 # put on its PATH (~/.local/bin comes first there)
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # folders only root can write in an image (the agent's user cannot)
 _TRACER_SETUP = (
-    "PATH=/usr/sbin:/usr/bin:/sbin:/bin; "
+    f"PATH={SYSTEM_PATH}; "
     'for p in strace setpriv python3; do command -v "$p" || { echo "no $p in the image"; exit 3; }; done; '
     f'mkdir -p -m 700 {provenance.TRACE_DIR} && chmod 700 {provenance.TRACE_DIR} || exit 3; '
     'strace -f -qq -o /dev/null true || { echo "strace cannot trace here" >&2; exit 3; }'
@@ -302,7 +303,9 @@ class DockerCommands:
         marker = uuid.uuid4().hex
         with self._live_lock:
             self._live.add(marker)
-        exec_id, chunks = self._start_exec(argv, user=self.spec.user, env={MARKER_VAR: marker})
+        # the harness's own reads: `head`, `find` and `tar` from the system's folders, never a program the agent put on
+        # its PATH (~/.local/bin comes first there), which would answer in their place as the agent's user
+        exec_id, chunks = self._start_exec(argv, user=self.spec.user, env={MARKER_VAR: marker, "PATH": SYSTEM_PATH})
         return exec_id, marker, tarballs.ChunkReader(chunks, check_time=check_time)
 
     def _end_stream(self, exec_id: str, marker: str, stream: tarballs.ChunkReader) -> int | None:

@@ -112,8 +112,8 @@ def _read_args(box: DockerSandbox, path: str) -> list[str]:
 
 
 # $1 a fence, $2 `_READ_SH`; then four arguments per file (`_READ_SH`'s): each file's bytes (or, when it cannot be
-# read, the reason) and then a line "<fence> <exit code>". The fence is made after the agent's commands ended: no
-# file can hold it
+# read, the reason) and then a line "<fence> <exit code>". The fence is made after the agent's commands ended and every
+# program here is the system's (`_stream_exec`'s PATH): no file can hold it and nothing of the agent's can print it
 _READ_ALL_SH = r"""
 fence=$1; script=$2; shift 2
 while [ $# -ge 4 ]; do
@@ -156,7 +156,8 @@ def read_files(box: DockerSandbox, paths: list[str], *, max_bytes: int) -> list[
         code, newline, rest = rest.partition(b"\n")
         if not found or not newline or not code.isdigit():
             raise SandboxError(f"reading {', '.join(paths)} in the sandbox: the command ended before {path}")
-        failed = _read_error(path, int(code), body.decode(errors="replace").strip())
+        # a failed read's words were its stderr; `head` failing mid-file printed some of the file first: its last line
+        failed = _read_error(path, int(code), body.decode(errors="replace").strip().rsplit("\n", 1)[-1][-300:])
         out.append(failed if failed is not None else body)
     return out
 

@@ -125,18 +125,18 @@ def write_folder(sandbox: Sandbox, folder: str, files: list[tuple[str, bytes]]) 
 
 
 def read_files(sandbox: Sandbox, paths: list[str], *, max_bytes: int = DEFAULT_READ_LIMIT
-               ) -> list[bytes | OSError]:
+               ) -> list[bytes | Exception]:
     """Each of `paths` as `sandbox.read_file` reads it: its bytes, or the error it raises for that file (missing, or
     not a regular file the user can read: FileNotFoundError, PermissionError); in one step where
     the kind can (Docker: one command instead of one per file), else a `read_file` each."""
     at_once = getattr(sandbox, "read_files", None)
     if at_once is not None:
         return at_once(paths, max_bytes=max_bytes)
-    out: list[bytes | OSError] = []
+    out: list[bytes | Exception] = []
     for path in paths:
         try:
             out.append(sandbox.read_file(path, max_bytes=max_bytes))
-        except (FileNotFoundError, PermissionError) as exc:  # missing; a folder, FIFO or link where the file belongs
+        except (FileNotFoundError, LookupError, PermissionError) as exc:  # missing; a folder, FIFO or link there
             out.append(exc)
     return out
 

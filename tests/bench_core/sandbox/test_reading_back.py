@@ -215,3 +215,20 @@ def test_read_files_answers_each_path_as_read_file_does_in_one_command(backend, 
         assert got[0] == b"inside\n"[:cap] and got[3] == b""
     if backend == "docker":  # one command per call of read_files, beside the read_file of each path
         assert calls.count("/bin/sh") == 2 + 2 * len(names), calls
+
+
+def test_reading_back_runs_the_systems_programs_not_ones_the_agent_put_on_its_path(boxes, tmp_path) -> None:
+    """The agent's PATH starts with ~/.local/bin, which it owns: a `head`, `find` or `tar` it leaves there must not
+    answer for the harness's reads (it would run as the agent's user inside them, and could see their fence)."""
+    from failatlas.bench_core.sandbox.protocol import read_files
+
+    box = boxes("docker")
+    fake = "#!/bin/sh\\necho FAKE\\nexit 0\\n"
+    _sh(box, f"mkdir -p p ~/.local/bin && printf 'real bytes' > p/f && for t in head find tar; do "
+             f"printf '{fake}' > ~/.local/bin/$t && chmod +x ~/.local/bin/$t; done")
+    assert box.exec("head -c 4 p/f", timeout=30, cwd=box.workdir).stdout.strip() == "FAKE"  # planted, and found
+    assert box.read_file("p/f") == b"real bytes"
+    assert read_files(box, ["p/f", "p/none"], max_bytes=100)[0] == b"real bytes"
+    box.copy_out("p", tmp_path / "p")
+    assert (tmp_path / "p" / "f").read_bytes() == b"real bytes"
+    _sh(box, "rm -rf ~/.local/bin/head ~/.local/bin/find ~/.local/bin/tar")
