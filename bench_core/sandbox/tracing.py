@@ -127,7 +127,7 @@ class TracedSandbox:
     def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
         return self.inner.read_file(path, max_bytes=max_bytes)
 
-    def read_files(self, paths: list[str], *, max_bytes: int = DEFAULT_READ_LIMIT) -> list[bytes | OSError]:
+    def read_files(self, paths: list[str], *, max_bytes: int = DEFAULT_READ_LIMIT) -> list[bytes | Exception]:
         return read_files(self.inner, paths, max_bytes=max_bytes)  # in one step where the inner kind can
 
     def write_file(self, path: str, data: bytes | str) -> None:

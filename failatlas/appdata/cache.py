@@ -17,7 +17,7 @@ from failatlas.core.store import Store
 
 TTL = 600
 LOCK_TIMEOUT = 60.0
-WARM_LOCK_TIMEOUT = 2.0  # the warm-up before the server listens waits this long for a writer, then lets the page
+WARM_LOCK_TIMEOUT = 2.0  # the warm-up waits this long for a writer, then the server starts and the page queries later
 # Where `q(path, name)` looks a query up, in this order (`queries` re-exports the first five); each module is
 # imported when a query is first looked up in it, so a page imports only the query modules it reads through
 MODULES = tuple(f"failatlas.appdata.{name}" for name in (
