@@ -39,7 +39,7 @@ python3 -m pip install -q -e '.[all]'
 
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
    && python3 -m failatlas sandbox --help >/dev/null 2>&1; then
-  echo "== building the sandbox image offline (skipped when it exists)"
+  echo "== building the sandbox image offline, and where Docker reads through FUSE its /usr for binds (each once)"
   python3 -m failatlas sandbox build-image
 fi
 echo "== compiling UMAP's numba code into numba's file cache (once; a first clustering then need not)"

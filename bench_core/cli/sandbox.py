@@ -24,7 +24,9 @@ def build_image(
     rootfs: Annotated[bool, typer.Option("--rootfs", help="Also unpack the image's root filesystem into the bwrap "
                                          "cache ($XDG_CACHE_HOME/failatlas/rootfs), from `docker export`.")] = False,
 ) -> None:
-    """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag. With --rootfs,
+    """Build the sandbox base image offline (debootstrap + docker import); keeps an existing tag. On a Docker engine
+    whose storage driver is fuse-overlayfs, root also unpacks its /usr once for the sandboxes' read-only binds
+    (docs/sandbox.md, "System folders on a FUSE storage driver"). With --rootfs,
     also unpack its root filesystem for bwrap sandboxes that name the image (kept when cached, unless --force)."""
     from failatlas.bench_core.sandbox.image import build_base_image
 
@@ -40,6 +42,12 @@ def build_image(
         result = build_base_image(tag, force=force, mirror=mirror, suite=suite, progress=show)
     verb = "built" if result.built else "kept existing"
     console.print(f"{verb} {result.tag} {result.image_id[:19]} ({result.duration_s:.0f} s)")
+    from failatlas.bench_core.sandbox import docker_system
+    from failatlas.bench_core.sandbox.cleanup import docker_client
+
+    # on a FUSE storage driver, root unpacks the image's /usr for the sandboxes' read-only binds (docker_system.py)
+    docker_system.prepare(docker_client(), result.tag, result.image_id,
+                          lambda text: console.print(text, highlight=False, markup=False))
     if rootfs:
         from failatlas.bench_core.sandbox.bwrap_rootfs import build_rootfs
 

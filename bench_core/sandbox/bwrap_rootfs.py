@@ -79,30 +79,11 @@ def build_rootfs(image: str, *, force: bool = False) -> tuple[Path, bool]:
     final = rootfs_dir(image)
     if (final / "etc").is_dir() and not force:
         return final, False
-    docker = shutil.which("docker")
-    if docker is None:
-        raise SandboxError(f"cannot unpack image {image} for bwrap: no docker command here (unpack it where Docker "
-                           f"answers, copy {final} here, or set $FAILATLAS_BWRAP_ROOTFS)")
-    if not _IMAGE_NAME.fullmatch(image):  # never an option to docker
-        raise SandboxError(f"cannot unpack image {image!r} for bwrap: not an image name")
-    created = subprocess.run([docker, "create", "--pull", "never", image, "/bin/true"], capture_output=True,
-                             text=True, check=False)
-    if created.returncode != 0:
-        raise SandboxError(f"cannot unpack image {image} for bwrap: docker create failed: "
-                           f"{created.stderr.strip()[:300]}")
-    container = created.stdout.strip()
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
-        with subprocess.Popen([docker, "export", container], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) as proc:
-            try:
-                safe_extract(proc.stdout, tmp)
-            finally:
-                proc.stdout.close()
-                err = proc.stderr.read().decode(errors="replace")
-        if proc.returncode != 0:
-            raise SandboxError(f"cannot unpack image {image} for bwrap: docker export failed: {err.strip()[:300]}")
+        export_image(image, tmp, why="for bwrap", hint=f"unpack it where Docker answers, copy {final} here, or set "
+                     f"${setup.ROOTFS_ENV}")
         os.chmod(tmp, 0o755)
         if (final / "etc").is_dir() and not force:
             # a concurrent unpack finished first and sandboxes may already run on it: keep it, drop ours
@@ -114,8 +95,41 @@ def build_rootfs(image: str, *, force: bool = False) -> tuple[Path, bool]:
         os.rename(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run([docker, "rm", "-f", container], capture_output=True, check=False)
     return final, True
+
+
+def export_image(image: str, dest: Path, *, why: str, hint: str = "", only: str | None = None) -> str:
+    """Unpack `image`'s files (those under the top folder `only`, when given) into the folder `dest` through
+    `docker export` of a container created from it (never started) and `safe_extract`; the id of the image the
+    container was created from. SandboxError, saying `why` the image was unpacked, when Docker, the image or the
+    export fails."""
+    docker = shutil.which("docker")
+    if docker is None:
+        raise SandboxError(f"cannot unpack image {image} {why}: no docker command here" + (f" ({hint})" if hint
+                                                                                             else ""))
+    if not _IMAGE_NAME.fullmatch(image):  # never an option to docker
+        raise SandboxError(f"cannot unpack image {image!r} {why}: not an image name")
+    created = subprocess.run([docker, "create", "--pull", "never", image, "/bin/true"], capture_output=True,
+                             text=True, check=False)
+    if created.returncode != 0:
+        raise SandboxError(f"cannot unpack image {image} {why}: docker create failed: "
+                           f"{created.stderr.strip()[:300]}")
+    container = created.stdout.strip()
+    try:
+        image_id = subprocess.run([docker, "inspect", "--format", "{{.Image}}", container], capture_output=True,
+                                  text=True, check=False).stdout.strip()
+        with subprocess.Popen([docker, "export", container], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as proc:
+            try:
+                safe_extract(proc.stdout, dest, only=only)
+            finally:
+                proc.stdout.close()
+                err = proc.stderr.read().decode(errors="replace")
+        if proc.returncode != 0:
+            raise SandboxError(f"cannot unpack image {image} {why}: docker export failed: {err.strip()[:300]}")
+    finally:
+        subprocess.run([docker, "rm", "-f", container], capture_output=True, check=False)
+    return image_id
 
 
 def _member_path(name: str) -> PurePosixPath:
@@ -144,19 +158,24 @@ def _parent_dir(dest: Path, rel: PurePosixPath) -> Path:
     return here
 
 
-def safe_extract(stream: IO[bytes], dest: Path) -> int:
+def safe_extract(stream: IO[bytes], dest: Path, *, only: str | None = None) -> int:
     """Extract the tar `stream` (read once, in order) into the folder `dest`: absolute paths, `..` components and
     writes through links refused (SandboxError), symbolic links kept as links (their targets untouched: they are
     read inside the sandbox's root), hard links only to members already extracted, device nodes and FIFOs skipped,
-    setuid/setgid bits dropped, owners not kept. Returns how many members were written."""
+    setuid/setgid bits dropped, owners not kept, modification times kept (Python checks its compiled files against
+    their sources' times: without them it compiles every module again at each import, on a read-only root where
+    nothing is saved). With `only`, members outside that top folder are passed over. Returns how many members were
+    written."""
     dest = Path(dest)
-    dirs: list[tuple[Path, int]] = []
+    dirs: list[tuple[Path, int, int]] = []
     written = 0
     with tarfile.open(fileobj=stream, mode="r|*") as tar:
         for member in tar:
             rel = _member_path(member.name)
-            if rel == PurePosixPath("."):
+            if rel == PurePosixPath(".") or (only is not None and rel.parts[0] != only):
                 continue
+            if only is not None and member.islnk() and _member_path(member.linkname).parts[:1] != (only,):
+                continue  # a hard link to a file left out
             if member.ischr() or member.isblk() or member.isfifo():
                 continue
             target = _parent_dir(dest, rel) / rel.name
@@ -166,10 +185,11 @@ def safe_extract(stream: IO[bytes], dest: Path) -> int:
                     os.mkdir(target, 0o755)
                 if not stat.S_ISDIR(os.lstat(target).st_mode):
                     raise SandboxError(f"refused tar member {member.name!r}: a link or a file is there")
-                dirs.append((target, mode))
+                dirs.append((target, mode, member.mtime))
             elif member.issym():
                 _replace(target)
                 os.symlink(member.linkname, target)
+                _set_mtime(target, member.mtime)
             elif member.islnk():
                 source_rel = _member_path(member.linkname)
                 source = _parent_dir(dest, source_rel) / source_rel.name
@@ -184,12 +204,21 @@ def safe_extract(stream: IO[bytes], dest: Path) -> int:
                 with os.fdopen(fd, "wb") as out:
                     shutil.copyfileobj(src, out, _COPY_CHUNK)
                 os.chmod(target, mode)
+                _set_mtime(target, member.mtime)
             else:
                 continue
             written += 1
-    for path, mode in reversed(dirs):  # last, so read-only folders could be filled
+    for path, mode, mtime in reversed(dirs):  # last, so read-only folders could be filled and keep their times
         os.chmod(path, mode)
+        _set_mtime(path, mtime)
     return written
+
+
+def _set_mtime(path: Path, mtime: float) -> None:
+    """`path`'s access and modification times set to `mtime`, a link itself never followed; a time the file system
+    cannot hold (an archive may carry any number) leaves the time of the unpack."""
+    with contextlib.suppress(OverflowError, ValueError, OSError):
+        os.utime(path, (mtime, mtime), follow_symlinks=False)
 
 
 def _replace(target: Path) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.sandbox import docker_files, tarballs
+from failatlas.bench_core.sandbox import docker_files, docker_system, tarballs
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.docker_commands import (  # noqa: F401 - re-exported: their first home
     _COUNTERS_SH,
@@ -122,7 +122,7 @@ class DockerSandbox(DockerCommands):
             from failatlas.bench_core.sandbox.egress import Egress
 
             egress = Egress.start(client, spec)
-        options = cls._run_options(spec, client, egress)
+        options = cls._run_options(spec, client, egress, system=docker_system.system_binds(client, spec, image_id))
         try:
             container = client.containers.run(spec.image, **options)
         except docker.errors.DockerException as exc:
@@ -148,7 +148,10 @@ class DockerSandbox(DockerCommands):
         return box
 
     @staticmethod
-    def _run_options(spec: SandboxSpec, client: Any = None, egress: Any = None) -> dict[str, Any]:
+    def _run_options(spec: SandboxSpec, client: Any = None, egress: Any = None,
+                     system: list[tuple[str, str]] | tuple = ()) -> dict[str, Any]:
+        """The container's options; `system`: (host folder, target) of the image's system folders bound read-only
+        (`docker_system.py`)."""
         import docker
 
         env = {**spec.data_env(), **spec.env}
@@ -160,6 +163,8 @@ class DockerSandbox(DockerCommands):
             network = "none"
         mounts = [docker.types.Mount(target=target, source=str(Path(host).resolve()), type="bind", read_only=True)
                   for host, target in spec.mounts()]
+        mounts += [docker.types.Mount(target=target, source=host, type="bind", read_only=True)
+                   for host, target in system]
         if spec.has_network and spec.ca_bundle:  # a mount, not a volume: an image committed from it keeps none
             mounts.append(docker.types.Mount(target=CA_PATH, source=spec.ca_bundle, type="bind", read_only=True))
         if not spec.network_env_per_command:
@@ -398,7 +403,9 @@ class DockerKind(SandboxKind):
         tag = image or DEFAULT_IMAGE
         if tag == DEFAULT_IMAGE:
             say(f"sandbox image {tag} (built offline once, minutes; reused afterwards)")
-            build_base_image(tag)
+            built = build_base_image(tag)
+            # on a FUSE storage driver, its system folders are read from the host (docker_system.py)
+            docker_system.prepare(docker_client(), tag, built.image_id, say)
         elif not image_exists(tag):
             raise SandboxError(f"the sandbox image {tag} does not exist",
                                hint=f"build it, or use the default image {DEFAULT_IMAGE}")

@@ -39,16 +39,12 @@ def image_cache():
         pytest.fail(f"{DEFAULT_IMAGE} is missing: build it with scripts/setup.sh")
     cache = Path(tempfile.mkdtemp(prefix="failatlas-rootfs-test-", dir="/tmp"))
     cache.chmod(0o711)
-    saved = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
-        path, unpacked = build_rootfs(DEFAULT_IMAGE)
-        yield cache, path, unpacked
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_CACHE_HOME", str(cache))
+            path, unpacked = build_rootfs(DEFAULT_IMAGE)
+            yield cache, path, unpacked
     finally:
-        if saved is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = saved
         shutil.rmtree(cache, ignore_errors=True)
 
 
@@ -191,7 +187,7 @@ def test_a_concurrent_unpack_that_finished_first_is_kept_not_swapped(monkeypatch
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     final = rootfs_dir(DEFAULT_IMAGE)
 
-    def other_command_finishes_first(stream, dest: Path) -> None:
+    def other_command_finishes_first(stream, dest: Path, **_options) -> None:
         (final / "etc").mkdir(parents=True)
         (final / "etc" / "in-use").write_text("a sandbox runs here\n")
         for _chunk in iter(lambda: stream.read(1 << 20), b""):  # let docker export end
