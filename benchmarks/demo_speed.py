@@ -21,7 +21,9 @@ load average (1 minute) is printed at each demo's start and end: on a busy machi
 the other work as about the demo. So each demo's CPU time is printed too, which other work sharing the cores
 changes much less: the demo's own processes (their rusage), its containers (the `docker` cpuacct cgroup, cgroup v1
 with the cgroupfs driver) and the engine's daemons (dockerd and containerd, from /proc); a part this host cannot
-see is printed as "-". Another program using Docker at the same time is counted in the last two.
+see is printed as "-". Another program using Docker at the same time is counted in the last two. Last, the CPU time
+the whole machine was busy (/proc/stat), which holds what those parts miss (the FUSE daemons of a fuse-overlayfs
+engine, the kernel's own work) and anything else that ran.
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ def _cpu() -> dict[str, float | None]:
     return found
 
 
+def _busy() -> float:
+    """CPU seconds the whole machine has been busy (/proc/stat: all but idle and iowait), every process and the
+    kernel: what the per-part counts miss, such as the storage driver's FUSE daemons (one per container)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_line(before: dict[str, float | None], after: dict[str, float | None]) -> str:
     parts, total = [], 0.0
     for key in before:
@@ -80,7 +89,7 @@ def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n:
                                  check=False).stdout.strip()
         print(f"{label}: {version or python} demo {' '.join(extra)} in {tmp}; load {os.getloadavg()[0]:.1f}",
               flush=True)
-        cpu = _cpu()
+        cpu, busy = _cpu(), _busy()
         start = time.perf_counter()
         proc = subprocess.run([python, "-m", "failatlas", "--db", str(Path(tmp) / "demo.duckdb"), "demo", *extra],
                               cwd=tmp, capture_output=True, text=True, check=False,
@@ -91,7 +100,8 @@ def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n:
             (log / f"{label}-{n + 1}.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             sys.exit(f"{label}: failatlas demo exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-        print(f"{label}: {seconds:.0f} s; load {os.getloadavg()[0]:.1f}; {_cpu_line(cpu, _cpu())}", flush=True)
+        print(f"{label}: {seconds:.0f} s; load {os.getloadavg()[0]:.1f}; {_cpu_line(cpu, _cpu())}; machine busy "
+              f"{_busy() - busy:.0f} s", flush=True)
         return seconds
 
 
