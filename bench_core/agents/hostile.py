@@ -138,7 +138,8 @@ class FillDiskAgent(_HostileAgent):
     behaviour = "fill the disk"
     commands = (
         "dd if=/dev/zero of=/tmp/fill bs=1M 2>&1 | tail -n 1; echo dd_exit=${PIPESTATUS[0]}; rm -f /tmp/fill",
-        "dd if=/dev/zero of=big.bin bs=1M count=200 2>&1 | tail -n 1",
+        # the fill again removed first: the OOM killer may have ended the first command's shell before its `rm`
+        "rm -f /tmp/fill; dd if=/dev/zero of=big.bin bs=1M count=200 2>&1 | tail -n 1",
         f"mkdir -p {OUTPUT_DIR} && head -c 20000000 /dev/zero | tr '\\0' x > {CONCLUSION_FILE}",
     )
 

@@ -39,8 +39,12 @@ TRACE_DIR = "/var/lib/failatlas-trace"  # in a Docker sandbox: root's, mode 0700
 MAX_SUMMARY_BYTES = 32 << 20
 # run as the sandbox user under the tracer: the command in the background, and when it ends, every other process
 # of the same tracer (what it left running) killed, so the tracer ends with the command
+# the command runs with the highest OOM score a process may give itself, so that the memory cgroup's OOM killer
+# takes the agent's processes before the tracer and its summariser (root's, score 0) and the launcher: an agent that
+# fills the sandbox's memory otherwise could end its own tracing (seen: strace killed, every later summary lost)
 LAUNCHER = (
-    '"$@" & c=$!; wait "$c"; s=$?; t=; while read -r k v _; do [ "$k" = TracerPid: ] && t=$v; done < /proc/$$/status; '
+    '( { echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null; exec "$@" ) & c=$!; wait "$c"; s=$?; '
+    't=; while read -r k v _; do [ "$k" = TracerPid: ] && t=$v; done < /proc/$$/status; '
     'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; o=; '
     'while read -r k v _; do [ "$k" = TracerPid: ] && o=$v; done < "$d/status" 2>/dev/null; '
     '[ -n "$t" ] && [ "$o" = "$t" ] && kill -9 "$p" 2>/dev/null; done; exit $s'

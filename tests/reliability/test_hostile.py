@@ -205,11 +205,12 @@ def test_print_flood(batch, table):
 def test_write_outside(batch, table):
     agent = "hostile-write-outside"
     seen = _outputs(batch, agent)["conclusion"]
-    assert seen.count("Permission denied") >= 4
+    # refused by the folders' owners, or by a read-only bind (/usr/bin where Docker reads through FUSE: docs/sandbox.md)
+    assert seen.count("Permission denied") + seen.count("Read-only file system") >= 4
     assert not batch["canary"].exists()  # the host path the agent aimed at
     changed = _outputs(batch, agent)["changed_files"]
     assert not any(name.startswith(("escape", "passwd_link")) for name in changed), changed
-    _record(batch, table, agent, "4 x Permission denied; host canary absent; links not copied out")
+    _record(batch, table, agent, "4 writes refused; host canary absent; links not copied out")
 
 
 def test_signal_harness(batch, table):

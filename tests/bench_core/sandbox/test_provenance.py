@@ -112,9 +112,10 @@ def test_an_image_without_strace_runs_untraced_and_says_why(tmp_path, sandbox_im
     gets the command run as it would be, and `unavailable` with the reason; simulated by hiding strace from root
     in a container whose image this process has not set a tracer up for yet (what it learns of an image's tracer
     is kept by image: `docker_commands._TRACERS`)."""
-    from failatlas.bench_core.sandbox import docker_commands
+    from failatlas.bench_core.sandbox import docker_commands, docker_system
 
     monkeypatch.setattr(docker_commands, "_TRACERS", {})
+    monkeypatch.setenv(docker_system.SWITCH, "0")  # the image's own /usr/bin, which root can change (no bind)
     spec = SandboxSpec(run_id="prov-missing", trace_processes=True, image=sandbox_image)
     with create_sandbox("docker", spec, workspace=_repo(tmp_path)) as box:
         box._raw_exec(["/bin/sh", "-c", "mv /usr/bin/strace /usr/bin/strace.hidden"], user="0:0", timeout=30)
