@@ -24,7 +24,7 @@ import posixpath
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ class DockerSandbox(DockerCommands):
 
     @staticmethod
     def _run_options(spec: SandboxSpec, client: Any = None, egress: Any = None,
-                     system: list[tuple[str, str]] | tuple = ()) -> dict[str, Any]:
+                     system: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
         """The container's options; `system`: (host folder, target) of the image's system folders bound read-only
         (`docker_system.py`)."""
         import docker
