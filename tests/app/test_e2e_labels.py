@@ -149,10 +149,35 @@ def _tab(page, name: str):  # noqa: ANN001, ANN202
     return _form(page, name)
 
 
-def _expect_said(page, text: str) -> None:  # noqa: ANN001
+def _expect_said(page, text: str, timeout: int = LONG) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
-    expect(page.get_by_test_id("stAlertContentSuccess").filter(has_text=text).first).to_be_visible(timeout=LONG)
+    expect(page.get_by_test_id("stAlertContentSuccess").filter(has_text=text).first).to_be_visible(timeout=timeout)
+
+
+def _label_selection(page, texts: list[str], *, said: str, known: str | None = None,  # noqa: ANN001
+                     new: str | None = None) -> None:
+    """Label a selection of the open type's insights (`texts`) with a category the store knows (`known`) or a new
+    name, and expect the app to say `said`. Choices or a submit that land while Streamlit re-runs the page after the
+    previous submit can be lost (the form then shows empty, or says to choose insights first): the whole form is
+    filled and submitted again, at most three times. A second submit of the same labels changes nothing."""
+    from playwright.sync_api import expect
+
+    for attempt in range(3):
+        form = _form(page, "Label the selected insights")
+        expect(form).to_be_visible(timeout=LONG)
+        _pick(page, form.get_by_test_id("stMultiSelect"), texts, then=form.get_by_label("or a new name"))
+        if known is not None:
+            _choose(page, form.get_by_test_id("stSelectbox"), known)
+        else:
+            form.get_by_label("or a new name").fill(new or "")
+        form.get_by_role("button", name="Label the selected insights").click()
+        try:
+            _expect_said(page, said, timeout=20_000 if attempt < 2 else LONG)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
 
 
 def _type_of(db: Path, taxonomy_id: str, insight: str) -> tuple[str, str]:
@@ -193,20 +218,13 @@ def test_labels_given_in_the_app_survive_a_rebuild_and_a_re_ingest(trail_db: Pat
                    ).to_be_visible(timeout=LONG)
 
             # a selection of the type's insights, with a category the store knows now
-            form = _open(page, "Label insights of this type", "Label the selected insights")
-            _pick(page, form.get_by_test_id("stMultiSelect"), [text_of[i] for i in pair],
-                  then=form.get_by_label("or a new name"))
-            _choose(page, form.get_by_test_id("stSelectbox"), "Answer format ignored")
-            form.get_by_role("button", name="Label the selected insights").click()
-            _expect_said(page, "Labelled 2 distinct statements as “Answer format ignored”")
+            _open(page, "Label insights of this type", "Label the selected insights")
+            _label_selection(page, [text_of[i] for i in pair], known="Answer format ignored",
+                             said="Labelled 2 distinct statements as “Answer format ignored”")
 
             # another selection, another new name
-            form = _form(page, "Label the selected insights")
-            expect(form).to_be_visible(timeout=LONG)
-            _pick(page, form.get_by_test_id("stMultiSelect"), [text_of[last]], then=form.get_by_label("or a new name"))
-            form.get_by_label("or a new name").fill("Tool call malformed")
-            form.get_by_role("button", name="Label the selected insights").click()
-            _expect_said(page, "Labelled 1 distinct statement as “Tool call malformed”")
+            _label_selection(page, [text_of[last]], new="Tool call malformed",
+                             said="Labelled 1 distinct statement as “Tool call malformed”")
 
         given = {r.text: (r.label, r.source) for r in list_labels(Store(trail_db))}
         assert given == {text_of[one]: ("Answer format ignored", "app"),
