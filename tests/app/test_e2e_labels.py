@@ -149,6 +149,21 @@ def _tab(page, name: str):  # noqa: ANN001, ANN202
     return _form(page, name)
 
 
+def _filled(fill):  # noqa: ANN001, ANN202
+    """`fill()` (which finds its form, fills it and returns it, unsubmitted), again from the start when an element
+    it holds was replaced by a Streamlit rerun under it ("not attached to the DOM"), at most three times; the caller
+    submits once, so an edit that must not run twice (a merge) does not."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for attempt in range(3):
+        try:
+            return fill()
+        except PlaywrightError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _expect_said(page, text: str, timeout: int = LONG) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
@@ -163,7 +178,7 @@ def _label_selection(page, texts: list[str], *, said: str, known: str | None = N
     filled and submitted again, at most three times. A second submit of the same labels changes nothing."""
     from playwright.sync_api import expect
 
-    for attempt in range(3):
+    def fill():  # noqa: ANN202
         form = _form(page, "Label the selected insights")
         expect(form).to_be_visible(timeout=LONG)
         _pick(page, form.get_by_test_id("stMultiSelect"), texts, then=form.get_by_label("or a new name"))
@@ -171,7 +186,10 @@ def _label_selection(page, texts: list[str], *, said: str, known: str | None = N
             _choose(page, form.get_by_test_id("stSelectbox"), known)
         else:
             form.get_by_label("or a new name").fill(new or "")
-        form.get_by_role("button", name="Label the selected insights").click()
+        return form
+
+    for attempt in range(3):
+        _filled(fill).get_by_role("button", name="Label the selected insights").click()
         try:
             _expect_said(page, said, timeout=20_000 if attempt < 2 else LONG)
             return
@@ -266,23 +284,34 @@ def test_rename_merge_split_in_the_app_show_after_a_reload_and_a_rebuild(trail_d
     with contextmanager(_serve)(trail_db) as url:
         with _page() as page:
             page.goto(f"{url}/?page=taxonomy&taxonomy={taxonomy_id}", wait_until="networkidle")
-            form = _open(page, "Edit the taxonomy: rename, merge or split types", "Rename")
-            _choose(page, form.get_by_test_id("stSelectbox"), f"({renamed})")
-            form.get_by_label("New name").fill("Renamed in the browser")
-            form.get_by_role("button", name="Rename").click()
+            _open(page, "Edit the taxonomy: rename, merge or split types", "Rename")
+
+            def rename():  # noqa: ANN202
+                form = _tab(page, "Rename")
+                _choose(page, form.get_by_test_id("stSelectbox"), f"({renamed})")
+                form.get_by_label("New name").fill("Renamed in the browser")
+                return form
+
+            _filled(rename).get_by_role("button", name="Rename").click()
             _expect_said(page, f"Rename: {renamed} “Renamed in the browser”")
 
-            form = _tab(page, "Merge")
-            _pick(page, form.get_by_test_id("stMultiSelect"), [f"({kept})", f"({gone})"],
-                  then=form.get_by_label("Name of the merged type", exact=False))
-            form.get_by_label("Name of the merged type", exact=False).fill("Merged in the browser")
-            form.get_by_role("button", name="Merge").click()
+            def merge():  # noqa: ANN202
+                form = _tab(page, "Merge")
+                _pick(page, form.get_by_test_id("stMultiSelect"), [f"({kept})", f"({gone})"],
+                      then=form.get_by_label("Name of the merged type", exact=False))
+                form.get_by_label("Name of the merged type", exact=False).fill("Merged in the browser")
+                return form
+
+            _filled(merge).get_by_role("button", name="Merge").click()
             _expect_said(page, f"Merge: {kept} “Merged in the browser” "
                                f"({members[kept] + members[gone]} distinct insights)")
 
-            form = _tab(page, "Split")
-            _choose(page, form.get_by_test_id("stSelectbox"), f"({halved})")
-            form.get_by_role("button", name="Split").click()
+            def split():  # noqa: ANN202
+                form = _tab(page, "Split")
+                _choose(page, form.get_by_test_id("stSelectbox"), f"({halved})")
+                return form
+
+            _filled(split).get_by_role("button", name="Split").click()
             _expect_said(page, f"Split: {halved} ")
 
             # after a reload: the types as edited, in the drill-down and the Taxonomy page's lists
