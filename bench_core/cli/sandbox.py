@@ -175,6 +175,16 @@ def cleanup(
     for name, items in removed.items():
         for item in items:
             console.print(f"  {name}\t{item}", highlight=False)
+    if run_id is None and "docker" in removed:  # the engine answered: the unpacked /usr of images it no longer has
+        from failatlas.bench_core.sandbox import docker_system
+        from failatlas.bench_core.sandbox.cleanup import docker_client
+
+        folders = docker_system.remove_stale(docker_client())
+        if folders:
+            console.print(f"removed {len(folders)} unpacked image folder(s) of images Docker no longer has",
+                          highlight=False)
+        for folder in folders:
+            console.print(f"  docker\t{folder}", highlight=False)
 
 
 @app.command()

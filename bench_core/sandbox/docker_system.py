@@ -162,3 +162,35 @@ def prepare(client: Any, image: str, image_id: str, say: Callable[[str], None]) 
         unpack(image, image_id)
     except SandboxError as exc:
         say(f"not bound: {exc.one_line()}")
+
+
+def remove_stale(client: Any) -> list[str]:
+    """Remove the unpacked folders of images Docker no longer has that no container (running or stopped) binds; the
+    folders removed. Only entries named by an image id, real folders (a link is left alone), are considered:
+    temporary folders of an unpack may belong to one in progress. An image built again keeps its old folder while
+    the old image exists (`docker image prune` removes it); this then removes the folder."""
+    top = cache_root().parent / "docker-system"
+    if not top.is_dir() or top.is_symlink():
+        return []
+    images = {str(i.id) for i in client.images.list(all=True)}
+    bound: set[str] = set()
+    for container in client.containers.list(all=True, ignore_removed=True):
+        for mount in container.attrs.get("Mounts") or []:
+            bound.add(str(mount.get("Source") or ""))
+    removed = []
+    for entry in sorted(top.iterdir()):
+        if not re.fullmatch(r"[0-9a-f]{64}", entry.name) or entry.is_symlink() or not entry.is_dir():
+            continue
+        if f"sha256:{entry.name}" in images:
+            continue
+        if any(source == str(entry) or source.startswith(f"{entry}/") for source in bound):
+            continue
+        # renamed out of the way first, so that no later bind can find a half-removed folder under its id
+        try:
+            gone = Path(tempfile.mkdtemp(prefix=".gone-", dir=top))
+            os.rename(entry, gone / entry.name)
+        except OSError:  # not ours to remove (another user's cache), or gone meanwhile
+            continue
+        shutil.rmtree(gone, ignore_errors=True)
+        removed.append(str(entry))
+    return removed

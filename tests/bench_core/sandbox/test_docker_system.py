@@ -177,3 +177,36 @@ def test_an_image_built_again_gets_a_folder_of_its_own(tiny_image, fuse, tmp_pat
     assert "writable by users other than root" in said[-1] and not docker_system.system_dir(third).exists()
     assert sorted(p.name for p in folder.parent.iterdir()) == sorted([folder.name,
                                                                       docker_system.system_dir(second).name])
+
+
+def test_cleanup_removes_the_folders_of_images_docker_no_longer_has_unless_a_container_binds_them(
+        tiny_image, tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tag, make = tiny_image
+    gone, kept = make(b"gone\n"), make(b"kept\n")  # built again under the tag: the first is dangling, then removed
+    subprocess.run(["docker", "rmi", gone], capture_output=True, check=True)
+    held = "sha256:" + "2" * 64  # no such image, but a stopped container binds its folder
+    folders = {name: docker_system.system_dir(image) for name, image in (("gone", gone), ("kept", kept),
+                                                                          ("held", held))}
+    for folder in folders.values():
+        (folder / "usr/lib").mkdir(parents=True)
+        (folder / "usr/lib/version").write_text("x\n")
+    top = folders["gone"].parent
+    (top / ".tmp-unpacking").mkdir()  # an unpack in progress
+    (top / ("3" * 64)).symlink_to(tmp_path)  # a link named like a folder: never followed
+    container = subprocess.run(["docker", "create", "--mount", f"type=bind,src={folders['held']}/usr/lib,dst=/x,"
+                                "readonly", tag, "true"], capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        assert docker_system.remove_stale(docker_client()) == [str(folders["gone"])]
+        assert not folders["gone"].exists() and folders["kept"].is_dir() and folders["held"].is_dir()
+        assert (top / ".tmp-unpacking").is_dir() and (top / ("3" * 64)).is_symlink() and tmp_path.is_dir()
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "failatlas", "sandbox", "cleanup"], capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS="200"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 unpacked image folder(s) of images Docker no longer has" in done.stdout, done.stdout
+    assert str(folders["held"]) in done.stdout and not folders["held"].exists() and folders["kept"].is_dir()
+    assert sorted(p.name for p in top.iterdir()) == sorted([".tmp-unpacking", "3" * 64, folders["kept"].name])
