@@ -49,11 +49,19 @@ def _hold_write_lock(path: str, seconds: float, ready) -> None:
     conn.close()
 
 
-def test_reader_waits_for_a_writer_and_gives_up_with_a_clear_error(db_path):
+def _hold_store_write(path: str, seconds: float, ready) -> None:
+    with Store(path).write():
+        ready.set()
+        time.sleep(seconds)
+
+
+@pytest.mark.parametrize("hold", ["duckdb", "store"])
+def test_reader_waits_for_a_writer_and_gives_up_with_a_clear_error(db_path, hold):
     open_store(db_path)
     ctx = mp.get_context("spawn")
     ready = ctx.Event()
-    holder = ctx.Process(target=_hold_write_lock, args=(str(db_path), 1.5, ready))
+    holder = ctx.Process(target=_hold_write_lock if hold == "duckdb" else _hold_store_write,
+                         args=(str(db_path), 1.5, ready))
     holder.start()
     ready.wait(30)
     with pytest.raises(StoreLockedError, match="stayed locked"):
@@ -117,3 +125,39 @@ def test_a_thread_can_read_while_another_thread_of_the_process_writes(store):
         release.set()
         thread.join()
     assert store.query("SELECT count(*) FROM stage_runs") == [(1,)]
+
+
+def test_the_threads_of_a_process_share_its_lock_as_they_share_duckdbs_instance(db_path):
+    import threading
+
+    from failatlas.core.store import _process_lock
+
+    open_store(db_path)
+    assert (db_path.parent / (db_path.name + ".lock")).is_file()
+
+    store = Store(db_path, lock_timeout=0.3)
+    lock = _process_lock(db_path)
+    with store.read():  # this process reads: another thread's write waits, another thread's read joins
+        assert lock.holders == 1 and not lock.exclusive
+        got: list = []
+        thread = threading.Thread(target=lambda: got.append(Store(db_path).query("SELECT 7")))
+        thread.start()
+        thread.join(10)
+        assert got == [[(7,)]]
+        tried: list = []
+        writer = threading.Thread(target=lambda: tried.append(_try_write(db_path)))
+        writer.start()
+        writer.join(10)
+        assert isinstance(tried[0], StoreLockedError), tried
+    assert lock.holders == 0
+    with store.write():  # this process writes: a read of another thread joins it
+        assert lock.exclusive and Store(db_path).query("SELECT 8") == [(8,)]
+    assert lock.holders == 0
+
+
+def _try_write(db_path) -> BaseException | None:
+    try:
+        with Store(db_path, lock_timeout=0.3).write():
+            return None
+    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        return exc
