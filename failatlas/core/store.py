@@ -92,8 +92,8 @@ class _ProcessLock:
                 return False
             if self.fd is None:
                 try:
-                    self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-                except OSError:
+                    self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+                except OSError:  # a read-only folder, or a link in its place (never followed)
                     self.fd = -1
             if self.fd >= 0:
                 try:
@@ -132,6 +132,17 @@ class Store:
         return f"Store({str(self.path)!r})"
 
     # -- connections -------------------------------------------------------------------------------------------
+    def _wait(self, deadline: float, delay: float, cause: BaseException | None = None) -> float:
+        """Wait a jittered `delay` before the next try to open the file (the next delay, doubled up to 0.5 s);
+        StoreLockedError past `deadline`."""
+        if time.monotonic() >= deadline:
+            raise StoreLockedError(
+                f"store {self.path} stayed locked by another connection for {self.lock_timeout:.0f} s",
+                hint="wait for the other FailAtlas command to finish, or raise --lock-timeout",
+            ) from cause
+        time.sleep(delay * (0.5 + random.random()))
+        return min(delay * 2, 0.5)
+
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         if read_only and not self.path.exists():
             raise StoreError(
@@ -146,13 +157,7 @@ class Store:
         lock = _process_lock(self.path)
         while True:
             if not lock.try_acquire(exclusive=not read_only):
-                if time.monotonic() >= deadline:
-                    raise StoreLockedError(
-                        f"store {self.path} stayed locked by another connection for {self.lock_timeout:.0f} s",
-                        hint="wait for the other FailAtlas command to finish, or raise --lock-timeout",
-                    )
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
+                delay = self._wait(deadline, delay)
                 continue
             try:
                 try:
@@ -168,13 +173,7 @@ class Store:
                     continue
                 if not _is_lock_conflict(exc):
                     raise StoreError(f"cannot open store {self.path}: {exc}") from exc
-                if time.monotonic() >= deadline:
-                    raise StoreLockedError(
-                        f"store {self.path} stayed locked by another connection for {self.lock_timeout:.0f} s",
-                        hint="wait for the other FailAtlas command to finish, or raise --lock-timeout",
-                    ) from exc
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
+                delay = self._wait(deadline, delay, exc)
             except duckdb.Error as exc:
                 raise StoreError(f"cannot open store {self.path}: {exc}") from exc
 

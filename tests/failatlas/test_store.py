@@ -161,3 +161,12 @@ def _try_write(db_path) -> BaseException | None:
             return None
     except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
         return exc
+
+
+def test_a_link_in_place_of_the_lock_file_is_never_followed(tmp_path):
+    target = tmp_path / "elsewhere"
+    db = tmp_path / "store.duckdb"
+    (tmp_path / "store.duckdb.lock").symlink_to(target)
+    open_store(db)
+    assert Store(db).query("SELECT 1") == [(1,)]  # DuckDB's own lock only
+    assert not target.exists()
