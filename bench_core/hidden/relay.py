@@ -1,8 +1,9 @@
 """The harness side of the hidden-test boundary: stage the judge, start it on the host, relay its calls to the
 sandbox through the Sandbox protocol only (`write_file`, `exec`), and read its result.
 
-The judge (`judge_main.py`, a `python3 -I` subprocess of the harness's Python) runs pytest over the hidden tests
-with the pristine masked repository on its path and never imports the agent's code. Each `agent.call` /
+The judge (`judge_main.py`, a `python3 -I` process of the harness's Python, forked by a server that has pytest
+imported where one runs: `judge_start.py`) runs pytest over the hidden tests with the pristine masked repository
+on its path and never imports the agent's code. Each `agent.call` /
 `agent.run` of a test arrives here as a frame; the request is written into the sandbox's working copy and a fresh
 worker process (`worker.py`) runs it there, in whatever sandbox kind the run uses. The worker's reply line goes back
 to the judge unread, as the bytes it is (the worker writes ASCII JSON; anything else is not its reply), at most
@@ -32,7 +33,6 @@ import ast
 import contextlib
 import json
 import os
-import resource
 import selectors
 import shutil
 import struct
@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from failatlas.bench_core.hidden.judge_start import start_judge
 from failatlas.bench_core.hidden.zygote import (
     ENV,
     REPLY_LIMIT,
@@ -269,10 +270,6 @@ def _send(fd: int, payload: bytes, selector: selectors.BaseSelector, until: floa
             continue
 
 
-def _limit_memory() -> None:  # pragma: no cover - runs in the judge's child process before exec
-    resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))
-
-
 def _agent_ended(run: JudgeRun, why: str) -> JudgeRun:
     """The exchange ended after the agent's replies entered it (module docstring): the agent's I failure."""
     run.agent_fault = True
@@ -301,11 +298,12 @@ def _result(raw: bytes, calls: int) -> JudgeRun:
 
 
 def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: float,
-              python: str = sys.executable) -> JudgeRun:
+              python: str = sys.executable, fork: bool = True) -> JudgeRun:
     """Run the hidden tests `paths` in a judge process on the host, their calls relayed to `sandbox` (started
     from the tree to judge); `pristine` is the masked repository without the agent's diff (the tests' trusted
     helpers). Raises JudgeError when the judge itself fails, InfrastructureError (SandboxError) when the sandbox
-    does before the agent's code may have run in it, AgentFaultError when it does after."""
+    does before the agent's code may have run in it, AgentFaultError when it does after. `fork`: start the judge
+    from the fork server (`judge_start.py`) where one runs, else as a fresh process."""
     with tempfile.TemporaryDirectory(prefix="failatlas-judge-") as tmp:
         tests = stage(paths, Path(tmp) / "judge")
         to_parent_r, to_parent_w = os.pipe()
@@ -315,11 +313,9 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
         deadline = start + timeout_s
         relay = _Relay(sandbox, deadline, timeout_s, preload_modules(pristine))
         with open(log, "wb") as log_handle:
-            proc = subprocess.Popen(
-                [python, "-I", "-B", str(Path(tmp) / "judge" / "failatlas_judge.py"), str(to_parent_w),
-                 str(to_judge_r), str(tests), str(pristine or "")],
-                pass_fds=(to_parent_w, to_judge_r), stdin=subprocess.DEVNULL, stdout=log_handle,
-                stderr=subprocess.STDOUT, cwd=Path(tmp) / "judge", env=_judge_env(), preexec_fn=_limit_memory)
+            proc = start_judge(python, Path(tmp) / "judge" / "failatlas_judge.py", [str(tests), str(pristine or "")],
+                               (to_parent_w, to_judge_r), log=log_handle.fileno(), cwd=Path(tmp) / "judge",
+                               env=_judge_env(), memory=JUDGE_MEMORY_BYTES, fork=fork)
         os.close(to_parent_w)
         os.close(to_judge_r)
         os.set_blocking(to_judge_w, False)

@@ -1,0 +1,150 @@
+"""A judge forked by the server (`judge_start.py`) starts as a fresh `python3 -I -B` process would: the same
+descriptors, limit, folder, environment and arguments; kills and exit statuses read the same; a dead server costs
+no judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from failatlas.bench_core.hidden import judge_start
+from failatlas.bench_core.hidden.judge_start import UNKNOWN_EXIT, ForkedJudge, start_judge
+
+MEMORY = 3 * 1024 * 1024 * 1024
+
+REPORT = r'''
+import json, os, random, resource, sys
+out = int(sys.argv[1])
+fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+info = {
+    "argv": sys.argv[3:], "cwd": os.getcwd(), "limit": resource.getrlimit(resource.RLIMIT_AS)[0],
+    "env": dict(os.environ), "session_leader": os.getsid(0) == os.getpid(), "name": __name__,
+    "open": len([fd for fd in fds if fd not in (int(sys.argv[1]), int(sys.argv[2]))]),
+    "stdin": os.readlink("/proc/self/fd/0"), "path0": sys.path[0] if sys.path else "",
+    "isolated": sys.flags.isolated, "bytecode": sys.dont_write_bytecode,
+    "pytest_loaded": "pytest" in sys.modules, "in_open": int(sys.argv[2]) in fds, "random": random.random(),
+}
+print("to the log")
+os.write(out, json.dumps(info).encode())
+sys.exit(int(sys.argv[4]))
+'''
+
+
+def _run(tmp_path: Path, fork: bool, code: int = 0) -> tuple[dict, int, str]:
+    script = tmp_path / "judge.py"
+    script.write_text(REPORT)
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    log = tmp_path / f"log-{fork}"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "FAILATLAS_TEST_MARK": "x"}
+    with open(log, "wb") as handle:
+        proc = start_judge(sys.executable, script, ["tests-folder", str(code)], (out_w, in_r), log=handle.fileno(),
+                           cwd=work, env=env, memory=MEMORY, fork=fork)
+    os.close(out_w)
+    os.close(in_r)
+    assert isinstance(proc, ForkedJudge) is fork
+    data = b""
+    while chunk := os.read(out_r, 65536):
+        data += chunk
+    os.close(out_r)
+    os.close(in_w)
+    status = proc.wait(timeout=30)
+    return json.loads(data), status, log.read_text()
+
+
+def test_a_forked_judge_starts_as_a_fresh_process_would(tmp_path: Path) -> None:
+    forked, forked_status, forked_log = _run(tmp_path, fork=True, code=3)
+    fresh, fresh_status, fresh_log = _run(tmp_path, fork=False, code=3)
+    assert forked_status == fresh_status == 3
+    assert forked_log == fresh_log == "to the log\n"
+    for key in ("argv", "cwd", "limit", "env", "session_leader", "name", "stdin", "isolated", "bytecode",
+                "in_open"):
+        if key == "session_leader":  # a fresh process shares the harness's session; a forked one has its own
+            continue
+        assert forked[key] == fresh[key], key
+    assert forked["limit"] == MEMORY
+    assert forked["argv"] == ["tests-folder", "3"]
+    assert forked["session_leader"] is True
+    # stdin, stdout, stderr and the listing's own descriptor: nothing else leaked into either
+    assert forked["open"] == fresh["open"] == 4, (forked, fresh)
+    assert forked["pytest_loaded"] is True and fresh["pytest_loaded"] is False
+    again, _, _ = _run(tmp_path, fork=True)
+    assert again["random"] != forked["random"]  # each judge's own random state, not a copy of the server's
+    assert forked["path0"] != str(Path(judge_start.SERVER).parent)  # -I: the server's folder is not on the path
+
+
+SLEEPER = "import sys, time\ntime.sleep(float(sys.argv[3]))\n"
+
+
+def _sleeper(tmp_path: Path, seconds: float, fork: bool = True):
+    script = tmp_path / "sleep.py"
+    script.write_text(SLEEPER)
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    with open(tmp_path / "sleep.log", "wb") as handle:
+        proc = start_judge(sys.executable, script, [str(seconds)], (out_w, in_r), log=handle.fileno(),
+                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, memory=MEMORY, fork=fork)
+    for fd in (out_r, out_w, in_r, in_w):
+        os.close(fd)
+    return proc
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_kill_wait_and_poll_read_as_popen_does(tmp_path: Path, fork: bool) -> None:
+    proc = _sleeper(tmp_path, 60, fork)
+    assert proc.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.2)
+    proc.kill()
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+    assert proc.poll() == -signal.SIGKILL
+    proc.kill()  # a second kill of an ended judge is harmless
+
+
+def test_a_dead_server_loses_no_judge_and_is_replaced(tmp_path: Path) -> None:
+    proc = _sleeper(tmp_path, 1.0)
+    assert isinstance(proc, ForkedJudge)
+    server = judge_start._server(sys.executable, {"PATH": "/usr/bin:/bin"})
+    assert server is not None
+    server.proc.kill()
+    server.proc.wait()
+    started = time.monotonic()
+    assert proc.wait(timeout=30) in (0, UNKNOWN_EXIT)  # still seen to end, through its pidfd
+    assert time.monotonic() - started < 10
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server.alive
+    again = _sleeper(tmp_path, 0)
+    assert isinstance(again, ForkedJudge)  # a new server
+    assert again.wait(timeout=30) == 0
+    assert judge_start._server(sys.executable, {"PATH": "/usr/bin:/bin"}) is not server
+
+
+def test_a_python_that_cannot_serve_starts_fresh_processes(tmp_path: Path) -> None:
+    """A Python whose server ends before it is ready (a stand-in that refuses to run judge_fork.py, as one without
+    pytest would fail its import) gets fresh processes, and is not asked again."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\ncase "$3" in *judge_fork.py) exit 1;; esac\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    script = tmp_path / "sleep.py"
+    script.write_text(SLEEPER)
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    with open(tmp_path / "sleep.log", "wb") as handle:
+        proc = start_judge(str(python), script, ["0"], (out_w, in_r), log=handle.fileno(), cwd=tmp_path,
+                           env={"PATH": "/usr/bin:/bin"}, memory=MEMORY)
+    for fd in (out_r, out_w, in_r, in_w):
+        os.close(fd)
+    assert isinstance(proc, subprocess.Popen)
+    assert proc.wait(timeout=30) == 0
+    assert judge_start._SERVERS[(str(python), (("PATH", "/usr/bin:/bin"),))] is None
