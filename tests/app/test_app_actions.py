@@ -147,6 +147,12 @@ def test_the_drill_down_labels_an_insight_a_selection_and_a_type(app_db: Path, t
     assert _labels(app_db)[SCIPY[1]] == ("Missing package", "app")
     table = next(d.value for d in at.dataframe if "your_label" in d.value.columns).set_index("insight_id")
     assert table.loc[scipy, "your_label"] == "Missing package"
+    # the form stays open for the next selection after its outcome was shown, through later reruns too (its
+    # expander closed under the person using it once `expanded` changed from one rerun to the next)
+    for _ in range(2):
+        at.run()
+        opened = [e.proto.expanded for e in at.expander if e.label.startswith("Label insights of this type")]
+        assert opened == [True]
 
     at.text_input(key=f"{key}_new").input("Import failure")  # a typed name wins over a chosen one
     _submit(at, "Label the whole type (4 distinct insights)")

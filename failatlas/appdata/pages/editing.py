@@ -13,6 +13,7 @@ from failatlas.appdata.pages.common import Context, code, md, md_message, param
 from failatlas.core.tables import counted
 
 _OUTCOME = "_action_outcome"
+_USED = "_action_used_"  # + a form's key: it made a write in this session
 
 
 def report(outcome: actions.Outcome, where: str) -> None:
@@ -20,6 +21,7 @@ def report(outcome: actions.Outcome, where: str) -> None:
     refused write is said at once (nothing changed, so nothing to reread)."""
     if outcome.ok:
         st.session_state[_OUTCOME] = (where, outcome.message)
+        st.session_state[_USED + where] = True
         st.rerun()
     st.error(md_message(outcome.message))
 
@@ -35,8 +37,11 @@ def show_outcome(where: str) -> bool:
 
 
 def pending(where: str) -> bool:
-    """Whether the form `where` has an outcome to show (its expander then opens)."""
-    return bool(st.session_state.get(_OUTCOME)) and st.session_state[_OUTCOME][0] == where
+    """Whether the expander of the form `where` opens: it has an outcome to show, or it made a write earlier in this
+    session. It then stays open for the next one: an expander whose `expanded` changed from one rerun to the next
+    would close under the person using it once the outcome had been shown."""
+    shown = bool(st.session_state.get(_OUTCOME)) and st.session_state[_OUTCOME][0] == where
+    return shown or bool(st.session_state.get(_USED + where))
 
 
 def _picked(existing: str | None, typed: str) -> str | None:
