@@ -11,6 +11,7 @@ as fresh processes, and a judge already forked is still watched through its pidf
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -172,15 +173,32 @@ class JudgeServer:
         return reply
 
     def close(self) -> None:
+        """End the server (it reads EOF and exits; killed if it has not within 5 s) and reap it."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)  # EOF for the server, and wakes the reader blocked on it
         with contextlib.suppress(OSError):
             self._sock.close()
-        if self.proc.poll() is None:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
-        self.proc.wait()
+            self.proc.wait()
 
 
 _SERVERS: dict[tuple, JudgeServer | None] = {}  # None: it could not start, or died; fresh processes instead
 _SERVERS_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_servers() -> None:
+    """At the harness's exit: each server ended and reaped by it, so none outlives it and their CPU time (and
+    their judges') is counted in the harness's own, as a fresh judge's was."""
+    with _SERVERS_LOCK:
+        servers = [s for s in _SERVERS.values() if s is not None]
+        _SERVERS.clear()
+    for server in servers:
+        with contextlib.suppress(Exception):
+            server.close()
 
 
 def _server(python: str, env: Mapping[str, str]) -> JudgeServer | None:

@@ -148,3 +148,29 @@ def test_a_python_that_cannot_serve_starts_fresh_processes(tmp_path: Path) -> No
     assert isinstance(proc, subprocess.Popen)
     assert proc.wait(timeout=30) == 0
     assert judge_start._SERVERS[(str(python), (("PATH", "/usr/bin:/bin"),))] is None
+
+
+def test_the_server_ends_with_the_harness_and_is_reaped_by_it(tmp_path: Path) -> None:
+    """A harness process that ran a judge ends its server and reaps it on the way out (so none outlives it, and
+    the server's CPU time, its judges' included, is in the harness's children's time as a fresh judge's was)."""
+    code = f"""
+import atexit, resource, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
+seen = {{}}
+def after():  # registered before judge_start's own handler, so it runs after it
+    server = seen["server"]
+    print("returncode", server.proc.returncode, "children_cpu", resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime)
+atexit.register(after)
+from pathlib import Path
+from failatlas.bench_core.hidden import judge_start
+from tests.bench_core.hidden.test_judge_start import _sleeper
+proc = _sleeper(Path({str(tmp_path)!r}), 0)
+assert isinstance(proc, judge_start.ForkedJudge)
+assert proc.wait(timeout=30) == 0
+seen["server"] = judge_start._server(sys.executable, {{"PATH": "/usr/bin:/bin"}})
+print("before", resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    words = out.stdout.split()
+    assert words[words.index("returncode") + 1] == "0", out.stdout  # it read EOF and exited, and was reaped
+    assert float(words[words.index("children_cpu") + 1]) > float(words[words.index("before") + 1]), out.stdout
