@@ -30,6 +30,14 @@ UNKNOWN_EXIT = -1  # a judge whose server died before telling its exit status
 STATUS_WAIT_S = 2.0  # how long an ended judge's status may take to arrive from its server
 
 
+class JudgeStartError(Exception):
+    """The fork server took a judge's request and then ended or went silent: a judge may run with its descriptors,
+    so no other may start on them."""
+
+
+_ENDED = object()  # the server's socket reached its end
+
+
 class ForkedJudge:
     """A judge forked by the server: the part of `subprocess.Popen` that `relay.run_judge` uses. Its end is seen
     through its pidfd (readable once it exits, whether or not its server still runs); its exit status is the
@@ -156,18 +164,27 @@ class JudgeServer:
         with self._table:
             self.alive = False
             self._judges.clear()
-        self._replies.put(OSError("the judges' fork server ended"))
+        self._replies.put(_ENDED)
 
     def start(self, script: Path, args: Sequence[str], fds: Sequence[int], *, cwd: Path,
               memory: int) -> ForkedJudge:
         """Fork a judge running `script` as `__main__` with argv `[script, out fd, in fd, *args]`; `fds`: its
-        channel out, its channel in and its log (stdout and stderr)."""
+        channel out, its channel in and its log (stdout and stderr). OSError where no judge was started (the
+        server is gone, or refused), so a fresh process may take its place; JudgeStartError where the server
+        ended or went silent after the request reached it, and a judge it forked may hold the descriptors."""
         request = json.dumps({"script": str(script), "args": list(args), "cwd": str(cwd), "memory": int(memory)})
         with self._lock:
             if not self.alive:
                 raise OSError("the judges' fork server ended")
             socket.send_fds(self._sock, [request.encode()], list(fds))
-            reply = self._replies.get()
+            try:
+                reply = self._replies.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                self.close()
+                raise JudgeStartError(f"the judges' fork server did not answer within {START_TIMEOUT_S:.0f} s") \
+                    from None
+        if reply is _ENDED:
+            raise JudgeStartError("the judges' fork server ended before it said whether it started the judge")
         if isinstance(reply, BaseException):
             raise reply
         return reply
@@ -227,7 +244,7 @@ def start_judge(python: str, script: Path, args: Sequence[str], fds: Sequence[in
         try:
             return server.start(script, args, (out_fd, in_fd, log), cwd=cwd, memory=memory)
         except OSError:
-            pass  # the server is gone: this judge starts as a fresh process
+            pass  # no judge was started: this one starts as a fresh process (JudgeStartError goes to the caller)
 
     def limit() -> None:  # pragma: no cover - runs in the child before exec
         import resource

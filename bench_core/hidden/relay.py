@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from failatlas.bench_core.hidden.judge_start import start_judge
+from failatlas.bench_core.hidden.judge_start import JudgeStartError, start_judge
 from failatlas.bench_core.hidden.zygote import (
     ENV,
     REPLY_LIMIT,
@@ -312,10 +312,16 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
         start = time.monotonic()
         deadline = start + timeout_s
         relay = _Relay(sandbox, deadline, timeout_s, preload_modules(pristine))
-        with open(log, "wb") as log_handle:
-            proc = start_judge(python, Path(tmp) / "judge" / "failatlas_judge.py", [str(tests), str(pristine or "")],
-                               (to_parent_w, to_judge_r), log=log_handle.fileno(), cwd=Path(tmp) / "judge",
-                               env=_judge_env(), memory=JUDGE_MEMORY_BYTES, fork=fork)
+        try:
+            with open(log, "wb") as log_handle:
+                proc = start_judge(python, Path(tmp) / "judge" / "failatlas_judge.py",
+                                   [str(tests), str(pristine or "")], (to_parent_w, to_judge_r),
+                                   log=log_handle.fileno(), cwd=Path(tmp) / "judge", env=_judge_env(),
+                                   memory=JUDGE_MEMORY_BYTES, fork=fork)
+        except (OSError, JudgeStartError) as exc:  # before the agent's code ran anywhere: the harness's failure
+            for fd in (to_parent_r, to_parent_w, to_judge_r, to_judge_w):
+                os.close(fd)
+            raise JudgeError(f"the hidden-test judge could not start: {exc}") from exc
         os.close(to_parent_w)
         os.close(to_judge_r)
         os.set_blocking(to_judge_w, False)

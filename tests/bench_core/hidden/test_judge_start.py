@@ -174,3 +174,27 @@ print("before", resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime)
     words = out.stdout.split()
     assert words[words.index("returncode") + 1] == "0", out.stdout  # it read EOF and exited, and was reaped
     assert float(words[words.index("children_cpu") + 1]) > float(words[words.index("before") + 1]), out.stdout
+
+
+def test_a_server_that_ends_after_taking_a_request_starts_no_second_judge(tmp_path: Path) -> None:
+    """Once the request reached the server, a judge it forked may hold the pipes: when the server then ends without
+    a reply, the caller hears it (JudgeStartError) instead of a fresh judge starting on the same pipes."""
+    fake = tmp_path / "fake_server.py"
+    fake.write_text("import socket, sys\nsock = socket.socket(fileno=int(sys.argv[1]))\n"
+                    "sock.send(b'{\"ready\": true}')\nsocket.recv_fds(sock, 65536, 3)\n")
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\ncase "$3" in *judge_fork.py) exec {sys.executable} -I -B {fake} "$4";; esac\n'
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    script = tmp_path / "ran.py"
+    script.write_text("print('ran')\n")
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    try:
+        with open(tmp_path / "sleep.log", "wb") as handle, pytest.raises(judge_start.JudgeStartError):
+            start_judge(str(python), script, ["0"], (out_w, in_r), log=handle.fileno(), cwd=tmp_path,
+                        env={"PATH": "/usr/bin:/bin"}, memory=MEMORY)
+    finally:
+        for fd in (out_r, out_w, in_r, in_w):
+            os.close(fd)
+    assert not (tmp_path / "sleep.log").read_bytes()  # no fresh judge ran on them either
