@@ -27,6 +27,7 @@ from pathlib import Path
 SERVER = Path(__file__).resolve().parent / "judge_fork.py"
 START_TIMEOUT_S = 60.0
 UNKNOWN_EXIT = -1  # a judge whose server died before telling its exit status
+MAX_SERVERS = 4  # live fork servers per harness process, at most (idle ones beyond are ended)
 STATUS_WAIT_S = 2.0  # how long an ended judge's status may take to arrive from its server
 
 
@@ -225,12 +226,30 @@ def _server(python: str, env: Mapping[str, str]) -> JudgeServer | None:
             found = _SERVERS[key]
             if found is None or found.alive:
                 return found
+        _retire_idle()
         try:
             found = JudgeServer(python, env)
         except OSError:
             found = None
         _SERVERS[key] = found
         return found
+
+
+def _retire_idle() -> None:
+    """Hold _SERVERS_LOCK. Past MAX_SERVERS live servers (a judge environment that changes from call to call, e.g.
+    a HOME per test), end the oldest of those with no request in flight and no judge running."""
+    live = [(key, server) for key, server in _SERVERS.items() if server is not None and server.alive]
+    for key, server in live[:max(0, len(live) - MAX_SERVERS + 1)]:
+        if not server._lock.acquire(blocking=False):
+            continue
+        try:
+            with server._table:
+                busy = bool(server._judges)
+            if not busy:
+                del _SERVERS[key]
+                server.close()
+        finally:
+            server._lock.release()
 
 
 def start_judge(python: str, script: Path, args: Sequence[str], fds: Sequence[int], *, log: int, cwd: Path,

@@ -198,3 +198,18 @@ def test_a_server_that_ends_after_taking_a_request_starts_no_second_judge(tmp_pa
         for fd in (out_r, out_w, in_r, in_w):
             os.close(fd)
     assert not (tmp_path / "sleep.log").read_bytes()  # no fresh judge ran on them either
+
+
+def test_servers_for_ever_new_environments_are_bounded_and_a_busy_one_is_kept(tmp_path: Path) -> None:
+    """A judge environment that changes from call to call (a HOME per test) leaves at most MAX_SERVERS servers
+    alive; one whose judge still runs is not ended under it."""
+    busy = _sleeper(tmp_path, 30)  # a judge of the {"PATH": ...} server, still running
+    assert isinstance(busy, ForkedJudge)
+    kept = judge_start._server(sys.executable, {"PATH": "/usr/bin:/bin"})
+    for n in range(judge_start.MAX_SERVERS + 2):
+        assert judge_start._server(sys.executable, {"PATH": "/usr/bin:/bin", "HOME": f"/home/{n}"}) is not None
+    live = [s for s in judge_start._SERVERS.values() if s is not None and s.alive]
+    assert len(live) <= judge_start.MAX_SERVERS + 1  # the busy one may stay beyond the bound
+    assert kept.alive and kept in live
+    busy.kill()
+    assert busy.wait(timeout=10) == -signal.SIGKILL
