@@ -119,16 +119,15 @@ class JudgeServer:
             theirs.close()
         self._replies: queue.SimpleQueue = queue.SimpleQueue()
         self._judges: dict[int, ForkedJudge] = {}
-        self._early: dict[int, int] = {}  # exits told before their reply was handled
         self._lock = threading.Lock()  # one request at a time
-        self._table = threading.Lock()  # _judges, _early, alive
+        self._table = threading.Lock()  # _judges, alive
         self.alive = True
         self._sock.settimeout(START_TIMEOUT_S)
         try:
-            ready = self._sock.recv(1 << 16)
-        except OSError:
-            ready = b""
-        if not ready or json.loads(ready).get("ready") is not True:
+            ready = json.loads(self._sock.recv(1 << 16) or b"{}").get("ready") is True
+        except (OSError, ValueError, AttributeError):
+            ready = False
+        if not ready:
             self.close()
             raise OSError(f"the judges' fork server did not start with {python}")
         self._sock.settimeout(None)
@@ -142,18 +141,14 @@ class JudgeServer:
                     break
                 message = json.loads(data)
                 if "pid" in message and fds:
+                    os.set_inheritable(fds[0], False)
                     judge = ForkedJudge(int(message["pid"]), fds[0])
                     with self._table:
                         self._judges[judge.pid] = judge
-                        early = self._early.pop(judge.pid, None)
-                    if early is not None:
-                        judge._set_exit(early)
                     self._replies.put(judge)
-                elif "exit" in message:
+                elif "exit" in message:  # the server tells a judge's exit only after its reply
                     with self._table:
                         judge = self._judges.pop(int(message["exit"]), None)
-                        if judge is None:
-                            self._early[int(message["exit"])] = int(message["code"])
                     if judge is not None:
                         judge._set_exit(int(message["code"]))
                 else:
@@ -167,13 +162,15 @@ class JudgeServer:
             self._judges.clear()
         self._replies.put(_ENDED)
 
-    def start(self, script: Path, args: Sequence[str], fds: Sequence[int], *, cwd: Path,
-              memory: int) -> ForkedJudge:
+    def start(self, script: Path, args: Sequence[str], fds: Sequence[int], *, cwd: Path, memory: int,
+              path_first: Sequence[Path] = ()) -> ForkedJudge:
         """Fork a judge running `script` as `__main__` with argv `[script, out fd, in fd, *args]`; `fds`: its
         channel out, its channel in and its log (stdout and stderr). OSError where no judge was started (the
         server is gone, or refused), so a fresh process may take its place; JudgeStartError where the server
-        ended or went silent after the request reached it, and a judge it forked may hold the descriptors."""
-        request = json.dumps({"script": str(script), "args": list(args), "cwd": str(cwd), "memory": int(memory)})
+        ended or went silent after the request reached it, and a judge it forked may hold the descriptors.
+        `path_first`: the folders the judge puts first on its path (judge_fork.py's `_shadowed`)."""
+        request = json.dumps({"script": str(script), "args": list(args), "cwd": str(cwd), "memory": int(memory),
+                              "path_first": [str(p) for p in path_first]})
         with self._lock:
             if not self.alive:
                 raise OSError("the judges' fork server ended")
@@ -184,6 +181,9 @@ class JudgeServer:
                 self.close()
                 raise JudgeStartError(f"the judges' fork server did not answer within {START_TIMEOUT_S:.0f} s") \
                     from None
+            except BaseException:  # interrupted between the request and its reply: replies would pair with the
+                self.close()  # wrong requests from here on; the server kills what it forked as it ends
+                raise
         if reply is _ENDED:
             raise JudgeStartError("the judges' fork server ended before it said whether it started the judge")
         if isinstance(reply, BaseException):
@@ -191,7 +191,11 @@ class JudgeServer:
         return reply
 
     def close(self) -> None:
-        """End the server (it reads EOF and exits; killed if it has not within 5 s) and reap it."""
+        """End the server (it reads EOF and exits; killed if it has not within 5 s) and reap it. A `start` that got
+        this server before it was ended fails with OSError before sending (a closed socket), so its judge starts as a
+        fresh process."""
+        with self._table:
+            self.alive = False
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)  # EOF for the server, and wakes the reader blocked on it
         with contextlib.suppress(OSError):
@@ -253,15 +257,16 @@ def _retire_idle() -> None:
 
 
 def start_judge(python: str, script: Path, args: Sequence[str], fds: Sequence[int], *, log: int, cwd: Path,
-                env: Mapping[str, str], memory: int, fork: bool = True) -> ForkedJudge | subprocess.Popen:
+                env: Mapping[str, str], memory: int, fork: bool = True,
+                path_first: Sequence[Path] = ()) -> ForkedJudge | subprocess.Popen:
     """Start `python -I -B script <out fd> <in fd> *args` (`fds`: out, in) with its stdout and stderr on `log`,
     in `cwd`, with `env` and an address-space limit of `memory` bytes: forked by the server when `fork` and one
-    runs, else as a fresh process."""
+    runs, else as a fresh process. `path_first`: the folders the script puts first on its path."""
     out_fd, in_fd = fds
     server = _server(python, env) if fork else None
     if server is not None:
         try:
-            return server.start(script, args, (out_fd, in_fd, log), cwd=cwd, memory=memory)
+            return server.start(script, args, (out_fd, in_fd, log), cwd=cwd, memory=memory, path_first=path_first)
         except OSError:
             pass  # no judge was started: this one starts as a fresh process (JudgeStartError goes to the caller)
 

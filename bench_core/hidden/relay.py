@@ -317,11 +317,14 @@ def run_judge(paths: list[Path], sandbox, *, pristine: Path | None, timeout_s: f
                 proc = start_judge(python, Path(tmp) / "judge" / "failatlas_judge.py",
                                    [str(tests), str(pristine or "")], (to_parent_w, to_judge_r),
                                    log=log_handle.fileno(), cwd=Path(tmp) / "judge", env=_judge_env(),
-                                   memory=JUDGE_MEMORY_BYTES, fork=fork)
-        except (OSError, JudgeStartError) as exc:  # before the agent's code ran anywhere: the harness's failure
+                                   memory=JUDGE_MEMORY_BYTES, fork=fork,
+                                   path_first=[Path(tmp) / "judge", *([pristine] if pristine else [])])
+        except BaseException as exc:
             for fd in (to_parent_r, to_parent_w, to_judge_r, to_judge_w):
                 os.close(fd)
-            raise JudgeError(f"the hidden-test judge could not start: {exc}") from exc
+            if isinstance(exc, (OSError, JudgeStartError)):  # nothing of the agent ran yet: the harness's failure
+                raise JudgeError(f"the hidden-test judge could not start: {exc}") from exc
+            raise
         os.close(to_parent_w)
         os.close(to_judge_r)
         os.set_blocking(to_judge_w, False)

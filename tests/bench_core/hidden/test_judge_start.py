@@ -20,7 +20,7 @@ from failatlas.bench_core.hidden.judge_start import UNKNOWN_EXIT, ForkedJudge, s
 MEMORY = 3 * 1024 * 1024 * 1024
 
 REPORT = r'''
-import json, os, random, resource, sys
+import json, os, random, resource, signal, sys
 out = int(sys.argv[1])
 fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
 info = {
@@ -30,6 +30,8 @@ info = {
     "stdin": os.readlink("/proc/self/fd/0"), "path0": sys.path[0] if sys.path else "",
     "isolated": sys.flags.isolated, "bytecode": sys.dont_write_bytecode,
     "pytest_loaded": "pytest" in sys.modules, "in_open": int(sys.argv[2]) in fds, "random": random.random(),
+    "sigint": getattr(signal.getsignal(signal.SIGINT), "__name__", str(signal.getsignal(signal.SIGINT))),
+    "sigpipe": str(signal.getsignal(signal.SIGPIPE)), "pgid_is_sid_leader": os.getpgid(0) == os.getpid(),
 }
 print("to the log")
 os.write(out, json.dumps(info).encode())
@@ -67,13 +69,12 @@ def test_a_forked_judge_starts_as_a_fresh_process_would(tmp_path: Path) -> None:
     assert forked_status == fresh_status == 3
     assert forked_log == fresh_log == "to the log\n"
     for key in ("argv", "cwd", "limit", "env", "session_leader", "name", "stdin", "isolated", "bytecode",
-                "in_open"):
-        if key == "session_leader":  # a fresh process shares the harness's session; a forked one has its own
-            continue
+                "in_open", "sigint", "sigpipe", "pgid_is_sid_leader"):
         assert forked[key] == fresh[key], key
     assert forked["limit"] == MEMORY
     assert forked["argv"] == ["tests-folder", "3"]
-    assert forked["session_leader"] is True
+    assert forked["session_leader"] is False  # in the harness's session and process group: a Ctrl-C reaches it
+    assert forked["sigint"] == "default_int_handler"
     # stdin, stdout, stderr and the listing's own descriptor: nothing else leaked into either
     assert forked["open"] == fresh["open"] == 4, (forked, fresh)
     assert forked["pytest_loaded"] is True and fresh["pytest_loaded"] is False
@@ -213,3 +214,64 @@ def test_servers_for_ever_new_environments_are_bounded_and_a_busy_one_is_kept(tm
     assert kept.alive and kept in live
     busy.kill()
     assert busy.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_a_pristine_module_named_like_a_preloaded_one_is_the_judge_s_import(tmp_path: Path) -> None:
+    """A fresh judge, with the pristine repository first on its path, imports the task's own `signal.py` or
+    `resource.py`; a forked one must too, although the server imported the standard library's."""
+    pristine = tmp_path / "pristine"
+    (pristine / "calendar").mkdir(parents=True)
+    (pristine / "signal.py").write_text("TASK = 'signal'\n")
+    (pristine / "resource.py").write_text("TASK = 'resource'\n")
+    (pristine / "calendar" / "__init__.py").write_text("TASK = 'calendar'\n")
+    (pristine / "os.py").write_text("TASK = 'os'\n")  # a fresh interpreter holds os before any path is read
+    script = tmp_path / "imports.py"
+    script.write_text(f"import os, sys\nsys.path.insert(0, {str(pristine)!r})\n"
+                      "import signal, resource, calendar\nimport os as again\n"
+                      "said = ' '.join(m.TASK for m in (signal, resource, calendar)) + f' {again is os}'\n"
+                      "os.write(int(sys.argv[1]), said.encode())\n")
+    for fork in (False, True):
+        out_r, out_w = os.pipe()
+        in_r, in_w = os.pipe()
+        with open(tmp_path / "imports.log", "wb") as handle:
+            proc = start_judge(sys.executable, script, [], (out_w, in_r), log=handle.fileno(), cwd=tmp_path,
+                               env={"PATH": "/usr/bin:/bin"}, memory=MEMORY, fork=fork, path_first=[pristine])
+        os.close(out_w)
+        os.close(in_r)
+        said = os.read(out_r, 1000)
+        os.close(out_r)
+        os.close(in_w)
+        assert proc.wait(timeout=30) == 0, (tmp_path / "imports.log").read_text()
+        assert said == b"signal resource calendar True", (fork, said)
+
+
+def test_a_judge_s_exit_text_and_setup_failure_are_in_its_log(tmp_path: Path) -> None:
+    """`sys.exit("why")` prints its text and exits 1, as the interpreter does; a folder that is gone is a
+    traceback in the log and exit 1, which the relay reads as a judge that ended without a result."""
+    script = tmp_path / "says.py"
+    script.write_text("import sys\nsys.exit('the judge says why it stopped')\n")
+    for cwd, expect in ((tmp_path, "the judge says why it stopped"), (tmp_path / "gone", "FileNotFoundError")):
+        out_r, out_w = os.pipe()
+        in_r, in_w = os.pipe()
+        with open(tmp_path / "says.log", "wb") as handle:
+            proc = start_judge(sys.executable, script, [], (out_w, in_r), log=handle.fileno(), cwd=cwd,
+                               env={"PATH": "/usr/bin:/bin"}, memory=MEMORY)
+        for fd in (out_r, out_w, in_r, in_w):
+            os.close(fd)
+        assert isinstance(proc, ForkedJudge)
+        assert proc.wait(timeout=30) == 1
+        assert expect in (tmp_path / "says.log").read_text()
+
+
+def test_a_server_whose_harness_ends_kills_the_judges_it_forked(tmp_path: Path) -> None:
+    """A harness interrupted mid-judge (its end of the socket closed): the server kills the judges it has not
+    reaped before it exits, so none runs on after the harness."""
+    proc = _sleeper(tmp_path, 60)
+    assert isinstance(proc, ForkedJudge)
+    server = judge_start._server(sys.executable, {"PATH": "/usr/bin:/bin"})
+    with judge_start._SERVERS_LOCK:
+        judge_start._SERVERS.pop((sys.executable, (("PATH", "/usr/bin:/bin"),)), None)
+    server.close()
+    assert server.proc.returncode == 0  # it read EOF and exited by itself
+    assert proc.wait(timeout=10) in (-signal.SIGKILL, UNKNOWN_EXIT)
+    assert not Path(f"/proc/{proc.pid}").exists() or "Z" in Path(f"/proc/{proc.pid}/stat").read_text().split()[2]
