@@ -279,9 +279,12 @@ def _agent_ended(run: JudgeRun, why: str) -> JudgeRun:
 
 
 def _judge_env() -> dict[str, str]:
+    """The judge's environment: the few variables it keeps, pytest's own switches and one thread for numerical
+    libraries. No PYTHON* variable: `-I` makes the interpreter ignore them all (PYTHONHASHSEED among them), so
+    the judge's str hashes are randomised as any interpreter's are."""
     env = {k: os.environ[k] for k in JUDGE_ENV_KEEP if k in os.environ}
-    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_ADDOPTS="", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONHASHSEED="0", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_ADDOPTS="",
+               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     return env
 
 
