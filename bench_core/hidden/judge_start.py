@@ -2,11 +2,12 @@
 server can run, a fresh `python3 -I -B` process as before. Either way the caller gets a process handle with
 `poll`, `wait`, `kill` and `returncode`, as `subprocess.Popen` has.
 
-One server per harness process, Python and judge environment, started on the first judge and ended with the
-harness (it reads EOF on its socket). A judge it forks gets exactly the descriptors it is handed, its own session
-and the judge's address-space limit; the harness holds a pidfd for each, so a kill never reaches a reused pid. A
-server that cannot start (no pytest for that Python), or dies, is not used again: the judges of that process start
-as fresh processes, and a judge already forked is still watched through its pidfd.
+One server per harness process, Python and judge environment (at most MAX_SERVERS live), started on the first
+judge and ended with the harness (it reads EOF on its socket and kills the judges it forked). A judge it forks gets
+exactly the descriptors it is handed and the judge's address-space limit, in the harness's process group
+(judge_fork.py says the rest); the harness holds a pidfd for each, so a kill never reaches a reused pid. Where a
+server cannot start (no pytest for that Python) or has died, judges start as fresh processes (a dead one is started
+again for the next judge), and a judge already forked is still watched through its pidfd.
 """
 
 from __future__ import annotations
