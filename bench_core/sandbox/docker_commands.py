@@ -18,9 +18,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
 
-from failatlas.bench_core.sandbox import channel, docker_server, docker_stream, provenance, tarballs
+from failatlas.bench_core.sandbox import channel, docker_stream, provenance, tarballs
 from failatlas.bench_core.sandbox.errors import SandboxError, SandboxTimeoutError
 from failatlas.bench_core.sandbox.model import DEFAULT_OUTPUT_LIMIT, ExecResult, KilledReason
 from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, command_text
@@ -235,18 +234,10 @@ class DockerCommands:
         )
 
     def _start_exec(self, argv: list[str], *, user: str, env: Mapping[str, str] | None = None,
-                    cwd: str | None = None) -> tuple[Any, Iterator[tuple[bytes | None, bytes | None]]]:
-        """Start `argv`: through the container's command server where it has one (`docker_server.py`), else by
-        `docker exec`; its handle for `_exit_code` and its (stdout, stderr) chunks."""
+                    cwd: str | None = None) -> tuple[str, Iterator[tuple[bytes | None, bytes | None]]]:
+        """Start `argv`; its id and its (stdout, stderr) chunks."""
         import docker
 
-        server = self._command_server()
-        if server is not None:
-            try:
-                command = server.spawn(argv, user=user, env=env or {}, cwd=cwd)
-                return command, command.chunks()
-            except docker_server.ServerGone:
-                pass  # the container restarted under it, or it died: `docker exec` from here on
         try:
             exec_id = self._api.exec_create(self.container.id, argv, user=user, environment=dict(env or {}),
                                             workdir=cwd)["Id"]
@@ -254,32 +245,6 @@ class DockerCommands:
             return exec_id, docker_stream.exec_output(self._api, exec_id)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot run a command in sandbox {self.container.name}: {exc}") from exc
-
-    def _command_server(self) -> docker_server.CommandServer | None:
-        """The container's command server, started at the first command; None where there is none (it could not
-        start here, it ended, or this sandbox has none)."""
-        if self._server is False:
-            return None
-        with self._server_lock:
-            if self._server is None:
-                config = (self.container.attrs or {}).get("Config") or {}
-                # `docker exec`'s environment: HOSTNAME, then the container's own
-                env = {"HOSTNAME": str(config.get("Hostname") or ""),
-                       **dict(entry.partition("=")[::2] for entry in config.get("Env") or [])}
-                self._server = docker_server.CommandServer.start(self._api, self.container.id, base_env=env,
-                                                                 path=SYSTEM_PATH) or False
-            server = self._server or None
-        if server is not None and not server.alive:
-            self._drop_server(again=False)  # ended under a running container: no second try
-            return None
-        return server
-
-    def _drop_server(self, *, again: bool = True) -> None:
-        """Close the command server; `again`: a new one may start at the next command (after a restart)."""
-        with self._server_lock:
-            server, self._server = self._server, (None if again and self._server is not False else False)
-        if isinstance(server, docker_server.CommandServer):
-            server.close()
 
     def open_channel(self, cmd: str | Sequence[str], *, timeout: float, cwd: str | None = None,
                      env: Mapping[str, str] | None = None, limit: int = 1 << 20) -> channel.Channel:
@@ -332,7 +297,7 @@ class DockerCommands:
         pump = channel.start_pump(opened, chunks)
         return opened
 
-    def _stream_exec(self, argv: list[str], check_time: Callable[[], None]) -> tuple[Any, str, tarballs.ChunkReader]:
+    def _stream_exec(self, argv: list[str], check_time: Callable[[], None]) -> tuple[str, str, tarballs.ChunkReader]:
         """Start `argv` as the sandbox user with its stdout as a stream read under `check_time`; (exec id, marker,
         stream). End it with `_end_stream`."""
         marker = uuid.uuid4().hex
@@ -343,7 +308,7 @@ class DockerCommands:
         exec_id, chunks = self._start_exec(argv, user=self.spec.user, env={MARKER_VAR: marker, "PATH": SYSTEM_PATH})
         return exec_id, marker, tarballs.ChunkReader(chunks, check_time=check_time)
 
-    def _end_stream(self, exec_id: Any, marker: str, stream: tarballs.ChunkReader) -> int | None:
+    def _end_stream(self, exec_id: str, marker: str, stream: tarballs.ChunkReader) -> int | None:
         """Stop a streamed command (killing it when it is still sending) and return its exit code."""
         if not stream.finish(0.5):
             self._kill_marked(marker)
@@ -352,22 +317,18 @@ class DockerCommands:
         self._live.discard(marker)
         return self._exit_code(exec_id) if stream.ended else None
 
-    def _exec_running(self, exec_id: Any) -> bool:
+    def _exec_running(self, exec_id: str) -> bool:
         """Whether the command `exec_id` still runs, by the daemon's word (no command in the container)."""
         import docker
 
-        if isinstance(exec_id, docker_server.ServerCommand):
-            return not exec_id.ended.is_set()
         try:
             return bool(self._api.exec_inspect(exec_id).get("Running"))
         except docker.errors.DockerException:
             return True
 
-    def _exit_code(self, exec_id: Any) -> int | None:
+    def _exit_code(self, exec_id: str) -> int | None:
         import docker
 
-        if isinstance(exec_id, docker_server.ServerCommand):
-            return exec_id.exit_code()
         for _ in range(50):
             try:
                 info = self._api.exec_inspect(exec_id)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.sandbox import docker_files, docker_server, docker_system, tarballs
+from failatlas.bench_core.sandbox import docker_files, docker_system, tarballs
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.docker_commands import (  # noqa: F401 - re-exported: their first home
     _COUNTERS_SH,
@@ -99,9 +99,6 @@ class DockerSandbox(DockerCommands):
         self._strace = self._setpriv = self._python = ""
         self._home = "/tmp"
         self._host: HostCgroup | None = None  # the host's view of its cgroups, where there is one (host_cgroup.py)
-        # the command server (docker_server.py): None until the first command, False where there is none
-        self._server: docker_server.CommandServer | None | bool = None if docker_server.enabled(spec.user) else False
-        self._server_lock = threading.Lock()
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None, client: Any = None) -> DockerSandbox:
@@ -188,9 +185,6 @@ class DockerSandbox(DockerCommands):
         if spec.trace_processes:  # root's tracer (docker_commands, provenance.py): it drops to the sandbox user for
             # the command, traces it and reads its descriptors; the sandbox user has none of these
             options["cap_add"] = ["SETUID", "SETGID", "SYS_PTRACE", "DAC_READ_SEARCH"]
-        if docker_server.enabled(spec.user):  # the command server (root) drops to the sandbox user and gives it
-            # its output pipes, as runc does (docker_server.py); the sandbox user has none of these
-            options["cap_add"] = sorted({*options.get("cap_add", []), "CHOWN", "SETUID", "SETGID"})
         if spec.read_only_root:
             mounts.append(docker.types.Mount(target=spec.workdir, source=None, type="volume"))
         if mounts:
@@ -238,7 +232,6 @@ class DockerSandbox(DockerCommands):
         import docker
 
         self._host = None
-        self._drop_server()
         try:
             self.container.kill()
             self.container.start()
@@ -378,7 +371,6 @@ class DockerSandbox(DockerCommands):
         except docker.errors.APIError as exc:
             raise SandboxError(f"cannot remove sandbox {self.container.name}: {exc}") from exc
         finally:
-            self._drop_server(again=False)
             if self.egress is not None:
                 self.egress.close()
 

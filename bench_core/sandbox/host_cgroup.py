@@ -5,11 +5,10 @@ killed at the memory or the process limit?): two commands in the container, each
 much CPU as a small command itself. Where the container's init is one of this host's processes, the same answers
 are read from the host's side instead, where nothing in the container can change them:
 
-- `resting()`: whether the container holds only root's processes (its init, init's `sleep`, the command server of
-  `docker_server.py` and the harness's own root commands): then no command left anything to reap. Orphans of the
-  agent's commands are re-parented to init, but run as the sandbox user, never as root (no new privileges, no
-  capabilities, and a real uid no process of theirs can change to 0), so they are seen; any process of another
-  uid, a live command of the harness's included, makes it False and the reap runs in the container as before. The pids
+- `resting()`: whether the container holds only its init (docker-init, root) and init's `sleep` (root): then no
+  command left anything to reap. Orphans of the agent's commands are re-parented to init too, but run as the
+  sandbox user, never as root (no new privileges, no capabilities), so they are seen; any other process, a live
+  command of the harness's included, makes it False and the reap runs in the container as before. The pids
   controller's count of tasks is read first and must equal those of init and `sleep`: it is charged before a new
   task exists, in one number, so a process that keeps re-forking to change its pid (which a list read while it
   forks could miss) is always counted, and once no task of the agent is left, none can appear.
@@ -100,7 +99,7 @@ class HostCgroup:
             return []
 
     def resting(self) -> bool:
-        """Whether only root's processes (init, its `sleep`, the command server) are in the container now."""
+        """Whether only init and its root children (init's `sleep`) are in the container now."""
         try:
             tasks = int(self.tasks.read_text())  # first: what exists now, new tasks being made included
         except (OSError, ValueError):
@@ -113,8 +112,8 @@ class HostCgroup:
             status = _status(pid)
             if status is None:
                 return False
-            _ppid, uid, count = status
-            if pid != str(self.init_pid) and uid != 0:
+            ppid, uid, count = status
+            if pid != str(self.init_pid) and (ppid, uid) != (self.init_pid, 0):
                 return False
             threads += count
         return tasks == threads
