@@ -26,6 +26,13 @@ from failatlas.bench_core.sandbox.output import CappedBuffer, command_argv, comm
 
 MARKER_VAR = "FAILATLAS_EXEC_ID"
 GRACE_S = 2.0
+# the tracer's programs by absolute path, looked up where only root can write: root never runs a `python3` the agent
+# put on its PATH (~/.local/bin comes first there)
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # folders only root can write in an image (the agent's user cannot)
+# the environment of every command of the harness's own, root's and the sandbox user's alike: the container's PATH
+# starts with the agent's ~/.local/bin, where a planted `cat` or `seq` would run as root in the tracer's after-step,
+# and a planted `grep` or `tr` would answer for the reap (red team, 2026-12-06)
+HARNESS_ENV = {"PATH": SYSTEM_PATH}
 _COUNTER_FILES = (
     "/sys/fs/cgroup/memory/memory.oom_control",
     "/sys/fs/cgroup/memory.events",
@@ -55,6 +62,7 @@ _REAP_ALL_SH = "kill -9 -1 2>/dev/null; true"
 # counters, then the reap script `$6` as the sandbox user (dropped to by setpriv, `$3`, uid `$4`, gid `$5`: root
 # has no CAP_KILL here) sparing the `-e` entries that follow; each part fenced by `$2`, a fresh value per command
 _AFTER_SH = (
+    f"PATH={SYSTEM_PATH}; "
     's=$1; fence=$2; setpriv=$3; uid=$4; gid=$5; reap=$6; shift 6; '
     'for i in $(seq 1 100); do [ -f "$s" ] && break; sleep 0.05; done; '
     'if [ -f "$s" ]; then cat "$s"; st=$?; rm -f "$s"; else st=1; fi; '
@@ -73,9 +81,6 @@ _KILL_SH = (
 
 
 # where a Docker sandbox keeps the tracer's summariser and summaries (root's only: the agent's user reads nothing)
-# the tracer's programs by absolute path, looked up where only root can write: root never runs a `python3` the agent
-# put on its PATH (~/.local/bin comes first there)
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # folders only root can write in an image (the agent's user cannot)
 _TRACER_SETUP = (
     f"PATH={SYSTEM_PATH}; "
     'for p in strace setpriv python3; do command -v "$p" || { echo "no $p in the image"; exit 3; }; done; '
@@ -85,7 +90,8 @@ _TRACER_SETUP = (
 # where the tracer's programs are in an image (and that strace can trace there), by the probe's key (docker_sandbox)
 _TRACERS: dict[object, list[str]] = {}
 _TRACERS_LOCK = threading.Lock()
-_SUMMARY_SH = 'for i in $(seq 1 100); do [ -f "$1" ] && break; sleep 0.05; done; cat "$1" && rm -f "$1"'
+_SUMMARY_SH = (f"PATH={SYSTEM_PATH}; "
+               'for i in $(seq 1 100); do [ -f "$1" ] && break; sleep 0.05; done; cat "$1" && rm -f "$1"')
 
 
 def _parse_counters(text: str) -> tuple[int, int]:
@@ -133,8 +139,8 @@ class DockerCommands:
         self._check_open()
         argv = command_argv(cmd, self.spec.shell)
         marker = uuid.uuid4().hex
-        if self._has_timeout:
-            argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
+        if self._timeout:
+            argv = [self._timeout, "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
         untraced = self._tracer_ready() if trace else None
         user, extra = self.spec.user, {}
         if trace and untraced is None:  # as root, who drops to the sandbox user for the command itself
@@ -257,8 +263,8 @@ class DockerCommands:
         self._check_open()
         argv = command_argv(cmd, self.spec.shell)
         marker = uuid.uuid4().hex
-        if self._has_timeout:
-            argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
+        if self._timeout:
+            argv = [self._timeout, "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
         with self._live_lock:
             self._live.add(marker)
         try:
@@ -353,7 +359,7 @@ class DockerCommands:
             script, spared = self._reaper(own)
             try:
                 res = self._raw_exec(["/bin/sh", "-c", script, "reap", *spared], user=self.spec.user, timeout=30,
-                                     marker=own)
+                                     env=HARNESS_ENV, marker=own)
             except SandboxError:
                 res = None
             if res is None or res.returncode != 0 or res.timed_out:
@@ -370,7 +376,7 @@ class DockerCommands:
         """Kill every process of the sandbox user that carries this command's marker (setsid escapees too)."""
         with contextlib.suppress(SandboxError):
             self._raw_exec(["/bin/sh", "-c", _KILL_SH, "kill", f"{MARKER_VAR}={marker}"],
-                           user=self.spec.user, timeout=10, last_resort=True)
+                           user=self.spec.user, timeout=10, env=HARNESS_ENV, last_resort=True)
 
     def _read_counters(self) -> tuple[int, int]:
         """The cgroup counters (`_parse_counters`), from the host where it sees the container, else from inside."""
@@ -379,7 +385,7 @@ class DockerCommands:
             self._counters = seen
             return seen
         with contextlib.suppress(SandboxError):
-            res = self._raw_exec(["/bin/sh", "-c", _COUNTERS_SH], user=self.spec.user, timeout=10)
+            res = self._raw_exec(["/bin/sh", "-c", _COUNTERS_SH], user=self.spec.user, timeout=10, env=HARNESS_ENV)
             if res.returncode == 0:
                 self._counters = _parse_counters(res.stdout)
         return self._counters
@@ -397,7 +403,7 @@ class DockerCommands:
         with _TRACERS_LOCK:
             found = _TRACERS.get(key) if key is not None else None
         if found is None:
-            res = self._raw_exec(["/bin/sh", "-c", _TRACER_SETUP], user="0:0", timeout=30)
+            res = self._raw_exec(["/bin/sh", "-c", _TRACER_SETUP], user="0:0", timeout=30, env=HARNESS_ENV)
             found = res.stdout.split()
             if res.returncode != 0 or len(found) != 3 or not all(p.startswith("/") for p in found):
                 self._tracer = (res.stdout.strip().splitlines()[-1:] or [res.stderr.strip() or
@@ -435,7 +441,7 @@ class DockerCommands:
             try:
                 res = self._raw_exec(["/bin/sh", "-c", _AFTER_SH, "after", summary, fence, self._setpriv,
                                       str(self._uid), str(self._gid), script, *spared],
-                                     user="0:0", timeout=30, marker=own,
+                                     user="0:0", timeout=30, env=HARNESS_ENV, marker=own,
                                      output_limit=2 * (provenance.MAX_SUMMARY_BYTES + 1) + 65536)
             except SandboxError as exc:
                 return provenance.unavailable(f"the summary could not be read: {exc}"), None, False
@@ -458,7 +464,7 @@ class DockerCommands:
         """The tracer's summary of command `marker`, read (and removed) as root."""
         try:
             res = self._raw_exec(["/bin/sh", "-c", _SUMMARY_SH, "summary",
-                                  f"{provenance.TRACE_DIR}/{marker}.json"], user="0:0", timeout=30,
+                                  f"{provenance.TRACE_DIR}/{marker}.json"], user="0:0", timeout=30, env=HARNESS_ENV,
                                  output_limit=provenance.MAX_SUMMARY_BYTES + 1)
         except SandboxError as exc:
             return provenance.unavailable(f"the summary could not be read: {exc}")

@@ -32,6 +32,7 @@ from failatlas.bench_core.sandbox import docker_files, docker_system, tarballs
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.docker_commands import (  # noqa: F401 - re-exported: their first home
     _COUNTERS_SH,
+    HARNESS_ENV,
     MARKER_VAR,
     DockerCommands,
     _parse_counters,
@@ -56,7 +57,7 @@ from failatlas.bench_core.sandbox.protocol import SANDBOXES, SandboxKind
 
 STREAM_RETRIES = 2  # a file read whose Docker API stream broke is tried this many more times
 # what `DockerSandbox._probe` learnt, by (image id, user, environment)
-_PROBED: dict[tuple[str, str, str], tuple[int, int, bool, bool, str]] = {}
+_PROBED: dict[tuple[str, str, str], tuple[int, int, str, bool, str]] = {}
 _PROBED_LOCK = threading.Lock()
 
 def network_env(spec: SandboxSpec, egress: Any) -> dict[str, str]:
@@ -85,7 +86,7 @@ class DockerSandbox(DockerCommands):
         self._client = client
         self._api = client.api
         self._uid = self._gid = 0
-        self._has_timeout = True
+        self._timeout = "timeout"  # coreutils' timeout by absolute path from the system's folders (`_probe`)
         self._gnu_tools = False
         self._counters = (0, 0)
         self._closed = False
@@ -198,7 +199,9 @@ class DockerSandbox(DockerCommands):
         return options
 
     def _probe(self, key: tuple[str, str, str]) -> None:
-        """Learn the user's uid/gid, whether `timeout` and GNU find and tar exist, and the starting cgroup counters.
+        """Learn the user's uid/gid, where coreutils' `timeout` is in the system's folders (never a program the agent
+        put on its PATH: it would answer for the deadline), whether GNU find and tar exist, and the starting cgroup
+        counters.
         What the image gives is the same for every container of one image id, user and environment (`key`), and a
         new container's counters start at zero: a later sandbox of the same key takes them from the first (one
         command less per sandbox; nothing the agent can write into a container changes its image)."""
@@ -206,12 +209,12 @@ class DockerSandbox(DockerCommands):
         with _PROBED_LOCK:
             known = _PROBED.get(key)
         if known is not None:
-            self._uid, self._gid, self._has_timeout, self._gnu_tools, self._home = known
+            self._uid, self._gid, self._timeout, self._gnu_tools, self._home = known
             self._counters = (0, 0)
             return
-        script = ("id -u; id -g; command -v timeout >/dev/null && echo yes || echo no; " + docker_files.GNU_SH
-                  + '; echo "${HOME:-/tmp}"; ' + _COUNTERS_SH)
-        res = self._raw_exec(["/bin/sh", "-c", script], user=self.spec.user, timeout=30)
+        script = ('id -u; id -g; p=$(command -v timeout); case "$p" in /*) echo "$p";; *) echo no;; esac; '
+                  + docker_files.GNU_SH + '; echo "${HOME:-/tmp}"; ' + _COUNTERS_SH)
+        res = self._raw_exec(["/bin/sh", "-c", script], user=self.spec.user, timeout=30, env=HARNESS_ENV)
         lines = res.stdout.splitlines()
         if res.returncode != 0 or len(lines) < 5:
             raise SandboxError(
@@ -219,13 +222,13 @@ class DockerSandbox(DockerCommands):
                 f"{res.stderr.strip() or res.stdout.strip()}"
             )
         self._uid, self._gid = int(lines[0]), int(lines[1])
-        self._has_timeout = lines[2] == "yes"
+        self._timeout = lines[2] if lines[2] != "no" else ""
         self._gnu_tools = lines[3] == "gnu"
         self._home = lines[4]
         self._counters = _parse_counters("\n".join(lines[5:]))
         if self._counters == (0, 0):  # else this engine's counters are not the container's own: probe each time
             with _PROBED_LOCK:
-                _PROBED[key] = (self._uid, self._gid, self._has_timeout, self._gnu_tools, self._home)
+                _PROBED[key] = (self._uid, self._gid, self._timeout, self._gnu_tools, self._home)
 
     def _restart(self) -> None:
         """Last resort when a command cannot be killed from inside: restart the container, files kept."""
@@ -272,7 +275,7 @@ class DockerSandbox(DockerCommands):
             raise SandboxError(f"the daemon refused to copy into {dest_dir}")
 
     def _mkdir(self, path: str) -> None:
-        res = self._raw_exec(["mkdir", "-p", path], user=self.spec.user, timeout=30)
+        res = self._raw_exec(["mkdir", "-p", path], user=self.spec.user, timeout=30, env=HARNESS_ENV)
         if res.returncode != 0:
             raise SandboxPathError(f"cannot create folder {path} in the sandbox: {res.stderr.strip()}")
 

@@ -176,7 +176,7 @@ def test_a_later_sandbox_of_the_same_image_skips_the_probe_and_still_tells_oom_a
 
     spec = SandboxSpec(image=sandbox_image, memory_mb=256, run_id=run_id)
     with create_sandbox("docker", spec) as first:
-        learnt = (first._uid, first._gid, first._has_timeout, first._gnu_tools, first._home)
+        learnt = (first._uid, first._gid, first._timeout, first._gnu_tools, first._home)
     probes: list[object] = []
     raw = docker_sandbox.DockerSandbox._raw_exec
 
@@ -186,7 +186,7 @@ def test_a_later_sandbox_of_the_same_image_skips_the_probe_and_still_tells_oom_a
 
     monkeypatch.setattr(docker_sandbox.DockerSandbox, "_raw_exec", counted)
     with create_sandbox("docker", spec) as box:
-        assert probes == [] and (box._uid, box._gid, box._has_timeout, box._gnu_tools, box._home) == learnt
+        assert probes == [] and (box._uid, box._gid, box._timeout, box._gnu_tools, box._home) == learnt
         assert box.exec("id -u; echo $HOME", timeout=20).stdout.split() == [str(learnt[0]), learnt[4]]
         crash = box.exec(["python3", "-c", "import os; os.kill(os.getpid(), 9)"], timeout=60)
         assert crash.returncode == 137 and crash.killed_reason is None
@@ -282,7 +282,7 @@ def test_unkillable_command_restarts_the_container_keeping_files(sandbox_image, 
                                                                  run_id: str) -> None:
     with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id), workspace=repo) as box:
         box.write_file("kept.txt", "still here")
-        box._has_timeout = False  # as in an image without coreutils' timeout: only the harness can stop it
+        box._timeout = ""  # as in an image without coreutils' timeout: only the harness can stop it
         start = time.monotonic()
         r = box.exec(["env", "-i", "/bin/sleep", "1000"], timeout=1)  # env -i drops the marker too
         assert r.timed_out and r.killed_reason == "timeout" and box.restarts == 1
