@@ -49,9 +49,31 @@ from failatlas.taxonomy.seeding import load_seed  # noqa: E402
 
 OWN = ROOT / "benchmarks" / "data" / "own_runs_labels.jsonl"
 # the label model's variants (character n-gram weight, class weight): `shipped` is LabelModel's defaults (issue 41,
-# second pass), `before-41` the model before that change
+# second pass), `before-41` the model before that change; a number is an exponent of the balanced weights (0: none,
+# 1: balanced), between the two classes of variants above
 LABEL_MODELS = {"shipped": (1.0, "balanced"), "before-41": (0.0, None), "chars-unweighted": (1.0, None),
-                "words-balanced": (0.0, "balanced")}
+                "words-balanced": (0.0, "balanced"), "balanced-sqrt": (1.0, 0.5)}
+
+
+def weighting(exponent: float) -> None:
+    """A benchmark-only switch of the label model (issue 53): class weights `(n / (k * n_c)) ** exponent` instead of
+    scikit-learn's balanced ones (exponent 1) or none (0)."""
+    import numpy as np
+
+    from failatlas.taxonomy.learned import LabelModel
+
+    fit_one = LabelModel._fit_one
+
+    def weighted(self, vectors, texts, y):  # noqa: ANN001, ANN202
+        classes, counts = np.unique(y, return_counts=True)
+        self.class_weight = {int(c): float((len(y) / (len(classes) * n)) ** exponent)
+                             for c, n in zip(classes, counts, strict=True)}
+        try:
+            return fit_one(self, vectors, texts, y)
+        finally:
+            self.class_weight = exponent
+
+    LabelModel._fit_one = weighted
 
 
 def abstaining(rule: str) -> None:
@@ -261,6 +283,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         defaults = list(LabelModel.__init__.__defaults__)
         defaults[2], defaults[3] = LABEL_MODELS[args.label_model]  # char_weight, class_weight
         LabelModel.__init__.__defaults__ = tuple(defaults)
+        if isinstance(defaults[3], float):
+            weighting(defaults[3])
     if args.abstain:
         abstaining(args.abstain)
     args.work.mkdir(parents=True, exist_ok=True)
