@@ -86,7 +86,7 @@ class DockerSandbox(DockerCommands):
         self._client = client
         self._api = client.api
         self._uid = self._gid = 0
-        self._timeout = "timeout"  # coreutils' timeout by absolute path from the system's folders (`_probe`)
+        self._timeout = "timeout"  # coreutils' timeout; `_probe` sets its absolute path ("": none)
         self._gnu_tools = False
         self._counters = (0, 0)
         self._closed = False
