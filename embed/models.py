@@ -143,8 +143,19 @@ def model_provenance(model: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+# device files a GPU that torch can use shows on Linux (CUDA, ROCm, WSL): where none exists, torch sees no GPU
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_possible() -> bool:
+    """Whether this host may have a GPU for torch (one of GPU_DEVICE_FILES exists), told without importing torch."""
+    return any(os.path.exists(path) for path in GPU_DEVICE_FILES)
+
+
 def default_device() -> str:
-    """'cuda' when a GPU is visible to torch, else 'cpu'."""
+    """'cuda' when a GPU is visible to torch, else 'cpu' (without importing torch where no GPU can be)."""
+    if not gpu_possible():
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -155,10 +166,17 @@ class SentenceTransformerEmbedder:
 
     With `fast` (the default) texts are tokenised by the model's Rust tokenizer ahead of the model where the model
     allows it (`encode_path` says which path is used once loaded); `fast=False` always uses
-    `SentenceTransformer.encode`."""
+    `SentenceTransformer.encode`. On the CPU, a call of at most NUMPY_MAX texts to a plain BERT model (the packaged
+    all-MiniLM-L6-v2 is one) is encoded in numpy (`numpy_bert.py`: the same vectors up to float rounding, without
+    importing torch and sentence-transformers, about 6 CPU seconds a process); `numpy=False` never does."""
+
+    # texts per call up to which the numpy encoder is used on the CPU; above it torch's threads are faster
+    # (benchmarks/embed_numpy.py)
+    NUMPY_MAX = 2000
 
     def __init__(
-        self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True, precision: str = "fp32"
+        self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True, precision: str = "fp32",
+        numpy: bool = True,
     ) -> None:
         if precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {precision!r}", hint=f"choose one of {', '.join(PRECISIONS)}")
@@ -168,14 +186,35 @@ class SentenceTransformerEmbedder:
         self.precision = precision
         self._st = None
         self._fast_encoder = None
+        self._numpy = None
+        self._numpy_tried = not (numpy and fast and precision == "fp32")
         self._source, self.revision = resolve_model(model)
         if precision != "fp32":  # other vectors: another embedding set
             self.revision += f"+{precision}"
 
     def load(self) -> SentenceTransformerEmbedder:
-        """Load the model now (the stage does it in a thread while it reads and hashes the texts)."""
-        self._load()
+        """Load the model now (the stage does it in a thread while it reads and hashes the texts): the numpy
+        encoder where it applies (torch then loads only for a call of more than NUMPY_MAX texts), else torch's."""
+        if self._numpy_encoder() is None:
+            self._load()
         return self
+
+    def _numpy_encoder(self):  # noqa: ANN202 - a NumpyBert, or None
+        """The numpy encoder, where the model is a plain BERT and the device is the CPU (None elsewhere)."""
+        if not self._numpy_tried:
+            self._numpy_tried = True
+            device = self.device or default_device()
+            if str(device) == "cpu" and Path(self._source).is_dir():
+                from failatlas.embed.numpy_bert import NumpyBert
+
+                self._numpy, _why = NumpyBert.for_folder(Path(self._source))
+                if self._numpy is not None and self.device is None:
+                    self.device = "cpu"
+        return self._numpy
+
+    def _use_numpy(self, n_texts: int):  # noqa: ANN202 - a NumpyBert, or None
+        encoder = self._numpy_encoder()
+        return encoder if encoder is not None and n_texts <= self.NUMPY_MAX else None
 
     def _load(self):  # noqa: ANN202
         if self._st is None:
@@ -200,12 +239,17 @@ class SentenceTransformerEmbedder:
 
     @property
     def encode_path(self) -> str:
-        """'fast' (Rust tokenizer ahead of the model) or 'plain' (`SentenceTransformer.encode`); loads the model."""
+        """The path a call of up to NUMPY_MAX texts takes: 'numpy' (`numpy_bert.py`), 'fast' (Rust tokenizer ahead
+        of the model) or 'plain' (`SentenceTransformer.encode`); loads the model."""
+        if self._numpy_encoder() is not None:
+            return "numpy"
         self._load()
         return "fast" if self._fast_encoder is not None else "plain"
 
     @property
     def dim(self) -> int:
+        if self._numpy_encoder() is not None:
+            return self._numpy.dim
         st = self._load()
         getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
         return int(getter())
@@ -215,6 +259,9 @@ class SentenceTransformerEmbedder:
             raise ConfigError(f"batch size must be at least 1, not {batch_size}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        in_numpy = self._use_numpy(len(texts))
+        if in_numpy is not None:
+            return in_numpy.encode(texts, batch_size)
         st = self._load()
         if self._fast_encoder is not None:
             return self._fast_encoder.encode(texts, batch_size)
@@ -231,12 +278,16 @@ class SentenceTransformerEmbedder:
         self, texts: Sequence[str], batch_size: int, sizes: Sequence[int]
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Vectors of `texts` in consecutive chunks of `sizes` texts: yields (positions into `texts`, vectors) per
-        chunk. The fast path sorts all texts by length once and tokenises across chunk boundaries ahead of the
-        model (`FastEncoder.encode_chunks`); the plain path encodes the chunks one by one, in order."""
+        chunk. The numpy and fast paths sort all texts by length once (`FastEncoder.encode_chunks` tokenises
+        across chunk boundaries ahead of the model); the plain path encodes the chunks one by one, in order."""
         if batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, not {batch_size}")
         if sum(sizes) != len(texts):
             raise ValueError(f"chunk sizes add up to {sum(sizes)}, not to the {len(texts)} texts")
+        in_numpy = self._use_numpy(len(texts))
+        if in_numpy is not None:
+            yield from in_numpy.encode_chunks(texts, batch_size, sizes)
+            return
         self._load()
         if self._fast_encoder is not None:
             yield from self._fast_encoder.encode_chunks(texts, batch_size, sizes)

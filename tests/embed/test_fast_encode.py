@@ -35,7 +35,7 @@ def _statements(n: int, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def fast() -> SentenceTransformerEmbedder:
-    embedder = SentenceTransformerEmbedder(device="cpu")
+    embedder = SentenceTransformerEmbedder(device="cpu", numpy=False)  # the numpy encoder: test_numpy_bert.py
     assert embedder.encode_path == "fast"
     return embedder
 
