@@ -170,9 +170,9 @@ class SentenceTransformerEmbedder:
     all-MiniLM-L6-v2 is one) is encoded in numpy (`numpy_bert.py`: the same vectors up to float rounding, without
     importing torch and sentence-transformers, about 6 CPU seconds a process); `numpy=False` never does."""
 
-    # texts per call up to which the numpy encoder is used on the CPU; above it torch's threads are faster
-    # (benchmarks/embed_numpy.py)
-    NUMPY_MAX = 2000
+    # texts per call up to which the numpy encoder is used on the CPU: about where its CPU time (no torch to import,
+    # a slower forward pass) meets torch's (benchmarks/embed_numpy.py: 0.83x at 200 texts, 1.24x at 500)
+    NUMPY_MAX = 300
 
     def __init__(
         self, model: str = DEFAULT_MODEL, *, device: str | None = None, fast: bool = True, precision: str = "fp32",

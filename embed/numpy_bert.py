@@ -23,8 +23,33 @@ import numpy as np
 
 _MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
             "sentence_transformers.models.Normalize")
+# erf(x) ~ x * P(x^2) / Q(x^2) on |x| <= ERF_CLIP (where float32 erf is already +-1): the float32 rational
+# approximation XLA and Eigen use, within 4e-7 of the exact erf (tests/embed/test_numpy_bert.py); in numpy about
+# twice as fast as scipy's, which computes in double precision
+ERF_CLIP = 3.832506856900711
+ERF_P = tuple(np.float32(c) for c in (0.00022905065861350646, 0.0034082910107109506, 0.050955695062380861,
+                                      0.18520832239976145, 1.128379143519084))
+ERF_Q = tuple(np.float32(c) for c in (-1.1791602954361697e-7, 0.000023547966471313185, 0.0010179625278914885,
+                                      0.014070470171167667, 0.11098505178285362, 0.49746925110067538, 1.0))
 _POOLING_OFF = ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
                 "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+
+
+def erf32(x: np.ndarray) -> np.ndarray:
+    """erf of a float32 array, as a new array (ERF_P, ERF_Q)."""
+    out = np.clip(x, -ERF_CLIP, ERF_CLIP)
+    square = out * out
+    p = np.full_like(square, ERF_P[0])
+    for c in ERF_P[1:]:
+        p *= square
+        p += c
+    q = np.full_like(square, ERF_Q[0])
+    for c in ERF_Q[1:]:
+        q *= square
+        q += c
+    out *= p
+    out /= q
+    return out
 
 
 def _json(path: Path) -> dict | list:
@@ -89,6 +114,14 @@ class NumpyBert:
         # linear layers as (in, out), so that x @ w is torch's x @ w.T
         for key in [k for k in self.w if k.endswith(".weight") and self.w[k].ndim == 2 and k.startswith("encoder.")]:
             self.w[key] = np.ascontiguousarray(self.w[key].T)
+        scale = np.float32(1.0 / math.sqrt(self.dim // self.heads))
+        for i in range(self.layers):  # query, key and value as one (in, 3 * out) product, the query scaled
+            p = f"encoder.layer.{i}.attention.self."
+            parts = [(self.w.pop(f"{p}{name}.weight"), self.w.pop(f"{p}{name}.bias")) for name in ("query", "key",
+                                                                                                      "value")]
+            self.w[p + "qkv.weight"] = np.ascontiguousarray(np.concatenate(
+                [parts[0][0] * scale, parts[1][0], parts[2][0]], axis=1))
+            self.w[p + "qkv.bias"] = np.concatenate([parts[0][1] * scale, parts[1][1], parts[2][1]])
         max_length = int(bert_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
         self.max_length = min(max_length, int(config.get("max_position_embeddings", 512)))
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -120,45 +153,57 @@ class NumpyBert:
         return ids, mask
 
     def _layer_norm(self, x: np.ndarray, name: str) -> np.ndarray:
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+        """LayerNorm of the rows of `x`, in place (x is a fresh array of this pass)."""
+        x -= x.mean(-1, keepdims=True)
+        scale = np.square(x).mean(-1, keepdims=True)
+        scale += np.float32(self.eps)
+        np.sqrt(scale, out=scale)
+        x /= scale
+        x *= self.w[f"{name}.weight"]
+        x += self.w[f"{name}.bias"]
+        return x
 
     def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Unit-length mean-pooled vectors of one padded batch."""
-        from scipy.special import erf
-
         w = self.w
         n, length = ids.shape
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-        x = x + w["embeddings.token_type_embeddings.weight"][0]
+        x += w["embeddings.token_type_embeddings.weight"][0]
         x = self._layer_norm(x.reshape(n * length, self.dim), "embeddings.LayerNorm")  # rows: one per token
         head = self.dim // self.heads
         blocked = ((1.0 - mask[:, None, None, :].astype(np.float32)) * np.finfo(np.float32).min).astype(np.float32)
-        scale = np.float32(1.0 / math.sqrt(head))
-
-        def heads(t: np.ndarray, *, keys: bool = False) -> np.ndarray:
-            # contiguous (n, heads, length, head) (keys: (n, heads, head, length)): numpy hands stacked matrices
-            # to BLAS one by one only when they are contiguous, else it multiplies them in its own slow loop
-            t = t.reshape(n, length, self.heads, head)
-            return np.ascontiguousarray(t.transpose(0, 2, 3, 1) if keys else t.transpose(0, 2, 1, 3))
 
         def linear(t: np.ndarray, name: str) -> np.ndarray:
-            return t @ w[name + ".weight"] + w[name + ".bias"]
+            out = t @ w[name + ".weight"]
+            out += w[name + ".bias"]
+            return out
 
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
-            q = heads(linear(x, p + "attention.self.query") * scale)
-            k = heads(linear(x, p + "attention.self.key"), keys=True)
-            v = heads(linear(x, p + "attention.self.value"))
-            scores = q @ k + blocked
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            # the query, key and value projections as one product; the query's columns carry 1/sqrt(head)
+            qkv = linear(x, p + "attention.self.qkv").reshape(n, length, 3, self.heads, head)
+            # contiguous (n, heads, length, head), the keys (n, heads, head, length): numpy hands stacked matrices
+            # to BLAS one by one only when they are contiguous, else it multiplies them in a slow loop of its own
+            q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3))
+            k = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1))
+            v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
+            scores = q @ k
+            scores += blocked
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n * length, self.dim)
-            x = self._layer_norm(linear(context, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-            inner = linear(x, p + "intermediate.dense")
-            inner *= np.float32(0.5) * (np.float32(1.0) + erf(inner * np.float32(1.0 / math.sqrt(2.0))))
-            x = self._layer_norm(linear(inner, p + "output.dense") + x, p + "output.LayerNorm")
+            attended = linear(context, p + "attention.output.dense")
+            attended += x
+            x = self._layer_norm(attended, p + "attention.output.LayerNorm")
+            inner = linear(x, p + "intermediate.dense")  # exact GELU: x * (1 + erf(x / sqrt 2)) / 2
+            half = erf32(inner * np.float32(1.0 / math.sqrt(2.0)))
+            half += np.float32(1.0)
+            half *= np.float32(0.5)
+            inner *= half
+            out = linear(inner, p + "output.dense")
+            out += x
+            x = self._layer_norm(out, p + "output.LayerNorm")
         x = x.reshape(n, length, self.dim)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (x * weights).sum(1) / np.maximum(weights.sum(1), np.float32(1e-9))

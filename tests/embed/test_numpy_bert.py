@@ -13,7 +13,7 @@ import pytest
 
 from failatlas.embed import SentenceTransformerEmbedder, get_embedder
 from failatlas.embed.models import packaged_model_dir
-from failatlas.embed.numpy_bert import NumpyBert, obstacle
+from failatlas.embed.numpy_bert import NumpyBert, erf32, obstacle
 from tests.embed.test_fast_encode import ODD, _statements
 
 
@@ -29,6 +29,17 @@ def encoder() -> NumpyBert:
     found, why = NumpyBert.for_folder(packaged_model_dir())
     assert why is None and found is not None
     return found
+
+
+def test_erf32_is_within_4e_7_of_the_exact_erf():
+    from scipy.special import erf
+
+    x = np.concatenate([np.linspace(-12, 12, 2_000_001), [0.0, -0.0, np.inf, -np.inf]]).astype(np.float32)
+    got = erf32(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert np.abs(got.astype(np.float64) - erf(x.astype(np.float64))).max() < 4e-7
+    assert np.diff(got[:-4]).min() > -1e-6  # monotone but for float32 rounding near the clip
+    assert np.isnan(erf32(np.array([np.nan], np.float32)))[0]
 
 
 def test_token_ids_equal_the_models_own(encoder, plain):
