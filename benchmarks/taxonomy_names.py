@@ -270,6 +270,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     " script logged (its stderr: '<domain> half <n> <build>: <taxonomy id>') in the stores of --work")
     ap.add_argument("--demo", type=Path, help="a store `failatlas demo` filled: score its current taxonomy, build"
                     " again with this code from the same clusterings, score that (names, fit, leftovers)")
+    ap.add_argument("--embed-path", choices=("auto", "torch"), default="auto",
+                    help="auto: as the product encodes (numpy up to SentenceTransformerEmbedder.NUMPY_MAX texts a "
+                    "call); torch: always sentence-transformers' model (float rounding apart, the same vectors)")
+    ap.add_argument("--embed-batch", type=int, help="texts per forward pass when embedding the statements (another "
+                    "padding, so other float rounding: how much the builds move with rounding alone)")
     ap.add_argument("--abstain", help="a benchmark-only switch: the label model abstains (calibrated | a margin |"
                     " agree; see `abstaining`): measured for issue 53, not shipped")
     args = ap.parse_args(argv)
@@ -287,6 +292,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             weighting(defaults[3])
     if args.abstain:
         abstaining(args.abstain)
+    if args.embed_path == "torch":
+        from failatlas.embed import SentenceTransformerEmbedder
+
+        SentenceTransformerEmbedder.NUMPY_MAX = 0
     args.work.mkdir(parents=True, exist_ok=True)
     embedder = CachingEmbedder(qt.DEFAULT_MODEL, args.work / "encode_cache.json")
     trail = load_seed("trail")
@@ -302,7 +311,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     qt.load_trail(store, args.data, "description", test, data=data)
                 else:
                     load_own(store, test)
-            run_embed(store, EmbedParams(model=qt.DEFAULT_MODEL, normalise="none"))
+            run_embed(store, EmbedParams(model=qt.DEFAULT_MODEL, normalise="none", batch_size=args.embed_batch))
             clusterings = [c.id for c in run_cluster(store, ClusterParams(
                 seed=args.seed, stability_runs=0, map_2d=False, reassign_outliers=True,
                 embed_model=qt.DEFAULT_MODEL)).clusterings]
