@@ -94,6 +94,28 @@ def obstacle(folder: Path) -> str | None:
     return None
 
 
+def _check_shapes(w: dict[str, np.ndarray], dim: int, heads: int, layers: int, inner: int) -> None:
+    """ValueError unless `w` holds every weight of the configured BERT encoder in its shape (torch's layout)."""
+    if dim < 1 or heads < 1 or dim % heads or layers < 1 or inner < 1:
+        raise ValueError(f"hidden size {dim}, {heads} heads, {layers} layers, inner size {inner}: not a BERT")
+    want = {"embeddings.LayerNorm.weight": (dim,), "embeddings.LayerNorm.bias": (dim,)}
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            want.update({p + name + ".weight": (dim, dim), p + name + ".bias": (dim,)})
+        want.update({p + "intermediate.dense.weight": (inner, dim), p + "intermediate.dense.bias": (inner,),
+                     p + "output.dense.weight": (dim, inner), p + "output.dense.bias": (dim,)})
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            want.update({p + norm + ".weight": (dim,), p + norm + ".bias": (dim,)})
+    for key, shape in want.items():
+        if key not in w or w[key].shape != shape:
+            raise ValueError(f"the weight {key} is {w[key].shape if key in w else 'missing'}, not {shape}")
+    for key in ("embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+                "embeddings.token_type_embeddings.weight"):
+        if key not in w or w[key].ndim != 2 or w[key].shape[1] != dim or w[key].shape[0] < 1:
+            raise ValueError(f"the weight {key} is {w[key].shape if key in w else 'missing'}, not (n, {dim})")
+
+
 class NumpyBert:
     """The encoder of one model folder (module docstring). Build it with `for_folder`."""
 
@@ -111,6 +133,7 @@ class NumpyBert:
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
         self.w = {k[len(prefix):]: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()
                   if k.startswith(prefix) and v.dtype.kind == "f"}
+        _check_shapes(self.w, self.dim, self.heads, self.layers, int(config["intermediate_size"]))
         # linear layers as (in, out), so that x @ w is torch's x @ w.T
         for key in [k for k in self.w if k.endswith(".weight") and self.w[k].ndim == 2 and k.startswith("encoder.")]:
             self.w[key] = np.ascontiguousarray(self.w[key].T)
@@ -124,7 +147,11 @@ class NumpyBert:
             self.w[p + "qkv.bias"] = np.concatenate([parts[0][1] * scale, parts[1][1], parts[2][1]])
         max_length = int(bert_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
         self.max_length = min(max_length, int(config.get("max_position_embeddings", 512)))
+        if self.w["embeddings.position_embeddings.weight"].shape[0] < self.max_length:
+            raise ValueError(f"the model has fewer positions than its {self.max_length} tokens a text")
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        if tokenizer.get_vocab_size() > self.w["embeddings.word_embeddings.weight"].shape[0]:
+            raise ValueError("the tokenizer has more tokens than the model's word embeddings")
         tokenizer.enable_truncation(self.max_length, strategy="longest_first", direction="right")
         tokenizer.no_padding()
         self.tokenizer = tokenizer
@@ -137,8 +164,8 @@ class NumpyBert:
             return None, why
         try:
             return cls(folder), None
-        except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - any surprise in a folder's weights or tokenizer: torch's path
+            return None, f"{type(exc).__name__}: {str(exc)[:300]}"
 
     def tokenise(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(input ids, attention mask), each (n, longest) int64, padded on the right with 0 (BERT's [PAD])."""

@@ -142,3 +142,29 @@ def test_folders_it_cannot_encode_say_why_and_use_torch(tmp_path):
     no_weights = _folder(tmp_path / "bare")
     (no_weights / "model.safetensors").unlink()
     assert "model.safetensors" in obstacle(no_weights)
+
+
+def test_weights_that_do_not_match_the_configuration_are_refused(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    config = json.loads((packaged_model_dir() / "config.json").read_text())
+    odd_heads = _folder(tmp_path / "heads", **{"config.json": {**config, "num_attention_heads": 7}})
+    assert NumpyBert.for_folder(odd_heads)[0] is None and "not a BERT" in NumpyBert.for_folder(odd_heads)[1]
+    corrupt = _folder(tmp_path / "corrupt")
+    (corrupt / "model.safetensors").unlink()
+    (corrupt / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json" + bytes(64))
+    found, why = NumpyBert.for_folder(corrupt)
+    assert found is None and why
+    weights = load_file(str(packaged_model_dir() / "model.safetensors"))
+    del weights["encoder.layer.5.output.dense.bias"]
+    weights["encoder.layer.0.intermediate.dense.weight"] = weights["encoder.layer.0.intermediate.dense.weight"][:-1]
+    folder = _folder(tmp_path / "shapes")
+    (folder / "model.safetensors").unlink()
+    save_file(weights, str(folder / "model.safetensors"))
+    found, why = NumpyBert.for_folder(folder)
+    assert found is None and "encoder.layer.0.intermediate.dense.weight" in why, why
+    del weights["encoder.layer.0.intermediate.dense.weight"]  # the next problem: a weight that is not there
+    save_file(weights, str(folder / "model.safetensors"))
+    assert "missing" in NumpyBert.for_folder(folder)[1]
+    assert SentenceTransformerEmbedder(str(corrupt), device="cpu")._numpy_encoder() is None
+
