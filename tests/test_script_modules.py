@@ -106,6 +106,31 @@ def test_the_recorder_perturbs_numbers_and_float_arrays_only(hidden):
     assert out["i"] is values["i"] and out["t"] == "text" and not np.allclose(out["nested"][0], 1.0)
 
 
+def test_the_judge_fork_server_drops_what_a_judges_folders_would_have_shadowed(tmp_path: Path, monkeypatch):
+    """`judge_fork._shadowed`: a module the server imported after its start whose name a file or package of the
+    judge's folders holds is dropped (a fresh judge would import that folder's), a built-in module and one a fresh
+    interpreter already holds are not, nor a folder that is no package."""
+    server = importlib.import_module("failatlas.bench_core.hidden.judge_fork")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "fa_probe_mod.py").write_text("X = 1\n")
+    (lib / "fa_probe_pkg").mkdir()
+    (lib / "fa_probe_pkg" / "__init__.py").write_text("")
+    (lib / "fa_probe_pkg" / "inner.py").write_text("")
+    monkeypatch.syspath_prepend(str(lib))
+    for name in ("fa_probe_mod", "fa_probe_pkg", "fa_probe_pkg.inner"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        importlib.import_module(name)
+    judge = tmp_path / "judge"
+    (judge / "fa_probe_pkg").mkdir(parents=True)
+    (judge / "fa_probe_pkg" / "__init__.py").write_text("")
+    (judge / "not_a_package").mkdir()
+    for name in ("fa_probe_mod.py", "sys.py", "os.py"):
+        (judge / name).write_text("")
+    assert sorted(server._shadowed([str(judge), str(tmp_path / "missing")])) == [
+        "fa_probe_mod", "fa_probe_pkg", "fa_probe_pkg.inner"]
+
+
 def test_the_forwarder_relays_each_connection_to_the_unix_socket_and_passes_the_half_close_on(tmp_path: Path):
     from failatlas.bench_core.sandbox import bwrap_forward
 
