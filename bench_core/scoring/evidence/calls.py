@@ -23,6 +23,7 @@ from pathlib import Path
 
 from failatlas.bench_core.hidden.observe import Watch
 from failatlas.bench_core.hidden.record import replay, replay_timeout, test_id
+from failatlas.bench_core.hidden.wire import WireError, to_plain
 from failatlas.bench_core.scoring.evidence.model import Context, Evidence, EvidenceSet
 from failatlas.core.errors import AgentFaultError, InfrastructureError
 
@@ -62,12 +63,18 @@ def as_cases(drawn: dict[int, list[dict]], names: list[str]) -> list[dict]:
     return cases
 
 
-def case_key(case: dict, reference_key: str) -> str:
+def case_key(case: dict, reference_key: str) -> str | None:
     """What decides a drawn call's outcome: the reference and where it is replayed (`reference_key`: the recording's
     key, the task, the sandbox's kind and settings) and the call as recorded (inputs, state, results, what it
-    changed); not its id, its number in the run or how long it took."""
+    changed); not its id, its number in the run or how long it took. Every value is written exactly as the wire
+    carries it (an array or tensor as its dtype, shape and bytes: never a printed summary, which would give two
+    calls that differ inside a long array, or two tensors of one shape, the same key); None for a call holding
+    anything else, whose outcome is then not shared."""
     body = {k: v for k, v in case.items() if k not in ("id", "number", "duration")}
-    text = json.dumps([reference_key, body], sort_keys=True, default=repr, allow_nan=True)
+    try:
+        text = json.dumps([reference_key, to_plain(body)], sort_keys=True, allow_nan=True)
+    except (WireError, TypeError, ValueError):
+        return None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -113,7 +120,7 @@ def check_calls(drawn: dict[int, list[dict]], names: list[str], start, timeout_s
            for t, calls in drawn.items()}
     if not cases:
         return out
-    keys = {c["id"]: ("calls-case", case_key(c, reference_key)) for c in cases} \
+    keys = {c["id"]: ("calls-case", key) for c in cases if (key := case_key(c, reference_key)) is not None} \
         if memo is not None and reference_key else {}
     outcomes: dict[str, str | None] = {}  # case id -> None (agreed) or the difference's text
     for case in cases:

@@ -35,8 +35,9 @@ MAX_DIGEST_BYTES = 256 * 1024 * 1024
 
 
 def tree_digest(tree: Path) -> str | None:
-    """A content hash of `tree` (paths, file bytes, link targets; `.git` left out), None past MAX_DIGEST_BYTES:
-    the key under which one scoring batch reuses a check's result for an identical tree."""
+    """A content hash of `tree` (paths, file bytes and whether each may be executed, link targets; `.git` left
+    out), None past MAX_DIGEST_BYTES: the key under which one scoring batch reuses a check's result for an identical
+    tree."""
     digest, total = hashlib.sha256(), 0
     for folder, dirs, files in os.walk(tree):
         dirs[:] = sorted(d for d in dirs if d != ".git")
@@ -51,8 +52,9 @@ def tree_digest(tree: Path) -> str | None:
             total += os.path.getsize(path)
             if total > MAX_DIGEST_BYTES:
                 return None
+            kind = b"X" if os.stat(path).st_mode & 0o111 else b"F"  # `./run.sh` runs only where it is executable
             with open(path, "rb") as handle:
-                digest.update(b"F\0" + rel + b"\0" + hashlib.sha256(handle.read()).digest())
+                digest.update(kind + b"\0" + rel + b"\0" + hashlib.sha256(handle.read()).digest())
     return digest.hexdigest()
 
 

@@ -38,12 +38,13 @@ class HiddenRun:
 
 def sandbox_run(paths: list[Path], start: StartSandbox, task: TaskSpec, pristine: Path | None) -> JudgeRun:
     """The judge's run on the tree `start` starts from; within one scoring batch (`start.memo`), a tree already
-    judged (same content, same task) gets that run's result again instead of a second run."""
+    judged (same content, same task, a sandbox of the same kind and settings) gets that run's result again instead
+    of a second run."""
     memo, tree = getattr(start, "memo", None), getattr(start, "tree", None)
     key = None
     if memo is not None and tree is not None:
         digest = tree_digest(Path(tree))
-        key = ("hidden-tests", task.id, digest) if digest else None
+        key = ("hidden-tests", task.id, digest, getattr(start, "where", None)) if digest else None
         if key in memo:
             return copy.deepcopy(memo[key])
     run = run_judge_retried(paths, lambda: start({}), pristine=pristine,

@@ -103,7 +103,8 @@ class Context:
 
     def starter(self, tree: Path) -> Callable[[dict[str, str]], Any]:
         """What a builder calls for a fresh sandbox of its own on `tree`: the re-run's kind and limits, with the
-        given host folders mounted read-only. It carries its `tree` and the batch's `memo`."""
+        given host folders mounted read-only. It carries its `tree`, the batch's `memo` and `where` (the sandbox's kind
+        and settings, as text)."""
         from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
 
         spec, backend, run_id = self.spec, self.sandbox, self.run_id
@@ -113,5 +114,9 @@ class Context:
                       "read_only_inputs": dict(read_only_inputs)}
             return create_sandbox(backend, SandboxSpec(**fields), workspace=tree)
 
-        start.tree, start.memo = tree, self.memo  # type: ignore[attr-defined]
+        # where a judge runs (kind, image or environment, network, data, limits): a batch reuses a judge's result
+        # for an identical tree only where this is the same too
+        where = json.dumps([backend, {k: v for k, v in (spec or {}).items() if k not in ("run_id", "labels")}],
+                           sort_keys=True, default=str)
+        start.tree, start.memo, start.where = tree, self.memo, where  # type: ignore[attr-defined]
         return start

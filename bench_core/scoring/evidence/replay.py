@@ -58,7 +58,7 @@ def replay_derived(task: TaskSpec, start_sandbox, reference: Path | None, *, fol
         from failatlas.bench_core.scoring.evidence.counterfactual import tree_digest as judged_digest
 
         digest = judged_digest(Path(tree))
-        memo_key = (NAME, task.id, key, digest) if digest else None
+        memo_key = (NAME, task.id, key, digest, getattr(start_sandbox, "where", None)) if digest else None
         if memo_key in memo:  # the same tree replayed earlier in this batch
             return Replayed(key, recording, copy.deepcopy(memo[memo_key]))
     with start_sandbox({}) as sandbox:

@@ -18,7 +18,7 @@ from failatlas.bench_core.prepare import prepare_workspace, reference_workspace
 from failatlas.bench_core.scoring import pipeline, stage
 from failatlas.bench_core.scoring.checks.conclusion import judge_conclusion
 from failatlas.bench_core.scoring.checks.design import judge_design
-from failatlas.bench_core.scoring.evidence.counterfactual import restore
+from failatlas.bench_core.scoring.evidence.counterfactual import restore, tree_digest
 from failatlas.bench_core.suites import load_suite
 from failatlas.bench_core.tasks import save_tasks
 from failatlas.core.errors import StoreLockedError
@@ -115,6 +115,26 @@ def test_masked_files_are_absent_again_and_overlay_files_are_their_base_again(tm
             if (pristine / rel).exists():
                 assert (restored.path / rel).read_bytes() == (pristine / rel).read_bytes()
     assert not (tmp_path / files_task.id / "cf" / "experiment.py").exists()
+
+
+def test_a_trees_digest_tells_apart_what_a_rerun_could_tell_apart(tmp_path: Path):
+    """The batch reuses a re-run for an identical tree: contents, names, links and the executable bit all count."""
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "run.sh").write_text("echo hi\n")
+    (tree / "sub").mkdir()
+    (tree / "sub" / "a.py").write_text("x = 1\n")
+    first = tree_digest(tree)
+    assert tree_digest(tree) == first
+    (tree / "run.sh").chmod(0o755)
+    assert tree_digest(tree) != first
+    (tree / "run.sh").chmod(0o644)
+    assert tree_digest(tree) == first
+    (tree / "sub" / "a.py").write_text("x = 2\n")
+    assert tree_digest(tree) != first
+    (tree / "sub" / "a.py").write_text("x = 1\n")
+    os.symlink("sub/a.py", tree / "link.py")
+    assert tree_digest(tree) != first
 
 
 def test_a_task_with_nothing_masked_has_no_counterfactual(tmp_path: Path):
