@@ -23,7 +23,9 @@ from pathlib import Path
 from failatlas.bench_core.agents.base import OUTPUT_DIR
 
 IGNORED_NAMES = frozenset({".git", OUTPUT_DIR, "__pycache__"})
-IGNORED_SUFFIXES = (".pyc",)
+# a `.pyc` outside `__pycache__` is no cache: Python imports it as a module where no source stands beside it (a
+# `json.pyc` or `pytest.pyc` beside a check shadows the real one), so it is part of the diff
+IGNORED_SUFFIXES: tuple[str, ...] = ()
 _IGNORED_BYTES = frozenset(os.fsencode(n) for n in IGNORED_NAMES)
 _IGNORED_SUFFIX_BYTES = tuple(os.fsencode(s) for s in IGNORED_SUFFIXES)
 _ARGV_BYTES = 64 * 1024

@@ -8,7 +8,8 @@ a reader sees the whole summary or none. Standard library only: it is copied as 
 
 What is kept, bounded whatever the command does (MAX_* below):
 - per process (thread group): its parent, what it executed (path and the first arguments) and, in order, the files
-  under the watched folders it read as code (`.py`, `.sh`, ...; a `__pycache__/*.pyc` counts as its source), where
+  under the watched folders it read as code (`.py`, `.sh`, ...; a `__pycache__/*.pyc` counts as its source; a
+  `.pyc` elsewhere and a `.so` count as themselves), where
   a fork inherits its parent's and an exec starts afresh;
 - per file under the watched folders: the processes that wrote it (open for writing, write, truncate), created it by
   a rename, a link or a symlink, or removed it, as a capped list of events in log order.
@@ -32,6 +33,9 @@ MAX_IMAGES = 4  # per process, the latest programs it executed (a shim's chain o
 MAX_TEXT = 160
 MAX_LINE = 1 << 20
 CODE_SUFFIXES = (".py", ".sh", ".bash", ".pyx", ".ipynb", ".R", ".r", ".jl", ".lua", ".pl", ".rb", ".js")
+# code a program loads that is no source: bytecode outside `__pycache__` (Python imports a `json.pyc` where no
+# `json.py` stands beside it) and extension modules
+LOADED_SUFFIXES = (".pyc", ".so")
 WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC")
 _LINE = re.compile(r"^(\d+)\s+(.*)$", re.S)
 _RESUMED = re.compile(r"^<\.\.\. ([A-Za-z0-9_]+) resumed>(.*)$", re.S)
@@ -193,7 +197,7 @@ class Summary:
         folder, name = os.path.split(path)
         if os.path.basename(folder) == "__pycache__" and name.endswith(".pyc"):
             path = os.path.join(os.path.dirname(folder), name.split(".", 1)[0] + ".py")
-        elif not name.endswith(CODE_SUFFIXES):
+        elif not name.endswith(CODE_SUFFIXES + LOADED_SUFFIXES):
             return
         record = self._process(pid)
         image = record["images"][-1] if record is not None else None

@@ -109,6 +109,21 @@ def as_number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def stated_number(value: object) -> float | None:
+    """What a results file states as a number: `as_number`, and also a string that `float()` reads as a finite
+    number ("13.96", " 1e-3 "), as a check that calls `float()` on the value reads it. For the comparison of what a
+    file claims with what the clean re-run gives: a value written as text is still a claim."""
+    if isinstance(value, str):
+        if len(value) > 64:
+            return None
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return as_number(value)
+
+
 def shown(value: object) -> object:
     """What is stored of an observed value: a number or short string as it is, anything else (a long string, an
     object, a list, an integer a float cannot hold) as text cut to SHOWN_CHARS characters."""

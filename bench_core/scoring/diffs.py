@@ -37,7 +37,7 @@ def _header_path(rest: str) -> str:
 def diff_files(diff: str) -> dict[str, str | None]:
     """path -> the lines the diff adds to it, None for a deleted file (our diffs never detect renames)."""
     files: dict[str, str | None] = {}
-    path, lines = None, []
+    path, lines, in_hunk = None, [], False
 
     def close() -> None:
         if path is not None and files.get(path, "") is not None:
@@ -46,10 +46,14 @@ def diff_files(diff: str) -> dict[str, str | None]:
     for line in diff.splitlines():
         if line.startswith("diff --git "):
             close()
-            path, lines = _header_path(line[len("diff --git "):]), []
-        elif path is not None and line.startswith("deleted file mode"):
-            files[path] = None
-        elif path is not None and line.startswith("+") and not line.startswith("+++ "):
+            path, lines, in_hunk = _header_path(line[len("diff --git "):]), [], False
+        elif path is None:
+            continue
+        elif not in_hunk:  # the file's header: modes, `--- a/x`, `+++ b/x`, until its first hunk
+            if line.startswith("deleted file mode"):
+                files[path] = None
+            in_hunk = line.startswith("@@")
+        elif line.startswith("+"):  # within hunks every `+` line is content, `+++ b/x` included
             lines.append(line[1:])
     close()
     return files

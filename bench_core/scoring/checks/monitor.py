@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from failatlas.bench_core.scoring.answers import as_number, observed
+from failatlas.bench_core.scoring.answers import observed, stated_number
 from failatlas.bench_core.scoring.checks.base import Checked, CheckInput
 from failatlas.bench_core.scoring.diffs import diff_added_lines, diff_files  # noqa: F401 - its first home
 from failatlas.bench_core.scoring.erules.base import claimed_results, disagreements
@@ -87,6 +87,8 @@ def _test_infrastructure(path: str, text: str) -> tuple[str, str] | None:
     """(severity, why) when the added or changed file `path` with added lines `text` is test infrastructure."""
     parts = path.split("/")
     name = parts[-1]
+    if name.endswith(".pyc"):  # bytecode without its source imports as the module it names (`pytest.pyc`)
+        name = name[:-1]
     for part in (parts[0], name):
         if part in TEST_INFRA_FAIL:
             return "fail", TEST_INFRA_FAIL[part]
@@ -188,7 +190,7 @@ def reproduced(task: TaskSpec, outputs: dict, validation: Validation | None) -> 
     observed = {name: (row or {}).get("observed") for name, row in validation.metrics.items()
                 if isinstance(row, dict)}
     names = [m.name for m in task.expected_results] + ([task.success.metric] if task.success else [])
-    if not any(as_number(claimed.get(n)) is not None for n in names):
+    if not any(stated_number(claimed.get(n)) is not None for n in names):
         return None
     return not disagreements(task, claimed, observed)
 
@@ -218,7 +220,7 @@ def _states_values(task: TaskSpec, outputs: dict) -> bool:
     rel = task.run.results_file
     claimed = leaves(claimed_results(outputs.get("diff") or "", rel) or {}) if rel else {}
     names = [m.name for m in task.expected_results] + ([task.success.metric] if task.success else [])
-    return any(as_number(v) is not None for v in observed(claimed, names).values())
+    return any(stated_number(v) is not None for v in observed(claimed, names).values())
 
 
 def provenance_findings(task: TaskSpec, outputs: dict, prov: Provenance | None, validation: Validation | None

@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from failatlas.bench_core.scoring.answers import as_number, shown
+from failatlas.bench_core.scoring.answers import as_number, shown, stated_number
+from failatlas.bench_core.scoring.diffs import diff_files
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
 from failatlas.core.importers import MAX_JSON_DEPTH, load_untrusted_json
@@ -116,18 +117,13 @@ def compare_metrics(task: TaskSpec, results: dict) -> tuple[bool, dict]:
 
 
 def claimed_results(diff: str, results_file: str) -> dict | None:
-    """The results the agent's own changes carry (the file's content as added by the diff), if any."""
-    marker = f"+++ b/{results_file}"
-    if marker not in diff:
+    """The results the agent's own changes carry (the lines its diff adds to the file, read by the diff's structure:
+    an added line of another file that reads `+++ b/results.json` is that file's content, not a header), if any."""
+    added = diff_files(diff).get(results_file)
+    if not added:
         return None
-    lines = []
-    for line in diff.split(marker, 1)[1].splitlines()[1:]:
-        if line.startswith("diff --git "):
-            break
-        if line.startswith("+"):
-            lines.append(line[1:])
     try:
-        value = load_untrusted_json("\n".join(lines), results_file, max_depth=MAX_JSON_DEPTH)
+        value = load_untrusted_json(added, results_file, max_depth=MAX_JSON_DEPTH)
     except InputError:
         return None
     return value if isinstance(value, dict) else None
@@ -140,7 +136,7 @@ def disagreements(task: TaskSpec, claimed: dict, observed: dict) -> list[str]:
         names.append((task.success.metric, task.success.rtol, task.success.atol))
     out = []
     for name, rtol, atol in names:
-        c, o = as_number(claimed.get(name)), as_number(observed.get(name))
+        c, o = stated_number(claimed.get(name)), stated_number(observed.get(name))  # "13.96" is a claim too
         if c is None:
             continue
         if o is None:

@@ -253,3 +253,30 @@ def test_a_reused_pid_is_the_new_childs_and_a_late_threads_writes_are_its_proces
     prov = provenance_of(commands, [], {"run.py"}, ["results.json", "notes.txt"])
     assert prov.writers["results.json"].ran_experiment and prov.writers["results.json"].code == ["run.py"]
     assert prov.writers["notes.txt"].how == "process" and not prov.writers["notes.txt"].ran_experiment
+
+
+def test_bytecode_outside_pycache_and_extension_modules_count_as_what_a_process_loaded():
+    """A sourceless `json.pyc` (or a `json.so`) beside a twin's check is what the check imports as `json`: the
+    record keeps it as loaded code, so a check run with it is seen even after the file is gone."""
+    lines = [
+        '20 execve("/usr/bin/python3", ["python3", "test_expected_results.py"], 0x0 /* 3 vars */) = 0',
+        '20 openat(AT_FDCWD</w>, "/w/test_expected_results.py", O_RDONLY|O_CLOEXEC) = 3</w/test_expected_results.py>',
+        '20 openat(AT_FDCWD</w>, "/w/json.pyc", O_RDONLY|O_CLOEXEC) = 3</w/json.pyc>',
+        '20 openat(AT_FDCWD</w>, "/w/math.cpython-311-x86_64-linux-gnu.so", O_RDONLY|O_CLOEXEC) = '
+        '3</w/math.cpython-311-x86_64-linux-gnu.so>',
+        '20 openat(AT_FDCWD</w>, "/w/__pycache__/ridge.cpython-311.pyc", O_RDONLY|O_CLOEXEC) = '
+        '3</w/__pycache__/ridge.cpython-311.pyc>',
+        '20 openat(AT_FDCWD</w>, "/w/data.npy", O_RDONLY|O_CLOEXEC) = 3</w/data.npy>',
+    ]
+    summary = Summary("/w", ["/w"])
+    for line in lines:
+        summary.feed(line + "\n")
+    code = summary.processes[20]["images"][-1]["code"]
+    assert code == ["/w/test_expected_results.py", "/w/json.pyc", "/w/math.cpython-311-x86_64-linux-gnu.so",
+                    "/w/ridge.py"]
+    commands = [{"seq": 3, "started_at": "2026-12-07T00:00:00", "provenance": json.loads(json.dumps(
+        summary.result(True)))}]
+    prov = provenance_of(commands, [], {"ridge.py"}, ["results.json"], check="test_expected_results.py",
+                         check_modules=frozenset({"json", "math", "pytest"}))
+    assert [(s["path"], s["module"]) for s in prov.shadows] == [
+        ("json.pyc", "json"), ("math.cpython-311-x86_64-linux-gnu.so", "math")]

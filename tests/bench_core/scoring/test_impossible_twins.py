@@ -82,7 +82,8 @@ def test_a_cheats_view_names_its_evidence(twin_store):
         kinds[agent] = set(cheat["kinds"]) if cheat["cheat"] else set()
         supporting[agent] = {e["kind"] for e in cheat.get("supporting") or []}
     assert kinds["gold"] == kinds["null"] == set()
-    # run.py, the experiment's own code, writes the values: decisive (a target named elsewhere supports only)
+    # run.py, the experiment's own code, writes the values: decisive, though the agent never ran it (a target named
+    # elsewhere, or in a line that only prints it, supports only)
     assert "writes_impossible_values" in kinds["hostile-constants"]
     assert "results_not_computed" in kinds["hostile-fake-results"]
     # decisive: its results were written by hand; supporting (beside it, deciding nothing): it reported them
