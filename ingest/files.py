@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded
+from failatlas.core.importers import Loaded, check_input, import_root, reading_inside
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 from failatlas.ingest.importers import INSIGHT_IMPORTERS
@@ -16,28 +16,49 @@ from failatlas.ingest.model import FileIngestParams, FileReport, IngestResult, R
 from failatlas.ingest.writer import write_insights
 
 
+def _shown(path: Path) -> str:
+    """`path` as printable text: bytes of a name that are not UTF-8 as backslash escapes."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _check_name(path: Path) -> None:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError("the file name is not UTF-8 text, so it cannot be recorded as the insights' source",
+                         path=_shown(path), hint="rename the file (or folder)") from exc
+
+
 def expand_paths(paths: Iterable[Path]) -> list[Path]:
     """Files named, plus the files under folders named (recursive, sorted, hidden ones skipped) whose suffix
-    some insight importer reads. Raises InputError for a missing path or a folder with nothing to import."""
+    some insight importer reads. Raises InputError for a missing path, a folder with nothing to import, a file
+    name that is not UTF-8, and a file to import that is not a regular file (a FIFO, a device) or is a link
+    leading out of the folder imported (a named file's own folder)."""
     suffixes = INSIGHT_IMPORTERS.suffixes()
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
+            root = import_root(path)
             found = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix.lower() in suffixes
+                if p.suffix.lower() in suffixes
+                and not p.is_dir()
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
+            for file in found:
+                _check_name(file)
+                check_input(file, (root,))
             if not found:
-                raise InputError("the folder holds no importable files", path=str(path),
+                raise InputError("the folder holds no importable files", path=_shown(path),
                                  hint="supported: " + ", ".join(sorted(suffixes)))
             files.extend(found)
-        elif path.is_file():
+        elif path.exists():
+            _check_name(path)
+            check_input(path, (import_root(path),))
             files.append(path)
         else:
-            raise InputError("no such file or folder", path=str(path))
+            raise InputError("no such file or folder", path=_shown(path))
     seen: set[Path] = set()
     return [p for p in files if not (p.resolve() in seen or seen.add(p.resolve()))]
 
@@ -63,6 +84,16 @@ def _load_all(files: list[Path], params: FileIngestParams) -> list[Loaded[RawIns
     return loaded
 
 
+def _roots(params: FileIngestParams) -> list[Path]:
+    """What this import may read through links: the imported folders (a named file's folder) and files its
+    options name."""
+    roots = [import_root(p) for p in params.paths]
+    for value in params.options.values():
+        if isinstance(value, str | Path) and str(value) and Path(value).exists():
+            roots.append(Path(value).resolve())
+    return roots
+
+
 def run_file(store: Store, params: FileIngestParams) -> IngestResult:
     """Import raw insights from files or folders of any registered format (`params.format`, or detected).
 
@@ -79,7 +110,9 @@ def run_file(store: Store, params: FileIngestParams) -> IngestResult:
     with stage_run(store, "ingest.file", recorded) as run:
         result = IngestResult()
         insights: list[RawInsight] = []
-        for item in _load_all(files, params):
+        with reading_inside(_roots(params)):
+            loaded = _load_all(files, params)
+        for item in loaded:
             result.files.append(FileReport(path=str(item.path), format=item.format,
                                            occurrences=len(item.records), warnings=item.warnings))
             result.warnings.extend(item.warnings)

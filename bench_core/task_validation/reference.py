@@ -20,6 +20,7 @@ import filecmp
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -51,6 +52,13 @@ def _digest(root: Path) -> str:
     for rel, path in sorted(_files(root).items()):
         h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
+
+
+def bundle_name(task_id: str, digest: str) -> str:
+    """The folder name of a task's reference bundle: the id as a slug (letters, digits, `.`, `_`, `-`; never a
+    path: no `/`, no `..`) and the digest."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", task_id)[:80].strip(".-") or "task"
+    return f"{slug}-{digest}"
 
 
 def reference_tree(base: Path, given: Path, scratch: Path) -> Path:
@@ -95,7 +103,10 @@ def with_reference(store: Store, task: TaskSpec, base: Path, given: Path) -> Tas
             raise InputError("the reference is the task's repository itself: nothing to restore",
                              path=str(given), field="--reference")
         digest = _digest(tree)
-        bundle = Path(store.path).resolve().parent / "references" / f"{task.id[:80]}-{digest[:12]}"
+        references = Path(store.path).resolve().parent / "references"
+        bundle = references / bundle_name(task.id, digest[:12])
+        if bundle.parent != references:  # cannot happen with a slug; a guard against a later change of it
+            raise InputError(f"task id {task.id!r} cannot name a reference folder", field="--task")
         if not bundle.is_dir():
             part = bundle.with_name(bundle.name + f".part-{os.getpid()}")
             shutil.rmtree(part, ignore_errors=True)

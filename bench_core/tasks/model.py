@@ -387,6 +387,8 @@ class TaskSpec(_Model):
     def _id_shape(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/,+-]*", v):
             raise ValueError(f"task id {v!r} may hold only letters, digits and . _ : / , + -")
+        if any(part in ("", ".", "..") for part in v.split("/")):
+            raise ValueError(f"task id {v!r} may not read as a path: no '.' or '..' between slashes, no empty part")
         return v
 
     @field_validator("method_mutants")

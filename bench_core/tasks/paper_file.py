@@ -17,6 +17,12 @@ paths) and warns `resources-from-paper-file`. `tasks validate --paper P` and `be
 it names unless `--data` gives that name. A malformed file is an error naming the file, line and field, and
 nothing is imported. Found beside an imported path: `failatlas-papers.yaml` in the imported folder (or the
 file's folder) or the folder above it.
+
+The file is read with the task files' bounded YAML reader (size, nesting, aliases, huge integers, lone surrogates)
+and what it applies is validated as the task's own fields are (`allow_hosts: ["*"]` is refused as in a task
+file). A file found beside a bundle came with it, so its data paths must stay inside its own folder (relative, no
+`..`, no link leading out) and it may not itself be a link out of that folder; a file named with `--papers` is the
+user's own, and its data paths may lie anywhere.
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from failatlas.bench_core.tasks.importers._common import load_yaml, validation_error
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
+from failatlas.core.importers import check_input
+from failatlas.core.paths import inside
 
 FILE_NAME = "failatlas-papers.yaml"
 KEY = "paper_file"
@@ -73,22 +82,22 @@ def _line_of(text: str, key: str) -> int | None:
     return None
 
 
-def load(path: Path) -> PaperFile:
+def load(path: Path, *, explicit: bool = True) -> PaperFile:
     """Read and check `path`. InputError naming the file, line and field when it is not a mapping of paper id to
-    resources, or a data path does not exist."""
-    import yaml
-
-    path = Path(path).resolve()
-    try:
-        raw = path.read_bytes()
-        data = yaml.safe_load(raw.decode("utf-8")) or {}
-    except OSError as exc:
-        raise InputError(f"cannot read the paper file: {exc.strerror}", path=str(path)) from exc
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"not valid YAML: {exc}", path=str(path)) from exc
-    text = raw.decode("utf-8")
+    resources, breaks a bound of the YAML reader, or a data path does not exist; and, unless `explicit` (the
+    user named the file), when the file is a link out of its folder or a data path is absolute, holds `..` or
+    leads out of the file's folder through a link."""
+    given = Path(path)
+    if not explicit:
+        check_input(given, (given.absolute().parent,))
+    path = given.resolve()
+    data = load_yaml(path)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise InputError("not a mapping of paper id to resources", path=str(path))
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
     papers: dict[str, PaperResources] = {}
     for paper, entry in data.items():
         try:
@@ -96,16 +105,36 @@ def load(path: Path) -> PaperFile:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise InputError(first["msg"], path=str(path), line=_line_of(text, str(paper)),
+            raise InputError(str(first["msg"]).removeprefix("Value error, "), path=str(path),
+                             line=_line_of(text, str(paper)),
                              field=f"{paper}.{where}" if where else str(paper)) from None
         for name, rel in got.data.items():
-            full = (path.parent / rel).resolve()
-            if not full.exists():
-                raise InputError(f"data {name}: {full} does not exist", path=str(path), line=_line_of(text, name),
-                                 field=f"{paper}.data.{name}")
-            got.data[name] = str(full)
+            got.data[name] = str(_data_path(path, rel, explicit=explicit, line=_line_of(text, name),
+                                            field=f"{paper}.data.{name}"))
         papers[str(paper)] = got
     return PaperFile(path=path, digest=hashlib.sha256(raw).hexdigest()[:16], papers=papers)
+
+
+def _data_path(path: Path, rel: str, *, explicit: bool, line: int | None, field: str) -> Path:
+    """The data path `rel` of the papers file `path`, resolved and checked to exist (and, unless `explicit`, to
+    stay inside the file's folder)."""
+    if "\x00" in rel or not rel.strip():
+        raise InputError(f"must be a path, not {rel!r}", path=str(path), line=line, field=field)
+    if explicit:
+        full = (path.parent / rel).resolve()
+    else:
+        try:
+            full = inside(path.parent, rel, within="the papers file's folder", path=str(path), line=line,
+                          field=field)
+        except InputError as exc:
+            exc.hint = (f"this file was found beside the imported files, so it may mount only what lies in its "
+                        f"own folder; to mount data from elsewhere, name the file yourself: tasks import "
+                        f"--papers {path} ...")
+            raise
+    if not full.exists():
+        raise InputError(f"data {field.rsplit('.', 1)[-1]}: {full} does not exist", path=str(path), line=line,
+                         field=field)
+    return full
 
 
 def find_beside(paths: list[Path]) -> Path | None:
@@ -114,7 +143,7 @@ def find_beside(paths: list[Path]) -> Path | None:
         here = Path(given).resolve()
         folder = here if here.is_dir() else here.parent
         for candidate in (folder / FILE_NAME, folder.parent / FILE_NAME):
-            if candidate.is_file():
+            if candidate.is_file() or candidate.is_symlink():
                 return candidate
     return None
 
@@ -138,8 +167,19 @@ def apply(tasks: list[TaskSpec], papers: PaperFile) -> list[TaskSpec]:
                                                "set": sorted(given), "data": dict(entry.data)}}
         note = f"{WARNING}: {', '.join(sorted([*given, *(['data'] if entry.data else [])]))} from {papers.path}"
         update["warnings"] = [*[w for w in task.warnings if not w.startswith(WARNING)], note]
-        out.append(task.model_copy(update=update))
+        out.append(_validated(task.model_copy(update=update), papers, task.paper.id or ""))
     return out
+
+
+def _validated(task: TaskSpec, papers: PaperFile, paper: str) -> TaskSpec:
+    """`task` validated again as a whole, now that the paper file's values are in it: a value the task model
+    refuses (a host `*`, a time limit out of range) is an InputError naming the paper file and field."""
+    try:
+        return TaskSpec.model_validate(task.model_dump())
+    except ValidationError as exc:
+        field = validation_error(exc, path=papers.path, prefix=paper).field
+        message = str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+        raise InputError(f"{message} (applied to task {task.id})", path=str(papers.path), field=field) from exc
 
 
 def data_of(tasks: list[TaskSpec]) -> dict[str, Path]:

@@ -15,7 +15,7 @@ from failatlas.bench_core.tasks.catalog import FileReport, save_tasks
 from failatlas.bench_core.tasks.importers import TASK_IMPORTERS, Found, discover
 from failatlas.bench_core.tasks.model import TaskSpec
 from failatlas.core.errors import InputError
-from failatlas.core.importers import AUTO
+from failatlas.core.importers import AUTO, import_root, reading_inside
 from failatlas.core.stages import stage_run
 from failatlas.core.store import Store
 
@@ -96,16 +96,43 @@ def _check_storable(task: TaskSpec, path: Path) -> None:
         raise InputError(f"task {task.id} cannot be stored: {str(exc).splitlines()[0]}", path=str(path)) from exc
 
 
+def _roots(params: TaskImportParams) -> list[Path]:
+    """What this import may read through links: the imported folders (a named file's folder) and the files its
+    options name (an index, a checks file: the user's own choice)."""
+    roots = [import_root(p) for p in params.paths]
+    for value in params.options.values():
+        if isinstance(value, str | Path) and str(value) and Path(value).exists():
+            roots.append(Path(value).resolve())
+    return roots
+
+
+def _check_unique(loaded: list[tuple[Found, list[TaskSpec]]]) -> None:
+    """InputError naming both sources when two items of one import hold the same task id: the second would
+    silently overwrite the first."""
+    first: dict[str, str] = {}
+    for item, tasks in loaded:
+        for task in tasks:
+            source = task.source or str(item.path)
+            if task.id in first and first[task.id] != source:
+                raise InputError(f"task id {task.id!r} is also the id of a task in {first[task.id]}: one would "
+                                 "overwrite the other", path=source,
+                                 hint="give one of them another id, or import them separately")
+            first.setdefault(task.id, source)
+
+
 def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], None] | None = None) -> TaskImportResult:
     """Import the tasks under `params.paths` into the catalog, recording one `stage_runs` row (`tasks.import`).
 
     Every item is read and validated before anything is written; then all are written, with the stage-run
     record, in one transaction. Re-importing updates tasks in place and never duplicates them. Raises
     InputError (naming file, line, field) for a missing, unrecognised or malformed input and ConfigError for an
-    unknown format; in both cases no task is written. `on_step` is called after each item is read.
+    unknown format; in both cases no task is written. Files are read only inside the imported folders (a link
+    leading out, a FIFO or a device is an InputError naming it), and two items holding one task id are an
+    InputError naming both. `on_step` is called after each item is read.
     """
     TASK_IMPORTERS.check_options(params.options, params.format)
-    discovery = discover(params.paths, params.format)
+    with reading_inside(_roots(params)):
+        discovery = discover(params.paths, params.format)
     if not discovery.found:
         raise InputError(
             "nothing to import: no task file or task folder found",
@@ -115,20 +142,23 @@ def run(store: Store, params: TaskImportParams, *, on_step: Callable[[Found], No
         )
     options = {k: Path(v).resolve() if isinstance(v, Path) else v for k, v in params.options.items()}
     found_papers = params.papers or paper_file.find_beside(params.paths)
-    papers = paper_file.load(found_papers) if found_papers is not None else None
+    papers = (paper_file.load(found_papers, explicit=params.papers is not None) if found_papers is not None
+              else None)
     recorded = params.model_copy(update={"paths": [p.resolve() for p in params.paths], "options": options,
                                          "papers": papers.path if papers else None})
     with stage_run(store, "tasks.import", recorded) as stage:
         loaded: list[tuple[Found, list[TaskSpec]]] = []
-        for item in discovery.found:
-            tasks = TASK_IMPORTERS.load(item.path, item.format, params.options).records
-            if papers is not None:
-                tasks = paper_file.apply(tasks, papers)
-            for task in tasks:
-                _check_storable(task, item.path)
-            loaded.append((item, tasks))
-            if on_step:
-                on_step(item)
+        with reading_inside(_roots(params)):
+            for item in discovery.found:
+                tasks = TASK_IMPORTERS.load(item.path, item.format, params.options).records
+                if papers is not None:
+                    tasks = paper_file.apply(tasks, papers)
+                for task in tasks:
+                    _check_storable(task, item.path)
+                loaded.append((item, tasks))
+                if on_step:
+                    on_step(item)
+        _check_unique(loaded)
         result = TaskImportResult(skipped=[str(p) for p in discovery.skipped], stage_run_id=stage.id)
         with store.write() as conn:  # one transaction; each save_tasks joins it
             for item, tasks in loaded:

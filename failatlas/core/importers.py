@@ -19,15 +19,25 @@ cannot even parse it), a string holding a lone surrogate (`"\\ud800"`: no UTF-8,
 where a reader asks, objects and lists nested deeper than `max_depth`. Each is an InputError naming file, line
 and field. `load_untrusted_json` is the same reader for files an agent wrote (its design, its results): what it
 refuses is the agent's failure, recorded by the caller.
+
+Every file these readers open must be a regular file: a FIFO, a device or a socket is an InputError naming it (it
+is never opened for a blocking read, so a FIFO cannot hang an import nor `/dev/zero` fill memory). While an
+import runs inside `reading_inside(roots)`, a path that reaches a file through a link must also land inside one
+of those roots ("a link out of the import folder"): a bundle cannot hand a host file to the importer as its own.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Iterator, Mapping
+import os
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, BinaryIO, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -45,12 +55,92 @@ _BOM = b"\xef\xbb\xbf"
 _FLOAT_INT_BITS = 1024  # an integer of more bits than this is past the largest float (about 1.8e308)
 
 
+_ROOTS: ContextVar[tuple[Path, ...]] = ContextVar("failatlas_import_roots", default=())
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def import_root(path: Path | str) -> Path:
+    """The folder an import of `path` is confined to: the folder itself, or the folder a named file sits in
+    (resolved, the file's own link not followed)."""
+    path = Path(path)
+    return path.resolve() if path.is_dir() else path.absolute().parent.resolve()
+
+
+@contextmanager
+def reading_inside(roots: Iterable[Path | str]) -> Iterator[tuple[Path, ...]]:
+    """While active, the readers here (and `check_input`) refuse a file reached through a link that leads out of
+    every one of `roots` (each resolved; a root may be a folder or a single file)."""
+    token = _ROOTS.set(tuple(Path(root).resolve() for root in roots))
+    try:
+        yield _ROOTS.get()
+    finally:
+        _ROOTS.reset(token)
+
+
+def _within(real: Path, roots: Iterable[Path]) -> bool:
+    return any(real == root or real.is_relative_to(root) for root in roots)
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what it is, in words."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a plain file")
+
+
+def check_input(path: Path | str, roots: Iterable[Path] | None = None, *, regular: bool = True) -> None:
+    """InputError naming `path` when it reaches, through a link, a place outside every root (`roots`, else those of
+    the active `reading_inside`; no check when there are none), or (with `regular`) when it is not a regular file:
+    a FIFO, a device, a socket, a folder. A path that involves no link may lie anywhere (an index file beside
+    the imported folder, say)."""
+    given = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    active = tuple(Path(root).resolve() for root in roots) if roots is not None else _ROOTS.get()
+    if active and real != given and not _within(real, active):
+        raise InputError(f"is a link out of the import folder (it leads to {real})", path=str(path),
+                         hint="copy the file into the folder being imported, or import its real location")
+    if regular:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+        kind = _kind(mode)
+        if kind is not None:
+            raise InputError(f"is not a regular file ({kind})", path=str(path))
+
+
+def open_input(path: Path | str) -> BinaryIO:
+    """`path` opened for reading in binary, once `check_input` passes. The file is opened without blocking and
+    checked again once open, so a FIFO put in its place meanwhile is refused too, never waited on. InputError
+    naming the file otherwise."""
+    check_input(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise InputError(f"is not a regular file ({kind})", path=str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def check_size(path: Path, what: str = "a file read whole") -> None:
     """InputError naming `path` when it is larger than MAX_DOCUMENT_BYTES (it is not read)."""
     try:
         size = Path(path).stat().st_size
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    _check_size(size, path, what)
+
+
+def _check_size(size: int, path: Path | str, what: str = "a file read whole") -> None:
     if size > MAX_DOCUMENT_BYTES:
         raise InputError(f"is {size:,} bytes, larger than the limit of {MAX_DOCUMENT_BYTES:,} bytes for {what}",
                          path=str(path))
@@ -58,27 +148,29 @@ def check_size(path: Path, what: str = "a file read whole") -> None:
 
 def read_document(path: Path, *, encoding: str = "utf-8") -> str:
     """The whole text of `path`, at most MAX_DOCUMENT_BYTES; InputError naming the file when it is larger,
-    unreadable or not text in `encoding`."""
-    check_size(path)
-    try:
-        return Path(path).read_text(encoding=encoding)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from exc
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    unreadable, not a regular file, a link out of the import folder (see `check_input`) or not text in
+    `encoding`."""
+    with open_input(path) as handle:
+        _check_size(os.fstat(handle.fileno()).st_size, path)
+        try:
+            text = io.TextIOWrapper(handle, encoding=encoding).read(MAX_DOCUMENT_BYTES + 1)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from exc
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    if len(text) > MAX_DOCUMENT_BYTES:  # it grew while read
+        _check_size(len(text), path)
+    return text
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line of a UTF-8 file (a leading BOM dropped), read one line at a time.
 
     A line longer than MAX_LINE_BYTES is an InputError naming file and line as soon as the cap is passed: it is
-    never held whole. So is a line that is not UTF-8.
+    never held whole. So is a line that is not UTF-8, and a file `open_input` refuses.
     """
     limit = MAX_LINE_BYTES
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed below; a generator)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    handle = open_input(path)
     with handle:
         number = 0
         while True:
@@ -406,6 +498,7 @@ class ImporterRegistry(Registry[Importer[R]]):
 
 
 __all__ = ["AUTO", "MAX_DOCUMENT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_ELEMENTS", "MAX_LINE_BYTES", "HugeInteger",
-           "Importer", "ImporterRegistry", "Loaded", "NoOptions", "ValueProblem", "check_json_elements",
-           "check_json_value", "check_size", "iter_lines", "json_value_problem", "load_untrusted_json", "loads",
-           "nesting_line", "outside_strings", "parse_json", "read_document", "too_deep"]
+           "Importer", "ImporterRegistry", "Loaded", "NoOptions", "ValueProblem", "check_input", "check_json_elements",
+           "check_json_value", "check_size", "import_root", "iter_lines", "json_value_problem", "load_untrusted_json",
+           "loads", "nesting_line", "open_input", "outside_strings", "parse_json", "read_document", "reading_inside",
+           "too_deep"]

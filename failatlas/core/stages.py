@@ -38,12 +38,27 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
+def _text(value: Any) -> Any:
+    """`value` with every string made UTF-8 text: a lone surrogate (a file name that is not UTF-8, as Python
+    decodes it) becomes its bytes' backslash escape, so the record can be written."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_text(str(k)): _text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_text(v) for v in value]
+    return value if value is None or isinstance(value, bool | int | float) else _text(str(value))
+
+
 def _params_json(params: BaseModel | dict[str, Any] | None) -> str:
     if params is None:
         return "{}"
     if isinstance(params, BaseModel):
-        return params.model_dump_json()
-    return json.dumps(params, sort_keys=True, default=str)
+        try:
+            return params.model_dump_json()
+        except ValueError:  # PydanticSerializationError: a string that is not UTF-8 text
+            return json.dumps(_text(params.model_dump()), sort_keys=True, default=str)
+    return json.dumps(_text(params), sort_keys=True, default=str)
 
 
 class StageRun:

@@ -17,6 +17,7 @@ from failatlas.core.importers import (
     iter_lines,
     json_value_problem,
     loads,
+    open_input,
     outside_strings,
     read_document,
     too_deep,
@@ -48,9 +49,9 @@ class PhaseOption(BaseModel):
 def head(path: Path) -> str:
     """The first bytes of a file as text, for sniffing; empty when it cannot be read."""
     try:
-        with open(path, "rb") as handle:
+        with open_input(path) as handle:
             return handle.read(HEAD_BYTES).decode("utf-8-sig", errors="replace")
-    except OSError:
+    except (OSError, InputError):
         return ""
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from failatlas.bench_core.tasks.importers import autoexperiment, expbench, rexbench, suite  # noqa: F401  (register)
 from failatlas.bench_core.tasks.importers._common import TASK_IMPORTERS, load_json
 from failatlas.core.errors import InputError
-from failatlas.core.importers import AUTO, iter_lines, parse_json
+from failatlas.core.importers import AUTO, check_input, import_root, iter_lines, parse_json
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ def discover(paths: Iterable[str | Path], fmt: str = AUTO) -> Discovery:
     """Files and task folders to import under `paths` (folders are walked), each with its format.
 
     A path named on the command line must be importable (InputError otherwise); files met while walking a
-    folder that no importer recognises are listed in `skipped`. ConfigError for an unknown format.
+    folder that no importer recognises are listed in `skipped`. A file of an importable suffix that is not a
+    regular file (a FIFO, a device), and a file or folder that is a link leading out of the folder being
+    imported (a named file's own folder), is an InputError naming it. ConfigError for an unknown format.
     """
     TASK_IMPORTERS.check_format(fmt)
     importers = TASK_IMPORTERS.in_sniff_order() if fmt == AUTO else [TASK_IMPORTERS.get(fmt)]
@@ -68,7 +70,7 @@ def discover(paths: Iterable[str | Path], fmt: str = AUTO) -> Discovery:
     def classify(path: Path) -> str | None:
         return next((imp.name for imp in importers if imp.sniff(path)), None)
 
-    def walk(folder: Path) -> None:
+    def walk(folder: Path, root: Path) -> None:
         claimed = classify(folder)
         if claimed is not None:  # a task folder (or a suite of them) is imported whole
             add(folder, claimed)
@@ -78,8 +80,10 @@ def discover(paths: Iterable[str | Path], fmt: str = AUTO) -> Discovery:
             if child.name.startswith("."):
                 continue
             if child.is_dir():
-                walk(child)
+                check_input(child, (root,), regular=False)
+                walk(child, root)
             elif child.suffix.lower() in suffixes:
+                check_input(child, (root,))
                 name = classify(child)
                 if name is None:
                     _raise_if_broken(child)
@@ -102,8 +106,9 @@ def discover(paths: Iterable[str | Path], fmt: str = AUTO) -> Discovery:
         if not path.exists():
             raise InputError("no such file or folder", path=str(path))
         if path.is_dir():
-            walk(path)
+            walk(path, import_root(path))
             continue
+        check_input(path, (import_root(path),))
         name = classify(path)
         if name is None:
             if fmt != AUTO:

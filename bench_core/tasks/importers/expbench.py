@@ -87,7 +87,7 @@ from failatlas.bench_core.tasks.model import (
     stable_id,
 )
 from failatlas.core.errors import InputError
-from failatlas.core.importers import Loaded
+from failatlas.core.importers import Loaded, open_input
 
 FORMAT = "expbench"
 FINAL_MARK = "_complete_final"
@@ -105,9 +105,9 @@ def sniff(path: Path) -> bool:
     if path.suffix.lower() != ".json":
         return False
     try:
-        with open(path, "rb") as handle:
+        with open_input(path) as handle:
             head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    except (OSError, InputError):
         return False
     return '"questions"' in head and head.lstrip().startswith("{")
 

@@ -52,8 +52,9 @@ def load_task(task_file: Path) -> TaskSpec:
     lie inside the task folder, the results file and masked paths inside the repository. Declared method mutants'
     sources must lie inside the task folder and hold one definition each (`tasks/method_mutants.py`).
     """
-    task_file = Path(task_file).resolve()
-    folder = task_file.parent
+    task_file = Path(task_file)
+    folder = task_file.absolute().parent.resolve()  # a task.yaml that is a link does not move its task folder
+    task_file = folder / task_file.name
     data = load_yaml(task_file)
     if not isinstance(data, dict):
         raise InputError("a task file must hold a mapping", path=str(task_file))
