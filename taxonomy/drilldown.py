@@ -22,6 +22,7 @@ from failatlas.bench_core.scoring.metrics import PHASES, run_scores
 from failatlas.bench_core.scoring.report import evidence_line, phase_verdicts, run_evidence
 from failatlas.core.errors import ConfigError, NotFoundError
 from failatlas.core.store import Store
+from failatlas.core.tables import code_span, csv_cell, one_line
 from failatlas.taxonomy.assign import resolve_taxonomy
 from failatlas.taxonomy.model import UNASSIGNED
 
@@ -193,45 +194,55 @@ def _verdict_text(verdicts: dict[str, str | None]) -> str:
     return ", ".join(f"{p} {verdicts.get(p) or 'not scored'}" for p in PHASES)
 
 
-def _one(text: object) -> str:
-    return " ".join(str(text).split())
+def _md(text: object) -> str:
+    """Text inside a line of the Markdown: on one line, no control character, HTML, link or cell break."""
+    return one_line(text, markdown="cell")
+
+
+def _md_line(text: object) -> str:
+    """Text that starts a line, a heading or a list item: as `_md`, and unable to open a block there."""
+    return one_line(text, markdown="line")
 
 
 def to_markdown(d: TypeDrilldown) -> str:
-    """The drill-down as a Markdown document a reader can follow from the type down to each run's evidence."""
+    """The drill-down as a Markdown document a reader can follow from the type down to each run's evidence. Every
+    text from the store (names, insights, agents, evidence: imported or an agent's) is on one line and inert
+    (`one_line(..., markdown=...)`); ids and JSON stand in code spans (`code_span`)."""
     runs = {r.run_id for i in d.insights for r in i.runs}
-    lines = [f"# {_one(d.name)} (`{d.failure_type_id}`)", "",
-             f"FailAtlas taxonomy v{d.version} (`{d.taxonomy_id}`)" + (f", phase {d.phase}" if d.phase else "")
-             + (f", category {_one(d.category)}" if d.category else "") + f": {len(d.insights)} distinct insight(s), "
+    lines = [f"# {_md_line(d.name)} ({code_span(d.failure_type_id)})", "",
+             f"FailAtlas taxonomy v{d.version} ({code_span(d.taxonomy_id)})"
+             + (f", phase {_md(d.phase)}" if d.phase else "")
+             + (f", category {_md(d.category)}" if d.category else "") + f": {len(d.insights)} distinct insight(s), "
              f"{sum(i.n_occurrences for i in d.insights)} occurrence(s), in {len(runs)} run(s).", ""]
     if d.definition:
-        lines += [f"Definition: {_one(d.definition)}", ""]
+        lines += [f"Definition: {_md(d.definition)}", ""]
     lines += ["Under each run: its phase verdicts (M D I E C), the judges of the insight's phase, where the insight "
               "was stated, and the evidence records the harness built for the run (`*`: read by the verdicts of "
               "the insight's phase).", ""]
     for k, i in enumerate(d.insights, 1):
-        facets = ", ".join(x for x in (f"kind {i.kind}" if i.kind else "", f"object `{i.object}`" if i.object else "")
-                           if x)
-        lines += [f"## {k}. {_one(i.text)}", "",
-                  f"`{i.insight_id}` · phase {i.phase}" + (f" · {facets}" if facets else "")
+        facets = ", ".join(x for x in (f"kind {_md(i.kind)}" if i.kind else "",
+                                       f"object {code_span(i.object)}" if i.object else "") if x)
+        lines += [f"## {k}. {_md_line(i.text)}", "",
+                  f"{code_span(i.insight_id)} · phase {_md(i.phase)}" + (f" · {facets}" if facets else "")
                   + f" · stated {i.n_occurrences}×", ""]
         for r in i.runs:
-            model = f" · model {r.model}" if r.model else ""
-            lines += [f"### Run `{r.run_id}`: agent {r.agent} · task {r.task_id}{model} · status {r.status}"
-                      + (f" · validator {r.outcome}" if r.outcome else ""), "",
-                      f"- verdicts: {_verdict_text(r.verdicts)}",
-                      f"- judges ({i.phase}): " + ("; ".join(r.judges) or "none")]
+            model = f" · model {_md(r.model)}" if r.model else ""
+            lines += [f"### Run {code_span(r.run_id)}: agent {_md(r.agent)} · task {_md(r.task_id)}{model} · status "
+                      f"{_md(r.status)}" + (f" · validator {_md(r.outcome)}" if r.outcome else ""), "",
+                      f"- verdicts: {_md(_verdict_text(r.verdicts))}",
+                      f"- judges ({_md(i.phase)}): " + ("; ".join(_md(j) for j in r.judges) or "none")]
             for s in r.stated:
-                lines.append(f"- stated in {_where(s)}")
+                lines.append(f"- stated in {_md(_where(s))}")
                 if s.detail:
-                    lines.append(f"  - evidence beside it: `{_one(json.dumps(s.detail, sort_keys=True, default=str))}`")
+                    lines.append("  - evidence beside it: "
+                                 + code_span(json.dumps(s.detail, sort_keys=True, default=str)))
             lines.append("- evidence records:" + ("" if r.evidence else " none stored"))
-            lines += [f"  - {'(read) ' if e.startswith('*') else ''}{e[2:]}" for e in r.evidence]
+            lines += [f"  - {'(read) ' if e.startswith('*') else ''}{_md_line(e[2:])}" for e in r.evidence]
             lines.append("")
         for s in i.imported:
-            lines += [f"- imported: {_where(s)}"]
+            lines += [f"- imported: {_md(_where(s))}"]
             if s.detail:
-                lines.append(f"  - detail: `{_one(json.dumps(s.detail, sort_keys=True, default=str))}`")
+                lines.append(f"  - detail: {code_span(json.dumps(s.detail, sort_keys=True, default=str))}")
         if i.imported:
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -244,22 +255,27 @@ CSV_COLUMNS = ["failure_type_id", "failure_type", "insight_id", "phase", "kind",
 
 def to_csv(d: TypeDrilldown) -> str:
     """One row per run of each insight (and per imported source): verdicts as columns, judges and evidence lines
-    joined by newlines."""
+    joined by newlines. Text cells are safe to open in a spreadsheet (`csv_cell`: no formula, no control
+    character but newline and tab)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+
+    def write(row: list[Any]) -> None:
+        writer.writerow([csv_cell(v) for v in row])
+
     for i in d.insights:
         head = [d.failure_type_id, d.name, i.insight_id, i.phase, i.kind or "", i.object or "", i.text,
                 i.n_occurrences]
         for r in i.runs:
             details = [json.dumps(s.detail, sort_keys=True, default=str) for s in r.stated if s.detail]
-            writer.writerow([*head, r.run_id, r.task_id or "", r.agent or "", r.model or "", r.benchmark or "",
-                             r.status or "", r.outcome or "", *(r.verdicts.get(p) or "" for p in PHASES),
-                             "\n".join(r.judges), "\n".join(_where(s) for s in r.stated), "\n".join(details),
-                             "\n".join(r.evidence)])
+            write([*head, r.run_id, r.task_id or "", r.agent or "", r.model or "", r.benchmark or "",
+                   r.status or "", r.outcome or "", *(r.verdicts.get(p) or "" for p in PHASES),
+                   "\n".join(r.judges), "\n".join(_where(s) for s in r.stated), "\n".join(details),
+                   "\n".join(r.evidence)])
         for s in i.imported:
-            writer.writerow([*head, "", "", "", "", "", "", "", *([""] * len(PHASES)), "", _where(s),
-                             json.dumps(s.detail, sort_keys=True, default=str) if s.detail else "", ""])
+            write([*head, "", "", "", "", "", "", "", *([""] * len(PHASES)), "", _where(s),
+                   json.dumps(s.detail, sort_keys=True, default=str) if s.detail else "", ""])
     return buf.getvalue()
 
 

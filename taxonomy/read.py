@@ -7,6 +7,7 @@ import json
 import polars as pl
 
 from failatlas.core.store import Store
+from failatlas.core.tables import code_span, one_line
 from failatlas.taxonomy.assign import CURRENT_FIRST, resolve_taxonomy
 from failatlas.taxonomy.inputs import query_frame
 from failatlas.taxonomy.model import (
@@ -122,26 +123,35 @@ def load_taxonomy(store: Store, taxonomy_id: str | None = None) -> Taxonomy:
 
 def types_markdown(taxonomy: Taxonomy) -> str:
     """Every failure type with its definition, criteria and representative insights (ids included): the
-    appendix that makes each name traceable to the insights behind it."""
-    out = [f"# Taxonomy v{taxonomy.version} ({taxonomy.id})", ""]
+    appendix that makes each name traceable to the insights behind it. Names, definitions, criteria and insight
+    texts come from labels, seed files, LLM replies and imported or agents' text: each is written on one line and
+    inert (`one_line(..., markdown=...)`: no control character, HTML, link or block of its own); ids stand in code
+    spans."""
+    def md(text: object) -> str:
+        return one_line(text, markdown="cell")
+
+    def md_line(text: object) -> str:
+        return one_line(text, markdown="line")
+
+    out = [f"# Taxonomy v{taxonomy.version} ({md(taxonomy.id)})", ""]
     cats = {c.id: c for c in taxonomy.categories}
     for t in taxonomy.types:
         cat = cats.get(t.category_id)
         origin = {"seed": " From the seed taxonomy.", "new": " New: not in the seed taxonomy."}.get(t.origin, "")
         out += [
-            f"## {t.id}: {t.name}",
+            f"## {md_line(t.id)}: {md(t.name)}",
             "",
-            f"Phase: {t.phase}. Category: {cat.name if cat else 'none (the type stands alone)'}. "
-            f"Insights: {t.n_insights}. Named by: {t.naming_method}. From clusters: {', '.join(t.merged_from)}."
-            + origin,
+            f"Phase: {md(t.phase)}. Category: {md(cat.name) if cat else 'none (the type stands alone)'}. "
+            f"Insights: {t.n_insights}. Named by: {md(t.naming_method)}. "
+            f"From clusters: {', '.join(md(m) for m in t.merged_from)}." + origin,
             "",
-            t.definition,
+            md_line(t.definition),
             "",
             "Inclusion criteria:",
             "",
         ]
-        out += [f"- {c}" for c in t.inclusion_criteria]
+        out += [f"- {md_line(c)}" for c in t.inclusion_criteria]
         out += ["", "Representative insights:", ""]
-        out += [f"- `{e.insight_id}` (cos {e.similarity:.2f}): {e.text}" for e in t.examples]
+        out += [f"- {code_span(e.insight_id)} (cos {e.similarity:.2f}): {md(e.text)}" for e in t.examples]
         out.append("")
     return "\n".join(out)

@@ -16,6 +16,7 @@ from failatlas.core.tables import (  # one of each
     CONTINUED_PACKAGE,
     NAME_COLUMN,
     counted,
+    csv_cell,
     interval_text,
     latex_cell,
     one_line,
@@ -71,7 +72,8 @@ def has_objects(frame: pl.DataFrame) -> bool:
 
 
 def to_markdown(frame: pl.DataFrame, *, title: str | None = None) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped); an Objects column after the type's name where
+    """A GitHub-flavoured Markdown table (each cell on one line and inert: `one_line(..., markdown="cell")`, pipes
+    and '<', '>' escaped); an Objects column after the type's name where
     the frame lists objects."""
     headers, rows = display_rows(frame)
     if has_objects(frame):
@@ -80,7 +82,7 @@ def to_markdown(frame: pl.DataFrame, *, title: str | None = None) -> str:
     numeric = {"n (occurrences)", "Share (%)", "95% CI (%)", "Runs affected", "Runs (%)"}
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(one_line(c, markdown="cell") for c in cells) + " |"
 
     out = [f"**{title}**", ""] if title else []
     out += [line(headers), "|" + "|".join("---:" if h in numeric else "---" for h in headers) + "|"]
@@ -241,8 +243,13 @@ CSV_COLUMNS = [
 
 
 def to_csv(frame: pl.DataFrame) -> str:
-    """Every number unrounded, counts beside shares."""
-    return frame.select([c for c in CSV_COLUMNS if c in frame.columns]).write_csv()
+    """Every number unrounded, counts beside shares; text cells (names, categories, objects) safe to open in a
+    spreadsheet (`csv_cell`: a cell that would start a formula gets a leading "'", control characters but newline
+    and tab dropped), number columns as they are."""
+    columns = [c for c in CSV_COLUMNS if c in frame.columns]
+    return frame.select([
+        pl.col(c).map_elements(csv_cell, return_dtype=pl.String) if frame.schema[c] == pl.String else pl.col(c)
+        for c in columns]).write_csv()
 
 
 class TableFormat(Protocol):

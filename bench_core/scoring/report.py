@@ -19,7 +19,16 @@ from failatlas.bench_core.scoring.metrics import CONJUNCTIVE, PHASES, run_scores
 from failatlas.bench_core.tasks.twins import REAL_TASK_SQL
 from failatlas.core.errors import InputError, NotFoundError
 from failatlas.core.store import Store
-from failatlas.core.tables import NAME_COLUMN, fmt, interval_text, latex_cell, paper_table, to_csv, to_markdown
+from failatlas.core.tables import (
+    NAME_COLUMN,
+    fmt,
+    interval_text,
+    latex_cell,
+    one_line,
+    paper_table,
+    to_csv,
+    to_markdown,
+)
 
 GROUPINGS = {"agent": ["agent", "model"], "task": ["task_id", "agent", "model"], "benchmark": ["benchmark", "agent"],
              "fault": ["fault_injected", "agent"], "paper": ["benchmark", "paper_id", "agent", "model"],
@@ -314,7 +323,8 @@ def write_report(table: pl.DataFrame, by: str, out_dir: Path, notes: list[str] |
     none (each written beside its name, then renamed). Raises InputError naming the path when the folder cannot
     be made or written."""
     headers, rows = _rows(table, by, with_ci=True)
-    listed = [f"{'  ' if line.startswith(' ') else ''}- {line.strip()}" for line in notes or []]
+    # a note names agents, tasks and reasons from the store: one inert line each in the Markdown
+    listed = [f"{'  ' if line.startswith(' ') else ''}- {one_line(line, markdown='line')}" for line in notes or []]
     texts = {f"report_by_{by}.md": to_markdown(headers, rows) + ("\n" + "\n".join(listed) + "\n" if listed else ""),
              f"report_by_{by}.csv": to_csv(table.columns, table.rows()),
              f"report_by_{by}.tex": to_paper_latex(table, by)}

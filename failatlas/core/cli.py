@@ -55,8 +55,9 @@ class SafeConsole(Console):
                 yield segment
 
 
-console = SafeConsole()
-err_console = SafeConsole(stderr=True)
+# emoji=False: ':x:' in shown data ('root:x:0:0') stays text, never an emoji code rich replaces
+console = SafeConsole(emoji=False)
+err_console = SafeConsole(stderr=True, emoji=False)
 
 T = TypeVar("T")
 

@@ -16,13 +16,63 @@ _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIALS))
 
 
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Markdown (`one_line(..., markdown=...)`): a backslash before ASCII punctuation, doubled so that it stays a
+# backslash and cannot take back an escape added here ('a\\|b' would otherwise end a table cell); an '&' that
+# starts an entity; a link's '](' ; and, at the start of a line, what opens a block: a heading, quote, list item,
+# code fence, thematic break, setext underline, table or link definition, or an ordered list's '1.' / '1)'.
+_MD_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
+_MD_ENTITY = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
+_MD_BLOCK = re.compile(r"^(?:[#*+=_~`\[-]|\d+(?=[.)]))")  # '>', '|', '<' are escaped anyway
+MARKDOWN_MODES = ("cell", "line")
 
 
-def one_line(text: object) -> str:
+def one_line(text: object, *, markdown: str | None = None) -> str:
     """Text as one line: any run of whitespace (line breaks included) becomes one space and other control
     characters are dropped, so a name with a line break cannot split a Markdown row or end a LaTeX paragraph inside
-    a tabular, and no escape sequence reaches a file a reader will `cat`."""
-    return " ".join(_CONTROLS.sub("", " ".join(str(text).split())).split())
+    a tabular, and no escape sequence reaches a file a reader will `cat`.
+
+    `markdown` makes the line inert where a Markdown file inserts it, for text from imported files, agents, labels
+    or seeds: "cell" (a table cell, or text inside a line) escapes '|', '<' and '>' (as `&lt;` `&gt;`: no HTML),
+    an '&' that starts an entity, a link's '](' and a backslash before punctuation; "line" (text that starts a line,
+    a heading or a list item) also escapes a character that would open a block there ('#', '>', '-', '*', '+',
+    '=', '_', '~', '`', '|', '[', or a number followed by '.' or ')'). A viewer shows the text as it was."""
+    line = " ".join(_CONTROLS.sub("", " ".join(str(text).split())).split())
+    if markdown is None:
+        return line
+    if markdown not in MARKDOWN_MODES:
+        raise ValueError(f"markdown must be one of {MARKDOWN_MODES}, not {markdown!r}")
+    line = _MD_ENTITY.sub("&amp;", _MD_BACKSLASH.sub(r"\\\\", line))
+    line = line.replace("<", "&lt;").replace(">", "&gt;").replace("|", r"\|").replace("](", r"]\(")
+    if markdown == "line":
+        line = _MD_BLOCK.sub(lambda m: m.group(0) + "\\" if m.group(0)[0].isdigit() else "\\" + m.group(0), line)
+    return line
+
+
+def code_span(text: object) -> str:
+    """`text` (`one_line`) as a Markdown code span: shown verbatim (no HTML, link or emphasis inside one), its
+    fence one backtick longer than the longest run of backticks in it, so the text cannot close it."""
+    line = one_line(text)
+    if not line:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+# CSV (OWASP's rule against formula injection): a text cell a spreadsheet would read as a formula (its first
+# character '=', '+', '-', '@', a tab or a carriage return) is written with a leading "'"; a number, or text that is
+# only a number ('-0.5', '-3', '1e-3'), is left as it is. Control characters but newline and tab are dropped.
+_CSV_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell safe to open in a spreadsheet (the rule above); anything but text is returned as it is."""
+    if not isinstance(value, str):
+        return value
+    value = _CSV_CONTROLS.sub("", value)  # first: a control character before '=' must not hide it
+    return "'" + value if value[:1] in _CSV_FORMULA_START and not _NUMBER.fullmatch(value) else value
 
 
 def latex_escape(text: object) -> str:
@@ -56,20 +106,23 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
 
 
 def to_markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table; every cell on one line and inert (`one_line(..., markdown="cell")`)."""
     def cell(v: object) -> str:
-        return one_line(fmt(v)).replace("|", r"\|")
+        return one_line(fmt(v), markdown="cell")
 
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
 def to_csv(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A CSV table; text cells safe to open in a spreadsheet (`csv_cell`), numbers as they are, None and NaN
+    empty."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(headers)
+    writer.writerow([csv_cell(h) for h in headers])
     for row in rows:
-        writer.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row])
+        writer.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else csv_cell(v) for v in row])
     return buf.getvalue()
 
 
