@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import io
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -99,12 +100,24 @@ def _plain(value: Any) -> Any:  # noqa: ANN401 - whatever DuckDB returns
     return value
 
 
+def _finite(value: Any) -> Any:  # noqa: ANN401
+    """`value` with each NaN or infinite float as None: JSON has no such number (`NaN` is no JSON a reader takes)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def to_json(result: QueryResult) -> str:
-    """A JSON array of one object per row, keyed by column; a column of DuckDB's JSON type as the JSON it holds."""
+    """A JSON array of one object per row, keyed by column; a column of DuckDB's JSON type as the JSON it holds;
+    a NaN or infinite number as null (strict JSON)."""
     parsed = {c for c, t in zip(result.columns, result.types, strict=True) if t == "JSON"}
     rows = [{c: json.loads(v) if c in parsed and isinstance(v, str) else _plain(v) for c, v in r.items()}
             for r in result.records()]
-    return json.dumps(rows, ensure_ascii=False, indent=1) + "\n"
+    return json.dumps(_finite(rows), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
 
 
 def cell_text(value: Any) -> str:  # noqa: ANN401

@@ -61,6 +61,16 @@ def test_csv_and_json_hold_what_duckdb_returns(db):
     assert all(isinstance(r["resources"], dict) and "time_limit_s" in r["resources"] for r in records)  # JSON as JSON
 
 
+def test_json_output_is_strict_json_where_values_are_not_finite(db):
+    """NaN and infinity (an imported row can carry them) print as null: `NaN` is no JSON other readers take."""
+    sql = ("SELECT 'nan'::DOUBLE AS a, 'inf'::DOUBLE AS b, 1.5::DOUBLE AS c, "
+           "'{\"x\": [1, 2]}'::JSON AS j, ['-inf'::DOUBLE, 2.0] AS l")
+    out = _cli(db, "db", "query", "-f", "json", sql)
+    assert out.returncode == 0, out.stderr
+    strict = json.loads(out.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the JSON output"))
+    assert strict == [{"a": None, "b": None, "c": 1.5, "j": {"x": [1, 2]}, "l": [None, 2.0]}]
+
+
 def test_the_table_lists_every_row_and_says_how_many(db):
     expected = _direct(db, TASKS_SQL)
     out = _cli(db, "db", "query", TASKS_SQL)
