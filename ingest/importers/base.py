@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,9 @@ def check_insight_lengths(records: list[RawInsight], path: Path) -> None:
 
 
 def as_text(value: Any) -> str | None:
-    """A provenance value as text: None and blank strings become None, numbers become their string."""
-    if value is None:
+    """A provenance value as text: None, blank strings, NaN and infinities become None (a NaN label is no label,
+    not the category "nan"), numbers become their string."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return None
     if isinstance(value, str):
         value = value.strip()

@@ -51,3 +51,10 @@ def test_a_file_name_that_is_not_utf8_is_an_error_naming_it(tmp_path):
         handle.write(ROW)
     with pytest.raises(InputError, match=r"bad\\xffname.jsonl: the file name is not UTF-8"):
         _ingest(tmp_path, folder)
+
+
+def test_a_nan_label_or_run_id_is_no_value_not_the_text_nan():
+    from failatlas.ingest.importers.base import as_text
+
+    assert as_text(float("nan")) is None and as_text(float("inf")) is None and as_text(-float("inf")) is None
+    assert as_text(1.5) == "1.5" and as_text(" x ") == "x" and as_text("") is None
