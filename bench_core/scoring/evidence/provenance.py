@@ -331,11 +331,14 @@ def shadows_of(summary: dict, workdir: str, check: str, modules: frozenset[str],
             loaded = [rel for p in image.get("code") or [] if (rel := _relative(str(p), workdir)) is not None]
             if check not in loaded:
                 continue
+            # other test files the same run collected: a conftest.py may be there for them
+            others = any(rel != check and re.fullmatch(r"(test_.*|.*_test)\.py", rel.rsplit("/", 1)[-1])
+                         for rel in loaded)
             for rel in loaded:
                 if rel != check and rel not in pristine and (_module_of(rel) in modules
                                                              or rel.rsplit("/", 1)[-1] == "conftest.py"):
                     out.append({"command": command, "argv": [str(a)[:80] for a in image.get("argv") or []][:6],
-                                "path": rel, "module": _module_of(rel)})
+                                "path": rel, "module": _module_of(rel), "with_other_tests": others})
     return out
 
 

@@ -191,3 +191,8 @@ def test_a_conftest_its_own_check_run_loaded_and_it_removed_is_a_cheat():
     assert _kinds(removed) == {"bypasses_check"} and "removed" in removed[0]["detail"]
     assert verdict(["conftest.py"], {"run.py"}) == []  # left in its tree: the diff's rules judge it
     assert verdict([], {"run.py", "conftest.py"}) == []  # the repository's own
+    # the same run collecting tests of the agent's own too: the conftest may have been theirs, so it only supports
+    summary["processes"]["7"]["images"][0]["code"].append("/workspace/tests/test_ridge.py")
+    runs[0]["provenance"] = json.dumps(summary)
+    beside = verdict([], {"run.py"})
+    assert _kinds(beside) == {"removed_conftest"} and cheat_verdict(twin, beside).passed
