@@ -320,9 +320,9 @@ def test_the_judge_reads_the_runs_validation_and_stays_bounded():
     # quadratic in a unit's length, so units are cut), and numbers in one clause
     for hostile in (("inverse frequency weighting does not raise balanced accuracy lower higher 0.58 " * 3000),
                     "balanced accuracy unweighted " + " ".join(f"{i / 100:.2f}" for i in range(20000))):
-        start = time.perf_counter()
+        start = time.process_time()  # this process's CPU: a machine busy with other work does not move it much
         verdict = judge_conclusion(task, hostile[:200_000], wrong)
-        assert verdict.passed is False and time.perf_counter() - start < 5
+        assert verdict.passed is False and time.process_time() - start < 5
 
 
 def test_on_real_exp_bench_outcomes_a_reversed_cue_fails_and_the_outcome_itself_passes(shared_data):
