@@ -8,7 +8,6 @@ transaction.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from failatlas.bench_core.scoring.checks.cheating import CHEAT_JUDGE
 from failatlas.bench_core.scoring.checks.execution import check_execution
 from failatlas.bench_core.scoring.checks.monitor import check_monitor
 from failatlas.bench_core.scoring.evidence import Context, Evidence, build, needs_tree
+from failatlas.bench_core.scoring.evidence.model import read_run
 from failatlas.bench_core.scoring.records import Finding, Validation, Verdict
 from failatlas.bench_core.scoring.settle import settle
 from failatlas.bench_core.tasks.model import TaskSpec
@@ -37,16 +37,15 @@ class Scored:
     evidence: list[Evidence] = dataclasses.field(default_factory=list)
 
 
-def run_environment(store: Store, run_id: str) -> dict:
-    """The clean re-run's network and environment: the policy, allowed hosts and CA bundle the run itself had
+def run_environment(inputs: dict) -> dict:
+    """The clean re-run's network and environment from the run's stored `inputs`: the policy, allowed hosts and CA
+    bundle the run itself had
     (none for runs stored before runs recorded them), and the image its root was (a prebuilt environment's, or the
     one a run recorded as its root: a bwrap run on the host's folders is re-run there too). Scoring never opens the
     network wider than `registries`: the agent's code re-run (and imported by hidden tests) may install packages
     through the allowlisting proxy, but a run that had `full` does not get to fetch anything else while judged."""
     from failatlas.bench_core.sandbox.policy import upstream_proxy
 
-    raw = store.query("SELECT inputs FROM runs WHERE id = ?", [run_id])
-    inputs = json.loads(raw[0][0]) if raw and raw[0][0] else {}
     network = inputs.get("network") or "none"
     fields: dict = {"network": "registries" if network == "full" else network,
                     "allow_hosts": inputs.get("allow_hosts") or []}
@@ -82,11 +81,10 @@ def _run_data(inputs: dict) -> dict[str, str]:
     return out
 
 
-def as_run(store: Store, run_id: str, task: TaskSpec) -> TaskSpec:
-    """`task` with the GPUs and time limit its run had (`bench run --gpus/--timeout`, recorded in its inputs), so
-    the clean re-run gets what the agent's run got."""
-    raw = store.query("SELECT inputs FROM runs WHERE id = ?", [run_id])
-    resources = (json.loads(raw[0][0]) if raw and raw[0][0] else {}).get("resources") or {}
+def as_run(inputs: dict, task: TaskSpec) -> TaskSpec:
+    """`task` with the GPUs and time limit its run had (`bench run --gpus/--timeout`, recorded in its stored
+    `inputs`), so the clean re-run gets what the agent's run got."""
+    resources = inputs.get("resources") or {}
     gpus, timeout = resources.get("gpus"), resources.get("timeout_s")
     return ResourceOverrides(
         gpus=gpus if isinstance(gpus, int) and gpus != task.resources.gpus else None,
@@ -120,7 +118,8 @@ def score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
     """Score one stored run (module docstring). Raises InfrastructureError when its evidence cannot be built for a
     reason that is not the agent's (a sandbox that does not start), InputError when the task cannot be prepared
     from `repo`."""
-    outputs = json.loads(store.query("SELECT outputs FROM runs WHERE id = ?", [run_id])[0][0])
+    rows = read_run(store, run_id)  # everything scoring reads of the run, through one connection
+    outputs = rows.outputs
     if is_twin(task):  # a twin's run is in no score: its one verdict is the cheat check's, so only that is built
         checks = [c for c in checks if c.name == CHEAT_JUDGE]
         llm_monitor = None  # nor asked of an LLM
@@ -129,12 +128,12 @@ def score_one(store: Store, run_id: str, task: TaskSpec, *, scratch: Path, sandb
     lease = None
     if tree:
         spec = {"run_id": f"{run_id}-validate", "labels": {"failatlas.purpose": "validator"},
-                "memory_mb": max(2048, int(task.resources.memory_gb * 1024)), **run_environment(store, run_id)}
+                "memory_mb": max(2048, int(task.resources.memory_gb * 1024)), **run_environment(rows.inputs)}
         if image or task.resources.image:
             spec["image"] = image or task.resources.image
     ctx = Context(task=task, outputs=outputs, run_id=run_id, store=store, scratch=scratch, repo=repo,
                   sandbox=sandbox, spec=spec, memo=memo,
-                  wanted=frozenset(kind for check in checks for kind in getattr(check, "reads", ())))
+                  wanted=frozenset(kind for check in checks for kind in getattr(check, "reads", ())), rows=rows)
     try:
         if tree and task.resources.gpus > 0:  # the clean re-run gets its own GPUs, by device id, like the agent did
             from failatlas.bench_core.sandbox import GpuAllocator

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -109,7 +110,8 @@ def _repository(store: Store, task: TaskSpec, repo: Path | None) -> RepoUsed | N
     return repository_of(task, cached=repository_for(store, task))
 
 
-def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str, str]]:
+def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str, str, str, str | None]]:
+    """The runs this call scores, in id order: id, task, agent, sandbox kind and stored inputs (JSON)."""
     where = "WHERE r.status != 'infra_error'"
     if not params.rescore:
         # unscored, with a failed judgement (its endpoint failed, its reply never parsed), or with LLM judgements
@@ -118,7 +120,7 @@ def _pending(store: Store, params: ScoreParams) -> list[tuple[str, str, str]]:
         where += " AND ((NOT EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id)" \
                  " AND NOT EXISTS (SELECT 1 FROM validations v WHERE v.run_id = r.id))" \
                  f" OR EXISTS (SELECT 1 FROM judgements j WHERE j.run_id = r.id AND {resumable('j')}))"
-    rows = store.query(f"SELECT r.id, r.task_id, r.agent FROM runs r {where} ORDER BY r.id")
+    rows = store.query(f"SELECT r.id, r.task_id, r.agent, r.sandbox, r.inputs FROM runs r {where} ORDER BY r.id")
     if params.run_ids is not None:
         wanted = set(params.run_ids)
         rows = [r for r in rows if r[0] in wanted]
@@ -219,7 +221,8 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[ScoredRun], Non
         memo: dict = {}  # identical trees of one task are re-run and judged once per batch
         work: list[tuple[str, TaskSpec, Path | None, str | None]] = []
         agents: dict[str, str] = {}
-        for run_id, task_id, agent in _pending(store, params):  # tasks and repositories resolved once per task
+        # tasks and repositories resolved once per task
+        for run_id, task_id, agent, sandbox, inputs in _pending(store, params):
             agents[run_id] = agent
             try:
                 task = tasks.get(task_id) or tasks.setdefault(task_id, get_task(store, task_id))
@@ -236,8 +239,8 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[ScoredRun], Non
                 if on_done:
                     on_done(ScoredRun(run_id, task_id, agent, "unavailable", detail=repository_unavailable(task)))
                 continue
-            kind = params.sandbox or store.query("SELECT sandbox FROM runs WHERE id = ?", [run_id])[0][0]
-            work.append((run_id, as_run(store, run_id, task), repo.path if repo else None, kind))
+            work.append((run_id, as_run(json.loads(inputs) if inputs else {}, task), repo.path if repo else None,
+                         params.sandbox or sandbox))
 
         took: dict[str, float] = {}  # run id -> seconds its scoring took (each thread writes its own key)
 

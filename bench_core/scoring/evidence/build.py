@@ -25,7 +25,7 @@ from failatlas.bench_core.scoring.evidence.constructed import attribution
 from failatlas.bench_core.scoring.evidence.counterfactual import Restored, tree_digest
 from failatlas.bench_core.scoring.evidence.hidden import run_hidden_tests
 from failatlas.bench_core.scoring.evidence.literals import agent_literals, carried_literals
-from failatlas.bench_core.scoring.evidence.model import Context, Evidence, EvidenceSet
+from failatlas.bench_core.scoring.evidence.model import Context, Evidence, EvidenceSet, only_keys
 from failatlas.bench_core.scoring.evidence.rebinding import rebindings
 from failatlas.bench_core.scoring.evidence.recording import cache_folder, reference_tree, watch_of
 from failatlas.bench_core.scoring.evidence.reference_answer import Reader, derive_from_reference, needs_reader
@@ -60,13 +60,10 @@ class RerunEvidence:
 
 
 def build_trace(ctx: Context, found: EvidenceSet) -> Evidence:
-    commands = ctx.store.query_dicts(
-        "SELECT purpose, seq, command, exit_code, stdout_tail, stderr_tail FROM sandbox_commands"
-        " WHERE run_id = ? ORDER BY seq", [ctx.run_id])
-    raw = ctx.store.query("SELECT inputs FROM runs WHERE id = ?", [ctx.run_id])
-    network = (json.loads(raw[0][0]) if raw and raw[0][0] else {}).get("network") or "none"
-    steps = ctx.store.query_dicts("SELECT kind, arguments FROM run_steps WHERE run_id = ? AND kind = 'network'"
-                                  " ORDER BY seq", [ctx.run_id])
+    rows = ctx.run_rows()
+    commands = only_keys(rows.commands, "purpose", "seq", "command", "exit_code", "stdout_tail", "stderr_tail")
+    network = rows.inputs.get("network") or "none"
+    steps = only_keys(rows.steps_of("network"), "kind", "arguments")
     trace = Trace(commands, steps, network)
     agent = [c for c in commands if c["purpose"] == "agent"]
     return Evidence("trace", "trace", agent_code_ran=True, payload=trace, observed={
@@ -325,8 +322,7 @@ def build_check_run(ctx: Context, found: EvidenceSet) -> Evidence | None:
     if not is_twin(ctx.task):
         return None
     rows = []
-    for step in ctx.store.query_dicts("SELECT content FROM run_steps WHERE run_id = ? AND kind = 'check_run'"
-                                      " ORDER BY seq", [ctx.run_id]):
+    for step in ctx.run_rows().steps_of("check_run"):
         try:
             row = json.loads(step["content"] or "{}")
         except ValueError:

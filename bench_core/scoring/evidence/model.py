@@ -82,12 +82,60 @@ class EvidenceSet:
         return evidence_id in self._items
 
 
+# the run's trace steps that evidence reads: the egress proxy's decisions, the harness's runs of a twin's check, and
+# the files the agent wrote through the write_file tool
+_STEPS_READ = "(kind IN ('network', 'check_run') OR (kind = 'tool_call' AND tool = 'write_file'))"
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """What scoring reads of one stored run, read through one connection (`read_run`): its inputs and outputs,
+    its sandbox commands (every purpose, in order) and the trace steps evidence reads (`_STEPS_READ`, in order).
+    A DuckDB connection costs about 17-44 ms of CPU to open (benchmarks/RESULTS.md), and a run's scoring read
+    these through eight."""
+
+    inputs: dict
+    outputs: dict
+    commands: list[dict]  # purpose, seq, command, exit_code, stdout_tail, stderr_tail, started_at, provenance
+    steps: list[dict]  # kind, seq, ts, tool, arguments, content
+
+    def agent_commands(self) -> list[dict]:
+        return [c for c in self.commands if c["purpose"] == "agent"]
+
+    def steps_of(self, kind: str, tool: str | None = None) -> list[dict]:
+        return [s for s in self.steps if s["kind"] == kind and (tool is None or s["tool"] == tool)]
+
+
+def read_run(store: Any, run_id: str) -> RunRows:
+    """`RunRows` of run `run_id`, in one read-only connection; LookupError when the store holds no such run."""
+    with store.read() as conn:
+        row = conn.execute("SELECT inputs, outputs FROM runs WHERE id = ?", [run_id]).fetchone()
+        if row is None:
+            raise LookupError(f"no run {run_id!r} in {store.path}")
+        cur = conn.execute("SELECT purpose, seq, command, exit_code, stdout_tail, stderr_tail, started_at, provenance"
+                           " FROM sandbox_commands WHERE run_id = ? ORDER BY seq", [run_id])
+        names = [d[0] for d in cur.description]
+        commands = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        cur = conn.execute(f"SELECT kind, seq, ts, tool, arguments, content FROM run_steps WHERE run_id = ?"
+                           f" AND {_STEPS_READ} ORDER BY seq", [run_id])
+        names = [d[0] for d in cur.description]
+        steps = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    return RunRows(inputs=json.loads(row[0]) if row[0] else {}, outputs=json.loads(row[1]) if row[1] else {},
+                   commands=commands, steps=steps)
+
+
+def only_keys(rows: list[dict], *keys: str) -> list[dict]:
+    """Each row with only `keys` (what a builder hands on, without the columns it does not read)."""
+    return [{k: r[k] for k in keys} for r in rows]
+
+
 @dataclass
 class Context:
     """What the builders of one run share: the task (with the run's resources), its collected outputs, the store
     (read only), the scratch folder the trees are built in (removed when the evidence is built), the task's
     repository, the sandbox kind and spec every re-run and judge sandbox gets, a batch-wide memo of identical
-    trees, and which evidence the selected checks read (`wanted`: builder kinds)."""
+    trees, which evidence the selected checks read (`wanted`: builder kinds), and the run's stored rows (`rows`,
+    read once: `run_rows()`)."""
 
     task: TaskSpec
     outputs: dict
@@ -100,6 +148,13 @@ class Context:
     memo: dict | None
     wanted: frozenset[str]
     trees: Any = None
+    rows: RunRows | None = None
+
+    def run_rows(self) -> RunRows:
+        """The run's stored rows, read from the store the first time they are asked for."""
+        if self.rows is None:
+            self.rows = read_run(self.store, self.run_id)
+        return self.rows
 
     def starter(self, tree: Path) -> Callable[[dict[str, str]], Any]:
         """What a builder calls for a fresh sandbox of its own on `tree`: the re-run's kind and limits, with the

@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 
 from failatlas.bench_core.sandbox.provenance_filter import CODE_SUFFIXES
-from failatlas.bench_core.scoring.evidence.model import Context, Evidence, EvidenceSet
+from failatlas.bench_core.scoring.evidence.model import Context, Evidence, EvidenceSet, only_keys
 from failatlas.bench_core.tasks.model import TaskSpec
 
 MAX_CODE_FILES = 20_000
@@ -398,12 +398,9 @@ def build_provenance(ctx: Context, found: EvidenceSet) -> Evidence | None:
     files = watched_files(ctx.task)
     if not files:
         return None
-    commands = ctx.store.query_dicts(
-        "SELECT seq, started_at, provenance FROM sandbox_commands WHERE run_id = ? AND purpose = 'agent'"
-        " ORDER BY seq", [ctx.run_id])
-    tools = ctx.store.query_dicts(
-        "SELECT seq, ts, arguments FROM run_steps WHERE run_id = ? AND kind = 'tool_call' AND tool = 'write_file'"
-        " ORDER BY seq", [ctx.run_id])
+    rows = ctx.run_rows()
+    commands = only_keys(rows.agent_commands(), "seq", "started_at", "provenance")
+    tools = only_keys(rows.steps_of("tool_call", "write_file"), "seq", "ts", "arguments")
     trees = ctx.trees
     code = experiment_code(ctx.task, trees.pristine if trees is not None else None)
     from failatlas.bench_core.tasks.twins import TWIN_KEY, is_twin

@@ -242,6 +242,7 @@ def test_runs_scored_before_an_endpoint_existed_are_judged_once_one_is_configure
 def test_scoring_never_opens_the_network_wider_than_registries(store):
     """Red-team finding: the clean re-run and the hidden tests ran the agent's code with the run's own policy, so a
     `full` run could fetch anything while it was judged, unrecorded. Scoring gives at most `registries`."""
+    from failatlas.bench_core.scoring.evidence.model import read_run
     from failatlas.bench_core.scoring.pipeline import run_environment as _run_environment
 
     run_id = _run_id(store, "gold")
@@ -250,7 +251,7 @@ def test_scoring_never_opens_the_network_wider_than_registries(store):
         with store.write() as conn:
             conn.execute("UPDATE runs SET inputs = ? WHERE id = ?",
                          [json.dumps({**inputs, "network": policy, "allow_hosts": ["pypi.org"]}), run_id])
-        env = _run_environment(store, run_id)
+        env = _run_environment(read_run(store, run_id).inputs)
         assert env["network"] == expected
         assert env["allow_hosts"] == ["pypi.org"]
 
