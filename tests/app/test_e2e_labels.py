@@ -72,8 +72,8 @@ def _option(page, field, text: str) -> None:  # noqa: ANN001
     then the box is opened and the filter typed again, at most three times."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    # as the option shows it: the app flattens whitespace (a newline, a tab or a no-break space in a statement is
-    # one space there, and typed as it is it matches no option)
+    # as the option shows it: the app flattens whitespace (a newline, a narrow no-break space or a thin space in a
+    # statement is one space there, and typed as it is it matches no option)
     typed = " ".join(text.split())[:40]
     for attempt in range(3):
         field.click()  # the box's centre may be a chosen item's tag
