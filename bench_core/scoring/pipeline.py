@@ -41,9 +41,9 @@ def run_environment(inputs: dict) -> dict:
     """The clean re-run's network and environment from the run's stored `inputs`: the policy, allowed hosts and CA
     bundle the run itself had (none for runs stored before runs recorded them), and the image its root was (a
     prebuilt environment's, or the one a run recorded as its root: a bwrap run on the host's folders is re-run there
-    too). Scoring never opens the
-    network wider than `registries`: the agent's code re-run (and imported by hidden tests) may install packages
-    through the allowlisting proxy, but a run that had `full` does not get to fetch anything else while judged."""
+    too). Scoring never opens the network wider than `registries`: the agent's code re-run (and imported by hidden
+    tests) may install packages through the allowlisting proxy, but a run that had `full` does not get to fetch
+    anything else while judged."""
     from failatlas.bench_core.sandbox.policy import upstream_proxy
 
     network = inputs.get("network") or "none"
