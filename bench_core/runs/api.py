@@ -234,7 +234,7 @@ def run(store: Store, params: BenchParams, *, on_done: Callable[[RunRecord], Non
     `agents`: run each of these agents (instead of `params.agent` alone) with the same parameters, in one batch:
     the workers go from one agent's runs to the next without waiting for the slowest run of each."""
     names = list(dict.fromkeys(agents)) if agents else [params.agent]
-    with stage_run(store, "bench.run", params) as record:
+    with store.kept(), stage_run(store, "bench.run", params) as record:  # one write per run: the file kept open
         if params.attempts < 1:
             raise ConfigError("--attempts must be at least 1")
         for name in names:  # fail fast on an unknown agent or bad parameters

@@ -203,7 +203,7 @@ def run(store: Store, params: ScoreParams, *, on_done: Callable[[ScoredRun], Non
 
     if params.sandbox is not None:
         sandbox_kind(params.sandbox)  # an unknown kind is a ConfigError before anything is read
-    with scorer_lock(store, wait_s=params.lock_wait_s, on_wait=on_wait), \
+    with scorer_lock(store, wait_s=params.lock_wait_s, on_wait=on_wait), store.kept(), \
             stage_run(store, "bench.score", params) as record:
         if params.samples < 1:
             raise ConfigError("--samples must be at least 1")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import time
 
@@ -70,14 +71,15 @@ def test_reader_waits_for_a_writer_and_gives_up_with_a_clear_error(db_path, hold
     holder.join()
 
 
-def _writer(path: str, worker: int, n: int) -> None:
+def _writer(path: str, worker: int, n: int, kept: bool = False) -> None:
     store = Store(path, lock_timeout=60)
-    for i in range(n):
-        with store.write() as conn:
-            conn.execute(
-                "INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
-                " VALUES (?, 'w', '{}', 'v', now(), 'ok')", [f"{worker}-{i}"]
-            )
+    with store.kept() if kept else contextlib.nullcontext():
+        for i in range(n):
+            with store.write() as conn:
+                conn.execute(
+                    "INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
+                    " VALUES (?, 'w', '{}', 'v', now(), 'ok')", [f"{worker}-{i}"]
+                )
 
 
 def _reader(path: str, n: int, out) -> None:
@@ -88,11 +90,12 @@ def _reader(path: str, n: int, out) -> None:
     out.put(seen)
 
 
-def test_writers_and_readers_in_parallel_lose_nothing(db_path):
+@pytest.mark.parametrize("kept", [False, True], ids=["short", "kept"])
+def test_writers_and_readers_in_parallel_lose_nothing(db_path, kept):
     open_store(db_path)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(str(db_path), w, 25)) for w in range(3)]
+    procs = [ctx.Process(target=_writer, args=(str(db_path), w, 25, kept)) for w in range(3)]
     procs.append(ctx.Process(target=_reader, args=(str(db_path), 40, out)))
     for p in procs:
         p.start()
@@ -170,3 +173,79 @@ def test_a_link_in_place_of_the_lock_file_is_never_followed(tmp_path):
     open_store(db)
     assert Store(db).query("SELECT 1") == [(1,)]  # DuckDB's own lock only
     assert not target.exists()
+
+
+def _keep_writing(path: str, seconds: float, ready, counts) -> None:
+    """Writes a row every 50 ms for `seconds` inside `kept()`: the keeper never idles."""
+    store = Store(path, lock_timeout=60)
+    n = 0
+    with store.kept():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            with store.write() as conn:
+                conn.execute("INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
+                             " VALUES (?, 'k', '{}', 'v', now(), 'ok')", [f"k-{n}"])
+            n += 1
+            if n == 1:
+                ready.set()
+            time.sleep(0.05)
+    counts.put(n)
+
+
+def test_a_kept_connection_is_reused_and_given_up_at_the_end(db_path):
+    from failatlas.core.store import _keeper, _process_lock
+
+    store = open_store(db_path)
+    lock, keeper = _process_lock(db_path), _keeper(db_path)
+    with store.kept():
+        store.query("SELECT 1")  # a read alone keeps nothing
+        assert keeper.conn is None and lock.holders == 0
+        with store.write() as conn:
+            conn.execute("CREATE TABLE t (x INTEGER)")
+        assert keeper.conn is not None and lock.holders == 1 and lock.exclusive  # kept past the write
+        kept = keeper.conn
+        with store.write() as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+        assert keeper.conn is kept and store.query("SELECT count(*) FROM t") == [(1,)]
+    assert keeper.conn is None and lock.holders == 0 and keeper.watcher is None
+    other = duckdb.connect(str(db_path), read_only=True)  # nothing of this process holds the file now
+    assert other.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
+    other.close()
+
+
+def test_a_kept_connection_idles_out(db_path, monkeypatch):
+    from failatlas.core.store import _Keeper, _keeper, _process_lock
+
+    monkeypatch.setattr(_Keeper, "IDLE_S", 0.2)
+    store = open_store(db_path)
+    with store.kept():
+        with store.write() as conn:
+            conn.execute("CREATE TABLE t (x INTEGER)")
+        assert _keeper(db_path).conn is not None
+        deadline = time.monotonic() + 10
+        while _keeper(db_path).conn is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _keeper(db_path).conn is None and _process_lock(db_path).holders == 0
+
+
+@pytest.mark.parametrize("how", ["read", "write"])
+def test_another_process_gets_a_kept_file_while_its_keeper_keeps_writing(db_path, how):
+    open_store(db_path)
+    ctx = mp.get_context("spawn")
+    ready, counts = ctx.Event(), ctx.Queue()
+    keeper = ctx.Process(target=_keep_writing, args=(str(db_path), 8.0, ready, counts))
+    keeper.start()
+    assert ready.wait(60)
+    other = Store(db_path, lock_timeout=4)  # far below the keeper's 8 s: it must give the file up when asked
+    started = time.monotonic()
+    if how == "read":
+        assert other.query("SELECT count(*) FROM stage_runs WHERE stage = 'k'")[0][0] >= 1
+    else:
+        with other.write() as conn:
+            conn.execute("INSERT INTO stage_runs (id, stage, params, code_version, started_at, status)"
+                         " VALUES ('other', 'o', '{}', 'v', now(), 'ok')")
+    waited = time.monotonic() - started
+    n = counts.get(timeout=60)
+    keeper.join(30)
+    assert keeper.exitcode == 0 and waited < 4
+    assert Store(db_path).query("SELECT count(*) FROM stage_runs WHERE stage = 'k'") == [(n,)]  # none lost
