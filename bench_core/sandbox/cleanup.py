@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from typing import Any
 
 from failatlas.bench_core.sandbox import procs
@@ -43,8 +44,13 @@ def owner_alive(labels: dict[str, str]) -> bool:
     return procs.is_alive(pid, labels.get(LABEL_START) or None)
 
 
+_CLIENTS = threading.local()  # each thread's client: one per worker, not one per sandbox (a version call and a ping)
+_DOCKER_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONFIG")
+
+
 def docker_client(client: Any = None) -> Any:
-    """The given client, or one from the environment; SandboxError when the daemon is unreachable."""
+    """The given client, or this thread's client for the environment's daemon (made and pinged once per thread
+    and environment); SandboxError when the daemon is unreachable."""
     if client is not None:
         return client
     try:
@@ -53,12 +59,17 @@ def docker_client(client: Any = None) -> Any:
         from failatlas.core.errors import MissingDependencyError
 
         raise MissingDependencyError("docker", "all") from exc
+    key = (os.getpid(), *(os.environ.get(name) for name in _DOCKER_ENV))
+    cached = getattr(_CLIENTS, "client", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     try:
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
         raise SandboxError(f"the Docker daemon is not reachable: {exc}",
                            hint="start Docker or use --sandbox local") from exc
+    _CLIENTS.client = (key, client)
     return client
 
 
