@@ -1,22 +1,23 @@
 """The hidden-test judges' fork server, run as `python3 -I -B judge_fork.py <socket fd>` by `judge_start.py`:
-one process per harness (and judge environment) that imports pytest and its default plugins once, then forks a
-judge for each request instead of the harness starting a fresh interpreter per judge (a judge spends most of its
-CPU importing and configuring pytest).
+one process per harness (and judge environment) that imports pytest, its default plugins and numpy (where the
+environment has it) once, then forks a judge for each request instead of the harness starting a fresh interpreter
+per judge (a judge spends most of its CPU importing and configuring pytest, and the tests importing numpy).
 
 The server only imports, forks and reaps: each judge is a fresh fork of that unchanged state. A fork gets the
 descriptors it was handed and no other (the server's socket closed), the judge's address-space limit, a fresh
-interpreter's signal handling, a `random` state of its own, and `failatlas_judge.py` run as `__main__` as the
-command line would (`-I`: neither the script's folder nor the user's site on the path). The judge puts its own
-folder and the pristine repository first on its path; the modules imported here that a module of those folders
-would have shadowed in a fresh judge are dropped before it runs, so it imports theirs (`_shadowed`). It stays in
-the harness's process group, so a Ctrl-C at the terminal reaches it as before. What a fork cannot give afresh: the
-str hash secret and the memory layout are the server's, shared by its judges (each fresh judge had its own).
+interpreter's signal handling, `random` and `numpy.random` states of its own, and `failatlas_judge.py` run as
+`__main__` as the command line would (`-I`: neither the script's folder nor the user's site on the path). The
+judge puts its own folder and the pristine repository first on its path; the modules imported here that a module
+of those folders would have shadowed in a fresh judge are dropped before it runs, so it imports theirs
+(`_shadowed`). It stays in the harness's process group, so a Ctrl-C at the terminal reaches it as before. What a
+fork cannot give afresh: the str hash secret and the memory layout are the server's, shared by its judges (each
+fresh judge had its own).
 
 Requests arrive on a SOCK_SEQPACKET socket as one JSON message with three descriptors (the judge's channel out and
 in, its log); the reply carries the judge's pid and a pidfd, so the harness can kill it without racing pid reuse;
 the judge's exit status follows as a message of its own once it is reaped. When the harness's end closes, the
-server kills the judges it has not reaped and exits: none outlives the harness. Only the standard library and
-pytest are used here.
+server kills the judges it has not reaped and exits: none outlives the harness. Only the standard library,
+pytest and numpy (where present) are used here.
 """
 
 import sys
@@ -90,6 +91,8 @@ def _child(sock: socket.socket, request: dict, fds: list) -> None:
                 del sys.modules[name]
             if "random" in sys.modules:  # a state of its own, as a fresh interpreter's, not the server's copy
                 sys.modules["random"].seed()
+            if "numpy.random" in sys.modules:  # numpy's global generator too
+                sys.modules["numpy.random"].seed()
             script = request["script"]
             sys.argv = [script, str(out_fd), str(in_fd), *request["args"]]
             runpy.run_path(script, run_name="__main__")
@@ -120,6 +123,8 @@ def main(fd: int) -> int:
     for name in default_plugins:
         with contextlib.suppress(ImportError):
             importlib.import_module(f"_pytest.{name}")
+    with contextlib.suppress(ImportError):  # what the hidden tests and the replay's comparison import (where installed)
+        import numpy  # noqa: F401
     sock = socket.socket(fileno=fd)
     children: set = set()  # forked and not reaped yet: their pids cannot be reused, so a kill reaches them
 

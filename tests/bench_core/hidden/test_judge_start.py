@@ -30,9 +30,12 @@ info = {
     "stdin": os.readlink("/proc/self/fd/0"), "path0": sys.path[0] if sys.path else "",
     "isolated": sys.flags.isolated, "bytecode": sys.dont_write_bytecode,
     "pytest_loaded": "pytest" in sys.modules, "in_open": int(sys.argv[2]) in fds, "random": random.random(),
+    "numpy_loaded": "numpy" in sys.modules,
     "sigint": getattr(signal.getsignal(signal.SIGINT), "__name__", str(signal.getsignal(signal.SIGINT))),
     "sigpipe": str(signal.getsignal(signal.SIGPIPE)), "pgid_is_sid_leader": os.getpgid(0) == os.getpid(),
 }
+import numpy
+info["np_random"] = float(numpy.random.random())
 print("to the log")
 os.write(out, json.dumps(info).encode())
 sys.exit(int(sys.argv[4]))
@@ -80,6 +83,8 @@ def test_a_forked_judge_starts_as_a_fresh_process_would(tmp_path: Path) -> None:
     assert forked["pytest_loaded"] is True and fresh["pytest_loaded"] is False
     again, _, _ = _run(tmp_path, fork=True)
     assert again["random"] != forked["random"]  # each judge's own random state, not a copy of the server's
+    assert forked["numpy_loaded"] is True and fresh["numpy_loaded"] is False  # imported once, by the server
+    assert again["np_random"] != forked["np_random"]  # numpy's global generator too
     assert forked["path0"] != str(Path(judge_start.SERVER).parent)  # -I: the server's folder is not on the path
 
 
