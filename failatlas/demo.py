@@ -36,7 +36,15 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
              say: Callable[[str], None] = print, tick: Callable[[], None] | None = None) -> DemoResult:
     """Run the whole pipeline on the mini-suite into `store`, writing tables and figures under `out_dir`. With
     `twins`, every agent also runs on the tasks' impossible twins, whose runs give the cheat rate of the report
-    (docs/metrics.md) and are in no score. `say` hears each step and each run as it is done."""
+    (docs/metrics.md) and are in no score. `say` hears each step and each run as it is done. The store's file stays
+    open between its many short transactions, and is given up whenever another process waits for it
+    (`Store.kept`)."""
+    with store.kept():
+        return _run_demo(store, out_dir=out_dir, sandbox=sandbox, workers=workers, twins=twins, say=say, tick=tick)
+
+
+def _run_demo(store: Store, *, out_dir: Path, sandbox: str, workers: int, twins: bool, say: Callable[[str], None],
+              tick: Callable[[], None] | None) -> DemoResult:
     from failatlas.bench_core import runs, scoring
     from failatlas.bench_core.cli.lines import run_line, score_line
     from failatlas.bench_core.runs.twins import impossible_twins
@@ -58,7 +66,7 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
     start = time.monotonic()
     result = DemoResult(out_dir=out_dir, db=store.path)
     runs_dir = store.path.resolve().parent / "runs"
-    steps = 9 if twins else 8
+    steps = 8
 
     def step(n: int, text: str) -> None:
         say(f"[{n}/{steps} {time.monotonic() - start:5.0f} s] {text}")
@@ -75,39 +83,36 @@ def run_demo(store: Store, *, out_dir: Path, sandbox: str = "docker", workers: i
     agents = list(HARNESS_AGENTS)
     if resolve_config("agent") is not None:
         agents.append("react")
-    n = 3
-    for impossible in (False, True) if twins else (False,):
-        if impossible:
-            chosen, without = impossible_twins(store, tasks)
-            what = (f"on the impossible twins of {len(chosen)} of those tasks (in no score: the cheat rate)"
-                    + "".join(f"; {note}" for note in without))
-        else:
-            chosen, what = tasks, f"on {len(tasks)} CPU tasks"
-        step(n, f"running {len(agents)} agents {what} in {sandbox} sandboxes ({workers} at a time)")
-        report = runs.run(store, runs.BenchParams(
-            agent=agents[0], task_ids=[t.id for t in chosen], runs_dir=runs_dir, workers=workers, sandbox=sandbox,
-            impossible=impossible), on_done=ran, agents=agents)  # one batch: no worker waits at each agent's end
-        if report.skipped:
-            say(f"    {report.skipped} run(s) already stored")
-        n += 1
-    step(n, f"scoring: monitor, clean re-run by the validator, judges ({workers} runs at a time)"
+    chosen, what = list(tasks), f"on {len(tasks)} CPU tasks"
+    if twins:
+        twin_tasks, without = impossible_twins(store, tasks)
+        chosen += twin_tasks
+        what += (f" and on the impossible twins of {len(twin_tasks)} of them (in no score: the cheat rate)"
+                 + "".join(f"; {note}" for note in without))
+    step(3, f"running {len(agents)} agents {what} in {sandbox} sandboxes ({workers} at a time)")
+    report = runs.run(store, runs.BenchParams(
+        agent=agents[0], task_ids=[t.id for t in chosen], runs_dir=runs_dir, workers=workers, sandbox=sandbox),
+        on_done=ran, agents=agents)  # one batch, twins included: no worker waits at the end of each agent or step
+    if report.skipped:
+        say(f"    {report.skipped} run(s) already stored")
+    step(4, f"scoring: monitor, clean re-run by the validator, judges ({workers} runs at a time)"
          + ("; twin runs: the cheat verdict only" if twins else ""))
     scored = scoring.run(store, scoring.ScoreParams(runs_dir=runs_dir, sandbox=sandbox, workers=workers),
                          on_done=lambda done: say("    " + score_line(done)))
     say(f"    {scored.scored} run(s) scored now")
     result.files += write_report(report_table(store, by="agent"), "agent", out_dir / "scores")
-    step(n + 1, "mining insights from the judges, validator and monitor (deterministic extractor)")
+    step(5, "mining insights from the judges, validator and monitor (deterministic extractor)")
     mined = run_runs(store, RunsIngestParams(extractor="deterministic"))
     say(f"    {mined.new_occurrences} new insight occurrence(s)")
-    step(n + 2, "embedding insights (all-MiniLM-L6-v2, offline; cached by content)")
+    step(6, "embedding insights (all-MiniLM-L6-v2, offline; cached by content)")
     embedded = run_embed(store, EmbedParams())
-    step(n + 3, "clustering each phase and building the taxonomy")
+    step(7, "clustering each phase and building the taxonomy")
     clusterings = run_cluster(store, ClusterParams(reassign_outliers=True,
                                                    embedding_set_id=embedded.embedding_set_id)).clusterings
     labeller = "llm" if resolve_config("labeller") is not None else "offline"
     tax = build_taxonomy(store, BuildParams(clustering_ids=[c.id for c in clusterings], labeller=labeller))
     result.taxonomy_id = tax.id
-    step(n + 4, "exporting tables and figures")
+    step(8, "exporting tables and figures")
     export = export_taxonomy(store, tax.id, out_dir / "taxonomy")
     result.files += [Path(export.out_dir) / name for name in export.written]
     for name, why in export.skipped.items():
