@@ -125,17 +125,33 @@ _LOCKS: dict[str, _ProcessLock] = {}
 _LOCKS_MUTEX = threading.Lock()
 
 
+def _real(path: Path) -> str:
+    """The store's file as every process names it, whatever link or relative path led there: the name its lock,
+    its `.wait` file and this process's keeper go by."""
+    return os.path.realpath(path)
+
+
 def _process_lock(path: Path) -> _ProcessLock:
-    key = os.path.abspath(path) + ".lock"
+    key = _real(path) + ".lock"
     with _LOCKS_MUTEX:
-        return _LOCKS.setdefault(key, _ProcessLock(key))
+        found = _LOCKS.get(key)
+        if found is None:
+            found = _LOCKS[key] = _ProcessLock(key)
+        return found
 
 
-def _open_flag(path: str) -> int:
-    """A descriptor of the file `path` for `flock` (-1 where it cannot be made: a read-only folder, or a link in its
-    place, never followed)."""
+def _open_flag(path: str, *, create: bool = True) -> int:
+    """A descriptor of the file `path` for `flock` (-1 where it cannot be opened: a read-only folder, or a link in
+    its place, never followed). Without `create`, one the process may only read will do (a shared lock needs no
+    more): a reader of another user, or of a read-only folder, can still say that it waits."""
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        return os.open(path, flags | os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        if create:
+            return -1
+    try:
+        return os.open(path, flags | os.O_RDONLY)
     except OSError:
         return -1
 
@@ -146,13 +162,13 @@ class _Waiting:
     (`_Keeper`) gives the file up as soon as it sees one."""
 
     def __init__(self, path: Path) -> None:
-        self.path = os.path.abspath(path) + ".wait"
+        self.path = _real(path) + ".wait"
         self.fd: int | None = None
 
     def announce(self) -> None:
         if self.fd is not None:
             return
-        self.fd = _open_flag(self.path)
+        self.fd = _open_flag(self.path, create=False)
         if self.fd >= 0:
             try:  # a keeper's look (a moment's exclusive lock) may be under way: then at the next try
                 fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -177,9 +193,10 @@ class _Keeper:
     POLL_S = 0.05
     IDLE_S = 2.0
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.flag_path = os.path.abspath(path) + ".wait"
+    def __init__(self, real: str) -> None:
+        self.path = real  # absolute, links resolved: a later chdir changes nothing
+        self.flag_path = real + ".wait"
+        self.lock = _process_lock(Path(real))
         self.users = 0
         self.conn: duckdb.DuckDBPyConnection | None = None
         self.flag = -1
@@ -199,12 +216,14 @@ class _Keeper:
             self.users -= 1
             if self.users:
                 return
-            self._close()
-            if self.flag >= 0:
-                os.close(self.flag)
-            self.flag = -1
             watcher, self.watcher = self.watcher, None
             self.stop.set()
+            try:
+                self._close()
+            finally:
+                if self.flag >= 0:
+                    os.close(self.flag)
+                self.flag = -1
         if watcher is not None:
             watcher.join()
 
@@ -219,18 +238,18 @@ class _Keeper:
         fcntl.flock(self.flag, fcntl.LOCK_UN)
         return False
 
-    def keep(self, lock: _ProcessLock) -> None:
+    def keep(self) -> None:
         """Called by a write that holds the process's lock exclusively, its connection open: keep one more
         connection open past it, unless one is kept already or another process waits."""
         with self.mutex:
             if not self.users or self.conn is not None or self.flag < 0 or self.others_wait():
                 return
-            if lock.try_acquire(exclusive=True) is not Taken.YES:  # joins the write's exclusive hold
+            if self.lock.try_acquire(exclusive=True) is not Taken.YES:  # joins the write's exclusive hold
                 return
             try:
-                self.conn = duckdb.connect(str(self.path))
+                self.conn = duckdb.connect(self.path)
             except BaseException:
-                lock.release()
+                self.lock.release()
                 raise
             self.touch()
             if self.watcher is None:
@@ -246,7 +265,7 @@ class _Keeper:
             self.conn.close()
         finally:
             self.conn = None
-            _process_lock(self.path).release()
+            self.lock.release()
 
     def _watch(self, stop: threading.Event) -> None:
         while not stop.wait(self.POLL_S):
@@ -255,13 +274,42 @@ class _Keeper:
                     self._close()
 
 
-_KEEPERS: dict[str, _Keeper] = {}
+_KEEPERS: dict[str, _Keeper] = {}  # only stores a `kept()` ever entered
+_INHERITED: list = []  # what a forked child got of its parent's open stores (`_after_fork`)
 
 
-def _keeper(path: Path) -> _Keeper:
-    key = os.path.abspath(path)
-    with _LOCKS_MUTEX:
-        return _KEEPERS.setdefault(key, _Keeper(path))
+def _keeper(path: Path, *, make: bool = False) -> _Keeper | None:
+    """This process's keeper of the store at `path` (made with `make`; None when it never kept it)."""
+    key = _real(path)
+    found = _KEEPERS.get(key)
+    if found is None and make:
+        found = _Keeper(key)
+        with _LOCKS_MUTEX:
+            found = _KEEPERS.setdefault(key, found)
+    return found
+
+
+def _after_fork() -> None:
+    """In a child forked while this process held a store (a kept connection, a transaction of another thread):
+    the child owns neither the parent's DuckDB instance nor its locks. The inherited connections are kept
+    referenced and never closed (a close would checkpoint the parent's file from a copy), and the store is refused
+    in the child (`_connect`): a connection there would join the copied instance, and what it wrote would be
+    lost."""
+    for key, keeper in list(_KEEPERS.items()):
+        if keeper.conn is not None:
+            _INHERITED.append(keeper.conn)
+            _FORKED_OPEN.add(key)
+        _KEEPERS.pop(key)
+    for key, lock in list(_LOCKS.items()):
+        if lock.holders:
+            _FORKED_OPEN.add(key[: -len(".lock")])
+        _LOCKS.pop(key)  # the child takes locks of its own (its descriptors are the parent's, shared with it)
+    global _LOCKS_MUTEX
+    _LOCKS_MUTEX = threading.Lock()
+
+
+_FORKED_OPEN: set[str] = set()
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class Store:
@@ -296,6 +344,9 @@ class Store:
             )
         if not read_only and self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        if _FORKED_OPEN and _real(self.path) in _FORKED_OPEN:
+            raise StoreError(f"store {self.path} was open in the process this one was forked from",
+                             hint="open the store in a process started afresh (multiprocessing's spawn), not forked")
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.01
         lock = _process_lock(self.path)
@@ -329,8 +380,16 @@ class Store:
                     continue
                 except duckdb.Error as exc:
                     raise StoreError(f"cannot open store {self.path}: {exc}") from exc
-                if not read_only:
-                    _keeper(self.path).keep(lock)
+                keeper = _keeper(self.path) if not read_only else None
+                if keeper is not None:
+                    try:
+                        keeper.keep()
+                    except BaseException:  # the write never gets its connection: give it back here
+                        try:
+                            conn.close()
+                        finally:
+                            lock.release()
+                        raise
                 return conn
         finally:
             waiting.end()
@@ -365,7 +424,8 @@ class Store:
                 conn.close()
             finally:
                 _process_lock(self.path).release()
-                _keeper(self.path).touch()
+                if keeper := _keeper(self.path):
+                    keeper.touch()
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -386,14 +446,15 @@ class Store:
                 conn.close()
             finally:
                 _process_lock(self.path).release()
-                _keeper(self.path).touch()
+                if keeper := _keeper(self.path):
+                    keeper.touch()
 
     @contextmanager
     def kept(self) -> Iterator[None]:
         """While inside, this process keeps a connection open between its transactions (`_Keeper`), for a command
         that makes many short ones (a batch of runs, of scores; the demo). Another process that wants the file waits
         at most until the transaction under way ends. Nests."""
-        keeper = _keeper(self.path)
+        keeper = _keeper(self.path, make=True)
         keeper.enter()
         try:
             yield

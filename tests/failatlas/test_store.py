@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import time
 
 import duckdb
@@ -196,7 +197,7 @@ def test_a_kept_connection_is_reused_and_given_up_at_the_end(db_path):
     from failatlas.core.store import _keeper, _process_lock
 
     store = open_store(db_path)
-    lock, keeper = _process_lock(db_path), _keeper(db_path)
+    lock, keeper = _process_lock(db_path), _keeper(db_path, make=True)
     with store.kept():
         store.query("SELECT 1")  # a read alone keeps nothing
         assert keeper.conn is None and lock.holders == 0
@@ -221,11 +222,12 @@ def test_a_kept_connection_idles_out(db_path, monkeypatch):
     with store.kept():
         with store.write() as conn:
             conn.execute("CREATE TABLE t (x INTEGER)")
-        assert _keeper(db_path).conn is not None
+        keeper = _keeper(db_path)
+        assert keeper.conn is not None
         deadline = time.monotonic() + 10
-        while _keeper(db_path).conn is not None and time.monotonic() < deadline:
+        while keeper.conn is not None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _keeper(db_path).conn is None and _process_lock(db_path).holders == 0
+        assert keeper.conn is None and _process_lock(db_path).holders == 0
 
 
 @pytest.mark.parametrize("how", ["read", "write"])
@@ -249,3 +251,63 @@ def test_another_process_gets_a_kept_file_while_its_keeper_keeps_writing(db_path
     keeper.join(30)
     assert keeper.exitcode == 0 and waited < 4
     assert Store(db_path).query("SELECT count(*) FROM stage_runs WHERE stage = 'k'") == [(n,)]  # none lost
+
+
+def test_a_store_reached_through_a_link_is_kept_for_every_spelling(tmp_path):
+    """The lock, the `.wait` file and the keeper go by the file's real path: a process reaching the store through
+    a link announces where the keeper looks."""
+    real = tmp_path / "real" / "store.duckdb"
+    real.parent.mkdir()
+    open_store(real)
+    (tmp_path / "link.duckdb").symlink_to(real)
+    ctx = mp.get_context("spawn")
+    ready, counts = ctx.Event(), ctx.Queue()
+    keeper = ctx.Process(target=_keep_writing, args=(str(tmp_path / "link.duckdb"), 6.0, ready, counts))
+    keeper.start()
+    assert ready.wait(60)
+    started = time.monotonic()
+    assert Store(real, lock_timeout=4).query("SELECT count(*) FROM stage_runs")[0][0] >= 1
+    assert time.monotonic() - started < 4
+    counts.get(timeout=60)
+    keeper.join(30)
+    assert keeper.exitcode == 0 and not (tmp_path / "link.duckdb.lock").exists()
+
+
+def test_a_keeper_that_fails_gives_back_the_write_and_its_lock(db_path, monkeypatch):
+    from failatlas.core import store as store_module
+
+    store = open_store(db_path)
+
+    def broken(_path, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    with store.kept():
+        monkeypatch.setattr(store_module._Keeper, "keep", lambda self: broken(self))
+        with pytest.raises(KeyboardInterrupt), store.write():
+            pass
+    assert store_module._process_lock(db_path).holders == 0
+    other = duckdb.connect(str(db_path), read_only=True)  # nothing of this process holds the file
+    other.close()
+
+
+def test_a_child_forked_while_the_store_is_kept_refuses_it(db_path):
+    store = open_store(db_path)
+    with store.kept():
+        with store.write() as conn:
+            conn.execute("CREATE TABLE t (x INTEGER)")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: any use of the store is refused, none is lost
+            try:
+                Store(db_path).query("SELECT 1")
+                os.write(write, b"used")
+            except StoreError as exc:
+                os.write(write, b"refused" if "forked" in str(exc) else b"other")
+            finally:
+                os._exit(0)
+        os.close(write)
+        answer = os.read(read, 100)
+        os.waitpid(pid, 0)
+        os.close(read)
+    assert answer == b"refused"
+    assert store.query("SELECT count(*) FROM t") == [(0,)]
