@@ -276,6 +276,7 @@ class _Keeper:
 
 _KEEPERS: dict[str, _Keeper] = {}  # only stores a `kept()` ever entered
 _INHERITED: list = []  # what a forked child got of its parent's open stores (`_after_fork`)
+_FORKED_OPEN: set[str] = set()  # the stores a forked child refuses (their real paths)
 
 
 def _keeper(path: Path, *, make: bool = False) -> _Keeper | None:
@@ -308,7 +309,6 @@ def _after_fork() -> None:
     _LOCKS_MUTEX = threading.Lock()
 
 
-_FORKED_OPEN: set[str] = set()
 os.register_at_fork(after_in_child=_after_fork)
 
 
