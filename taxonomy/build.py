@@ -29,7 +29,7 @@ from failatlas.taxonomy.facets import (
 )
 from failatlas.taxonomy.inputs import latest_clusterings, load_clustering, require_vectors
 from failatlas.taxonomy.labelling import Labeller, make_labeller
-from failatlas.taxonomy.labelling.readable import ReadableNames
+from failatlas.taxonomy.labelling.readable import ReadableNames, is_honest
 from failatlas.taxonomy.learned import learned_drafts, learning_key
 from failatlas.taxonomy.model import (
     UNASSIGNED,
@@ -41,7 +41,7 @@ from failatlas.taxonomy.model import (
     Taxonomy,
     phase_rank,
 )
-from failatlas.taxonomy.name_choice import NameSpace, distinct_labels
+from failatlas.taxonomy.name_choice import NameSpace, distinct_labels, join_indistinct
 from failatlas.taxonomy.naming import phase_categories, type_evidence, unique_names
 from failatlas.taxonomy.read import load_taxonomy
 from failatlas.taxonomy.scoped import label_effects, label_effects_of, learn_within_kinds
@@ -192,24 +192,31 @@ def _build(
     categories: list[FailureCategory] = []
     vectors = NameSpace(member_vectors, embedding_set, embedder)
     renamed: list[dict] = []
+    joined: list[dict] = []  # types a reader could not tell apart from another by any name, joined to it
     heads: dict[str, str | None] = {}
     members: dict[str, tuple[list[str], list[str]]] = {}
     records: list[tuple[str, str, float | None, str]] = []  # (type id, insight id, cosine, method)
     for phase in sorted({d.phase for d in drafts}, key=lambda p: (phase_rank(p), p)):
-        mine = sorted(
-            (d for d in drafts if d.phase == phase), key=lambda d: (-len(d.insight_ids), d.merged_from)
-        )
-        type_ids = [f"{phase}/T{n:02d}" for n in range(1, len(mine) + 1)]
-        evidence = type_evidence(mine, type_ids)
-        labels = [
-            seed_label(d, ev, params, d.report or reports[phase]) if d.seed_category is not None else
-            labeller.label(ev)
-            for d, ev in zip(mine, evidence, strict=True)
-        ]
-        own = [lab.name for lab in labels]
-        labels = [lab if d.seed_category is not None else variant_label(facet_label(lab, d, facets), d)
-                  for d, lab in zip(mine, labels, strict=True)]
-        labels, chosen = distinct_labels(mine, evidence, labels, own, labeller, vectors.of, vectors.encoder())
+        mine = [d for d in drafts if d.phase == phase]
+        while True:  # named; a type no name of its own tells apart from another's joins it, and all are named again
+            mine = sorted(mine, key=lambda d: (-len(d.insight_ids), d.merged_from))
+            type_ids = [f"{phase}/T{n:02d}" for n in range(1, len(mine) + 1)]
+            evidence = type_evidence(mine, type_ids)
+            labels = [
+                seed_label(d, ev, params, d.report or reports[phase]) if d.seed_category is not None else
+                labeller.label(ev)
+                for d, ev in zip(mine, evidence, strict=True)
+            ]
+            own = [lab.name for lab in labels]
+            labels = [lab if d.seed_category is not None else variant_label(facet_label(lab, d, facets), d)
+                      for d, lab in zip(mine, labels, strict=True)]
+            free = [d.seed_category is None and lab.name == name and not is_honest(name)
+                    for d, lab, name in zip(mine, labels, own, strict=True)]
+            labels, chosen = distinct_labels(mine, evidence, labels, own, labeller, vectors.of, vectors.encoder())
+            mine, notes = join_indistinct(mine, [lab.name for lab in labels], free, vectors, params.n_keywords)
+            if not notes:
+                break
+            joined += notes
         renamed += chosen
         names = unique_names([lab.name for lab in labels], [d.keywords for d in mine])
         cats, cat_ids = phase_categories(phase, mine, labels, names, labeller, params)
@@ -245,7 +252,7 @@ def _build(
                 for i, s in zip(d.insight_ids, d.similarities, strict=True)
             ]
 
-    record.note(names_chosen=vectors.note(renamed))
+    record.note(names_chosen=vectors.note(renamed), indistinct_joins=joined)
     if outliers:
         by_phase = {}
         for t in unknown_kind_types(types, members, facets):  # outliers left are of unknown kind

@@ -63,6 +63,15 @@ def draft_of(
     )
 
 
+def joined_draft(keep: Draft, other: Draft, vectors: np.ndarray, keywords: list[str]) -> Draft:
+    """`keep` with `other`'s members added (`vectors`: the vectors of keep's then other's members, in that order),
+    ordered by closeness to their new centroid; `keep`'s origin and seed."""
+    ids, texts = [*keep.insight_ids, *other.insight_ids], [*keep.texts, *other.texts]
+    return draft_of(np.arange(len(ids)), ids, texts, vectors, keep.phase, keywords,
+                    sorted({*keep.merged_from, *other.merged_from}), origin=keep.origin,
+                    seed_category=keep.seed_category, report=keep.report, nearest_seed=keep.nearest_seed)
+
+
 def cluster_drafts(ci: ClusteringInput, vectors: np.ndarray, params: BuildParams) -> tuple[list[Draft], np.ndarray]:
     """Merged failure-type drafts of one clustering and the row indices of its outliers."""
     labels = ci.members["cluster"].to_numpy()

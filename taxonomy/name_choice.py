@@ -5,6 +5,10 @@ their own type's name, and no type's count falls (coordinate ascent over the typ
 total only rises, so it ends). A reader matching statements to names does the same: a name picks out its type's
 statements among the phase's other names, not only describes them (`name_fit.py` measures it).
 
+Where no name a type's statements offer picks them out, most of them sit nearest one other type's name, and the
+two are closer than any two types their names do tell apart, the two are one failure a reader cannot tell apart:
+the type joins that one (`indistinct_joins`), and the phase is named again.
+
 Labels are never read: only the statements, their vectors and the names. Types named by a seed or a learned
 category, by their kind, or honestly unnamed keep their names and compete with theirs.
 """
@@ -94,6 +98,50 @@ def choose_names(central: Sequence[np.ndarray], options: Sequence[Sequence[str]]
                       changed=[t for t, c in enumerate(choice) if c != 0])
 
 
+def needed(n: int) -> int:
+    """Of a type's `n` (at most CENTRAL) most central statements, how many make a name theirs: 4 of 5, all but one
+    of 2-4, the one of 1 (`name_fit.py`'s rule)."""
+    return 1 if n <= 1 else n - 1
+
+
+def indistinct_joins(central: Sequence[np.ndarray], centroids: np.ndarray, names: Sequence[str],
+                     free: Sequence[bool], encode: Callable[[list[str]], np.ndarray]) -> list[tuple[int, int, int]]:
+    """Types that are no failure of their own by their statements' content, each with the type it is a variant
+    of: `(t, u, k)` where free type t's central statements do not sit nearest its own name (fewer than `needed`),
+    k >= `needed` of them sit nearest free type u's name, among the phase's `names` (cosine, the names as chosen),
+    and t's centroid is nearer u's than the centroids of any two types whose names do tell their statements apart
+    (both picked by `needed` of their own: two failures known to differ are that close, so a pair less close is
+    not shown to be one; with fewer than two such types nothing joins). Most such statements first, then the
+    smaller t; no type in two pairs of a round. A type is free where its name is its own (`free`: no seed's,
+    kind's or placeholder); fixed names neither join nor take in, but tell apart."""
+    if len(names) < 2 or sum(free) < 2:
+        return []
+    vectors = _unit(encode(list(names)))
+    nearest = [np.argmax(_unit(np.asarray(c, dtype=np.float64)[:CENTRAL]) @ vectors.T, axis=1) if len(c) else
+               np.zeros(0, dtype=int) for c in central]
+    apart = [t for t, near in enumerate(nearest) if len(near) and int((near == t).sum()) >= needed(len(near))]
+    if len(apart) < 2:
+        return []
+    cosines = _unit(np.asarray(centroids, dtype=np.float64))
+    cosines = cosines @ cosines.T
+    bar = max(cosines[a, b] for a in apart for b in apart if a < b)
+    found: list[tuple[int, int, int]] = []
+    for t, near in enumerate(nearest):
+        if not free[t] or t in apart or not len(near):
+            continue
+        counts = np.bincount(near, minlength=len(names))
+        u = int(np.argmax(counts))
+        if u != t and free[u] and counts[u] >= needed(len(near)) and cosines[t, u] > bar:
+            found.append((t, u, int(counts[u])))
+    pairs: list[tuple[int, int, int]] = []
+    busy: set[int] = set()
+    for t, u, k in sorted(found, key=lambda j: (-j[2], len(central[j[0]]), j[0])):
+        if t not in busy and u not in busy:
+            pairs.append((t, u, k))
+            busy |= {t, u}
+    return pairs
+
+
 def distinct_labels(drafts: Sequence, evidence: Sequence, labels: list, own_names: Sequence[str], labeller: object,
                     vector_of: Callable[[list[str]], np.ndarray],
                     encode: Callable[[list[str]], np.ndarray] | None) -> tuple[list, list[dict]]:
@@ -166,3 +214,33 @@ class NameSpace:
     def note(self, renamed: list[dict]) -> dict:
         """What the build records: the renamed types, or why names were not chosen."""
         return {"renamed": renamed} if self.reason is None else {"not_chosen_because": self.reason}
+
+
+def join_indistinct(drafts: Sequence, names: Sequence[str], free: Sequence[bool], space: NameSpace,
+                    n_keywords: int) -> tuple[list, list[dict]]:
+    """A phase's drafts with this round's `indistinct_joins` done (each joined type's members added to the type it
+    is a variant of, keywords of the joined types computed again against the phase's others) and a note per join;
+    the drafts as they are and no note where none joins or the names cannot be encoded here."""
+    from failatlas.taxonomy.drafts import joined_draft
+    from failatlas.taxonomy.keywords import class_tfidf
+
+    encode = space.encoder()
+    if encode is None:
+        return list(drafts), []
+    pairs = indistinct_joins([space.of(d.insight_ids[:CENTRAL]) for d in drafts],
+                             np.stack([d.centroid for d in drafts]), names, free, encode)
+    if not pairs:
+        return list(drafts), []
+    into = {t: u for t, u, _ in pairs}
+    texts = [x for d in drafts for x in d.texts]
+    classes = [into.get(j, j) for j, d in enumerate(drafts) for _ in d.texts]
+    keywords = class_tfidf(texts, classes, top_n=n_keywords)
+    out = list(drafts)
+    notes = []
+    for t, u, k in pairs:
+        keep, other = drafts[u], drafts[t]
+        out[u] = joined_draft(keep, other, space.of([*keep.insight_ids, *other.insight_ids]),
+                              [w for w, _ in keywords.get(u, [])])
+        notes.append({"phase": keep.phase, "joined": names[t], "into": names[u], "n_insights": len(other.insight_ids),
+                      "central_nearest_into": [k, min(CENTRAL, len(other.insight_ids))]})
+    return [d for j, d in enumerate(out) if j not in into], notes

@@ -32,6 +32,7 @@ from failatlas.core.store import Store
 from failatlas.embed import Embedder
 from failatlas.taxonomy.labelling.readable import is_honest, unreadable_reason
 from failatlas.taxonomy.model import Taxonomy
+from failatlas.taxonomy.name_choice import needed
 
 CENTRAL = 5
 _EXAMPLES = re.compile(r"(,? e\.g\. |\s+Here, e\.g\. |\s+Here\.?$).*$", re.DOTALL)
@@ -45,11 +46,6 @@ def one_line(definition: str) -> str:
 RULE = ("a readable name (not 'Unnamed type', no fragment shape) whose 5 most central members, at least 4 of them"
         " (all but one of 2-4, the one of 1), are nearer to it than to any other name of their phase (the"
         " taxonomy's embedding model, the name alone)")
-
-
-def _needed(n: int) -> int:
-    """Members of the `n` (at most CENTRAL) most central that must pick the name: 4 of 5, all but one of 2-4."""
-    return 1 if n <= 1 else n - 1
 
 
 def name_fit(store: Store, tax: Taxonomy, embedder: Embedder | None = None) -> dict[str, Any]:
@@ -100,7 +96,7 @@ def name_fit(store: Store, tax: Taxonomy, embedder: Embedder | None = None) -> d
             phase = [j for j, o in enumerate(tax.types) if o.phase == t.phase]
             hits = int((np.asarray(phase)[np.argmax(vectors @ names[phase].T, axis=1)] == k).sum())
             hits_defined = int((np.asarray(phase)[np.argmax(vectors @ defined[phase].T, axis=1)] == k).sum())
-        need = _needed(len(texts))
+        need = needed(len(texts))
         # a type named after a category the statements carry as labels: "that failure" is that label
         labelled = [lab for lab in labels.get(t.id, []) if lab is not None]
         named_label = any(same_category(t.name, lab) for lab in set(labelled)) if labelled else False

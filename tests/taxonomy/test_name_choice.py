@@ -12,7 +12,7 @@ from failatlas.taxonomy.labelling.condense import condensed_candidates
 from failatlas.taxonomy.labelling.phrases import states_failure
 from failatlas.taxonomy.labelling.readable import fragment
 from failatlas.taxonomy.model import TypeEvidence, TypeLabel
-from failatlas.taxonomy.name_choice import choose_names, distinct_labels
+from failatlas.taxonomy.name_choice import CENTRAL, choose_names, distinct_labels, indistinct_joins
 from failatlas.taxonomy.name_fit import name_fit
 from tests.taxonomy.conftest import TRAIL_PARAMS
 from tests.taxonomy.test_seeded import TrailSpaceEmbedder
@@ -120,8 +120,80 @@ def test_a_build_with_its_model_chooses_names_that_more_central_statements_pick_
         assert fragment(after[r["type"]]) is None
     fit_plain, fit_chosen = name_fit(trail_store, plain, embedder), name_fit(trail_store, chosen, embedder)
     assert fit_chosen["n_fit_by_name_alone"] > fit_plain["n_fit_by_name_alone"]
-    for t in plain.types:  # no type's central statements pick their own name less often
-        assert fit_chosen["per_type"][t.id]["nearest_own"] >= fit_plain["per_type"][t.id]["nearest_own"], t.id
+    joins = _build_note(trail_store, chosen.id)["indistinct_joins"]
+    if not joins:  # the same drafts: no type's central statements pick their own name less often
+        for t in plain.types:
+            assert fit_chosen["per_type"][t.id]["nearest_own"] >= fit_plain["per_type"][t.id]["nearest_own"], t.id
+
+
+def test_a_build_leaves_no_type_whose_statements_pick_another_types_name(trail_store, trail_template):
+    """After a build with its model, no type named by its own statements has most of its central statements
+    nearest one other such type's name: that one was joined to it, and the build says so."""
+    from failatlas.taxonomy.labelling.readable import is_honest
+    from failatlas.taxonomy.name_choice import needed
+
+    embedder = TrailSpaceEmbedder(trail_template.embed)
+    loose = TRAIL_PARAMS.model_copy(update={"merge_threshold": 0.99})  # more, smaller clusters to tell apart
+    tax = build(trail_store, loose, labeller=make_labeller("offline"), embedder=embedder)
+    note = _build_note(trail_store, tax.id)
+    joins = note["indistinct_joins"]
+    assert joins, "the planted halves of one cluster should be one type"
+    for j in joins:
+        assert j["central_nearest_into"][0] >= needed(j["central_nearest_into"][1])
+    plain = build(trail_store, loose, labeller=make_labeller("offline"))  # no model: nothing is joined
+    assert _build_note(trail_store, plain.id)["indistinct_joins"] == []
+    assert len(tax.types) == len(plain.types) - len(joins)
+    assert sum(t.n_insights for t in tax.types) == sum(t.n_insights for t in plain.types)
+    for phase in {t.phase for t in tax.types}:
+        mine = [t for t in tax.types if t.phase == phase and not is_honest(t.name)]
+        if len(mine) < 2:
+            continue
+        names = np.asarray(trail_template.embed([t.name for t in mine]), dtype=float)
+        names /= np.linalg.norm(names, axis=1, keepdims=True)
+        for k, t in enumerate(mine):
+            rows = trail_store.query("SELECT i.text FROM insight_failure_types a JOIN insights i ON i.id ="
+                                     " a.insight_id WHERE a.taxonomy_id = ? AND a.failure_type_id = ? AND a.method ="
+                                     " 'cluster' ORDER BY a.similarity DESC, i.id LIMIT ?", [tax.id, t.id, CENTRAL])
+            central = np.asarray(trail_template.embed([r[0] for r in rows]), dtype=float)
+            nearest = np.argmax(central @ names.T, axis=1)
+            counts = np.bincount(nearest, minlength=len(mine))
+            counts[k] = 0
+            assert counts.max() < needed(len(rows)) or (nearest == k).sum() >= needed(len(rows)), (t.name, counts)
+
+
+def test_a_type_no_name_of_its_own_tells_apart_joins_the_type_whose_name_its_statements_pick():
+    search = members([0.0, 1.0, 0.0], [-0.1, 1.0, 0.0], [0.0, 1.0, 0.1], [-0.1, 0.9, 0.0], [0.0, 0.9, 0.1])
+    query = members([0.0, 1.0, 0.1], [-0.1, 1.0, 0.0], [0.0, 0.9, 0.0], [0.3, 0.9, 0.0], [0.0, 1.0, 0.0])
+    plan = members([1.0, 0.0, 0.0], [0.9, 0.1, 0.0], [1.0, 0.0, 0.1], [0.9, 0.0, 0.1], [1.0, 0.1, 0.0])
+    names = ["Search failure", "Search without a query", "Plan deviation"]
+    types = [search, query, plan]
+    centroids = np.stack([t.mean(axis=0) for t in types])
+
+    def joins(central, names, free, cents=None):  # noqa: ANN001, ANN202
+        cents = np.stack([t.mean(axis=0) for t in central]) if cents is None else cents
+        return indistinct_joins(central, cents, names, free, fake_encode)
+
+    # 4 of the second type's 5 statements sit nearer "Search failure" than its own name, and the two are closer
+    # than "Search failure" and "Plan deviation", whose names tell their statements apart: one failure
+    assert joins(types, names, [True, True, True]) == [(1, 0, 4)]
+    # as near by name, but no nearer in content than two types known to differ: not shown to be one failure
+    apart = centroids.copy()
+    apart[1] = [0.0, -1.0, 0.2]  # cosine to "Search failure"'s centroid about -0.9, below the bar (search and
+    # plan: about 0)
+    assert joins(types, names, [True, True, True], apart) == []
+    # two joins of four different types are made in one round, the one with more statements first
+    near = members([1.0, 0.0, 0.05], [0.95, 0.1, 0.0], [1.0, 0.05, 0.0], [0.9, 0.0, 0.1], [1.0, 0.1, 0.1])
+    assert joins([*types, near], [*names, "Search near plan"], [True] * 4) == [(3, 2, 5), (1, 0, 4)]
+    # a fixed name (a seed's, a kind's) neither joins nor takes a type in
+    assert joins(types, names, [False, True, True]) == []
+    assert joins(types, names, [True, False, True]) == []
+    # statements that pick their own name stay; so do statements spread over several names (no one type to join)
+    assert joins([search, plan], ["Search failure", "Plan deviation"], [True, True]) == []
+    spread = members([0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0])
+    assert joins([search, spread, plan], ["Search failure", "Wrong answer format", "Plan deviation"],
+                 [True, True, True]) == []
+    # fewer than two types that their names tell apart: nothing to measure "different" by, nothing joins
+    assert joins([search, query], ["Search failure", "Search without a query"], [True, True]) == []
 
 
 class FakeOffline:
