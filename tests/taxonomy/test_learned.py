@@ -130,6 +130,7 @@ def test_a_label_spelled_as_a_topic_shows_the_seeds_failure_name():
     assert all(same_category(categories[c].name, c) for c in data.labels)  # measured against the same labels
 
 
+@pytest.mark.slow  # trains label models on both GAIA halves: the whole command runs it
 def test_the_label_model_transfers_across_trace_disjoint_halves_with_calibrated_confidence(gaia):
     store = open_store(gaia["stores"]["both"])
     data = load_insight_vectors(store, find_embedding_set(store, model=DEFAULT_MODEL, normalise="none"))
@@ -239,6 +240,7 @@ def test_label_file_and_hostile_labels(store, tmp_path):
         label_insights(store, [], "bad \udcff label")
 
 
+@pytest.mark.slow  # trains label models on both GAIA halves: the whole command runs it
 def test_cli_label_then_quality_reports_accuracy_in_distinct_statements(gaia, tmp_path, monkeypatch):
     from failatlas.cli import app
 
