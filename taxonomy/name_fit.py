@@ -32,9 +32,8 @@ from failatlas.core.store import Store
 from failatlas.embed import Embedder
 from failatlas.taxonomy.labelling.readable import is_honest, unreadable_reason
 from failatlas.taxonomy.model import Taxonomy
-from failatlas.taxonomy.name_choice import needed
+from failatlas.taxonomy.name_choice import CENTRAL, needed
 
-CENTRAL = 5
 _EXAMPLES = re.compile(r"(,? e\.g\. |\s+Here, e\.g\. |\s+Here\.?$).*$", re.DOTALL)
 _COUNT = re.compile(r"\s*\(\d+ [a-z_]+ insights?\)")
 
