@@ -192,8 +192,10 @@ def _delegate():
         if isinstance(found.get("reply_fd"), int):  # the zygote over a channel: the call's reply pipe
             _os.write(found["reply_fd"], line[len("FAILATLAS_REPLY "):].encode())
         elif "folder" in found and "number" in found:
-            with open(_os.path.join(found["folder"], "reply-%d.json" % found["number"]), "w") as handle:
-                handle.write(line[len("FAILATLAS_REPLY "):])
+            path = _os.path.join(found["folder"], "reply-%d.json" % found["number"])
+            with open(path + ".tmp", "w") as handle:  # whole or not there, as the worker writes it: the harness
+                handle.write(line[len("FAILATLAS_REPLY "):])  # polls for the file
+            _os.replace(path + ".tmp", path)
         else:
             found["reply"].write(line + "\n")
             found["reply"].flush()
