@@ -6,6 +6,8 @@ from failatlas.cluster.jit import enable_numba_cache, numba_cache_stats
 from failatlas.cluster.params import ClusterParams
 from failatlas.cluster.pipeline import ClusterPipeline
 
+WARMUP_EPOCHS = 5
+
 
 def precompile() -> dict[str, int]:
     """Compile (or load from numba's file cache) every UMAP and PyNNDescent code path a clustering takes, by
@@ -22,7 +24,8 @@ def precompile() -> dict[str, int]:
     for n, n_used in ((4500, 4500), (4500, 10_000)):  # spectral start; PCA start
         X = rng.normal(size=(n, 32)).astype(np.float32)
         params = ClusterParams(all_phases=True, stability_runs=0)
-        ClusterPipeline(reducer_params=params.reducer_params(n_used),
+        # a few epochs compile the same functions as the full number, which only loops longer
+        ClusterPipeline(reducer_params={**params.reducer_params(n_used), "n_epochs": WARMUP_EPOCHS},
                         clusterer_params=params.clusterer_params(n)).fit(X)
     from umap.umap_ import nearest_neighbors
 

@@ -223,7 +223,8 @@ def test_setup_compiles_the_clustering_paths_that_numba_compiles():
 @pytest.mark.slow
 def test_setup_warmup_fills_numbas_file_cache():
     """After scripts/setup.sh, the compiled clustering code comes from numba's file cache (hits). Measured
-    2026-12-02: 9 hits, 7 misses (functions numba compiles again in each process), about 130 s on a busy core."""
+    2026-12-07: 9 hits, 7 misses (functions numba compiles again in each process), 19 s on an idle core (47 s
+    before the warm-up's fits ran a few epochs instead of the full number)."""
     from failatlas.cluster.warmup import precompile
 
     stats = precompile()
