@@ -18,15 +18,18 @@ from rich.table import Table
 
 from failatlas.core.errors import StoreError
 from failatlas.core.store import Migration, Store, resolve_db_path
+from failatlas.core.tables import BIDI_CONTROLS
 
 # C0 controls but newline and tab, DEL and C1 controls: an escape sequence in text an agent, a task file or an
 # imported file wrote (a conclusion, a question, a requirement) could recolour, clear or retitle the reader's
-# terminal, or write its clipboard (OSC 52); printed as \xNN instead
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# terminal, or write its clipboard (OSC 52); and the bidirectional controls, which could reorder what is shown
+# around them (tables.BIDI_CONTROLS); printed as \xNN or \uNNNN instead
+_CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 
 
 def _visible(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else
+                        f"\\u{ord(m.group()):04x}", text)
 
 
 class SafeConsole(Console):

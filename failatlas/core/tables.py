@@ -15,7 +15,11 @@ _LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "
 _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIALS))
 
 
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# the bidirectional controls (embeddings, overrides, isolates and the implicit marks): text an agent or an imported
+# file wrote could reorder what a reader sees around it ("Trojan Source"), in a table cell, a CSV cell or the
+# terminal; they are dropped (shown escaped on the terminal) like the other controls
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 # Markdown (`one_line(..., markdown=...)`): a backslash before ASCII punctuation, doubled so that it stays a
 # backslash and cannot take back an escape added here ('a\\|b' would otherwise end a table cell); an '&' that
 # starts an entity; a link's '](' ; and, at the start of a line, what opens a block: a heading, quote, list item,
@@ -61,8 +65,9 @@ def code_span(text: object) -> str:
 
 # CSV (OWASP's rule against formula injection): a text cell a spreadsheet would read as a formula (its first
 # character '=', '+', '-', '@', a tab or a carriage return) is written with a leading "'"; a number, or text that is
-# only a number ('-0.5', '-3', '1e-3'), is left as it is. Control characters but newline and tab are dropped.
-_CSV_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# only a number ('-0.5', '-3', '1e-3'), is left as it is. Control characters but newline and tab are dropped, and
+# the bidirectional ones.
+_CSV_CONTROLS = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 _CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -175,7 +180,7 @@ def latex_cell(text: object) -> str:
     import unicodedata
 
     out = []
-    for ch in " ".join(str(text).split()):
+    for ch in one_line(text):  # controls, bidirectional ones included, dropped first
         if ch in _TYPESET or ch in _LATEX_SPECIALS:
             out.append(ch)
         else:

@@ -109,3 +109,23 @@ def test_report_markdown_and_csv_are_inert(store, tmp_path):
     assert "- a # INJECTED]52;c;ZXZpbA==: 1 run(s)" in markdown and "  - \\- &lt;script&gt;" in markdown
     rows = list(csv.DictReader(next(p for p in paths if p.suffix == ".csv").open()))
     assert "'" + FORMULA + "]52;c;ZXZpbA==" in {r["agent"] for r in rows}
+
+
+BIDI = "\u202e\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d\u200e\u200f\u061c"
+
+
+def test_bidirectional_controls_reach_no_table_and_show_escaped_on_the_terminal():
+    """Trojan Source: a right-to-left override (U+202E) or isolate in an agent's or an imported statement would
+    reorder what a reader sees around it. Markdown, CSV and LaTeX cells drop every bidirectional control; the
+    terminal shows each as \\uNNNN."""
+    from failatlas.core.tables import latex_cell
+
+    text = "=cmd" + BIDI + "|x"
+    for out in (one_line(text), one_line(text, markdown="cell"), csv_cell(BIDI + "=1+1"), latex_cell(text),
+                to_markdown(["a"], [[text]]), to_csv(["a"], [[BIDI + "-2+3"]])):
+        assert not any(ch in out for ch in BIDI), repr(out)
+    assert csv_cell(BIDI + "=1+1") == "'=1+1"  # a control before '=' hides no formula
+    assert latex_cell("a\u202eb") == "ab"
+    shown = console.render_str("x\u202ey\u2066z")
+    assert shown.plain == "x\\u202ey\\u2066z"
+    assert "\u05e9\u05dc\u05d5\u05dd" in one_line("\u05e9\u05dc\u05d5\u05dd \u202e")  # right-to-left text itself stays
