@@ -12,6 +12,7 @@ import decimal
 import io
 import json
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ import duckdb
 
 from failatlas.core.errors import InputError
 from failatlas.core.store import Store
+from failatlas.core.tables import BIDI_CONTROLS, csv_cell
 
 # what a read-only query may be: a query (SELECT, WITH, FROM ..., VALUES, SHOW, DESCRIBE, SUMMARIZE) or its plan
 ALLOWED = frozenset({"SELECT", "EXPLAIN"})
@@ -117,7 +119,14 @@ def to_json(result: QueryResult) -> str:
     parsed = {c for c, t in zip(result.columns, result.types, strict=True) if t == "JSON"}
     rows = [{c: json.loads(v) if c in parsed and isinstance(v, str) else _plain(v) for c, v in r.items()}
             for r in result.records()]
-    return json.dumps(_finite(rows), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    text = json.dumps(_finite(rows), ensure_ascii=False, indent=1, allow_nan=False)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+# what JSON leaves raw with ensure_ascii=False but a terminal or viewer acts on: DEL, the C1 controls (0x9b starts an
+# escape sequence on some terminals), the line and paragraph separators and the bidirectional controls; written as
+# \uNNNN escapes, which stand for the same characters, so the data read back is exact
+_UNSAFE_IN_JSON = re.compile(rf"[\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
 
 
 def cell_text(value: Any) -> str:  # noqa: ANN401
@@ -131,9 +140,10 @@ def cell_text(value: Any) -> str:  # noqa: ANN401
 
 
 def to_csv(result: QueryResult) -> str:
-    """RFC 4180 CSV with a header row."""
+    """RFC 4180 CSV with a header row, safe to open in a spreadsheet as every CSV FailAtlas writes
+    (`tables.csv_cell`: no control characters but newline and tab, a formula made inert); numbers stay numbers."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(result.columns)
-    writer.writerows([cell_text(v) for v in row] for row in result.rows)
+    writer.writerow([csv_cell(c) for c in result.columns])
+    writer.writerows([csv_cell(cell_text(v)) for v in row] for row in result.rows)
     return buf.getvalue()

@@ -71,6 +71,20 @@ def test_json_output_is_strict_json_where_values_are_not_finite(db):
     assert strict == [{"a": None, "b": None, "c": 1.5, "j": {"x": [1, 2]}, "l": [None, 2.0]}]
 
 
+def test_text_an_agent_wrote_comes_out_inert_in_csv_and_exact_in_json(db):
+    """A text cell from a run or an imported file: in CSV, as every CSV FailAtlas writes, a formula is made inert
+    and controls (escape sequences, bidirectional overrides) are dropped, numbers stay numbers; in JSON the same
+    characters are written as \\uNNNN escapes, so nothing acts on a terminal and the value read back is exact."""
+    hostile = "'=HYPERLINK(1)' || chr(27) || '[31m' || chr(8238) || chr(155) || 'é'"
+    out = _cli(db, "db", "query", "--format", "csv", f"SELECT {hostile} AS x, -0.5 AS n")
+    assert out.returncode == 0, out.stderr
+    assert list(csv.reader(io.StringIO(out.stdout))) == [["x", "n"], ["'=HYPERLINK(1)[31mé", "-0.5"]]
+    out = _cli(db, "db", "query", "--format", "json", f"SELECT {hostile} AS x")
+    assert out.returncode == 0, out.stderr
+    assert not any(ch in out.stdout for ch in "\x1b\u202e\x9b") and "é" in out.stdout
+    assert json.loads(out.stdout) == [{"x": "=HYPERLINK(1)\x1b[31m\u202e\x9bé"}]
+
+
 def test_the_table_lists_every_row_and_says_how_many(db):
     expected = _direct(db, TASKS_SQL)
     out = _cli(db, "db", "query", TASKS_SQL)
