@@ -1,6 +1,7 @@
 """`failatlas db query "SQL"` (issue 54, item 5): the store queried without Python, read-only (a write, ATTACH, COPY
 or a file outside the store is refused, and the store is left as it was), output as a table, CSV or JSON that hold
-what DuckDB itself returns; bad SQL and a bad format end in one line naming what was wrong."""
+what DuckDB itself returns (CSV text cells made safe for a spreadsheet); bad SQL and a bad format end in one line
+naming what was wrong."""
 
 from __future__ import annotations
 
