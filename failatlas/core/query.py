@@ -113,6 +113,12 @@ def _finite(value: Any) -> Any:  # noqa: ANN401
     return value
 
 
+# what JSON leaves raw with ensure_ascii=False but a terminal or viewer acts on: DEL, the C1 controls (0x9b starts an
+# escape sequence on some terminals), the line and paragraph separators and the bidirectional controls; written as
+# \uNNNN escapes, which stand for the same characters, so the data read back is exact
+_UNSAFE_IN_JSON = re.compile(rf"[\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
+
+
 def to_json(result: QueryResult) -> str:
     """A JSON array of one object per row, keyed by column; a column of DuckDB's JSON type as the JSON it holds;
     a NaN or infinite number as null (strict JSON)."""
@@ -121,12 +127,6 @@ def to_json(result: QueryResult) -> str:
             for r in result.records()]
     text = json.dumps(_finite(rows), ensure_ascii=False, indent=1, allow_nan=False)
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
-
-
-# what JSON leaves raw with ensure_ascii=False but a terminal or viewer acts on: DEL, the C1 controls (0x9b starts an
-# escape sequence on some terminals), the line and paragraph separators and the bidirectional controls; written as
-# \uNNNN escapes, which stand for the same characters, so the data read back is exact
-_UNSAFE_IN_JSON = re.compile(rf"[\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
 
 
 def cell_text(value: Any) -> str:  # noqa: ANN401
