@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from failatlas.bench_core.sandbox import docker_files, docker_system, tarballs
+from failatlas.bench_core.sandbox import docker_files, docker_netns, docker_system, tarballs
 from failatlas.bench_core.sandbox.cleanup import cleanup_orphans, docker_client, list_sandboxes, sandbox_labels
 from failatlas.bench_core.sandbox.docker_commands import (  # noqa: F401 - re-exported: their first home
     _COUNTERS_SH,
@@ -100,6 +100,7 @@ class DockerSandbox(DockerCommands):
         self._strace = self._setpriv = self._python = ""
         self._home = "/tmp"
         self._host: HostCgroup | None = None  # the host's view of its cgroups, where there is one (host_cgroup.py)
+        self._netns: docker_netns.Holder | None = None  # the holder whose network namespace it joined, if any
 
     @classmethod
     def start(cls, spec: SandboxSpec, *, workspace: Path | None = None, client: Any = None) -> DockerSandbox:
@@ -123,19 +124,33 @@ class DockerSandbox(DockerCommands):
             from failatlas.bench_core.sandbox.egress import Egress
 
             egress = Egress.start(client, spec)
-        options = cls._run_options(spec, client, egress, system=docker_system.system_binds(client, spec, image_id))
+        system = docker_system.system_binds(client, spec, image_id)
+        holder = docker_netns.pool().lease(client, spec) if spec.network == "none" else None
         try:
-            container = client.containers.run(spec.image, **options)
-        except docker.errors.DockerException as exc:
+            options = cls._run_options(spec, client, egress, system=system,
+                                       netns=holder.mode if holder is not None else None)
+            try:
+                container = client.containers.run(spec.image, **options)
+            except docker.errors.DockerException:
+                if holder is None:
+                    raise
+                # the holder went away meanwhile (e.g. `failatlas sandbox cleanup --all`): a namespace of its own
+                docker_netns.pool().give_back(holder, reuse=False)
+                docker_netns.remove_named(client, options["name"])  # created, never started
+                holder = None
+                container = client.containers.run(spec.image, **cls._run_options(spec, client, egress,
+                                                                                 system=system))
+        except BaseException as exc:
             if egress is not None:
                 egress.close()
-            raise SandboxError(f"cannot start a sandbox from {spec.image}: {exc}") from exc
-        except BaseException:
-            if egress is not None:
-                egress.close()
+            if holder is not None:
+                docker_netns.pool().give_back(holder)
+            if isinstance(exc, docker.errors.DockerException):
+                raise SandboxError(f"cannot start a sandbox from {spec.image}: {exc}") from exc
             raise
         box = cls(spec, client, container)
         box.egress = egress
+        box._netns = holder
         if spec.network_env_per_command:
             box._command_env = network_env(spec, egress)
         try:
@@ -150,9 +165,10 @@ class DockerSandbox(DockerCommands):
 
     @staticmethod
     def _run_options(spec: SandboxSpec, client: Any = None, egress: Any = None,
-                     system: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+                     system: Sequence[tuple[str, str]] = (), netns: str | None = None) -> dict[str, Any]:
         """The container's options; `system`: (host folder, target) of the image's system folders bound read-only
-        (`docker_system.py`)."""
+        (`docker_system.py`); `netns`: the network mode of a holder whose namespace it joins (`docker_netns.py`,
+        only without network; its hostname is the holder's, the same)."""
         import docker
 
         env = {**spec.data_env(), **spec.env}
@@ -161,7 +177,7 @@ class DockerSandbox(DockerCommands):
         elif spec.network == "full":  # a dedicated bridge whose traffic to the host itself is refused (network.py)
             network = sandbox_network(docker_client(client))
         else:
-            network = "none"
+            network = netns or "none"
         mounts = [docker.types.Mount(target=target, source=str(Path(host).resolve()), type="bind", read_only=True)
                   for host, target in spec.mounts()]
         mounts += [docker.types.Mount(target=target, source=host, type="bind", read_only=True)
@@ -175,7 +191,7 @@ class DockerSandbox(DockerCommands):
             # init and its `sleep` run as root (with no capabilities), so the agent's user cannot signal them and
             # stop the container under the harness; every command is exec'd as `spec.user`.
             command=["sleep", "infinity"], detach=True, init=True, user="0:0", working_dir=spec.workdir,
-            name=f"failatlas-sbx-{uuid.uuid4().hex[:12]}", hostname="sandbox", labels=sandbox_labels(spec),
+            name=f"failatlas-sbx-{uuid.uuid4().hex[:12]}", labels=sandbox_labels(spec),
             environment=env, network_mode=network,
             mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids_limit, cap_drop=["ALL"],
@@ -183,6 +199,8 @@ class DockerSandbox(DockerCommands):
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"}, shm_size=f"{spec.shm_mb}m",
             read_only=spec.read_only_root,
         )
+        if not (netns and network == netns):  # Docker refuses a hostname beside another container's namespace
+            options["hostname"] = "sandbox"
         if spec.trace_processes:  # root's tracer (docker_commands, provenance.py): it drops to the sandbox user for
             # the command, traces it and reads its descriptors; the sandbox user has none of these
             options["cap_add"] = ["SETUID", "SETGID", "SYS_PTRACE", "DAC_READ_SEARCH"]
@@ -367,15 +385,20 @@ class DockerSandbox(DockerCommands):
         self._closed = True
         import docker
 
+        holder, self._netns = self._netns, None
+        gone = False
         try:
             self.container.remove(force=True, v=True)
+            gone = True
         except docker.errors.NotFound:
-            pass  # already removed, e.g. by `failatlas sandbox cleanup --all`
+            gone = True  # already removed, e.g. by `failatlas sandbox cleanup --all`
         except docker.errors.APIError as exc:
             raise SandboxError(f"cannot remove sandbox {self.container.name}: {exc}") from exc
         finally:
             if self.egress is not None:
                 self.egress.close()
+            if holder is not None:  # reused only once the container and every process of it are gone
+                docker_netns.pool().give_back(holder, reuse=gone)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -1,0 +1,171 @@
+"""Docker sandboxes without network reuse a holder's network namespace one at a time (docker_netns.py): offline as
+before, never two at once, never one that a socket outlived, and no holder left once its process ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import docker
+import pytest
+
+from failatlas.bench_core.sandbox import SandboxSpec, cleanup_orphans, create_sandbox, docker_netns
+from failatlas.bench_core.sandbox.cleanup import LABEL, LABEL_PID
+
+pytestmark = pytest.mark.docker
+
+_SERVER = """
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); a, _ = s.accept()
+a.close(); c.close(); s.close()  # the accepted side closed first: its port stays in TIME_WAIT for a minute
+"""
+_BIND = """
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1]))); print("bound")
+except OSError as exc:
+    print("busy", exc.errno)
+"""
+
+
+def _netns(box) -> str:  # noqa: ANN001
+    return box.exec("readlink /proc/self/ns/net", timeout=30).stdout.strip()
+
+
+def test_sandboxes_one_after_another_reuse_a_holder_and_stay_offline(sandbox_image: str, run_id: str) -> None:
+    holders = []
+    for _ in range(2):
+        with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+            holder = box._netns
+            assert holder is not None, docker_netns.pool().off
+            holders.append(holder.container.id)
+            # the sandbox is in the holder's namespace, which has a loopback and nothing else
+            assert _netns(box) == os.readlink(f"/proc/{holder.pid}/ns/net")
+            links = box.exec("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", timeout=30).stdout.split()
+            assert links == ["lo"]
+            assert box.exec("hostname", timeout=30).stdout.strip() == "sandbox"
+            out = box.exec(["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
+                           timeout=30)
+            assert out.returncode != 0 and "OSError" in out.stderr
+    assert holders[0] == holders[1]
+
+
+def test_two_sandboxes_at_once_never_share_a_namespace(sandbox_image: str, run_id: str) -> None:
+    serve = ("import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 28411)); s.listen();"
+             "u = socket.socket(socket.AF_UNIX); u.bind('\\0failatlas-test'); u.listen(); time.sleep(5)")
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as one, \
+            create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as two:
+        assert one._netns is not None and two._netns is not None
+        assert one._netns.container.id != two._netns.container.id and _netns(one) != _netns(two)
+        started = threading.Event()
+
+        def server() -> None:
+            started.set()
+            one.exec(["python3", "-c", serve], timeout=20)
+
+        thread = threading.Thread(target=server)
+        thread.start()
+        started.wait()
+        probe = ("import socket, time\n"
+                 "for _ in range(100):\n"
+                 "    if ':6EFB' in open('/proc/net/tcp').read(): break\n"
+                 "    time.sleep(0.1)\n"
+                 "for family, where in ((socket.AF_INET, ('127.0.0.1', 28411)),\n"
+                 "                      (socket.AF_UNIX, '\\0failatlas-test')):\n"
+                 "    try: socket.socket(family).connect(where); print('reached')\n"
+                 "    except OSError: print('refused')\n")
+        seen_in_one = one.exec(["python3", "-c", probe], timeout=20).stdout.split()
+        seen_in_two = two.exec(["python3", "-c", probe], timeout=20).stdout.split()
+        thread.join(timeout=30)
+    assert seen_in_one == ["reached", "reached"]  # the server was up: the other sandbox could have seen it
+    assert seen_in_two == ["refused", "refused"]
+
+
+def test_a_socket_left_in_time_wait_retires_the_holder(sandbox_image: str, run_id: str) -> None:
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        first = box._netns
+        assert first is not None
+        box.exec(["python3", "-c", _SERVER, "28412"], timeout=30)
+        # in that namespace the port is busy for a minute for a program that binds it plainly
+        assert box.exec(["python3", "-c", _BIND, "28412"], timeout=30).stdout.split()[0] == "busy"
+    client = docker.from_env()
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(first.container.id)  # retired, not handed on
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box._netns is not None and box._netns.container.id != first.container.id
+        assert box.exec(["python3", "-c", _BIND, "28412"], timeout=30).stdout.strip() == "bound"
+
+
+def test_a_sandbox_that_failed_to_start_gives_its_holder_back(sandbox_image: str, run_id: str) -> None:
+    """A holder removed behind the pool's back (another process's `sandbox cleanup --all`) costs nothing: the
+    sandbox makes its own namespace."""
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        holder = box._netns
+    assert holder is not None
+    docker.from_env().api.remove_container(holder.container.id, force=True)
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box.exec("echo ok", timeout=30).stdout == "ok\n"
+        assert box._netns is None or box._netns.container.id != holder.container.id
+
+
+_OWNER = """
+import os, sys
+from failatlas.bench_core.sandbox import SandboxSpec, create_sandbox
+with create_sandbox("docker", SandboxSpec(image=sys.argv[1], run_id=sys.argv[2])) as box:
+    assert box._netns is not None
+print(os.getpid(), flush=True)
+if sys.argv[3] == "hold":
+    sys.stdin.read()  # until killed: its free holder is left behind, an orphan
+"""
+
+
+def _holders(pid: int) -> list[str]:
+    found = docker.from_env().api.containers(all=True, filters={"label": [f"{LABEL}=1", f"{LABEL_PID}={pid}",
+                                                                          "failatlas.purpose=netns"]})
+    return [c["Id"] for c in found]
+
+
+def test_holders_go_when_their_process_ends_or_as_orphans(sandbox_image: str, run_id: str) -> None:
+    done = subprocess.run([sys.executable, "-c", _OWNER, sandbox_image, run_id, "exit"], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert _holders(int(done.stdout.strip())) == []
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER, sandbox_image, run_id, "hold"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(owner.stdout.readline().strip())
+        assert len(_holders(pid)) == 1
+        owner.kill()
+        owner.wait(timeout=60)
+        cleanup_orphans()
+        assert _holders(pid) == []
+    finally:
+        owner.kill()
+        owner.wait(timeout=60)
+
+
+def test_switched_off_each_sandbox_has_a_namespace_of_its_own(sandbox_image: str, run_id: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(docker_netns.ENV, "0")
+    monkeypatch.setattr(docker_netns, "_POOL", None)
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box._netns is None
+        mode = docker.from_env().api.inspect_container(box.container.id)["HostConfig"]["NetworkMode"]
+        assert mode == "none" and box.exec("hostname", timeout=30).stdout.strip() == "sandbox"
+    monkeypatch.setattr(docker_netns, "_POOL", None)  # the next test's sandboxes get a pool again
+
+
+def test_a_root_sandbox_that_rewrote_its_hosts_file_retires_the_holder(sandbox_image: str, run_id: str) -> None:
+    """Docker gives a sandbox in a holder's namespace the holder's /etc/hosts: a root user could leave an entry
+    there for the next sandbox."""
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id, user="0:0")) as box:
+        first = box._netns
+        assert first is not None
+        wrote = box.exec("echo '10.9.9.9 pypi.org' >> /etc/hosts && echo wrote", timeout=30)
+        assert wrote.stdout.strip() == "wrote", wrote.stderr
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box._netns is not None and box._netns.container.id != first.container.id
+        assert "10.9.9.9" not in box.exec("cat /etc/hosts", timeout=30).stdout
