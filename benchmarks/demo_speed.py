@@ -16,6 +16,11 @@ them (issue 54), keeping each demo's output:
 
     python3 benchmarks/demo_speed.py --before python3 --before-arg=--no-twins --log /tmp/demo-logs
 
+Or one version with a switch of its environment on one side, e.g. Docker sandboxes each with a network namespace
+of its own beside the reused ones (`bench_core/sandbox/docker_netns.py`):
+
+    python3 benchmarks/demo_speed.py --before python3 --before-env FAILATLAS_DOCKER_NETNS_POOL=0 --rounds 2
+
 Both demos use the same sandbox image and the same Docker engine; the image must exist (scripts/setup.sh). The
 load average (1 minute) is printed at each demo's start and end: on a busy machine the times say as much about
 the other work as about the demo. So each demo's CPU time is printed too, which other work sharing the cores
@@ -83,17 +88,19 @@ def _cpu_line(before: dict[str, float | None], after: dict[str, float | None]) -
     return f"CPU {total:.0f} s ({', '.join(parts)})"
 
 
-def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n: int = 0) -> float:
+def _demo(python: str, label: str, extra: list[str], log: Path | None = None, n: int = 0,
+          env: dict[str, str] | None = None) -> float:
     with tempfile.TemporaryDirectory(prefix=f"demo-{label}-") as tmp:
         version = subprocess.run([python, "-m", "failatlas", "version"], capture_output=True, text=True,
                                  check=False).stdout.strip()
-        print(f"{label}: {version or python} demo {' '.join(extra)} in {tmp}; load {os.getloadavg()[0]:.1f}",
-              flush=True)
+        settings = "".join(f"{k}={v} " for k, v in (env or {}).items())
+        print(f"{label}: {settings}{version or python} demo {' '.join(extra)} in {tmp}; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
         cpu, busy = _cpu(), _busy()
         start = time.perf_counter()
         proc = subprocess.run([python, "-m", "failatlas", "--db", str(Path(tmp) / "demo.duckdb"), "demo", *extra],
                               cwd=tmp, capture_output=True, text=True, check=False,
-                              env={**os.environ, "COLUMNS": "120"})
+                              env={**os.environ, "COLUMNS": "120", **(env or {})})
         seconds = time.perf_counter() - start
         if log is not None:
             log.mkdir(parents=True, exist_ok=True)
@@ -112,16 +119,27 @@ def main() -> None:
     parser.add_argument("--demo-arg", action="append", default=[], help="passed to both demos (repeatable)")
     parser.add_argument("--before-arg", action="append", default=[], help="passed to the older one (repeatable)")
     parser.add_argument("--after-arg", action="append", default=[], help="passed to this one (repeatable)")
+    parser.add_argument("--before-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the older one's environment (repeatable), e.g. a switch of this version")
+    parser.add_argument("--after-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in this one's environment (repeatable)")
     parser.add_argument("--log", type=Path, help="keep each demo's output here (<label>-<round>.log)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="pairs of demos; the order alternates (before-after, after-before, ...) so that a "
                         "machine's load drifting during the measurement weighs on both alike")
     args = parser.parse_args()
+    envs = {}
+    for label in ("before", "after"):
+        pairs = getattr(args, f"{label}_env")
+        bad = [p for p in pairs if "=" not in p or not p.split("=", 1)[0]]
+        if bad:
+            parser.error(f"--{label}-env takes NAME=VALUE, not {bad[0]!r}")
+        envs[label] = dict(p.split("=", 1) for p in pairs)
     totals = {"before": 0.0, "after": 0.0}
     for n in range(args.rounds):
         order = ("before", "after") if n % 2 == 0 else ("after", "before")
         seconds = {label: _demo(getattr(args, label), label, [*args.demo_arg, *getattr(args, f"{label}_arg")],
-                                args.log, n) for label in order}
+                                args.log, n, envs[label]) for label in order}
         for label in order:
             totals[label] += seconds[label]
         print(f"round {n + 1}: before {seconds['before']:.0f} s, after {seconds['after']:.0f} s: "
