@@ -9,16 +9,22 @@ the next sandbox without network once this one is removed.
 Why that keeps sandboxes apart:
 - A holder serves **one sandbox at a time** (a lease), so two sandboxes never share a loopback or an abstract
   socket name at the same time.
-- Nothing but sockets can be left in a network namespace by a process without CAP_NET_ADMIN, which no sandbox
-  has (interfaces, routes, firewall rules and the namespace's sysctls all need it), and every process of a sandbox
-  is gone once its container is removed. What can outlive them is a socket the kernel still holds: a connection in
-  TIME_WAIT (for a minute after it closed: a fixed port the next run binds would be busy, and its honest run
-  would fail), one in flight in a unix socket's queue until the kernel collects it. So a holder is handed to the
-  next sandbox only when every socket table of its namespace (`TABLES`, read from the host's /proc) counts what it
-  counted when the holder was new; otherwise the holder is removed and the next sandbox gets a new one. Sockets can
-  only go away after that check, never appear: no process is left to open one.
+- **Handed on only as new.** A process without CAP_NET_ADMIN (no sandbox has it) cannot change a namespace's
+  interfaces, routes, firewall or sysctls, and every process of a sandbox is gone once its container is removed;
+  but a namespace keeps more than its processes: sockets the kernel still holds (a connection in TIME_WAIT for a
+  minute, which would make a fixed port busy for the next run; one in flight in a unix socket's queue), IPv6 flow
+  labels that linger after their socket, and counters (packets and bytes on the loopback, the protocols' SNMP
+  counters), which a sandbox sets at will and the next one could read: a channel from one run to the next. So at
+  creation the harness reads every file of the holder's namespace under the host's `/proc/<pid>/net` (`_state`:
+  socket tables, counters, flow labels, routes, multicast memberships, everything there but what is the host's
+  own, `HOSTS_OWN`), and a holder goes to the next sandbox only when all of it reads the same again; otherwise it
+  is removed and the next sandbox gets a new one. An honest sandbox that uses no network (most) changes none of
+  it; one that talks to itself over the loopback retires its holder. Nothing can change after the check: no
+  process is left.
 - Docker gives a container in another's namespace that container's `/etc/hosts`, `/etc/resolv.conf` and
-  `/etc/hostname`; a sandbox whose user is root could write them, so they too must read as when the holder was new.
+  `/etc/hostname`; a sandbox whose user is root owns them, so their bytes, mode, owner, modification time and
+  extended attributes must read as new too (a change retires the holder), and their access times, which a read
+  changes and an owner sets at will, are put back before the next sandbox.
 - The holder itself runs `sleep` as `nobody` with no capabilities; it listens on nothing.
 
 The pool is per process (a forked worker starts with none of its parent's holders) and small (`POOL_MAX` free
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -43,50 +50,82 @@ from failatlas.bench_core.sandbox.model import SandboxSpec
 ENV = "FAILATLAS_DOCKER_NETNS_POOL"
 POOL_MAX = 4  # free holders kept per process (a worker runs one sandbox at a time, its judges a few in threads)
 PURPOSE = "netns"
-# every socket table of a network namespace under /proc/<pid>/net (a missing one counts as absent both times)
-TABLES = ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6", "icmp", "icmp6", "unix", "packet",
-          "netlink", "sctp/assocs", "sctp/eps")
+# files under /proc/<pid>/net that are the host's, not the namespace's (they change with the host's own traffic)
+HOSTS_OWN = frozenset({"softnet_stat", "stat/rt_cache", "rt_acct", "ptype"})
+# in sockstat(6) and protocols, the fields that count the whole host's sockets and memory
+_HOST_FIELDS = re.compile(rb" (alloc|mem|memory|orphan) -?\d+")
 
 
 @dataclass
 class Holder:
-    """One holder container: its id, the host pid of its process, its namespace's inode and its tables when new."""
+    """One holder container: its id, the host pid of its process, its namespace's inode, and what its namespace
+    and its name files read when it was new."""
 
     container: Any
     pid: int
     inode: int
-    fresh: dict[str, int | None]
-    files: dict[str, bytes]  # the name files Docker shares with the sandboxes that join it, as when new
+    fresh: dict[str, bytes]
+    files: dict[str, tuple]  # the name files Docker shares with the sandboxes that join it, as when new
 
     @property
     def mode(self) -> str:
         return f"container:{self.container.id}"
 
 
-def _tables(pid: int) -> dict[str, int | None]:
-    """How many sockets each table of `pid`'s network namespace lists (None: the table is not there)."""
-    counts: dict[str, int | None] = {}
-    for name in TABLES:
-        try:
-            with open(f"/proc/{pid}/net/{name}", "rb") as fh:
-                counts[name] = max(0, fh.read().count(b"\n") - 1)  # less the header line
-        except FileNotFoundError:
-            counts[name] = None
-    return counts
+def _state(pid: int) -> dict[str, bytes]:
+    """Every file of `pid`'s network namespace under /proc/<pid>/net (path -> bytes), less `HOSTS_OWN` and the
+    host-wide fields of sockstat and protocols. OSError when the namespace cannot be read."""
+    root = f"/proc/{pid}/net"
+    if not os.path.isdir(root):
+        raise FileNotFoundError(root)
+    found: dict[str, bytes] = {}
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root)
+            if rel in HOSTS_OWN:
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(1 << 22)
+            except OSError as exc:  # some tables are root's or absent on a kernel: the same error both times
+                data = f"unreadable: {exc.errno}".encode()
+            if rel in ("sockstat", "sockstat6"):
+                data = _HOST_FIELDS.sub(b"", data)
+            elif rel == "protocols":  # name and the namespace's socket count of each protocol
+                data = b"\n".join(b" ".join(line.split()[0:3:2]) for line in data.splitlines())
+            found[rel] = data
+    return found
 
 
 _SHARED_FILES = ("HostsPath", "ResolvConfPath", "HostnamePath")
 
 
-def _files(attrs: dict) -> dict[str, bytes]:
-    """The holder's name files as the host holds them (OSError when this process cannot read them)."""
+def _files(attrs: dict) -> dict[str, tuple]:
+    """The holder's name files as the host holds them: bytes, mode, owner, modification time, extended attributes
+    and access time (OSError when this process cannot read them)."""
     found = {}
     for key in _SHARED_FILES:
         path = attrs.get(key)
         if path:
+            info = os.lstat(path)
             with open(path, "rb") as fh:
-                found[key] = fh.read(1 << 20)
+                data = fh.read(1 << 20)
+            xattrs = tuple(sorted((name, os.getxattr(path, name, follow_symlinks=False))
+                                  for name in os.listxattr(path, follow_symlinks=False)))
+            found[key] = (path, data, info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, xattrs,
+                          info.st_atime_ns)
     return found
+
+
+def _files_as_new(holder: Holder) -> bool:
+    """Whether the name files read as new but for their access times, which are then put back."""
+    now = _files(holder.container.attrs or {})
+    if {k: v[:-1] for k, v in now.items()} != {k: v[:-1] for k, v in holder.files.items()}:
+        return False
+    for path, _data, _mode, _uid, _gid, mtime, _xattrs, atime in holder.files.values():
+        os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+    return True
 
 
 def _inode(pid: int) -> int:
@@ -120,8 +159,8 @@ class NetnsPool:
         """After the sandbox that used `holder` was removed (`reuse` False: it may not be): keep it for the next
         one when its namespace is as new (and the pool has room), else remove it. True when it was kept."""
         try:
-            clean = (reuse and self._alive(holder) and _tables(holder.pid) == holder.fresh
-                     and _files(holder.container.attrs or {}) == holder.files)
+            clean = (reuse and self._alive(holder) and _state(holder.pid) == holder.fresh
+                     and _files_as_new(holder))
         except OSError:
             clean = False
         with self._lock:
@@ -168,11 +207,14 @@ class NetnsPool:
             pid = int(((container.attrs or {}).get("State") or {}).get("Pid") or 0)
             if pid <= 0:
                 raise OSError("no process")
-            holder = Holder(container, pid, _inode(pid), _tables(pid), _files(container.attrs or {}))
+            holder = Holder(container, pid, _inode(pid), _state(pid), _files(container.attrs or {}))
         except (OSError, ValueError, docker.errors.DockerException) as exc:
             self._off = f"the engine's namespaces cannot be read from this process ({exc})"
             _remove_container(container)
             return None
+        except BaseException:
+            _remove_container(container)
+            raise
         return holder
 
 

@@ -126,25 +126,26 @@ class DockerSandbox(DockerCommands):
             egress = Egress.start(client, spec)
         system = docker_system.system_binds(client, spec, image_id)
         holder = docker_netns.pool().lease(client, spec) if spec.network == "none" else None
+        options = cls._run_options(spec, client, egress, system=system,
+                                   netns=holder.mode if holder is not None else None)
         try:
-            options = cls._run_options(spec, client, egress, system=system,
-                                       netns=holder.mode if holder is not None else None)
             try:
                 container = client.containers.run(spec.image, **options)
             except docker.errors.DockerException:
                 if holder is None:
                     raise
                 # the holder went away meanwhile (e.g. `failatlas sandbox cleanup --all`): a namespace of its own
-                docker_netns.pool().give_back(holder, reuse=False)
                 docker_netns.remove_named(client, options["name"])  # created, never started
+                docker_netns.pool().give_back(holder, reuse=False)
                 holder = None
-                container = client.containers.run(spec.image, **cls._run_options(spec, client, egress,
-                                                                                 system=system))
+                options = cls._run_options(spec, client, egress, system=system)
+                container = client.containers.run(spec.image, **options)
         except BaseException as exc:
             if egress is not None:
                 egress.close()
-            if holder is not None:
-                docker_netns.pool().give_back(holder)
+            if holder is not None:  # the container may have started before the error (a timeout, an interrupt)
+                docker_netns.remove_named(client, options["name"])
+                docker_netns.pool().give_back(holder, reuse=False)
             if isinstance(exc, docker.errors.DockerException):
                 raise SandboxError(f"cannot start a sandbox from {spec.image}: {exc}") from exc
             raise
