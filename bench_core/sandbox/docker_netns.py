@@ -25,12 +25,22 @@ Why that keeps sandboxes apart:
   `/etc/hostname`; a sandbox whose user is root owns them, so their bytes, mode, owner, modification time and
   extended attributes must read as new too (a change retires the holder), and their access times, which a read
   changes and an owner sets at will, are put back before the next sandbox.
+- Some of a namespace's state has no file there: the IPv4 route cache (a UDP `connect()` to a loopback address
+  caches a route, with its age, on the CPU it ran on: no packet, nothing under /proc/net) and the TCP Fast Open
+  key a listener makes. So at each hand-back the harness flushes the route caches from inside the namespace
+  (`nsenter`, root on the host) and reads its sysctls (`/proc/sys/net`, which shows the key), which must read as
+  when new too (`_kernel`).
+- **Only sandboxes whose user is not root hand a holder on.** The name files are bind mounts of the holder's own
+  files, and their owner, root without capabilities, can still set what no comparison lists in full (an ext4
+  generation number, inode flags, blocks allocated past the end), and read root-only sysctls; a second review
+  found each. A sandbox whose user is uid 0 (or whose user was never learnt) retires its holder when it closes.
 - The holder itself runs `sleep` as `nobody` with no capabilities; it listens on nothing.
 
 The pool is per process (a forked worker starts with none of its parent's holders) and small (`POOL_MAX` free
 holders); holders carry the sandbox labels with purpose `netns`, so `failatlas sandbox list` shows them and the
 orphan cleanup removes those of a process that died; a process removes its own when it exits. It is used only
-where this process can read the holder's namespace from /proc (an engine on this host); elsewhere, and with
+where this process can read the holder's namespace from /proc and enter it (root, an engine on this host, `nsenter`
+on the PATH); elsewhere, and with
 `FAILATLAS_DOCKER_NETNS_POOL=0`, every sandbox gets its own namespace as before.
 """
 
@@ -39,6 +49,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import subprocess
 import threading
 import uuid
 from dataclasses import dataclass
@@ -66,6 +78,7 @@ class Holder:
     inode: int
     fresh: dict[str, bytes]
     files: dict[str, tuple]  # the name files Docker shares with the sandboxes that join it, as when new
+    kernel: bytes  # its sysctls, as when new (`_kernel`)
 
     @property
     def mode(self) -> str:
@@ -96,6 +109,23 @@ def _state(pid: int) -> dict[str, bytes]:
                 data = b"\n".join(b" ".join(line.split()[0:3:2]) for line in data.splitlines())
             found[rel] = data
     return found
+
+
+# run in the holder's namespace: flush the route caches (state with no file under /proc/net), then print every
+# sysctl of the namespace (path:value)
+_KERNEL_SH = ("echo 1 > /proc/sys/net/ipv4/route/flush; echo 1 > /proc/sys/net/ipv6/route/flush; "
+              "grep -r . /proc/sys/net")
+
+
+def _kernel(pid: int, nsenter: str) -> bytes:
+    """The route caches of `pid`'s network namespace flushed and its sysctls read, from inside it; OSError when
+    that cannot be done."""
+    done = subprocess.run([nsenter, f"--net=/proc/{pid}/ns/net", "--", "/bin/sh", "-c", _KERNEL_SH],
+                          capture_output=True, timeout=30, check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                                                             "LC_ALL": "C"})
+    if not done.stdout:
+        raise OSError(f"cannot read the namespace's sysctls: {done.stderr.decode(errors='replace')[:200]}")
+    return done.stdout
 
 
 _SHARED_FILES = ("HostsPath", "ResolvConfPath", "HostnamePath")
@@ -141,6 +171,11 @@ class NetnsPool:
         self._free: list[Holder] = []
         self._pid = os.getpid()
         self._off: str | None = None if os.environ.get(ENV, "1") != "0" else f"{ENV}=0"
+        self._nsenter = shutil.which("nsenter", path="/usr/bin:/bin:/usr/sbin:/sbin") or ""
+        if self._off is None and not self._nsenter:
+            self._off = "no nsenter on this host"
+        elif self._off is None and os.geteuid() != 0:
+            self._off = "entering a holder's namespace needs root on this host"
 
     def lease(self, client: Any, spec: SandboxSpec) -> Holder | None:
         """A holder no sandbox uses now, made when none is free; None when the pool is off or a holder cannot be
@@ -159,9 +194,9 @@ class NetnsPool:
         """After the sandbox that used `holder` was removed (`reuse` False: it may not be): keep it for the next
         one when its namespace is as new (and the pool has room), else remove it. True when it was kept."""
         try:
-            clean = (reuse and self._alive(holder) and _state(holder.pid) == holder.fresh
-                     and _files_as_new(holder))
-        except OSError:
+            clean = (reuse and self._alive(holder) and _kernel(holder.pid, self._nsenter) == holder.kernel
+                     and _state(holder.pid) == holder.fresh and _files_as_new(holder))
+        except (OSError, subprocess.SubprocessError):
             clean = False
         with self._lock:
             if clean and len(self._free) < POOL_MAX and os.getpid() == self._pid:
@@ -207,8 +242,9 @@ class NetnsPool:
             pid = int(((container.attrs or {}).get("State") or {}).get("Pid") or 0)
             if pid <= 0:
                 raise OSError("no process")
-            holder = Holder(container, pid, _inode(pid), _state(pid), _files(container.attrs or {}))
-        except (OSError, ValueError, docker.errors.DockerException) as exc:
+            holder = Holder(container, pid, _inode(pid), _state(pid), _files(container.attrs or {}),
+                            _kernel(pid, self._nsenter))
+        except (OSError, ValueError, subprocess.SubprocessError, docker.errors.DockerException) as exc:
             self._off = f"the engine's namespaces cannot be read from this process ({exc})"
             _remove_container(container)
             return None

@@ -398,8 +398,9 @@ class DockerSandbox(DockerCommands):
         finally:
             if self.egress is not None:
                 self.egress.close()
-            if holder is not None:  # reused only once the container and every process of it are gone
-                docker_netns.pool().give_back(holder, reuse=gone)
+            if holder is not None:  # reused only once the container and every process of it are gone, and
+                # never after a root user, who owns the holder's name files (docker_netns.py)
+                docker_netns.pool().give_back(holder, reuse=gone and self._uid != 0)
 
     def _check_open(self) -> None:
         if self._closed:

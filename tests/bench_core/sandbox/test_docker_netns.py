@@ -224,3 +224,52 @@ def test_a_sandbox_that_only_read_the_name_files_hands_the_holder_on_with_their_
     with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
         assert box._netns is not None and box._netns.container.id == holder.container.id
         assert os.stat(path).st_atime_ns == fresh
+
+
+_ROUTE_AGE = """
+import os, socket, struct, sys
+os.sched_setaffinity(0, {0})  # the route cache is per CPU
+if sys.argv[1] == "cache":  # a UDP connect caches the loopback's route: no packet is sent, no /proc/net file changes
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.connect(("127.0.0.3", 9)); u.close()
+    raise SystemExit
+# RTM_GETROUTE for 127.0.0.3; the age of the cached route is rta_cacheinfo.lastuse (attribute 12), 0 when none
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+dst = socket.inet_aton("127.0.0.3")
+body = struct.pack("BBBBBBBBI", socket.AF_INET, 32, 0, 0, 0, 0, 0, 0, 0) + struct.pack("HH", 8, 1) + dst
+s.send(struct.pack("IHHII", 16 + len(body), 26, 1, 1, 0) + body)
+data = s.recv(65536)
+length, kind = struct.unpack("IH", data[:6])
+off, age = 28, 0
+while kind == 24 and off + 4 <= length:
+    size, attr = struct.unpack("HH", data[off:off + 4])
+    if size < 4:
+        break
+    if attr == 12:
+        age = struct.unpack("I", data[off + 8:off + 12])[0]
+    off += (size + 3) & ~3
+print(kind, age)
+"""
+
+
+def test_a_cached_route_is_flushed_before_the_holder_is_handed_on(sandbox_image: str, run_id: str) -> None:
+    """A route cached by a UDP connect has no file under /proc/net, and its age told the next sandbox when the
+    last one looked it up: the caches are flushed at each hand-back."""
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        first = box._netns
+        assert first is not None
+        box.exec(["python3", "-c", _ROUTE_AGE, "cache"], timeout=30)
+        kind, age = box.exec(["python3", "-c", _ROUTE_AGE, "read"], timeout=30).stdout.split()
+        assert kind == "24" and int(age) > 0  # cached, as the next sandbox would have seen it unflushed
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box._netns is not None and box._netns.container.id == first.container.id  # reused
+        assert box.exec(["python3", "-c", _ROUTE_AGE, "read"], timeout=30).stdout.split() == ["24", "0"]
+
+
+def test_a_root_sandbox_never_hands_its_holder_on(sandbox_image: str, run_id: str) -> None:
+    """Root owns the holder's name files and can set what no comparison lists in full (an ext4 generation number,
+    blocks allocated past the end): a root sandbox retires its holder even when it seems to have changed nothing."""
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id, user="0:0")) as box:
+        first = box._netns
+        assert first is not None and box.exec("id -u", timeout=30).stdout.strip() == "0"
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box._netns is not None and box._netns.container.id != first.container.id
