@@ -187,7 +187,7 @@ class NetnsPool:
                 holder = self._free.pop()
                 if self._alive(holder):
                     return holder
-                _remove(holder)
+                _remove_container(holder.container)
         return self._make(client, spec)
 
     def give_back(self, holder: Holder, *, reuse: bool = True) -> bool:
@@ -202,7 +202,7 @@ class NetnsPool:
             if clean and len(self._free) < POOL_MAX and os.getpid() == self._pid:
                 self._free.append(holder)
                 return True
-        _remove(holder)
+        _remove_container(holder.container)
         return False
 
     def close(self) -> None:
@@ -210,7 +210,7 @@ class NetnsPool:
         with self._lock:
             free, self._free = self._free, []
         for holder in free:
-            _remove(holder)
+            _remove_container(holder.container)
 
     @property
     def off(self) -> str | None:
@@ -260,10 +260,6 @@ def remove_named(client: Any, name: str) -> None:
 
     with contextlib.suppress(docker.errors.DockerException):
         client.api.remove_container(name, force=True)
-
-
-def _remove(holder: Holder) -> None:
-    _remove_container(holder.container)
 
 
 def _remove_container(container: Any) -> None:
