@@ -27,9 +27,9 @@ Why that keeps sandboxes apart:
   changes and an owner sets at will, are put back before the next sandbox.
 - Some of a namespace's state has no file there: the IPv4 route cache (a UDP `connect()` to a loopback address
   caches a route, with its age, on the CPU it ran on: no packet, nothing under /proc/net) and the TCP Fast Open
-  key a listener makes. So at each hand-back the harness flushes the route caches from inside the namespace
-  (`nsenter`, root on the host) and reads its sysctls (`/proc/sys/net`, which shows the key), which must read as
-  when new too (`_kernel`).
+  key a listener makes. So at each hand-back the harness flushes the route caches from inside the namespace (a
+  thread of the harness's own process enters it with setns(2), root on the host, and leaves it) and reads its
+  sysctls (`/proc/sys/net`, which shows the key), which must read as when new too (`_kernel`).
 - **Only sandboxes whose user is not root hand a holder on.** The name files are bind mounts of the holder's own
   files, and their owner, root without capabilities, can still set what no comparison lists in full (an ext4
   generation number, inode flags, blocks allocated past the end), and read root-only sysctls; a second review
@@ -39,9 +39,8 @@ Why that keeps sandboxes apart:
 The pool is per process (a forked worker starts with none of its parent's holders) and small (`POOL_MAX` free
 holders); holders carry the sandbox labels with purpose `netns`, so `failatlas sandbox list` shows them and the
 orphan cleanup removes those of a process that died; a process removes its own when it exits. It is used only
-where this process can read the holder's namespace from /proc and enter it (root, an engine on this host, `nsenter`
-on the PATH); elsewhere, and with
-`FAILATLAS_DOCKER_NETNS_POOL=0`, every sandbox gets its own namespace as before.
+where this process can read the holder's namespace from /proc and enter it (root, an engine on this host,
+setns(2)); elsewhere, and with `FAILATLAS_DOCKER_NETNS_POOL=0`, every sandbox gets its own namespace as before.
 """
 
 from __future__ import annotations
@@ -49,8 +48,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import subprocess
 import threading
 import uuid
 from dataclasses import dataclass
@@ -111,21 +108,88 @@ def _state(pid: int) -> dict[str, bytes]:
     return found
 
 
-# run in the holder's namespace: flush the route caches (state with no file under /proc/net), then print every
-# sysctl of the namespace (path:value)
-_KERNEL_SH = ("echo 1 > /proc/sys/net/ipv4/route/flush; echo 1 > /proc/sys/net/ipv6/route/flush; "
-              "grep -r . /proc/sys/net")
+CLONE_NEWNET = 0x40000000
+_FLUSH = ("/proc/sys/net/ipv4/route/flush", "/proc/sys/net/ipv6/route/flush")
 
 
-def _kernel(pid: int, nsenter: str) -> bytes:
-    """The route caches of `pid`'s network namespace flushed and its sysctls read, from inside it; OSError when
-    that cannot be done."""
-    done = subprocess.run([nsenter, f"--net=/proc/{pid}/ns/net", "--", "/bin/sh", "-c", _KERNEL_SH],
-                          capture_output=True, timeout=30, check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-                                                                             "LC_ALL": "C"})
-    if not done.stdout:
-        raise OSError(f"cannot read the namespace's sysctls: {done.stderr.decode(errors='replace')[:200]}")
-    return done.stdout
+def _setns() -> Any:
+    """setns(2) (`os.setns` from Python 3.12, libc's before), or None where there is none."""
+    if hasattr(os, "setns"):
+        return os.setns
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        call = libc.setns
+    except (OSError, AttributeError):
+        return None
+
+    def setns(fd: int, nstype: int) -> None:
+        if call(fd, nstype) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    return setns
+
+
+def _sysctls() -> bytes:
+    """Every sysctl under /proc/sys/net of the calling thread's network namespace (path, then its value or the
+    error reading it gives), after flushing its route caches."""
+    for path in _FLUSH:
+        with contextlib.suppress(FileNotFoundError), open(path, "w") as fh:
+            fh.write("1")
+    out = []
+    for folder, dirs, names in os.walk("/proc/sys/net"):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(1 << 16)
+            except OSError as exc:  # write-only (flush) or absent on this kernel: the same error both times
+                data = f"unreadable: {exc.errno}".encode()
+            out.append(path.encode() + b"\0" + data)
+    return b"\n".join(out)
+
+
+def _kernel(pid: int, inode: int | None = None) -> bytes:
+    """The route caches of `pid`'s network namespace flushed and its sysctls read, from inside it (a thread of
+    this process that enters it with setns(2) and leaves it; a network namespace is a thread's own); OSError when
+    that cannot be done, or when the namespace is not the one of inode `inode`."""
+    setns = _setns()
+    if setns is None:
+        raise OSError("no setns(2) here")
+    got: list[bytes] = []
+    failed: list[BaseException] = []
+
+    def inside() -> None:
+        try:
+            own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    if inode is not None and os.fstat(target).st_ino != inode:
+                        raise OSError(f"process {pid} is no longer in the holder's namespace")
+                    setns(target, CLONE_NEWNET)
+                    try:
+                        got.append(_sysctls())
+                    finally:
+                        setns(own, CLONE_NEWNET)  # if this fails, the thread ends here in any case
+                finally:
+                    os.close(target)
+            finally:
+                os.close(own)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=inside, name="failatlas-netns-check", daemon=True)
+    thread.start()
+    thread.join(30)
+    if failed:
+        raise failed[0] if isinstance(failed[0], OSError) else OSError(repr(failed[0]))
+    if not got:
+        raise OSError("the namespace's sysctls could not be read in time")
+    return got[0]
 
 
 _SHARED_FILES = ("HostsPath", "ResolvConfPath", "HostnamePath")
@@ -171,9 +235,8 @@ class NetnsPool:
         self._free: list[Holder] = []
         self._pid = os.getpid()
         self._off: str | None = None if os.environ.get(ENV, "1") != "0" else f"{ENV}=0"
-        self._nsenter = shutil.which("nsenter", path="/usr/bin:/bin:/usr/sbin:/sbin") or ""
-        if self._off is None and not self._nsenter:
-            self._off = "no nsenter on this host"
+        if self._off is None and _setns() is None:
+            self._off = "no setns(2) on this host"
         elif self._off is None and os.geteuid() != 0:
             self._off = "entering a holder's namespace needs root on this host"
 
@@ -194,9 +257,9 @@ class NetnsPool:
         """After the sandbox that used `holder` was removed (`reuse` False: it may not be): keep it for the next
         one when its namespace is as new (and the pool has room), else remove it. True when it was kept."""
         try:
-            clean = (reuse and self._alive(holder) and _kernel(holder.pid, self._nsenter) == holder.kernel
+            clean = (reuse and self._alive(holder) and _kernel(holder.pid, holder.inode) == holder.kernel
                      and _state(holder.pid) == holder.fresh and _files_as_new(holder))
-        except (OSError, subprocess.SubprocessError):
+        except OSError:
             clean = False
         with self._lock:
             if clean and len(self._free) < POOL_MAX and os.getpid() == self._pid:
@@ -243,8 +306,8 @@ class NetnsPool:
             if pid <= 0:
                 raise OSError("no process")
             holder = Holder(container, pid, _inode(pid), _state(pid), _files(container.attrs or {}),
-                            _kernel(pid, self._nsenter))
-        except (OSError, ValueError, subprocess.SubprocessError, docker.errors.DockerException) as exc:
+                            _kernel(pid))
+        except (OSError, ValueError, docker.errors.DockerException) as exc:
             self._off = f"the engine's namespaces cannot be read from this process ({exc})"
             _remove_container(container)
             return None

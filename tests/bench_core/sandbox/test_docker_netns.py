@@ -273,3 +273,35 @@ def test_a_root_sandbox_never_hands_its_holder_on(sandbox_image: str, run_id: st
         assert first is not None and box.exec("id -u", timeout=30).stdout.strip() == "0"
     with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
         assert box._netns is not None and box._netns.container.id != first.container.id
+
+
+def test_the_namespace_is_read_from_inside_by_a_thread_that_leaves_the_caller_where_it_was(
+        sandbox_image: str, run_id: str) -> None:
+    """`_kernel` reads the holder's sysctls (its loopback's, none of the host's interfaces) from a thread that
+    enters the namespace; the caller's own namespace is unchanged, and a pid whose namespace is not the holder's
+    any more is refused."""
+    own = os.readlink("/proc/thread-self/ns/net")
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        holder = box._netns
+        assert holder is not None
+        read = docker_netns._kernel(holder.pid, holder.inode)
+        host = {line.split(b"/")[6] for line in read.splitlines() if line.startswith(b"/proc/sys/net/ipv4/conf/")}
+        assert host == {b"all", b"default", b"lo"}, host
+        assert os.readlink("/proc/thread-self/ns/net") == own
+        with pytest.raises(OSError, match="no longer"):
+            docker_netns._kernel(os.getpid(), holder.inode)
+    assert os.readlink("/proc/thread-self/ns/net") == own
+
+
+def test_a_fast_open_key_made_by_a_listener_retires_the_holder(sandbox_image: str, run_id: str) -> None:
+    """A listener with TCP Fast Open makes its namespace's key (a root-only sysctl, no file under /proc/net); the
+    key would outlive the sandbox, so the holder is retired (its sysctls are read from inside it)."""
+    listen = ("import socket; s = socket.socket(); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_FASTOPEN, 5);"
+              "s.bind(('127.0.0.1', 0)); s.listen(); s.close()")
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        first = box._netns
+        assert first is not None
+        made = box.exec(["python3", "-c", listen], timeout=30)
+        assert made.returncode == 0, made.stderr
+    with create_sandbox("docker", SandboxSpec(image=sandbox_image, run_id=run_id)) as box:
+        assert box._netns is not None and box._netns.container.id != first.container.id
