@@ -106,3 +106,24 @@ def test_several_agents_run_in_one_batch_each_once_and_resume(mini, tmp_path):
     with pytest.raises(ConfigError):
         run(mini, params, agents=["gold", "no-such-agent"])
     assert mini.query("SELECT count(*) FROM runs") == [(4,)]
+
+
+def test_no_more_worker_processes_than_runs(mini, tmp_path, monkeypatch):
+    """`--workers 4` for one run starts no worker process (the run goes in this process); for two runs, two."""
+    import concurrent.futures as cf
+
+    sizes: list[int] = []
+    real = cf.ProcessPoolExecutor
+
+    class Counted(real):
+        def __init__(self, workers: int, **kw) -> None:
+            sizes.append(workers)
+            super().__init__(workers, **kw)
+
+    monkeypatch.setattr(cf, "ProcessPoolExecutor", Counted)
+    one = run(mini, _params(tmp_path, task_ids=TASKS[:1], workers=4))
+    assert one.by_status == {"completed": 1} and sizes == []
+    two = run(mini, _params(tmp_path, model="second", workers=4))
+    assert two.by_status == {"completed": 2} and sizes == [2]
+    with pytest.raises(ConfigError, match="at least 1"):
+        run(mini, _params(tmp_path, model="third", workers=0))
