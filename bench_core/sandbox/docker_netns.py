@@ -46,6 +46,7 @@ setns(2)); elsewhere, and with `FAILATLAS_DOCKER_NETNS_POOL=0`, every sandbox ge
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -129,16 +130,15 @@ CLONE_NEWNET = 0x40000000
 _FLUSH = ("/proc/sys/net/ipv4/route/flush", "/proc/sys/net/ipv6/route/flush")
 
 
+@functools.cache
 def _setns() -> Any:
-    """setns(2) (`os.setns` from Python 3.12, libc's before), or None where there is none."""
+    """setns(2) (`os.setns` from Python 3.12, libc's before, found once), or None where there is none."""
     if hasattr(os, "setns"):
         return os.setns
     try:
         import ctypes
-        import ctypes.util
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        call = libc.setns
+        call = ctypes.CDLL(None, use_errno=True).setns  # this process's own symbols, libc's among them
     except (OSError, AttributeError):
         return None
 
